@@ -1,0 +1,435 @@
+"""The turn loop of one chat: the only place that sequences hook events.
+
+``agent.chat()`` awaits ``ChatRun.run()`` in the caller's task and asks the model for whole
+answers. ``agent.chat_stream()`` runs the same coroutine in a task of its own with an
+``emit`` callback, asks the model to stream, and hands the events to the consumer. The
+steps, in order, are drawn in ``docs/hooks.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from .errors import (
+    ChatCancelledError,
+    InvalidResponseError,
+    MaxIterationsError,
+    ToolDisabledError,
+    ToolError,
+    ToolExecutionError,
+    UnknownToolError,
+)
+from .events import (
+    AgentEvent,
+    AgentResponse,
+    ChatDone,
+    MessageCommitted,
+    ModelRetry,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from .hooks import (
+    AFTER_MODEL_CALL,
+    ON_CHAT_ABORT,
+    ON_CHAT_DONE,
+    ON_CHAT_ERROR,
+    ON_CHAT_START,
+    ON_MESSAGE,
+    ON_RESPONSE,
+    ON_TOOL_CALL_ERROR,
+    ON_TOOL_CALL_RESULT,
+    PRE_REQUEST,
+    PRE_TOOL_CALL,
+    AfterModelCallContext,
+    ChatAbortContext,
+    ChatDoneContext,
+    ChatErrorContext,
+    ChatStartContext,
+    Handler,
+    MessageContext,
+    PreRequestContext,
+    PreToolCallContext,
+    ResponseContext,
+    ToolErrorContext,
+    ToolResultContext,
+    ToolReturn,
+    notify,
+    notify_quietly,
+    run_chain,
+)
+from .messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
+from .models.base import (
+    ProviderRequest,
+    ProviderResponse,
+    ResponseAccumulator,
+    StreamEnd,
+    ToolDefinition,
+)
+from .tools import serialize_result
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .tools import Scope, Tool
+
+CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
+
+
+class ChatRun:
+    """The state of one chat on one agent.
+
+    ``emit`` is ``None`` for ``chat()``; for ``chat_stream()`` it receives every event.
+    """
+
+    __slots__ = (
+        "_agent",
+        "_handlers",
+        "_history",
+        "_last_response",
+        "_message",
+        "_new",
+        "_unanswered",
+        "_usage",
+        "cancel_reason",
+        "cancel_requested",
+        "emit",
+        "finished",
+        "task",
+        "task_cancelled",
+    )
+
+    def __init__(
+        self,
+        agent: Agent,
+        message: UserMessage,
+        history: list[Message],
+        emit: Callable[[AgentEvent], None] | None = None,
+    ) -> None:
+        self._agent = agent
+        self._handlers: dict[str, tuple[Handler, ...]] = agent.hooks.handlers
+        self._history = history
+        self._message = message
+        self._new: list[Message] = []
+        self._unanswered: dict[str, ToolCall] = {}
+        self._usage = Usage()
+        self.emit = emit
+        self.task: asyncio.Task[object] | None = None
+        self.cancel_requested = False
+        self.cancel_reason: object = None
+        self.task_cancelled = False
+        self.finished = False
+
+    def cancel(self, reason: object) -> bool:
+        """Ask the chat to end; returns False when it has finished already."""
+        if self.finished or self.cancel_requested:
+            return False
+        self.cancel_requested = True
+        self.cancel_reason = reason
+        if self.task is not None and not self.task.done():
+            self.task_cancelled = True
+            self.task.cancel()
+        return True
+
+    # -- the chat ------------------------------------------------------------------------
+
+    async def run(self) -> AgentResponse:
+        """Run the chat to its end and return the response."""
+        handlers = self._handlers
+        emit = self.emit
+        self.task = asyncio.current_task()
+        try:
+            if hs := handlers.get(ON_CHAT_START):
+                await notify(hs, ChatStartContext(message=self._message))
+            await self._commit(self._message)
+            response = await self._iterate()
+            self.finished = True
+        except asyncio.CancelledError as exc:
+            await self._abort(exc)
+            if self.cancel_requested:
+                if self.task_cancelled and self.task is not None:
+                    self.task.uncancel()
+                raise ChatCancelledError(self.cancel_reason) from None
+            raise
+        except Exception as exc:
+            self.finished = True
+            await self._close_unanswered("not run: the chat ended with an error")
+            if hs := handlers.get(ON_CHAT_ERROR):
+                await notify_quietly(hs, ChatErrorContext(error=exc))
+            raise
+        # Exactly one terminal event per chat: an exception from on_chat_done reaches the
+        # caller, but on_chat_error does not fire after on_chat_done.
+        if hs := handlers.get(ON_CHAT_DONE):
+            await notify(hs, ChatDoneContext(response=response))
+        if emit is not None:
+            emit(ChatDone(response=response))
+        return response
+
+    async def _iterate(self) -> AgentResponse:
+        agent = self._agent
+        for iteration in range(agent.max_iterations):
+            if self.cancel_requested:
+                raise asyncio.CancelledError
+            await self._call_model(iteration, build_request(agent, self._history))
+            response = self._last_response
+            message = response.to_message()
+            if message.tool_calls:
+                self._unanswered = {call.id: call for call in message.tool_calls}
+            await self._commit(message)
+            if not message.tool_calls:
+                return AgentResponse(
+                    message=message,
+                    messages=tuple(self._new),
+                    usage=self._usage,
+                    iterations=iteration + 1,
+                    finish_reason=response.finish_reason,
+                )
+            await self._run_tools(iteration, message.tool_calls)
+        raise MaxIterationsError(agent.max_iterations)
+
+    async def _commit(self, message: Message) -> None:
+        self._history.append(message)
+        self._new.append(message)
+        if message.role == "tool":
+            self._unanswered.pop(message.tool_call_id, None)
+        if hs := self._handlers.get(ON_MESSAGE):
+            await notify(hs, MessageContext(message=message))
+        if self.emit is not None:
+            self.emit(MessageCommitted(message=message))
+
+    async def _abort(self, exc: BaseException) -> None:
+        self.finished = True
+        await self._close_unanswered(CANCELLED_TOOL_TEXT)
+        if hs := self._handlers.get(ON_CHAT_ABORT):
+            reason = self.cancel_reason if self.cancel_requested else _reason(exc)
+            await notify_quietly(hs, ChatAbortContext(reason=reason))
+
+    async def _close_unanswered(self, text: str) -> None:
+        """Answer every tool call still open, so the history stays valid for the next chat."""
+        closing = [
+            ToolMessage(tool_call_id=call.id, tool_name=call.name, content=text, is_error=True)
+            for call in self._unanswered.values()
+        ]
+        self._unanswered = {}
+        for message in closing:
+            self._history.append(message)
+            self._new.append(message)
+        hs = self._handlers.get(ON_MESSAGE)
+        for message in closing:
+            if hs:
+                await notify_quietly(hs, MessageContext(message=message))
+            if self.emit is not None:
+                self.emit(MessageCommitted(message=message))
+
+    # -- one model call, with attempts ---------------------------------------------------
+
+    async def _call_model(self, iteration: int, request: ProviderRequest) -> None:
+        handlers = self._handlers
+        model = self._agent.model
+        emit = self.emit
+        attempt = 0
+        while True:
+            attempt += 1
+            if hs := handlers.get(PRE_REQUEST):
+                pre = PreRequestContext(iteration=iteration, request=request)
+                supplied = await run_chain(hs, pre, "request", ProviderRequest, ProviderResponse)
+                request = pre.request
+                if isinstance(supplied, ProviderResponse):
+                    await self._accept(iteration, request, supplied)
+                    return
+            response: ProviderResponse | None = None
+            error: Exception | None = None
+            try:
+                if emit is None:
+                    response = _checked(await model.request(request))
+                else:
+                    accumulator = ResponseAccumulator()
+                    async for part in model.stream(request):
+                        accumulator.add(part)
+                        if not isinstance(part, StreamEnd):
+                            emit(part)
+                    response = _checked(accumulator.response())
+            except Exception as exc:
+                error = exc
+            if hs := handlers.get(AFTER_MODEL_CALL):
+                after = AfterModelCallContext(
+                    iteration=iteration,
+                    attempt=attempt,
+                    request=request,
+                    response=response,
+                    error=error,
+                )
+                await notify(hs, after)
+                if after.retry:
+                    request = after.request
+                    if emit is not None:
+                        emit(ModelRetry(iteration=iteration, attempt=attempt, error=error))
+                    continue
+            if error is not None:
+                raise error
+            assert response is not None
+            await self._accept(iteration, request, response)
+            return
+
+    async def _accept(
+        self, iteration: int, request: ProviderRequest, response: ProviderResponse
+    ) -> None:
+        if hs := self._handlers.get(ON_RESPONSE):
+            ctx = ResponseContext(iteration=iteration, request=request, response=response)
+            await run_chain(hs, ctx, "response", ProviderResponse)
+            response = _checked(ctx.response)
+        if response.usage is not None:
+            self._usage = self._usage + response.usage
+        self._last_response = response
+
+    # -- tools ---------------------------------------------------------------------------
+
+    async def _run_tools(self, iteration: int, calls: tuple[ToolCall, ...]) -> None:
+        """Run the calls concurrently; commit their results in call order."""
+        emit = self.emit
+        if emit is not None:
+            for call in calls:
+                emit(ToolCallStarted(call=call, iteration=iteration))
+        if len(calls) == 1:
+            await self._finish(iteration, calls[0], await self._execute(calls[0]))
+            return
+        tasks = [asyncio.ensure_future(self._execute(call)) for call in calls]
+        try:
+            for call, task in zip(calls, tasks, strict=True):
+                await self._finish(iteration, call, await task)
+        finally:
+            pending = [task for task in tasks if not task.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+
+    async def _finish(self, iteration: int, call: ToolCall, message: ToolMessage) -> None:
+        if self.emit is not None:
+            self.emit(ToolCallFinished(call=call, message=message, iteration=iteration))
+        await self._commit(message)
+
+    async def _execute(self, call: ToolCall) -> ToolMessage:
+        """Run one tool call through its hooks; always returns the tool message."""
+        error: ToolError
+        found = self._agent.scopes.lookup(call.name)
+        if found is None:
+            known = ", ".join(sorted(self._agent.scopes.tool_names)) or "none"
+            error = UnknownToolError(
+                f"unknown tool {call.name!r}; available tools: {known}",
+                tool_name=call.name,
+                call_id=call.id,
+            )
+            return await self._failed(call, None, None, error)
+        tool, scope = found
+        original = call
+        if hs := self._handlers.get(PRE_TOOL_CALL):
+            ctx = PreToolCallContext(call=call, tool=tool, scope=scope)
+            supplied = await run_chain(hs, ctx, "call", ToolCall, (ToolReturn, Exception))
+            call = ctx.call
+            if isinstance(supplied, ToolReturn):
+                return await self._succeeded(original, call, tool, scope, supplied.value)
+            if isinstance(supplied, Exception):
+                return await self._failed(original, tool, scope, supplied, call)
+        if not (scope.is_enabled() and tool.is_enabled()):
+            error = ToolDisabledError(
+                f"tool {tool.name!r} is disabled now", tool_name=tool.name, call_id=original.id
+            )
+            return await self._failed(original, tool, scope, error, call)
+        try:
+            arguments = tool.validate(original.id, call.arguments)
+        except ToolError as exc:
+            return await self._failed(original, tool, scope, exc, call)
+        try:
+            result = await tool.invoke(arguments)
+        except Exception as exc:
+            error = ToolExecutionError(
+                f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}",
+                tool_name=tool.name,
+                call_id=original.id,
+            )
+            error.__cause__ = exc
+            return await self._failed(original, tool, scope, error, call)
+        return await self._succeeded(original, call, tool, scope, result)
+
+    async def _succeeded(
+        self, original: ToolCall, call: ToolCall, tool: Tool, scope: Scope, result: object
+    ) -> ToolMessage:
+        if hs := self._handlers.get(ON_TOOL_CALL_RESULT):
+            ctx = ToolResultContext(call=call, tool=tool, scope=scope, result=result)
+            await run_chain(hs, ctx, "result", ToolReturn)
+            result = ctx.result
+        return ToolMessage(
+            tool_call_id=original.id, tool_name=original.name, content=serialize_result(result)
+        )
+
+    async def _failed(
+        self,
+        original: ToolCall,
+        tool: Tool | None,
+        scope: Scope | None,
+        error: Exception,
+        call: ToolCall | None = None,
+    ) -> ToolMessage:
+        if hs := self._handlers.get(ON_TOOL_CALL_ERROR):
+            ctx = ToolErrorContext(call=call or original, tool=tool, scope=scope, error=error)
+            await run_chain(hs, ctx, "error", Exception)
+            error = ctx.error
+        return ToolMessage(
+            tool_call_id=original.id,
+            tool_name=original.name,
+            content=str(error) or type(error).__name__,
+            is_error=True,
+        )
+
+
+def build_request(agent: Agent, history: Sequence[Message]) -> ProviderRequest:
+    """The request for the next model call: history plus the enabled scopes' context."""
+    system_parts = [agent.system_prompt] if agent.system_prompt else []
+    user_parts: list[str] = []
+    tools: list[ToolDefinition] = []
+    for scope in agent.scopes.enabled():
+        tools.extend(t.definition for t in scope.tools if t.is_enabled())
+        if scope.context is not None and (text := scope.render_context()):
+            (system_parts if scope.context_placement == "system" else user_parts).append(text)
+    messages = tuple(history)
+    if user_parts:
+        messages = _extend_last_user(messages, "\n\n".join(user_parts))
+    return ProviderRequest(
+        model=agent.model.name,
+        system="\n\n".join(system_parts) or None,
+        messages=messages,
+        tools=tuple(tools),
+        settings=agent.settings,
+    )
+
+
+def _extend_last_user(messages: tuple[Message, ...], text: str) -> tuple[Message, ...]:
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, UserMessage):
+            if isinstance(message.content, str):
+                content: str | tuple[TextPart, ...] = f"{message.content}\n\n{text}"
+                changed = dataclasses.replace(message, content=content)
+            else:
+                changed = dataclasses.replace(
+                    message, content=(*message.content, TextPart(text=text))
+                )
+            return (*messages[:index], changed, *messages[index + 1 :])
+    return messages
+
+
+def _checked(response: object) -> ProviderResponse:
+    if not isinstance(response, ProviderResponse):
+        raise InvalidResponseError(
+            f"the model returned {type(response).__name__}, not a ProviderResponse"
+        )
+    calls = response.tool_calls
+    if len(calls) > 1 and len({c.id for c in calls}) != len(calls):
+        raise InvalidResponseError("the model returned two tool calls with the same id")
+    return response
+
+
+def _reason(exc: BaseException) -> object:
+    return exc.args[0] if exc.args else None

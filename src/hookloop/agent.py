@@ -1,0 +1,272 @@
+"""The agent: configuration plus ``chat`` / ``chat_stream`` / ``chat_sync`` / ``cancel``.
+
+The agent composes its collaborators (the hook registry, the scope registry, the model) and
+hands each chat to the loop in ``_loop.py``; it holds no loop logic of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+from ._loop import ChatRun
+from .errors import ConcurrentChatError, InvalidMessageError, UsageError
+from .events import AgentEvent, AgentResponse
+from .hooks import Disposer, HookHost, HookRegistry, Plugin
+from .messages import ContentPart, ImagePart, Message, TextPart, UserMessage
+from .models.base import Model, ModelSettings
+from .tools import Scope, ScopeRegistry, Tool, check_name
+
+__all__ = ["DEFAULT_SCOPE", "Agent", "ChatStream"]
+
+DEFAULT_SCOPE = "default"
+"""The name of the scope that holds the tools passed to ``Agent(tools=...)``."""
+
+UserInput = str | UserMessage | Sequence[ContentPart]
+
+
+class Agent(HookHost):
+    """An LLM agent whose every step can be watched and steered with hooks.
+
+    Args:
+        model: The model to call; see :mod:`hookloop.models`.
+        name: A name for logs and for delegation paths.
+        system_prompt: Instructions sent with every request.
+        tools: Tools (or typed functions) the model may call; they form the scope
+            ``"default"``.
+        max_iterations: The most model calls one chat may make; past it the chat raises
+            :class:`~hookloop.MaxIterationsError`.
+        settings: Sampling and tool-choice settings for every request.
+        plugins: Plugins to :meth:`use` at once.
+
+    Attributes:
+        hooks: The hook registry; prefer :meth:`add_hook`.
+        scopes: The scopes of tools and context (``agent.scopes.register(scope)``).
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        name: str = "agent",
+        system_prompt: str | None = None,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        max_iterations: int = 20,
+        settings: ModelSettings | None = None,
+        plugins: Iterable[Plugin] = (),
+    ) -> None:
+        if not isinstance(model, Model):
+            raise UsageError(f"model must be a hookloop Model, got {type(model).__name__}")
+        if (
+            isinstance(max_iterations, bool)
+            or not isinstance(max_iterations, int)
+            or max_iterations < 1
+        ):
+            raise UsageError(f"max_iterations must be a positive int, got {max_iterations!r}")
+        if system_prompt is not None and not isinstance(system_prompt, str):
+            raise UsageError("system_prompt must be a str or None")
+        self.model = model
+        self.name = check_name("agent", name)
+        self.system_prompt = system_prompt
+        self.max_iterations = max_iterations
+        self.settings = settings or ModelSettings()
+        self.hooks = HookRegistry()
+        self.scopes = ScopeRegistry(self.hooks)
+        self._history: list[Message] = []
+        self._run: ChatRun | None = None
+        self._plugins: list[Plugin] = []
+        tool_list = list(tools)
+        if tool_list:
+            self.scopes.register(Scope(DEFAULT_SCOPE, tools=tool_list))
+        for plugin in plugins:
+            self.use(plugin)
+
+    def __repr__(self) -> str:
+        return f"Agent(name={self.name!r}, model={self.model.name!r})"
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation so far (the system prompt is not part of it)."""
+        return tuple(self._history)
+
+    @property
+    def is_running(self) -> bool:
+        """Whether a chat is running now."""
+        return self._run is not None
+
+    @property
+    def plugins(self) -> tuple[Plugin, ...]:
+        """The plugins in use, in the order they were added."""
+        return tuple(self._plugins)
+
+    def use(self, plugin: Plugin) -> Disposer:
+        """Add a plugin: it registers its hooks now; the disposer removes them all.
+
+        Raises:
+            UsageError: ``plugin`` is not a plugin, or this agent uses it already.
+        """
+        if not isinstance(plugin, Plugin):
+            raise UsageError(f"{plugin!r} is not a plugin: it needs a name and init_agent(agent)")
+        if any(p is plugin for p in self._plugins):
+            raise UsageError(f"plugin {plugin.name!r} is already used by this agent")
+        with self.hooks.collect() as disposers:
+            try:
+                plugin.init_agent(self)
+            except BaseException:
+                for dispose in disposers:
+                    dispose()
+                raise
+        self._plugins.append(plugin)
+
+        def remove() -> None:
+            for dispose in disposers:
+                dispose()
+            self._plugins.remove(plugin)
+
+        return Disposer(remove)
+
+    async def chat(self, message: UserInput) -> AgentResponse:
+        """Send one user message and run the loop until the model answers without tools.
+
+        Raises:
+            ConcurrentChatError: Another chat is running on this agent.
+            MaxIterationsError: The model kept calling tools past ``max_iterations``.
+            ProviderError: The model failed and no hook retried it.
+            ChatCancelledError: :meth:`cancel` ended the chat.
+            asyncio.CancelledError: The task running the chat was cancelled.
+        """
+        run = self._start(_user_message(message), None)
+        try:
+            return await run.run()
+        finally:
+            self._run = None
+
+    def chat_stream(self, message: UserInput) -> ChatStream:
+        """Run a chat like :meth:`chat`, yielding its events as they happen.
+
+        Use it as ``async with agent.chat_stream(...) as events: async for event in events``
+        so that leaving early ends the chat at once; the last event is
+        :class:`~hookloop.ChatDone`. See :mod:`hookloop.events` for the order of events.
+        """
+        return ChatStream(self, _user_message(message))
+
+    def chat_sync(self, message: UserInput) -> AgentResponse:
+        """Blocking :meth:`chat` for code without an event loop.
+
+        Raises:
+            UsageError: Called while an event loop is running in this thread.
+        """
+        _require_no_running_loop("chat_sync")
+        return asyncio.run(self.chat(message))
+
+    def cancel(self, reason: object = None) -> bool:
+        """End the running chat as soon as possible.
+
+        Tool calls already in history get a "cancelled" result, ``on_chat_abort`` fires,
+        and the chat raises :class:`~hookloop.ChatCancelledError`. Call it from the event
+        loop's thread. Returns ``False`` when no chat is running.
+        """
+        run = self._run
+        return run.cancel(reason) if run is not None else False
+
+    def _start(self, message: UserMessage, emit: Callable[[AgentEvent], None] | None) -> ChatRun:
+        if self._run is not None:
+            raise ConcurrentChatError(
+                f"agent {self.name!r} is already running a chat; one chat at a time per agent "
+                "(wait for it, cancel it, or close its stream first)"
+            )
+        self._run = ChatRun(self, message, self._history, emit)
+        return self._run
+
+
+class ChatStream:
+    """The events of one streamed chat: an async iterator and an async context manager.
+
+    The chat starts when iteration starts and runs in a task of its own; events arrive in
+    order. Leaving the ``async with`` block (or calling :meth:`aclose`) before the end
+    cancels the chat, which then ends as cancelled (``on_chat_abort``).
+    """
+
+    def __init__(self, agent: Agent, message: UserMessage) -> None:
+        self._agent = agent
+        self._message = message
+        self._events: AsyncIterator[AgentEvent] | None = None
+        self.response: AgentResponse | None = None
+        """The chat's response, once the stream has ended successfully."""
+
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        if self._events is None:
+            self._events = self._produce()
+        return self._events
+
+    async def __aenter__(self) -> ChatStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the stream; a chat still running is cancelled."""
+        if self._events is not None:
+            await self._events.aclose()  # type: ignore[attr-defined]
+
+    async def _produce(self) -> AsyncIterator[AgentEvent]:
+        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+        run = self._agent._start(self._message, queue.put_nowait)
+
+        async def drive() -> AgentResponse:
+            try:
+                return await run.run()
+            finally:
+                self._agent._run = None
+                queue.put_nowait(None)
+
+        task = asyncio.ensure_future(drive())
+        try:
+            while (event := await queue.get()) is not None:
+                yield event
+            self.response = task.result()
+        finally:
+            if not task.done():
+                run.cancel("the stream was closed before the chat finished")
+                await asyncio.wait([task])
+            if not task.cancelled():
+                task.exception()  # retrieved: the consumer has seen it or chose to leave
+
+
+def _user_message(message: UserInput) -> UserMessage:
+    if isinstance(message, UserMessage):
+        return message
+    if isinstance(message, str):
+        if not message.strip():
+            raise InvalidMessageError("the user message is empty")
+        return UserMessage(content=message)
+    if isinstance(message, Sequence) and message:
+        return UserMessage(content=tuple(_content_part(part) for part in message))
+    raise InvalidMessageError(
+        f"a user message must be a non-empty str, a UserMessage or a sequence of parts, "
+        f"got {type(message).__name__}"
+    )
+
+
+def _content_part(part: object) -> ContentPart:
+    if isinstance(part, (TextPart, ImagePart)):
+        return part
+    raise InvalidMessageError(
+        f"a user message part must be TextPart or ImagePart, got {type(part).__name__}"
+    )
+
+
+def _require_no_running_loop(name: str) -> None:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise UsageError(f"{name}() cannot run inside a running event loop; await the async method")

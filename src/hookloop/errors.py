@@ -1,0 +1,280 @@
+"""The one exception tree of hookloop.
+
+Usage errors mean the program is wrong and fixing the code fixes them. Run failures happen
+while a chat runs, and a correct program still has to expect them::
+
+    HookloopError
+    ├── UsageError                     the program is wrong; raised at the call that is wrong
+    │   ├── InvalidMessageError        (also ValueError) a message or its JSON is malformed
+    │   ├── ToolDefinitionError        a tool cannot be built from its function
+    │   ├── DuplicateNameError         a scope or tool name is taken already
+    │   ├── HookRegistrationError      an event or handler that cannot be registered
+    │   ├── HookReturnError            (also TypeError) a handler returned a value of the wrong type
+    │   ├── ScopeNotFoundError         (also LookupError) no scope has that name
+    │   ├── ConcurrentChatError        a second chat on an agent that is still chatting
+    │   └── ScriptExhaustedError       a scripted test model ran out of steps
+    └── RunError                       a chat failed while it ran
+        ├── ProviderError              the model provider failed (status, body, retry_after)
+        │   ├── RateLimitError         429
+        │   ├── OverloadedError        529 / 503 / "overloaded_error"
+        │   ├── ServerError            other 5xx
+        │   ├── ProviderTimeoutError   no answer in time
+        │   ├── ProviderConnectionError  connection dropped or stream truncated
+        │   ├── AuthenticationError    401 / 403
+        │   ├── NotFoundError          404 (unknown model, wrong URL)
+        │   ├── BadRequestError        400 / 422
+        │   │   └── ContextOverflowError  the request does not fit the context window
+        │   └── InvalidResponseError   the provider answered something unusable
+        ├── ToolError                  one tool call failed (the model sees it; the chat goes on)
+        │   ├── UnknownToolError
+        │   ├── ToolDisabledError
+        │   ├── ToolValidationError    the arguments are not valid JSON or have wrong types
+        │   └── ToolExecutionError     the tool's function raised (the cause is chained)
+        ├── MaxIterationsError         the model kept calling tools past ``max_iterations``
+        └── ChatCancelledError         ``agent.cancel()`` ended the chat
+
+Task cancellation is not in the tree: a chat whose task is cancelled re-raises
+``asyncio.CancelledError`` unchanged, as asyncio code expects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = [
+    "AuthenticationError",
+    "BadRequestError",
+    "ChatCancelledError",
+    "ConcurrentChatError",
+    "ContextOverflowError",
+    "DuplicateNameError",
+    "HookRegistrationError",
+    "HookReturnError",
+    "HookloopError",
+    "InvalidMessageError",
+    "InvalidResponseError",
+    "MaxIterationsError",
+    "NotFoundError",
+    "OverloadedError",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderTimeoutError",
+    "RateLimitError",
+    "RunError",
+    "ScopeNotFoundError",
+    "ScriptExhaustedError",
+    "ServerError",
+    "ToolDefinitionError",
+    "ToolDisabledError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolValidationError",
+    "UnknownToolError",
+    "UsageError",
+]
+
+
+class HookloopError(Exception):
+    """The root of every exception hookloop raises on purpose."""
+
+
+class UsageError(HookloopError):
+    """The program uses hookloop wrongly; the message says how to fix it."""
+
+
+class InvalidMessageError(UsageError, ValueError):
+    """A message, or the JSON it was loaded from, is malformed."""
+
+
+class ToolDefinitionError(UsageError):
+    """A tool cannot be built from the function or arguments given."""
+
+
+class DuplicateNameError(UsageError):
+    """A scope or tool name is already registered on this agent."""
+
+
+class HookRegistrationError(UsageError):
+    """A hook handler cannot be registered for the event named."""
+
+
+class HookReturnError(UsageError, TypeError):
+    """An interceptor returned a value its event does not accept."""
+
+
+class ScopeNotFoundError(UsageError, LookupError):
+    """No scope is registered under the name given."""
+
+
+class ConcurrentChatError(UsageError):
+    """A chat was started on an agent that is still running another one."""
+
+
+class ScriptExhaustedError(UsageError):
+    """A scripted test model was called more times than it has steps."""
+
+
+class RunError(HookloopError):
+    """A chat failed while it ran."""
+
+
+class ProviderError(RunError):
+    """The model provider failed.
+
+    Attributes:
+        status: The HTTP status, when the failure came with one.
+        body: The error body as the provider sent it (parsed JSON or text).
+        retry_after: Seconds the provider asked us to wait, from ``Retry-After`` or
+            ``retry-after-ms``.
+        model: The model the request was for.
+        headers: Response headers that matter for handling the error (rate-limit headers).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        body: object = None,
+        retry_after: float | None = None,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.body = body
+        self.retry_after = retry_after
+        self.model = model
+        self.headers: Mapping[str, str] = dict(headers or {})
+
+    def __str__(self) -> str:
+        parts = [self.message]
+        if self.status is not None:
+            parts.append(f"status={self.status}")
+        if self.model is not None:
+            parts.append(f"model={self.model!r}")
+        if self.retry_after is not None:
+            parts.append(f"retry_after={self.retry_after:g}s")
+        return parts[0] if len(parts) == 1 else f"{parts[0]} ({', '.join(parts[1:])})"
+
+
+class RateLimitError(ProviderError):
+    """The provider rejected the request for rate limiting (HTTP 429)."""
+
+
+class OverloadedError(ProviderError):
+    """The provider is overloaded (HTTP 529 or 503, Anthropic's ``overloaded_error``)."""
+
+
+class ServerError(ProviderError):
+    """The provider failed with a server error (HTTP 5xx)."""
+
+
+class ProviderTimeoutError(ProviderError):
+    """The provider did not answer in time."""
+
+
+class ProviderConnectionError(ProviderError):
+    """The connection to the provider failed or a stream ended early."""
+
+
+class AuthenticationError(ProviderError):
+    """The provider rejected the credentials (HTTP 401 or 403)."""
+
+
+class NotFoundError(ProviderError):
+    """The provider does not know the model or the endpoint (HTTP 404)."""
+
+
+class BadRequestError(ProviderError):
+    """The provider rejected the request as malformed (HTTP 400 or 422)."""
+
+
+class ContextOverflowError(BadRequestError):
+    """The request does not fit the model's context window.
+
+    Attributes:
+        request_tokens: The size of the rejected request, when known.
+        limit_tokens: The model's context window, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_tokens: int | None = None,
+        limit_tokens: int | None = None,
+        status: int | None = None,
+        body: object = None,
+        model: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, status=status, body=body, model=model, headers=headers)
+        self.request_tokens = request_tokens
+        self.limit_tokens = limit_tokens
+
+
+class InvalidResponseError(ProviderError):
+    """The provider answered, but the answer cannot be used (missing fields, broken stream)."""
+
+
+class ToolError(RunError):
+    """One tool call failed. The model sees the message; the chat goes on.
+
+    Attributes:
+        tool_name: The name the model called.
+        call_id: The id of the tool call.
+    """
+
+    def __init__(self, message: str, *, tool_name: str, call_id: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.tool_name = tool_name
+        self.call_id = call_id
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UnknownToolError(ToolError):
+    """The model called a tool that the agent does not have."""
+
+
+class ToolDisabledError(ToolError):
+    """The model called a tool (or a tool of a scope) that is disabled now."""
+
+
+class ToolValidationError(ToolError):
+    """The model's arguments are not valid JSON or do not match the tool's parameters."""
+
+
+class ToolExecutionError(ToolError):
+    """The tool's own function raised; the original exception is the ``__cause__``."""
+
+
+class MaxIterationsError(RunError):
+    """The model still asked for tools after ``max_iterations`` model calls.
+
+    Attributes:
+        max_iterations: The limit that was reached.
+    """
+
+    def __init__(self, max_iterations: int) -> None:
+        super().__init__(
+            f"the model still called tools after {max_iterations} iterations "
+            "(raise Agent(max_iterations=...) if the task needs more steps)"
+        )
+        self.max_iterations = max_iterations
+
+
+class ChatCancelledError(RunError):
+    """``agent.cancel()`` ended the chat.
+
+    Attributes:
+        reason: What the caller of ``cancel()`` passed, if anything.
+    """
+
+    def __init__(self, reason: object = None) -> None:
+        super().__init__("the chat was cancelled" + ("" if reason is None else f": {reason}"))
+        self.reason = reason

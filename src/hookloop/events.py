@@ -1,0 +1,120 @@
+"""What ``agent.chat_stream()`` yields, and what a finished chat returns.
+
+The stream is the loop seen from outside, in the order things happen::
+
+    MessageCommitted(user)
+    per iteration:
+        [TextDelta | ToolCallDelta]...      the model's answer as it arrives
+        ModelRetry                          an attempt failed and is retried: drop the
+                                            deltas of this iteration received so far
+        MessageCommitted(assistant)
+        per tool call, in call order:
+            ToolCallStarted                 (all calls of the iteration start first)
+            ToolCallFinished                the tool message, ``is_error`` set on failure
+            MessageCommitted(tool)
+    ChatDone(response)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from .messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
+from .models.base import FinishReason, TextDelta, ToolCallDelta
+
+__all__ = [
+    "AgentEvent",
+    "AgentResponse",
+    "ChatDone",
+    "MessageCommitted",
+    "ModelRetry",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolCallFinished",
+    "ToolCallStarted",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentResponse:
+    """The outcome of one chat.
+
+    Attributes:
+        message: The final assistant message.
+        messages: Every message this chat committed, the user message first.
+        usage: Tokens used by every model call of the chat.
+        iterations: How many model calls (iterations) the chat took.
+        finish_reason: Why the model stopped the last time.
+    """
+
+    message: AssistantMessage
+    messages: tuple[Message, ...]
+    usage: Usage
+    iterations: int
+    finish_reason: FinishReason
+
+    @property
+    def text(self) -> str:
+        """The final answer's text."""
+        return self.message.content
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageCommitted:
+    """A message was appended to the history."""
+
+    message: Message
+    type: Literal["message"] = "message"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted:
+    """A tool call of the current iteration is about to run."""
+
+    call: ToolCall
+    iteration: int
+    type: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallFinished:
+    """A tool call finished; ``message`` is what the model will see."""
+
+    call: ToolCall
+    message: ToolMessage
+    iteration: int
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRetry:
+    """A model call failed and will be tried again.
+
+    Discard the text and tool-call deltas received since the iteration started: the next
+    attempt streams its answer from the beginning.
+    """
+
+    iteration: int
+    attempt: int
+    error: Exception | None
+    type: Literal["model_retry"] = "model_retry"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatDone:
+    """The chat finished; the last event of a stream."""
+
+    response: AgentResponse
+    type: Literal["chat_done"] = "chat_done"
+
+
+AgentEvent: TypeAlias = (
+    TextDelta
+    | ToolCallDelta
+    | MessageCommitted
+    | ToolCallStarted
+    | ToolCallFinished
+    | ModelRetry
+    | ChatDone
+)

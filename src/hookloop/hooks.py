@@ -1,0 +1,550 @@
+"""Hook events, their typed contexts, the registry that holds handlers, and plugins.
+
+Observers watch (their return value is ignored); interceptors may return a new in-flight
+value, and ``pre_request`` / ``pre_tool_call`` may short-circuit the step after them.
+Handlers run one at a time in ascending ``order``, then registration order. The full
+contract, with the firing order drawn once, is in ``docs/hooks.md``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Final,
+    Literal,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    overload,
+    runtime_checkable,
+)
+
+from .errors import HookRegistrationError, HookReturnError
+from .messages import Message, ToolCall, UserMessage
+from .models.base import ProviderRequest, ProviderResponse
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .events import AgentResponse
+    from .tools import Scope, Tool
+
+__all__ = [
+    "AfterModelCallContext",
+    "ChatAbortContext",
+    "ChatDoneContext",
+    "ChatErrorContext",
+    "ChatStartContext",
+    "Disposer",
+    "HookEvent",
+    "HookHost",
+    "HookRegistry",
+    "MessageContext",
+    "Plugin",
+    "PreRequestContext",
+    "PreToolCallContext",
+    "ResponseContext",
+    "ScopeContext",
+    "ToolErrorContext",
+    "ToolResultContext",
+    "ToolReturn",
+]
+
+logger = logging.getLogger(__name__)
+
+ON_CHAT_START: Final = "on_chat_start"
+ON_CHAT_DONE: Final = "on_chat_done"
+ON_CHAT_ABORT: Final = "on_chat_abort"
+ON_CHAT_ERROR: Final = "on_chat_error"
+ON_MESSAGE: Final = "on_message"
+PRE_REQUEST: Final = "pre_request"
+ON_RESPONSE: Final = "on_response"
+AFTER_MODEL_CALL: Final = "after_model_call"
+PRE_TOOL_CALL: Final = "pre_tool_call"
+ON_TOOL_CALL_RESULT: Final = "on_tool_call_result"
+ON_TOOL_CALL_ERROR: Final = "on_tool_call_error"
+ON_SCOPE_REGISTER: Final = "on_scope_register"
+ON_SCOPE_UNREGISTER: Final = "on_scope_unregister"
+
+HookEvent: TypeAlias = Literal[
+    "on_chat_start",
+    "on_chat_done",
+    "on_chat_abort",
+    "on_chat_error",
+    "on_message",
+    "pre_request",
+    "on_response",
+    "after_model_call",
+    "pre_tool_call",
+    "on_tool_call_result",
+    "on_tool_call_error",
+    "on_scope_register",
+    "on_scope_unregister",
+]
+EVENTS: Final[frozenset[str]] = frozenset(HookEvent.__args__)  # type: ignore[attr-defined]
+# Scope events fire inside the synchronous register()/unregister() call.
+_SYNC_ONLY: Final = frozenset({ON_SCOPE_REGISTER, ON_SCOPE_UNREGISTER})
+
+
+# --- contexts --------------------------------------------------------------------------
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatStartContext:
+    """``on_chat_start`` (observer): a chat begins, before the user message is committed."""
+
+    message: UserMessage
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatDoneContext:
+    """``on_chat_done`` (observer): the chat succeeded; the final answer is in history."""
+
+    response: AgentResponse
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatAbortContext:
+    """``on_chat_abort`` (observer): the chat was cancelled; ``reason`` is why, if known."""
+
+    reason: object
+
+
+@dataclass(slots=True, kw_only=True)
+class ChatErrorContext:
+    """``on_chat_error`` (observer): the chat failed with ``error``, which then propagates."""
+
+    error: Exception
+
+
+@dataclass(slots=True, kw_only=True)
+class MessageContext:
+    """``on_message`` (observer): ``message`` was just committed to history."""
+
+    message: Message
+
+
+@dataclass(slots=True, kw_only=True)
+class PreRequestContext:
+    """``pre_request`` (interceptor): before each model call of iteration ``iteration``.
+
+    Return a :class:`~hookloop.ProviderRequest` to replace the request, or a
+    :class:`~hookloop.ProviderResponse` to skip the model (and later handlers) and use it.
+    """
+
+    iteration: int
+    request: ProviderRequest
+
+
+@dataclass(slots=True, kw_only=True)
+class ResponseContext:
+    """``on_response`` (interceptor): a response arrived, before it is committed.
+
+    Return a :class:`~hookloop.ProviderResponse` to replace it. Every handler runs.
+    """
+
+    iteration: int
+    request: ProviderRequest
+    response: ProviderResponse
+
+
+@dataclass(slots=True, kw_only=True)
+class AfterModelCallContext:
+    """``after_model_call``: each model attempt ended, with a ``response`` or an ``error``.
+
+    Set ``retry = True`` to make another attempt; ``request`` (which a handler may replace)
+    is what the next attempt sends. ``attempt`` is 1 on the first attempt of every model
+    call. Without a retry, an ``error`` ends the chat.
+    """
+
+    iteration: int
+    attempt: int
+    request: ProviderRequest
+    response: ProviderResponse | None
+    error: Exception | None
+    retry: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class PreToolCallContext:
+    """``pre_tool_call`` (interceptor): a known tool is about to run.
+
+    Return a :class:`~hookloop.ToolCall` to change the call, a :class:`ToolReturn` to skip
+    the tool with that result, or an exception instance to skip it with that error.
+    """
+
+    call: ToolCall
+    tool: Tool
+    scope: Scope
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResultContext:
+    """``on_tool_call_result`` (interceptor): a tool returned ``result``.
+
+    Return a :class:`ToolReturn` to replace the result (``ToolReturn(None)`` makes it
+    ``None``). Every handler runs.
+    """
+
+    call: ToolCall
+    tool: Tool
+    scope: Scope
+    result: object
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolErrorContext:
+    """``on_tool_call_error`` (interceptor): a tool call failed with ``error``.
+
+    ``tool`` and ``scope`` are ``None`` when the model called an unknown tool. Return an
+    exception to replace the error the model will see. Every handler runs.
+    """
+
+    call: ToolCall
+    tool: Tool | None
+    scope: Scope | None
+    error: Exception
+
+
+@dataclass(slots=True, kw_only=True)
+class ScopeContext:
+    """``on_scope_register`` / ``on_scope_unregister`` (observers, synchronous)."""
+
+    scope: Scope
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReturn:
+    """A tool result supplied by a hook; a wrapper so that ``None`` stays a result."""
+
+    value: object
+
+
+# --- registry --------------------------------------------------------------------------
+
+
+class Disposer:
+    """Removes what created it when called; calling it again does nothing."""
+
+    __slots__ = ("_action",)
+
+    def __init__(self, action: Callable[[], None]) -> None:
+        self._action: Callable[[], None] | None = action
+
+    def __call__(self) -> None:
+        """Remove the registration; later calls do nothing."""
+        action, self._action = self._action, None
+        if action is not None:
+            action()
+
+    @property
+    def disposed(self) -> bool:
+        """Whether it was called already."""
+        return self._action is None
+
+
+@dataclass(slots=True, eq=False)
+class Handler:
+    """One registration of a handler; registering a function twice makes two."""
+
+    event: str
+    fn: Callable[[Any], Any]
+    is_async: bool
+    order: int
+    seq: int
+
+    @property
+    def label(self) -> str:
+        """The handler's qualified name, for messages."""
+        return getattr(self.fn, "__qualname__", None) or repr(self.fn)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 - async __call__ on callable objects
+    )
+
+
+class HookRegistry:
+    """Handlers by event.
+
+    Dispatch reads an immutable snapshot, so a handler added or removed during a dispatch
+    takes effect from the next dispatch on.
+
+    ``handlers`` maps an event to its handlers in firing order and holds no key for an event
+    without handlers, so the loop's check costs one dictionary lookup.
+    """
+
+    def __init__(self) -> None:
+        self.handlers: dict[str, tuple[Handler, ...]] = {}
+        self._seq = itertools.count()
+        self._collectors: list[list[Disposer]] = []
+
+    def add(self, event: str, fn: Callable[[Any], Any], *, order: int = 0) -> Disposer:
+        """Register ``fn`` for ``event``; returns its disposer.
+
+        Raises:
+            HookRegistrationError: Unknown event, a handler that is not callable, an order
+                that is not an int, or an async handler for a scope event.
+        """
+        if event not in EVENTS:
+            raise HookRegistrationError(f"unknown hook event {event!r}; known: {sorted(EVENTS)}")
+        if not callable(fn):
+            raise HookRegistrationError(f"handler for {event!r} must be callable, got {fn!r}")
+        if not isinstance(order, int) or isinstance(order, bool):
+            raise HookRegistrationError(f"order must be an int, got {order!r}")
+        is_async = _is_async(fn)
+        if is_async and event in _SYNC_ONLY:
+            raise HookRegistrationError(
+                f"{event!r} fires inside the synchronous scopes.register()/unregister() call, "
+                "so its handlers must be plain functions"
+            )
+        handler = Handler(event, fn, is_async, order, next(self._seq))
+        current = self.handlers.get(event, ())
+        self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))
+        disposer = Disposer(lambda: self._remove(handler))
+        for collected in self._collectors:
+            collected.append(disposer)
+        return disposer
+
+    def _remove(self, handler: Handler) -> None:
+        remaining = tuple(h for h in self.handlers.get(handler.event, ()) if h is not handler)
+        if remaining:
+            self.handlers[handler.event] = remaining
+        else:
+            self.handlers.pop(handler.event, None)
+
+    @contextmanager
+    def collect(self) -> Iterator[list[Disposer]]:
+        """Collect the disposers of every registration made inside the ``with`` block."""
+        collected: list[Disposer] = []
+        self._collectors.append(collected)
+        try:
+            yield collected
+        finally:
+            self._collectors.remove(collected)
+
+    def fire_sync(self, event: str, scope: Scope) -> None:
+        """Fire a scope event; the first handler that raises stops the rest and propagates."""
+        handlers = self.handlers.get(event)
+        if handlers:
+            ctx = ScopeContext(scope=scope)
+            for handler in handlers:
+                try:
+                    handler.fn(ctx)
+                except Exception as exc:
+                    _annotate(exc, handler)
+                    raise
+
+
+def _firing_key(handler: Handler) -> tuple[int, int]:
+    return handler.order, handler.seq
+
+
+def _annotate(exc: BaseException, handler: Handler | None) -> None:
+    if handler is not None:
+        exc.add_note(f"raised by the {handler.event!r} hook handler {handler.label}")
+
+
+# --- dispatch (used by the loop) -------------------------------------------------------
+
+
+async def notify(handlers: tuple[Handler, ...], ctx: object) -> None:
+    """Run observers in order; an exception propagates with a note naming the handler."""
+    handler = None
+    try:
+        for handler in handlers:
+            result = handler.fn(ctx)
+            if handler.is_async or (result is not None and inspect.isawaitable(result)):
+                await result
+    except Exception as exc:
+        _annotate(exc, handler)
+        raise
+
+
+async def notify_quietly(handlers: tuple[Handler, ...], ctx: object) -> None:
+    """Run observers in order, logging and swallowing their exceptions."""
+    for handler in handlers:
+        try:
+            result = handler.fn(ctx)
+            if handler.is_async or (result is not None and inspect.isawaitable(result)):
+                await result
+        except Exception:
+            logger.exception("the %r hook handler %s raised; ignored", handler.event, handler.label)
+
+
+async def run_chain(
+    handlers: tuple[Handler, ...],
+    ctx: Any,
+    field: str,
+    accept: type | tuple[type, ...],
+    stop: type | tuple[type, ...] = (),
+) -> object:
+    """Run an interceptor chain over ``ctx.<field>``.
+
+    A handler's return of type ``accept`` becomes ``ctx.<field>`` for the next handler (a
+    :class:`ToolReturn` is unwrapped). A return of type ``stop`` ends the chain and is
+    returned. ``None`` means unchanged. Returns ``None`` when no handler short-circuited.
+
+    Raises:
+        HookReturnError: A handler returned a value of another type.
+    """
+    handler = None
+    try:
+        for handler in handlers:
+            result = handler.fn(ctx)
+            if handler.is_async or (result is not None and inspect.isawaitable(result)):
+                result = await result
+            if result is None:
+                continue
+            if stop and isinstance(result, stop):
+                return result
+            if not isinstance(result, accept):
+                raise HookReturnError(_bad_return(handler, result, accept, stop))
+            setattr(ctx, field, result.value if isinstance(result, ToolReturn) else result)
+    except Exception as exc:
+        _annotate(exc, handler)
+        raise
+    return None
+
+
+def _bad_return(
+    handler: Handler, result: object, accept: type | tuple[type, ...], stop: type | tuple[type, ...]
+) -> str:
+    kinds = [accept] if isinstance(accept, type) else list(accept)
+    kinds += [stop] if isinstance(stop, type) else list(stop)
+    names = " or ".join(k.__name__ for k in kinds)
+    return (
+        f"the {handler.event!r} handler {handler.label} returned {type(result).__name__}; "
+        f"it may return {names} or None"
+    )
+
+
+# --- plugins and the public registration API ---------------------------------------------
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    """Something that adds several hooks at once: ``agent.use(plugin)``.
+
+    ``init_agent`` registers the plugin's hooks with ``agent.add_hook``; the disposer that
+    ``use`` returns removes all of them.
+    """
+
+    @property
+    def name(self) -> str:
+        """A stable name for the plugin."""
+        ...
+
+    def init_agent(self, agent: Agent) -> None:
+        """Register the plugin's hooks on ``agent``."""
+        ...
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+_C = TypeVar("_C")
+_R = TypeVar("_R")
+
+# A handler takes the event's context and returns its result, or an awaitable of it.
+_Fn: TypeAlias = Callable[[_C], _R | Awaitable[_R]]
+ChatStartHandler: TypeAlias = _Fn[ChatStartContext, object]
+ChatDoneHandler: TypeAlias = _Fn[ChatDoneContext, object]
+ChatAbortHandler: TypeAlias = _Fn[ChatAbortContext, object]
+ChatErrorHandler: TypeAlias = _Fn[ChatErrorContext, object]
+MessageHandler: TypeAlias = _Fn[MessageContext, object]
+PreRequestHandler: TypeAlias = _Fn[PreRequestContext, ProviderRequest | ProviderResponse | None]
+ResponseHandler: TypeAlias = _Fn[ResponseContext, ProviderResponse | None]
+AfterModelCallHandler: TypeAlias = _Fn[AfterModelCallContext, object]
+PreToolCallHandler: TypeAlias = _Fn[PreToolCallContext, ToolCall | ToolReturn | Exception | None]
+ToolResultHandler: TypeAlias = _Fn[ToolResultContext, ToolReturn | None]
+ToolErrorHandler: TypeAlias = _Fn[ToolErrorContext, Exception | None]
+ScopeHandler: TypeAlias = Callable[[ScopeContext], object]
+_ScopeEvent: TypeAlias = Literal["on_scope_register", "on_scope_unregister"]
+
+
+class HookHost:
+    """Gives a class ``add_hook`` and the ``@hook`` decorator over ``self.hooks``."""
+
+    hooks: HookRegistry
+
+    # One overload per event, so a type checker matches each handler to its context.
+    @overload
+    def add_hook(
+        self, event: Literal["on_chat_start"], handler: ChatStartHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_chat_done"], handler: ChatDoneHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_chat_abort"], handler: ChatAbortHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_chat_error"], handler: ChatErrorHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_message"], handler: MessageHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["pre_request"], handler: PreRequestHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_response"], handler: ResponseHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["after_model_call"], handler: AfterModelCallHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["pre_tool_call"], handler: PreToolCallHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_tool_call_result"], handler: ToolResultHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_tool_call_error"], handler: ToolErrorHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: _ScopeEvent, handler: ScopeHandler, *, order: int = 0
+    ) -> Disposer: ...
+    def add_hook(self, event: str, handler: Callable[[Any], Any], *, order: int = 0) -> Disposer:
+        """Register ``handler`` for ``event`` and return a disposer that removes it.
+
+        Args:
+            event: The event's name, e.g. ``"pre_request"``; see ``docs/hooks.md``.
+            handler: A sync or async function taking the event's context.
+            order: Lower runs first; equal orders run in registration order.
+
+        Raises:
+            HookRegistrationError: The event is unknown or the handler cannot be used.
+        """
+        return self.hooks.add(event, handler, order=order)
+
+    def hook(self, event: HookEvent, *, order: int = 0) -> Callable[[_F], _F]:
+        """Decorator form of :meth:`add_hook`; returns the function unchanged.
+
+        Example:
+            >>> @agent.hook("on_message")  # doctest: +SKIP
+            ... def log(ctx): print(ctx.message.role)
+        """
+
+        def register(fn: _F) -> _F:
+            self.hooks.add(event, fn, order=order)
+            return fn
+
+        return register

@@ -1,0 +1,244 @@
+"""The model protocol: what the loop sends a model and what a model sends back.
+
+A model adapter subclasses :class:`Model` and implements :meth:`Model.request`. Adapters that
+can stream also override :meth:`Model.stream`, yielding :data:`StreamPart` items; the loop
+folds them into one :class:`ProviderResponse` with :class:`ResponseAccumulator`, so every
+adapter streams the same way.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, TypeAlias
+
+from ..errors import InvalidResponseError
+from ..messages import AssistantMessage, Message, ToolCall, Usage
+
+__all__ = [
+    "FinishReason",
+    "Model",
+    "ModelSettings",
+    "ProviderRequest",
+    "ProviderResponse",
+    "ResponseAccumulator",
+    "StreamEnd",
+    "StreamPart",
+    "TextDelta",
+    "ToolCallDelta",
+    "ToolDefinition",
+]
+
+FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "error"]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolDefinition:
+    """A tool as the model sees it: name, description and a JSON schema of its parameters."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSettings:
+    """Sampling and tool-choice settings sent with every request.
+
+    Attributes:
+        temperature: Sampling temperature; ``None`` leaves the provider's default.
+        max_tokens: Most tokens the model may generate in one answer.
+        tool_choice: ``"auto"`` (the model decides), ``"none"``, ``"required"``, or the name
+            of one tool to force.
+        extra: Provider-specific settings passed through unchanged.
+    """
+
+    temperature: float | None = None
+    max_tokens: int | None = None
+    tool_choice: str = "auto"
+    extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderRequest:
+    """One request to a model.
+
+    Attributes:
+        model: The model's name, as the provider knows it.
+        system: The system prompt, with the enabled scopes' context added.
+        messages: The conversation the model sees (never a system message: see ``system``).
+        tools: The enabled tools.
+        settings: Sampling and tool-choice settings.
+    """
+
+    model: str
+    system: str | None
+    messages: tuple[Message, ...]
+    tools: tuple[ToolDefinition, ...] = ()
+    settings: ModelSettings = field(default_factory=ModelSettings)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderResponse:
+    """One answer from a model.
+
+    Attributes:
+        content: The text of the answer ("" when the model only called tools).
+        tool_calls: The tools the model asked to run, in order.
+        finish_reason: Why the model stopped.
+        usage: Tokens used, when the provider reported them.
+        model: The model that answered, when the provider said.
+    """
+
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: FinishReason = "stop"
+    usage: Usage | None = None
+    model: str | None = None
+
+    def to_message(self) -> AssistantMessage:
+        """The assistant message this response commits to history."""
+        return AssistantMessage(content=self.content, tool_calls=self.tool_calls)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDelta:
+    """A piece of the answer's text, as it streams."""
+
+    text: str
+    type: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDelta:
+    """A piece of a tool call, as it streams.
+
+    The first delta of a call carries its ``id`` and ``name``; later ones add to its
+    ``arguments``. ``index`` tells parallel calls apart.
+    """
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamEnd:
+    """The last item of a stream: why the model stopped and what it used."""
+
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    type: Literal["stream_end"] = "stream_end"
+
+
+StreamPart: TypeAlias = TextDelta | ToolCallDelta | StreamEnd
+
+
+class ResponseAccumulator:
+    """Folds the parts of a stream into one :class:`ProviderResponse`.
+
+    Example:
+        >>> acc = ResponseAccumulator()
+        >>> acc.add(TextDelta(text="Hel")); acc.add(TextDelta(text="lo"))
+        >>> acc.response().content
+        'Hello'
+    """
+
+    __slots__ = ("_calls", "_end", "_text")
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: dict[int, list[Any]] = {}  # index -> [id, name, [argument pieces]]
+        self._end: StreamEnd | None = None
+
+    def add(self, part: StreamPart) -> None:
+        """Take one part of the stream."""
+        if isinstance(part, TextDelta):
+            self._text.append(part.text)
+        elif isinstance(part, ToolCallDelta):
+            slot = self._calls.get(part.index)
+            if slot is None:
+                slot = self._calls[part.index] = [part.id, part.name, []]
+            else:
+                slot[0] = slot[0] or part.id
+                slot[1] = slot[1] or part.name
+            slot[2].append(part.arguments)
+        else:
+            self._end = part
+
+    def response(self) -> ProviderResponse:
+        """The response the stream added up to.
+
+        Raises:
+            InvalidResponseError: A tool call never got a name.
+        """
+        calls: list[ToolCall] = []
+        for index in sorted(self._calls):
+            call_id, name, pieces = self._calls[index]
+            if not name:
+                raise InvalidResponseError(f"streamed tool call #{index} has no name")
+            arguments = "".join(pieces)
+            if call_id:
+                calls.append(ToolCall(name=name, arguments=arguments, id=call_id))
+            else:
+                calls.append(ToolCall(name=name, arguments=arguments))
+        end = self._end or StreamEnd()
+        finish = end.finish_reason or ("tool_calls" if calls else "stop")
+        return ProviderResponse(
+            content="".join(self._text),
+            tool_calls=tuple(calls),
+            finish_reason=finish,
+            usage=end.usage,
+            model=end.model,
+        )
+
+
+class Model(abc.ABC):
+    """A language model the agent can call.
+
+    Subclasses implement :meth:`request`. Streaming adapters also override :meth:`stream`;
+    the default streams the whole answer as one piece.
+
+    Attributes:
+        name: The model's name as its provider knows it.
+        context_window: How many tokens one request may hold, when known.
+    """
+
+    name: str = "model"
+    context_window: int | None = None
+
+    @abc.abstractmethod
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        """Send one request and return the whole answer.
+
+        Raises:
+            ProviderError: The provider failed; the subclass says how.
+        """
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        """Send one request and yield the answer as it arrives, ending with a StreamEnd."""
+        response = await self.request(request)
+        for part in response_parts(response):
+            yield part
+
+
+def response_parts(response: ProviderResponse) -> list[StreamPart]:
+    """Split a whole response into the stream parts that add up to it."""
+    parts: list[StreamPart] = []
+    if response.content:
+        parts.append(TextDelta(text=response.content))
+    for index, call in enumerate(response.tool_calls):
+        parts.append(
+            ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
+        )
+    parts.append(
+        StreamEnd(finish_reason=response.finish_reason, usage=response.usage, model=response.model)
+    )
+    return parts

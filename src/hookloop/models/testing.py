@@ -1,0 +1,236 @@
+"""Models for testing your own agents: no network, no keys, exact control.
+
+:class:`ScriptedModel` answers from a list you give it, one step per model call, and records
+every request it received. :class:`FunctionModel` answers with a function of the request.
+
+Example:
+    >>> from hookloop.models.testing import ScriptedModel, tool_call
+    >>> model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}), "The sum is 3."])
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from ..errors import ScriptExhaustedError
+from ..messages import ToolCall, Usage
+from .base import (
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamPart,
+    TextDelta,
+    ToolCallDelta,
+    response_parts,
+)
+
+__all__ = [
+    "FunctionModel",
+    "ScriptStep",
+    "ScriptedModel",
+    "text_response",
+    "tool_call",
+    "tool_calls",
+]
+
+
+def text_response(content: str, *, usage: Usage | None = None) -> ProviderResponse:
+    """A response that answers with text and calls no tool."""
+    return ProviderResponse(content=content, finish_reason="stop", usage=usage)
+
+
+def tool_call(
+    name: str,
+    arguments: Mapping[str, object] | str | None = None,
+    *,
+    id: str | None = None,
+    content: str = "",
+) -> ProviderResponse:
+    """A response that calls one tool. ``arguments`` may be raw text, even invalid JSON."""
+    return tool_calls(_make_call(name, arguments, id), content=content)
+
+
+def tool_calls(*calls: ToolCall, content: str = "") -> ProviderResponse:
+    """A response that calls several tools at once."""
+    return ProviderResponse(content=content, tool_calls=calls, finish_reason="tool_calls")
+
+
+def _make_call(name: str, arguments: Mapping[str, object] | str | None, id: str | None) -> ToolCall:
+    if isinstance(arguments, str):
+        return (
+            ToolCall(name=name, arguments=arguments, id=id)
+            if id
+            else ToolCall(name=name, arguments=arguments)
+        )
+    return ToolCall.create(name, arguments, id=id)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScriptStep:
+    """One scripted model call.
+
+    Attributes:
+        response: The answer to give.
+        error: An exception to raise instead (or, with ``fail_after``, mid-stream).
+        chunk_size: When streamed, split text and tool arguments into pieces of this many
+            characters, so consumers see several deltas.
+        fail_after: When streamed, raise ``error`` after this many parts were yielded.
+    """
+
+    response: ProviderResponse | None = None
+    error: Exception | None = None
+    chunk_size: int | None = None
+    fail_after: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.response is None and self.error is None:
+            raise ValueError("ScriptStep needs a response=, an error=, or both")
+        if self.fail_after is not None and (self.error is None or self.response is None):
+            raise ValueError("ScriptStep(fail_after=...) needs both response= and error=")
+
+
+ScriptItem: TypeAlias = str | ProviderResponse | Exception | ScriptStep
+
+
+class ScriptedModel(Model):
+    """A model that answers from a script, one step per call.
+
+    Args:
+        script: The answers in order. A ``str`` is a text answer, a
+            :class:`~hookloop.ProviderResponse` is given as it is, an exception is raised,
+            and a :class:`ScriptStep` says all of that plus how to stream.
+        name: The model name reported in requests.
+        context_window: The context window to report.
+        chunk_size: The default ``chunk_size`` for streamed steps.
+
+    Attributes:
+        requests: Every request received, in order.
+    """
+
+    def __init__(
+        self,
+        script: Iterable[ScriptItem],
+        *,
+        name: str = "scripted",
+        context_window: int | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
+        self.name = name
+        self.context_window = context_window
+        self._steps = [_as_step(item) for item in script]
+        self._chunk_size = chunk_size
+        self._next = 0
+        self.requests: list[ProviderRequest] = []
+
+    @property
+    def remaining(self) -> int:
+        """How many steps are left."""
+        return len(self._steps) - self._next
+
+    def _take(self, request: ProviderRequest) -> ScriptStep:
+        self.requests.append(request)
+        if self._next >= len(self._steps):
+            raise ScriptExhaustedError(
+                f"ScriptedModel {self.name!r} was called {len(self.requests)} times "
+                f"but its script has only {len(self._steps)} steps"
+            )
+        step = self._steps[self._next]
+        self._next += 1
+        return step
+
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        """Return the next scripted answer, or raise its error."""
+        step = self._take(request)
+        if step.error is not None:
+            raise step.error
+        assert step.response is not None
+        return step.response
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        """Stream the next scripted answer in chunks, or raise its error."""
+        step = self._take(request)
+        if step.response is None:
+            assert step.error is not None
+            raise step.error
+        size = step.chunk_size or self._chunk_size
+        for count, part in enumerate(_chunked(step.response, size)):
+            if step.fail_after is not None and count >= step.fail_after:
+                assert step.error is not None
+                raise step.error
+            yield part
+
+
+class FunctionModel(Model):
+    """A model whose answers come from your function.
+
+    Args:
+        function: Called with each request; returns a response or a text answer, sync or
+            async. Raise from it to simulate a provider failure.
+        name: The model name reported in requests.
+        context_window: The context window to report.
+        chunk_size: When streamed, split the answer into pieces of this many characters.
+
+    Attributes:
+        requests: Every request received, in order.
+    """
+
+    def __init__(
+        self,
+        function: Callable[
+            [ProviderRequest], ProviderResponse | str | Awaitable[ProviderResponse | str]
+        ],
+        *,
+        name: str = "function",
+        context_window: int | None = None,
+        chunk_size: int | None = None,
+    ) -> None:
+        self.name = name
+        self.context_window = context_window
+        self._function = function
+        self._chunk_size = chunk_size
+        self.requests: list[ProviderRequest] = []
+
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        """Call the function and return its answer."""
+        self.requests.append(request)
+        result = self._function(request)
+        if inspect.isawaitable(result):
+            result = await result
+        return text_response(result) if isinstance(result, str) else result
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        """Call the function and stream its answer in chunks."""
+        for part in _chunked(await self.request(request), self._chunk_size):
+            yield part
+
+
+def _as_step(item: ScriptItem) -> ScriptStep:
+    if isinstance(item, ScriptStep):
+        return item
+    if isinstance(item, str):
+        return ScriptStep(response=text_response(item))
+    if isinstance(item, ProviderResponse):
+        return ScriptStep(response=item)
+    if isinstance(item, Exception):
+        return ScriptStep(error=item)
+    raise TypeError(
+        f"cannot script {item!r}: give a str, ProviderResponse, exception or ScriptStep"
+    )
+
+
+def _chunked(response: ProviderResponse, size: int | None) -> list[StreamPart]:
+    if not size:
+        return response_parts(response)
+    parts: list[StreamPart] = [
+        TextDelta(text=response.content[i : i + size])
+        for i in range(0, len(response.content), size)
+    ]
+    for index, call in enumerate(response.tool_calls):
+        pieces = [call.arguments[i : i + size] for i in range(0, len(call.arguments), size)] or [""]
+        parts.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=pieces[0]))
+        parts.extend(ToolCallDelta(index=index, arguments=p) for p in pieces[1:])
+    parts.append(response_parts(response)[-1])
+    return parts

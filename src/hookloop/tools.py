@@ -1,0 +1,425 @@
+"""Tools the model can call, and scopes that group them.
+
+A :class:`Tool` is built from a typed function with :func:`tool`: its name, description and
+JSON schema come from the signature and the Google-style docstring, and the model's
+arguments are validated with pydantic before the function runs. A :class:`Scope` groups tools
+with a piece of context for the prompt; the :class:`ScopeRegistry` (``agent.scopes``) holds
+the scopes of one agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_type_hints, overload
+
+import pydantic
+import pydantic_core
+
+from ._docstrings import parse_docstring
+from .errors import DuplicateNameError, ScopeNotFoundError, ToolDefinitionError, ToolValidationError
+from .messages import ToolCall
+from .models.base import ToolDefinition
+
+if TYPE_CHECKING:
+    from .hooks import Disposer, HookRegistry
+
+__all__ = ["Scope", "ScopeRegistry", "Tool", "tool"]
+
+logger = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+Enabled: TypeAlias = bool | Callable[[], bool]
+"""Either a fixed flag or a callable asked before every model call."""
+
+
+def check_name(kind: str, name: object) -> str:
+    """Return ``name`` if it is a valid tool or scope name, else raise ToolDefinitionError."""
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ToolDefinitionError(
+            f"{kind} name {name!r} is invalid: use 1-64 letters, digits, '_' or '-'"
+        )
+    return name
+
+
+def _ask(flag: Enabled, what: str) -> bool:
+    """Evaluate an ``enabled`` flag; a callable that fails counts as disabled."""
+    if flag is True or flag is False:
+        return flag
+    try:
+        return bool(flag())
+    except Exception:
+        logger.warning("enabled() of %s raised; treating it as disabled", what, exc_info=True)
+        return False
+
+
+@dataclass(eq=False, kw_only=True)
+class Tool:
+    """A function the model can call.
+
+    Build one with :func:`tool`, or directly with your own JSON schema (then the arguments
+    are only checked to be a JSON object before ``function(**arguments)`` runs).
+
+    Attributes:
+        name: The name the model calls it by: 1-64 letters, digits, ``_`` or ``-``.
+        description: What the tool does, for the model.
+        parameters: The JSON schema of the arguments object.
+        function: The function to run, sync or async.
+        enabled: ``False``, or a callable returning ``False``, hides the tool from the model
+            and makes calls to it fail with ``ToolDisabledError``. A callable that raises
+            counts as ``False``.
+        run_in_thread: Run a sync ``function`` in a worker thread so it cannot block the
+            event loop (default). Set ``False`` for quick, pure functions.
+    """
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    function: Callable[..., Any]
+    enabled: Enabled = True
+    run_in_thread: bool = True
+    arguments_model: type[pydantic.BaseModel] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        check_name("tool", self.name)
+        if not callable(self.function):
+            raise ToolDefinitionError(f"tool {self.name!r}: function must be callable")
+        self._is_async = inspect.iscoroutinefunction(self.function)
+        self._definition = ToolDefinition(
+            name=self.name, description=self.description, parameters=self.parameters
+        )
+
+    @classmethod
+    def from_function(
+        cls,
+        function: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        enabled: Enabled = True,
+        run_in_thread: bool = True,
+    ) -> Tool:
+        """Build a tool from a typed function; see :func:`tool`."""
+        tool_name = check_name("tool", name or getattr(function, "__name__", ""))
+        summary, param_docs = parse_docstring(inspect.getdoc(function))
+        model = _arguments_model(function, tool_name, param_docs)
+        return cls(
+            name=tool_name,
+            description=description if description is not None else summary,
+            parameters=_clean_schema(model.model_json_schema()),
+            function=function,
+            enabled=enabled,
+            run_in_thread=run_in_thread,
+            arguments_model=model,
+        )
+
+    @property
+    def definition(self) -> ToolDefinition:
+        """The tool as the model sees it."""
+        return self._definition
+
+    def is_enabled(self) -> bool:
+        """Whether the tool is enabled now (a failing ``enabled`` callable means no)."""
+        return _ask(self.enabled, f"tool {self.name!r}")
+
+    def validate(self, call_id: str, arguments: str) -> dict[str, Any]:
+        """Parse and validate the model's raw arguments into keyword arguments.
+
+        Raises:
+            ToolValidationError: The text is not a JSON object matching the parameters.
+        """
+        if self.arguments_model is None:
+            return ToolCall(name=self.name, arguments=arguments, id=call_id).parsed_arguments()
+        try:
+            parsed = self.arguments_model.model_validate_json(arguments or "{}")
+        except pydantic.ValidationError as exc:
+            raise ToolValidationError(
+                f"invalid arguments for tool {self.name!r}: {_summarise(exc)}",
+                tool_name=self.name,
+                call_id=call_id,
+            ) from exc
+        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+
+    async def invoke(self, arguments: Mapping[str, Any]) -> object:
+        """Run the function with validated arguments; exceptions propagate as they are."""
+        if self._is_async:
+            return await self.function(**arguments)
+        if self.run_in_thread:
+            return await asyncio.to_thread(self.function, **arguments)
+        result = self.function(**arguments)
+        return await result if inspect.isawaitable(result) else result
+
+
+@overload
+def tool(function: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    enabled: Enabled = True,
+    run_in_thread: bool = True,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    function: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    enabled: Enabled = True,
+    run_in_thread: bool = True,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a :class:`Tool` from a typed function, as ``@tool`` or ``@tool(...)``.
+
+    The tool's name is the function's name, its description the docstring's summary, and
+    each parameter's description comes from the docstring's ``Args:`` section. Every
+    parameter needs a type annotation; pydantic validates the model's arguments against them.
+
+    Example:
+        >>> @tool
+        ... def add(a: int, b: int) -> int:
+        ...     '''Add two integers.
+        ...
+        ...     Args:
+        ...         a: The first number.
+        ...         b: The second number.
+        ...     '''
+        ...     return a + b
+        >>> add.definition.parameters["required"]
+        ['a', 'b']
+
+    Raises:
+        ToolDefinitionError: A parameter has no annotation, the function takes ``*args`` or
+            ``**kwargs``, or the name is invalid.
+    """
+
+    def build(fn: Callable[..., Any]) -> Tool:
+        return Tool.from_function(
+            fn, name=name, description=description, enabled=enabled, run_in_thread=run_in_thread
+        )
+
+    return build if function is None else build(function)
+
+
+def _arguments_model(
+    function: Callable[..., Any], tool_name: str, param_docs: Mapping[str, str]
+) -> type[pydantic.BaseModel]:
+    try:
+        signature = inspect.signature(function)
+        hints = get_type_hints(function)
+    except (TypeError, ValueError, NameError) as exc:
+        raise ToolDefinitionError(f"tool {tool_name!r}: cannot read the signature: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for param in signature.parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: *args and **kwargs cannot be described to a model; "
+                "name each parameter"
+            )
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} is positional-only; tools are "
+                "called with keyword arguments"
+            )
+        if param.name not in hints:
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} needs a type annotation"
+            )
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (
+            hints[param.name],
+            pydantic.Field(default, description=param_docs.get(param.name)),
+        )
+    try:
+        return pydantic.create_model(
+            f"{tool_name}_arguments",
+            __config__=pydantic.ConfigDict(extra="forbid"),
+            **fields,
+        )
+    except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+        raise ToolDefinitionError(f"tool {tool_name!r}: unsupported parameter type: {exc}") from exc
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's generated titles: they cost tokens and tell the model nothing."""
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    schema.setdefault("properties", {})
+    return schema
+
+
+def _summarise(exc: pydantic.ValidationError) -> str:
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "json_invalid":
+            parts.append(f"not valid JSON ({err['msg']})")
+        elif where:
+            parts.append(f"{where}: {err['msg']}")
+        else:
+            parts.append(err["msg"])
+    return "; ".join(parts)
+
+
+def serialize_result(value: object) -> str:
+    """Turn a tool's return value into the text the model sees (str as is, else JSON)."""
+    if isinstance(value, str):
+        return value
+    return pydantic_core.to_json(value, fallback=repr).decode()
+
+
+class Scope:
+    """A named group of tools with optional context for the prompt.
+
+    Args:
+        name: Unique among the agent's scopes: 1-64 letters, digits, ``_`` or ``-``.
+        tools: The scope's tools; plain functions are turned into tools with :func:`tool`.
+        context: Text for the model, or a callable returning it (``None`` for nothing),
+            evaluated before every model call. A callable that raises is skipped.
+        context_placement: ``"system"`` appends the context to the system prompt;
+            ``"last_user"`` appends it to the last user message of the request. The stored
+            history is never changed.
+        enabled: ``False``, or a callable returning ``False``, hides the scope's tools and
+            context. A callable that raises counts as ``False``.
+    """
+
+    __slots__ = ("context", "context_placement", "enabled", "name", "tools")
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        context: str | Callable[[], str | None] | None = None,
+        context_placement: Literal["system", "last_user"] = "system",
+        enabled: Enabled = True,
+    ) -> None:
+        check_name("scope", name)
+        if context_placement not in ("system", "last_user"):
+            raise ToolDefinitionError(
+                f"scope {name!r}: context_placement must be 'system' or 'last_user'"
+            )
+        built = tuple(t if isinstance(t, Tool) else tool(t) for t in tools)
+        seen: set[str] = set()
+        for t in built:
+            if t.name in seen:
+                raise DuplicateNameError(f"scope {name!r} has two tools named {t.name!r}")
+            seen.add(t.name)
+        self.name = name
+        self.tools: tuple[Tool, ...] = built
+        self.context = context
+        self.context_placement: Literal["system", "last_user"] = context_placement
+        self.enabled: Enabled = enabled
+
+    def __repr__(self) -> str:
+        return f"Scope({self.name!r}, tools={[t.name for t in self.tools]})"
+
+    def is_enabled(self) -> bool:
+        """Whether the scope is enabled now (a failing ``enabled`` callable means no)."""
+        return _ask(self.enabled, f"scope {self.name!r}")
+
+    def render_context(self) -> str | None:
+        """The scope's context now, or ``None`` (also when the callable raises)."""
+        if self.context is None or isinstance(self.context, str):
+            return self.context or None
+        try:
+            text = self.context()
+        except Exception:
+            logger.warning("context() of scope %r raised; leaving it out", self.name, exc_info=True)
+            return None
+        return text or None
+
+
+class ScopeRegistry:
+    """The scopes of one agent (``agent.scopes``); tool names are unique across all of them.
+
+    ``register`` and ``unregister`` fire ``on_scope_register`` / ``on_scope_unregister``
+    after the change is committed. Those handlers run synchronously, in the caller's thread;
+    an exception from one propagates to the caller, and the change stays committed.
+    """
+
+    def __init__(self, hooks: HookRegistry) -> None:
+        self._hooks = hooks
+        self._scopes: dict[str, Scope] = {}
+        self._tools: dict[str, tuple[Tool, Scope]] = {}
+
+    def register(self, scope: Scope) -> Disposer:
+        """Add a scope; returns a disposer that unregisters it (idempotent).
+
+        Raises:
+            DuplicateNameError: The scope's name, or one of its tool names, is taken.
+        """
+        from .hooks import ON_SCOPE_REGISTER, Disposer
+
+        if scope.name in self._scopes:
+            raise DuplicateNameError(f"a scope named {scope.name!r} is already registered")
+        for t in scope.tools:
+            if t.name in self._tools:
+                owner = self._tools[t.name][1].name
+                raise DuplicateNameError(
+                    f"tool {t.name!r} of scope {scope.name!r} is already provided by "
+                    f"scope {owner!r}"
+                )
+        self._scopes[scope.name] = scope
+        for t in scope.tools:
+            self._tools[t.name] = (t, scope)
+        self._hooks.fire_sync(ON_SCOPE_REGISTER, scope)
+
+        def dispose() -> None:
+            if self._scopes.get(scope.name) is scope:
+                self.unregister(scope.name)
+
+        return Disposer(dispose)
+
+    def unregister(self, name: str) -> Scope:
+        """Remove the scope called ``name`` and return it.
+
+        Raises:
+            ScopeNotFoundError: No scope has that name.
+        """
+        from .hooks import ON_SCOPE_UNREGISTER
+
+        scope = self._scopes.pop(name, None)
+        if scope is None:
+            raise ScopeNotFoundError(f"no scope named {name!r}; registered: {sorted(self._scopes)}")
+        for t in scope.tools:
+            self._tools.pop(t.name, None)
+        self._hooks.fire_sync(ON_SCOPE_UNREGISTER, scope)
+        return scope
+
+    def get(self, name: str) -> Scope | None:
+        """The scope called ``name``, or ``None``."""
+        return self._scopes.get(name)
+
+    def lookup(self, tool_name: str) -> tuple[Tool, Scope] | None:
+        """The tool called ``tool_name`` and its scope, or ``None``."""
+        return self._tools.get(tool_name)
+
+    def enabled(self) -> list[Scope]:
+        """The scopes enabled now, in registration order."""
+        return [s for s in self._scopes.values() if s.is_enabled()]
+
+    def __iter__(self) -> Iterator[Scope]:
+        return iter(list(self._scopes.values()))
+
+    def __len__(self) -> int:
+        return len(self._scopes)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._scopes
+
+    @property
+    def tool_names(self) -> Iterable[str]:
+        """Every registered tool name."""
+        return self._tools.keys()
