@@ -85,6 +85,7 @@ class ChatRun:
 
     __slots__ = (
         "_agent",
+        "_finished_results",
         "_handlers",
         "_history",
         "_last_response",
@@ -113,6 +114,7 @@ class ChatRun:
         self._message = message
         self._new: list[Message] = []
         self._unanswered: dict[str, ToolCall] = {}
+        self._finished_results: dict[str, ToolMessage] = {}
         self._usage = Usage()
         self.emit = emit
         self.task: asyncio.Task[object] | None = None
@@ -127,10 +129,25 @@ class ChatRun:
             return False
         self.cancel_requested = True
         self.cancel_reason = reason
-        if self.task is not None and not self.task.done():
-            self.task_cancelled = True
-            self.task.cancel()
+        task = self.task
+        if task is None or task.done():
+            return True  # the loop checks the flag before its first model call
+        try:
+            current = asyncio.current_task()
+        except RuntimeError:  # another thread, e.g. a sync tool in a worker thread
+            task.get_loop().call_soon_threadsafe(self._cancel_task, task)
+            return True
+        # From inside the chat's own task (a hook or an inline tool) the flag is enough: the
+        # loop checks it before every model call, and a pending task.cancel() would outlive
+        # the chat.
+        if current is not task:
+            self._cancel_task(task)
         return True
+
+    def _cancel_task(self, task: asyncio.Task[object]) -> None:
+        if not self.finished and not task.done():
+            self.task_cancelled = True
+            task.cancel()
 
     # -- the chat ------------------------------------------------------------------------
 
@@ -206,9 +223,15 @@ class ChatRun:
             await notify_quietly(hs, ChatAbortContext(reason=reason))
 
     async def _close_unanswered(self, text: str) -> None:
-        """Answer every tool call still open, so the history stays valid for the next chat."""
+        """Answer every tool call still open, so the history stays valid for the next chat.
+
+        A call whose tool finished but was not committed yet (it waited for an earlier call)
+        keeps its real result; the others get ``text`` as an error result.
+        """
+        finished = self._finished_results
         closing = [
-            ToolMessage(tool_call_id=call.id, tool_name=call.name, content=text, is_error=True)
+            finished.get(call.id)
+            or ToolMessage(tool_call_id=call.id, tool_name=call.name, content=text, is_error=True)
             for call in self._unanswered.values()
         ]
         self._unanswered = {}
@@ -294,7 +317,8 @@ class ChatRun:
         if len(calls) == 1:
             await self._finish(iteration, calls[0], await self._execute(calls[0]))
             return
-        tasks = [asyncio.ensure_future(self._execute(call)) for call in calls]
+        self._finished_results = {}
+        tasks = [asyncio.ensure_future(self._keep(call)) for call in calls]
         try:
             for call, task in zip(calls, tasks, strict=True):
                 await self._finish(iteration, call, await task)
@@ -304,6 +328,11 @@ class ChatRun:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+
+    async def _keep(self, call: ToolCall) -> ToolMessage:
+        message = await self._execute(call)
+        self._finished_results[call.id] = message
+        return message
 
     async def _finish(self, iteration: int, call: ToolCall, message: ToolMessage) -> None:
         if self.emit is not None:
