@@ -205,11 +205,12 @@ class ChatRun:
             await self._run_tools(iteration, message.tool_calls)
         raise MaxIterationsError(agent.max_iterations)
 
-    async def _commit(self, message: Message) -> None:
+    async def _commit(self, message: Message, iteration: int = 0) -> None:
         self._history.append(message)
         self._new.append(message)
-        if message.role == "tool":
-            self._unanswered.pop(message.tool_call_id, None)
+        call = self._unanswered.pop(message.tool_call_id, None) if message.role == "tool" else None
+        if self.emit is not None and call is not None:
+            self.emit(ToolCallFinished(call=call, message=message, iteration=iteration))  # type: ignore[arg-type]
         if hs := self._handlers.get(ON_MESSAGE):
             await notify(hs, MessageContext(message=message))
         if self.emit is not None:
@@ -291,8 +292,11 @@ class ChatRun:
                     continue
             if error is not None:
                 raise error
-            assert response is not None
-            await self._accept(iteration, request, response)
+            assert response is not None  # no error means a response
+            if ON_RESPONSE in handlers:
+                await self._accept(iteration, request, response)
+            else:
+                self._keep_response(response)
             return
 
     async def _accept(
@@ -302,6 +306,9 @@ class ChatRun:
             ctx = ResponseContext(iteration=iteration, request=request, response=response)
             await run_chain(hs, ctx, "response", ProviderResponse)
             response = _checked(ctx.response)
+        self._keep_response(response)
+
+    def _keep_response(self, response: ProviderResponse) -> None:
         if response.usage is not None:
             self._usage = self._usage + response.usage
         self._last_response = response
@@ -315,13 +322,13 @@ class ChatRun:
             for call in calls:
                 emit(ToolCallStarted(call=call, iteration=iteration))
         if len(calls) == 1:
-            await self._finish(iteration, calls[0], await self._execute(calls[0]))
+            await self._commit(await self._execute(calls[0]), iteration)
             return
         self._finished_results = {}
         tasks = [asyncio.ensure_future(self._keep(call)) for call in calls]
         try:
-            for call, task in zip(calls, tasks, strict=True):
-                await self._finish(iteration, call, await task)
+            for task in tasks:
+                await self._commit(await task, iteration)
         finally:
             pending = [task for task in tasks if not task.done()]
             for task in pending:
@@ -333,11 +340,6 @@ class ChatRun:
         message = await self._execute(call)
         self._finished_results[call.id] = message
         return message
-
-    async def _finish(self, iteration: int, call: ToolCall, message: ToolMessage) -> None:
-        if self.emit is not None:
-            self.emit(ToolCallFinished(call=call, message=message, iteration=iteration))
-        await self._commit(message)
 
     async def _execute(self, call: ToolCall) -> ToolMessage:
         """Run one tool call through its hooks; always returns the tool message."""
@@ -361,9 +363,13 @@ class ChatRun:
                 return await self._succeeded(original, call, tool, scope, supplied.value)
             if isinstance(supplied, Exception):
                 return await self._failed(original, tool, scope, supplied, call)
-        if not (scope.is_enabled() and tool.is_enabled()):
+        scope_on = scope.enabled is True or scope.is_enabled()
+        if not (scope_on and (tool.enabled is True or tool.is_enabled())):
+            reason = "" if scope_on else f": its scope {scope.name!r} is disabled"
             error = ToolDisabledError(
-                f"tool {tool.name!r} is disabled now", tool_name=tool.name, call_id=original.id
+                f"tool {tool.name!r} is disabled{reason}",
+                tool_name=tool.name,
+                call_id=original.id,
             )
             return await self._failed(original, tool, scope, error, call)
         try:
@@ -380,7 +386,11 @@ class ChatRun:
             )
             error.__cause__ = exc
             return await self._failed(original, tool, scope, error, call)
-        return await self._succeeded(original, call, tool, scope, result)
+        if ON_TOOL_CALL_RESULT in self._handlers:
+            return await self._succeeded(original, call, tool, scope, result)
+        return ToolMessage(
+            tool_call_id=original.id, tool_name=original.name, content=serialize_result(result)
+        )
 
     async def _succeeded(
         self, original: ToolCall, call: ToolCall, tool: Tool, scope: Scope, result: object
@@ -415,26 +425,37 @@ class ChatRun:
 
 def build_request(agent: Agent, history: Sequence[Message]) -> ProviderRequest:
     """The request for the next model call: history plus the enabled scopes' context."""
-    system_parts = [agent.system_prompt] if agent.system_prompt else []
+    system = agent.system_prompt or None
+    system_parts: list[str] = []
     user_parts: list[str] = []
     tools: list[ToolDefinition] = []
-    for scope in agent.scopes.enabled():
-        tools.extend(t.definition for t in scope.tools if t.is_enabled())
+    for scope in agent.scopes.ordered:
+        if scope.enabled is not True and not scope.is_enabled():
+            continue
+        for t in scope.tools:
+            if t.enabled is True or t.is_enabled():
+                tools.append(t.definition)
         if scope.context is not None and (text := scope.render_context()):
             (system_parts if scope.context_placement == "system" else user_parts).append(text)
+    if system_parts:
+        system = "\n\n".join([system, *system_parts] if system else system_parts)
     messages = tuple(history)
     if user_parts:
-        messages = _extend_last_user(messages, "\n\n".join(user_parts))
+        extended = _extend_last_user(messages, "\n\n".join(user_parts))
+        if extended is None:  # no user message to carry it: the system prompt does
+            system = "\n\n".join(p for p in (system, *user_parts) if p)
+        else:
+            messages = extended
     return ProviderRequest(
         model=agent.model.name,
-        system="\n\n".join(system_parts) or None,
+        system=system,
         messages=messages,
         tools=tuple(tools),
         settings=agent.settings,
     )
 
 
-def _extend_last_user(messages: tuple[Message, ...], text: str) -> tuple[Message, ...]:
+def _extend_last_user(messages: tuple[Message, ...], text: str) -> tuple[Message, ...] | None:
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
         if isinstance(message, UserMessage):
@@ -446,7 +467,7 @@ def _extend_last_user(messages: tuple[Message, ...], text: str) -> tuple[Message
                     message, content=(*message.content, TextPart(text=text))
                 )
             return (*messages[:index], changed, *messages[index + 1 :])
-    return messages
+    return None
 
 
 def _checked(response: object) -> ProviderResponse:

@@ -48,12 +48,16 @@ def new_id(kind: str = "msg") -> str:
     return f"{kind}_{_ID_PREFIX}_{next(_ID_COUNTER):x}"
 
 
+_MSG_PREFIX = f"msg_{_ID_PREFIX}_"
+_CALL_PREFIX = f"call_{_ID_PREFIX}_"
+
+
 def _message_id() -> str:
-    return new_id("msg")
+    return f"{_MSG_PREFIX}{next(_ID_COUNTER):x}"
 
 
 def _call_id() -> str:
-    return new_id("call")
+    return f"{_CALL_PREFIX}{next(_ID_COUNTER):x}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,6 +228,15 @@ _ADAPTERS: dict[str, pydantic.TypeAdapter[Any]] = {
 _FIELDS: dict[str, frozenset[str]] = {
     role: frozenset(f.name for f in dataclasses.fields(cls)) for role, cls in _CLASSES.items()
 }
+_CALL_FIELDS = frozenset(f.name for f in dataclasses.fields(ToolCall))
+_PART_ADAPTERS: dict[str, pydantic.TypeAdapter[Any]] = {
+    "text": pydantic.TypeAdapter(TextPart),
+    "image": pydantic.TypeAdapter(ImagePart),
+}
+_PART_FIELDS = {
+    "text": frozenset(f.name for f in dataclasses.fields(TextPart)),
+    "image": frozenset(f.name for f in dataclasses.fields(ImagePart)),
+}
 
 
 def dump_messages(messages: Iterable[Message]) -> list[dict[str, Any]]:
@@ -255,9 +268,11 @@ def load_messages(data: object) -> list[Message]:
             raise InvalidMessageError(
                 f"message {index}: unknown role {role!r}; expected one of {sorted(_ADAPTERS)}"
             )
-        unknown = fields.keys() - _FIELDS[role]
-        if unknown:
-            raise InvalidMessageError(f"message {index} ({role}): unknown fields {sorted(unknown)}")
+        _reject_unknown(index, role, fields, _FIELDS[role])
+        if role == "assistant" and isinstance(fields.get("tool_calls"), list):
+            for call in fields["tool_calls"]:
+                if isinstance(call, Mapping):
+                    _reject_unknown(index, "tool call", call, _CALL_FIELDS)
         if role == "user" and isinstance(fields.get("content"), list):
             fields["content"] = tuple(_load_part(index, p) for p in fields["content"])
         try:
@@ -267,19 +282,25 @@ def load_messages(data: object) -> list[Message]:
     return out
 
 
+def _reject_unknown(
+    index: int, what: str, fields: Mapping[str, Any], known: frozenset[str]
+) -> None:
+    unknown = fields.keys() - known
+    if unknown:
+        raise InvalidMessageError(f"message {index} ({what}): unknown fields {sorted(unknown)}")
+
+
 def _load_part(index: int, part: object) -> ContentPart:
-    if isinstance(part, Mapping):
-        kind = part.get("type")
-        try:
-            if kind == "text":
-                return pydantic.TypeAdapter(TextPart).validate_python(part)
-            if kind == "image":
-                return pydantic.TypeAdapter(ImagePart).validate_python(part)
-        except pydantic.ValidationError as exc:
-            raise InvalidMessageError(
-                f"message {index}: bad content part: {_describe(exc)}"
-            ) from exc
-    raise InvalidMessageError(f"message {index}: unknown content part {part!r:.80}")
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    adapter = _PART_ADAPTERS.get(kind) if isinstance(kind, str) else None
+    if adapter is None or not isinstance(part, Mapping):
+        raise InvalidMessageError(f"message {index}: unknown content part {part!r:.80}")
+    _reject_unknown(index, f"{kind} part", part, _PART_FIELDS[str(kind)])
+    try:
+        result: ContentPart = adapter.validate_python(part)
+    except pydantic.ValidationError as exc:
+        raise InvalidMessageError(f"message {index}: bad content part: {_describe(exc)}") from exc
+    return result
 
 
 def messages_to_json(messages: Iterable[Message]) -> str:

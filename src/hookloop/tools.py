@@ -47,14 +47,16 @@ def check_name(kind: str, name: object) -> str:
     return name
 
 
-def _ask(flag: Enabled, what: str) -> bool:
+def _ask(flag: Enabled, kind: str, name: str) -> bool:
     """Evaluate an ``enabled`` flag; a callable that fails counts as disabled."""
     if flag is True or flag is False:
         return flag
     try:
         return bool(flag())
     except Exception:
-        logger.warning("enabled() of %s raised; treating it as disabled", what, exc_info=True)
+        logger.warning(
+            "enabled() of %s %r raised; treating it as disabled", kind, name, exc_info=True
+        )
         return False
 
 
@@ -105,7 +107,9 @@ class Tool:
         run_in_thread: bool = True,
     ) -> Tool:
         """Build a tool from a typed function; see :func:`tool`."""
-        tool_name = check_name("tool", name or getattr(function, "__name__", ""))
+        tool_name = check_name(
+            "tool", name if name is not None else getattr(function, "__name__", "")
+        )
         summary, param_docs = parse_docstring(inspect.getdoc(function))
         model = _arguments_model(function, tool_name, param_docs)
         return cls(
@@ -125,7 +129,7 @@ class Tool:
 
     def is_enabled(self) -> bool:
         """Whether the tool is enabled now (a failing ``enabled`` callable means no)."""
-        return _ask(self.enabled, f"tool {self.name!r}")
+        return self.enabled is True or _ask(self.enabled, "tool", self.name)
 
     def validate(self, call_id: str, arguments: str) -> dict[str, Any]:
         """Parse and validate the model's raw arguments into keyword arguments.
@@ -143,7 +147,7 @@ class Tool:
                 tool_name=self.name,
                 call_id=call_id,
             ) from exc
-        return {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        return parsed.__dict__  # exactly the fields: the model forbids extra keys
 
     async def invoke(self, arguments: Mapping[str, Any]) -> object:
         """Run the function with validated arguments; exceptions propagate as they are."""
@@ -245,18 +249,31 @@ def _arguments_model(
             __config__=pydantic.ConfigDict(extra="forbid"),
             **fields,
         )
-    except (pydantic.PydanticSchemaGenerationError, TypeError) as exc:
+    except (pydantic.PydanticUserError, TypeError) as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: unsupported parameter type: {exc}") from exc
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """Drop pydantic's generated titles: they cost tokens and tell the model nothing."""
-    schema.pop("title", None)
-    for prop in schema.get("properties", {}).values():
-        if isinstance(prop, dict):
-            prop.pop("title", None)
+    _drop_titles(schema)
     schema.setdefault("properties", {})
     return schema
+
+
+def _drop_titles(node: object) -> None:
+    """Remove ``title`` keywords from a schema tree; a *property* named title stays."""
+    if isinstance(node, list):
+        for item in node:
+            _drop_titles(item)
+    elif isinstance(node, dict):
+        if isinstance(node.get("title"), str):
+            del node["title"]
+        for key, value in node.items():
+            if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+                for sub_schema in value.values():
+                    _drop_titles(sub_schema)
+            elif key not in ("default", "const", "enum", "examples"):
+                _drop_titles(value)
 
 
 def _summarise(exc: pydantic.ValidationError) -> str:
@@ -327,7 +344,7 @@ class Scope:
 
     def is_enabled(self) -> bool:
         """Whether the scope is enabled now (a failing ``enabled`` callable means no)."""
-        return _ask(self.enabled, f"scope {self.name!r}")
+        return self.enabled is True or _ask(self.enabled, "scope", self.name)
 
     def render_context(self) -> str | None:
         """The scope's context now, or ``None`` (also when the callable raises)."""
@@ -353,6 +370,8 @@ class ScopeRegistry:
         self._hooks = hooks
         self._scopes: dict[str, Scope] = {}
         self._tools: dict[str, tuple[Tool, Scope]] = {}
+        self.ordered: tuple[Scope, ...] = ()
+        """The scopes in registration order (a snapshot, replaced on every change)."""
 
     def register(self, scope: Scope) -> Disposer:
         """Add a scope; returns a disposer that unregisters it (idempotent).
@@ -372,6 +391,7 @@ class ScopeRegistry:
                     f"scope {owner!r}"
                 )
         self._scopes[scope.name] = scope
+        self.ordered = tuple(self._scopes.values())
         for t in scope.tools:
             self._tools[t.name] = (t, scope)
         self._hooks.fire_sync(ON_SCOPE_REGISTER, scope)
@@ -393,6 +413,7 @@ class ScopeRegistry:
         scope = self._scopes.pop(name, None)
         if scope is None:
             raise ScopeNotFoundError(f"no scope named {name!r}; registered: {sorted(self._scopes)}")
+        self.ordered = tuple(self._scopes.values())
         for t in scope.tools:
             self._tools.pop(t.name, None)
         self._hooks.fire_sync(ON_SCOPE_UNREGISTER, scope)
@@ -408,10 +429,10 @@ class ScopeRegistry:
 
     def enabled(self) -> list[Scope]:
         """The scopes enabled now, in registration order."""
-        return [s for s in self._scopes.values() if s.is_enabled()]
+        return [s for s in self.ordered if s.enabled is True or s.is_enabled()]
 
     def __iter__(self) -> Iterator[Scope]:
-        return iter(list(self._scopes.values()))
+        return iter(self.ordered)
 
     def __len__(self) -> int:
         return len(self._scopes)

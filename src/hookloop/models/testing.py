@@ -135,7 +135,8 @@ class ScriptedModel(Model):
         if self._next >= len(self._steps):
             raise ScriptExhaustedError(
                 f"ScriptedModel {self.name!r} was called {len(self.requests)} times "
-                f"but its script has only {len(self._steps)} steps"
+                f"but its script has only {len(self._steps)} "
+                f"step{'' if len(self._steps) == 1 else 's'}"
             )
         step = self._steps[self._next]
         self._next += 1
