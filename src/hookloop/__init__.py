@@ -106,6 +106,7 @@ from .tools import (
     Tool,
     tool,
 )
+from .trace import TracePlugin
 
 try:
     __version__ = version("hookloop")
@@ -191,6 +192,7 @@ __all__ = [
     "ToolResultContext",
     "ToolReturn",
     "ToolValidationError",
+    "TracePlugin",
     "UnknownToolError",
     "Usage",
     "UsageError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .errors import (
@@ -106,7 +106,7 @@ class ChatRun:
         agent: Agent,
         message: UserMessage,
         history: list[Message],
-        emit: Callable[[AgentEvent], None] | None = None,
+        emit: Callable[[AgentEvent], Awaitable[None]] | None = None,
     ) -> None:
         self._agent = agent
         self._handlers: dict[str, tuple[Handler, ...]] = agent.hooks.handlers
@@ -180,7 +180,7 @@ class ChatRun:
         if hs := handlers.get(ON_CHAT_DONE):
             await notify(hs, ChatDoneContext(response=response))
         if emit is not None:
-            emit(ChatDone(response=response))
+            await emit(ChatDone(response=response))
         return response
 
     async def _iterate(self) -> AgentResponse:
@@ -210,11 +210,11 @@ class ChatRun:
         self._new.append(message)
         call = self._unanswered.pop(message.tool_call_id, None) if message.role == "tool" else None
         if self.emit is not None and call is not None:
-            self.emit(ToolCallFinished(call=call, message=message, iteration=iteration))  # type: ignore[arg-type]
+            await self.emit(ToolCallFinished(call=call, message=message, iteration=iteration))  # type: ignore[arg-type]
         if hs := self._handlers.get(ON_MESSAGE):
             await notify(hs, MessageContext(message=message))
         if self.emit is not None:
-            self.emit(MessageCommitted(message=message))
+            await self.emit(MessageCommitted(message=message))
 
     async def _abort(self, exc: BaseException) -> None:
         self.finished = True
@@ -244,7 +244,7 @@ class ChatRun:
             if hs:
                 await notify_quietly(hs, MessageContext(message=message))
             if self.emit is not None:
-                self.emit(MessageCommitted(message=message))
+                await self.emit(MessageCommitted(message=message))
 
     # -- one model call, with attempts ---------------------------------------------------
 
@@ -272,7 +272,7 @@ class ChatRun:
                     async for part in model.stream(request):
                         accumulator.add(part)
                         if not isinstance(part, StreamEnd):
-                            emit(part)
+                            await emit(part)
                     response = _checked(accumulator.response())
             except Exception as exc:
                 error = exc
@@ -288,7 +288,7 @@ class ChatRun:
                 if after.retry:
                     request = after.request
                     if emit is not None:
-                        emit(ModelRetry(iteration=iteration, attempt=attempt, error=error))
+                        await emit(ModelRetry(iteration=iteration, attempt=attempt, error=error))
                     continue
             if error is not None:
                 raise error
@@ -320,7 +320,7 @@ class ChatRun:
         emit = self.emit
         if emit is not None:
             for call in calls:
-                emit(ToolCallStarted(call=call, iteration=iteration))
+                await emit(ToolCallStarted(call=call, iteration=iteration))
         if len(calls) == 1:
             await self._commit(await self._execute(calls[0]), iteration)
             return

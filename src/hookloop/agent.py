@@ -7,7 +7,7 @@ hands each chat to the loop in ``_loop.py``; it holds no loop logic of its own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -171,7 +171,9 @@ class Agent(HookHost):
         run = self._run
         return run.cancel(reason) if run is not None else False
 
-    def _start(self, message: UserMessage, emit: Callable[[AgentEvent], None] | None) -> ChatRun:
+    def _start(
+        self, message: UserMessage, emit: Callable[[AgentEvent], Awaitable[None]] | None
+    ) -> ChatRun:
         if self._run is not None:
             raise ConcurrentChatError(
                 f"agent {self.name!r} is already running a chat; one chat at a time per agent "
@@ -219,7 +221,14 @@ class ChatStream:
 
     async def _produce(self) -> AsyncIterator[AgentEvent]:
         queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-        run = self._agent._start(self._message, queue.put_nowait)
+
+        async def emit(event: AgentEvent) -> None:
+            # Hand the event over and let the consumer handle it before the loop goes on,
+            # so hook side effects and the consumer's output interleave in order.
+            queue.put_nowait(event)
+            await asyncio.sleep(0)
+
+        run = self._agent._start(self._message, emit)
 
         async def drive() -> AgentResponse:
             try:
