@@ -335,6 +335,9 @@ class ChatRun:
                 task.cancel()
             if pending:
                 await asyncio.wait(pending)
+            for task in tasks:  # one failure ends the chat; the others are retrieved here
+                if not task.cancelled():
+                    task.exception()
 
     async def _keep(self, call: ToolCall) -> ToolMessage:
         message = await self._execute(call)

@@ -125,7 +125,8 @@ class Agent(HookHost):
                 dispose()
             self._plugins.remove(plugin)
 
-        return Disposer(remove)
+        # A plugin used from inside another plugin's init_agent goes with its parent.
+        return self.hooks.adopt(Disposer(remove))
 
     async def chat(self, message: UserInput) -> AgentResponse:
         """Send one user message and run the loop until the model answers without tools.

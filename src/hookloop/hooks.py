@@ -308,7 +308,10 @@ class HookRegistry:
         handler = Handler(event, fn, is_async, order, next(self._seq))
         current = self.handlers.get(event, ())
         self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))
-        disposer = Disposer(lambda: self._remove(handler))
+        return self.adopt(Disposer(lambda: self._remove(handler)))
+
+    def adopt(self, disposer: Disposer) -> Disposer:
+        """Hand ``disposer`` to every :meth:`collect` block open now; returns it."""
         for collected in self._collectors:
             collected.append(disposer)
         return disposer
@@ -539,8 +542,15 @@ class HookHost:
         """Decorator form of :meth:`add_hook`; returns the function unchanged.
 
         Example:
-            >>> @agent.hook("on_message")  # doctest: +SKIP
-            ... def log(ctx): print(ctx.message.role)
+            >>> from hookloop import Agent
+            >>> from hookloop.models.testing import ScriptedModel
+            >>> agent = Agent(ScriptedModel(["Hi there."]))
+            >>> @agent.hook("on_message")
+            ... def log(ctx):
+            ...     print(ctx.message.role)
+            >>> _ = agent.chat_sync("Hello")
+            user
+            assistant
         """
 
         def register(fn: _F) -> _F:
