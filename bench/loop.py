@@ -131,22 +131,23 @@ def main() -> None:
     base = figures["overhead_us_per_iteration"]
     hooked = figures["overhead_us_per_iteration_10_hooks"]
     print(f"hookloop loop overhead ({figures['scenario']}, Python {figures['python']})")
-    print(f"  per iteration, no hooks           {base:8.1f} us   target {TARGET_US[0]} us")
-    print(
-        f"  per iteration, 10 sync handlers   {hooked:8.1f} us   target {TARGET_US[1]} us  on every event"
-    )
-    print(
-        f"  per iteration, 10 async handlers  {figures['overhead_us_per_iteration_10_async_hooks']:8.1f} us"
-    )
-    print(
-        f"  per iteration, chat_stream        {figures['overhead_us_per_iteration_stream']:8.1f} us"
-    )
-    print(f"  empty dispatch                    {figures['empty_dispatch_ns']:8.1f} ns")
-    print(
-        f"  peers spend {PEERS_US[0]:,}-{PEERS_US[1]:,} us per iteration: "
-        f"{PEERS_US[0] / base:.0f}-{PEERS_US[1] / base:.0f}x hookloop's"
-    )
-    print(f"  cost of 10 handlers on every event: {hooked / base:.2f}x the bare loop")
+    rows = [
+        ("per iteration, no hooks", base, "us", f"target {TARGET_US[0]} us"),
+        ("per iteration, 10 sync handlers/event", hooked, "us", f"target {TARGET_US[1]} us"),
+        (
+            "per iteration, 10 async handlers/event",
+            figures["overhead_us_per_iteration_10_async_hooks"],
+            "us",
+            "",
+        ),
+        ("per iteration, chat_stream", figures["overhead_us_per_iteration_stream"], "us", ""),
+        ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
+    ]
+    for label, value, unit, note in rows:
+        print(f"  {label:<40} {value:8.1f} {unit}   {note}")
+    low, high = PEERS_US[0] / base, PEERS_US[1] / base
+    print(f"  peers spend {PEERS_US[0]:,}-{PEERS_US[1]:,} us per iteration: {low:.0f}-{high:.0f}x")
+    print(f"  10 handlers on every event cost {hooked / base:.2f}x the bare loop")
 
 
 if __name__ == "__main__":
