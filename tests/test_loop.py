@@ -586,3 +586,44 @@ async def test_cancel_from_a_worker_thread() -> None:
         await agent.chat("hi")
     assert_valid_history(agent.messages)
     assert not agent.is_running
+
+
+async def test_the_model_stream_is_closed_when_the_chat_is_cancelled() -> None:
+    closed: list[str] = []
+
+    class HoldsAConnection(Model):
+        name = "connection"
+
+        async def request(self, request: ProviderRequest) -> ProviderResponse:
+            raise AssertionError("streaming only")
+
+        async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+            try:
+                yield TextDelta(text="first")
+                await asyncio.Event().wait()
+                yield StreamEnd()
+            finally:
+                closed.append("closed")
+
+    agent = Agent(HoldsAConnection())
+    with pytest.raises(ChatCancelledError):
+        async for event in agent.chat_stream("hi"):
+            if isinstance(event, TextDelta):
+                agent.cancel()
+    assert closed == ["closed"]
+
+
+async def test_a_result_json_cannot_hold_still_reaches_the_model() -> None:
+    @tool
+    async def loop_back() -> object:
+        """Return a list that contains itself."""
+        circular: list[object] = []
+        circular.append(circular)
+        return circular
+
+    model = ScriptedModel([tool_call("loop_back", {}), "ok"])
+    agent = Agent(model, tools=[loop_back])
+    assert (await agent.chat("go")).text == "ok"
+    result = agent.messages[2]
+    assert isinstance(result, ToolMessage)
+    assert (result.content, result.is_error) == ("[[...]]", False)

@@ -208,13 +208,15 @@ class ChatRun:
     async def _commit(self, message: Message, iteration: int = 0) -> None:
         self._history.append(message)
         self._new.append(message)
-        call = self._unanswered.pop(message.tool_call_id, None) if message.role == "tool" else None
-        if self.emit is not None and call is not None:
-            await self.emit(ToolCallFinished(call=call, message=message, iteration=iteration))  # type: ignore[arg-type]
+        emit = self.emit
+        if isinstance(message, ToolMessage):
+            call = self._unanswered.pop(message.tool_call_id, None)
+            if emit is not None and call is not None:
+                await emit(ToolCallFinished(call=call, message=message, iteration=iteration))
         if hs := self._handlers.get(ON_MESSAGE):
             await notify(hs, MessageContext(message=message))
-        if self.emit is not None:
-            await self.emit(MessageCommitted(message=message))
+        if emit is not None:
+            await emit(MessageCommitted(message=message))
 
     async def _abort(self, exc: BaseException) -> None:
         self.finished = True
@@ -268,12 +270,7 @@ class ChatRun:
                 if emit is None:
                     response = _checked(await model.request(request))
                 else:
-                    accumulator = ResponseAccumulator()
-                    async for part in model.stream(request):
-                        accumulator.add(part)
-                        if not isinstance(part, StreamEnd):
-                            await emit(part)
-                    response = _checked(accumulator.response())
+                    response = await self._stream_model(request, emit)
             except Exception as exc:
                 error = exc
             if hs := handlers.get(AFTER_MODEL_CALL):
@@ -298,6 +295,23 @@ class ChatRun:
             else:
                 self._keep_response(response)
             return
+
+    async def _stream_model(
+        self, request: ProviderRequest, emit: Callable[[AgentEvent], Awaitable[None]]
+    ) -> ProviderResponse:
+        accumulator = ResponseAccumulator()
+        parts = self._agent.model.stream(request)
+        try:
+            async for part in parts:
+                accumulator.add(part)
+                if not isinstance(part, StreamEnd):
+                    await emit(part)
+        finally:
+            # Close the provider's stream now (its connection), also on cancellation.
+            aclose = getattr(parts, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        return _checked(accumulator.response())
 
     async def _accept(
         self, iteration: int, request: ProviderRequest, response: ProviderResponse
@@ -366,8 +380,8 @@ class ChatRun:
                 return await self._succeeded(original, call, tool, scope, supplied.value)
             if isinstance(supplied, Exception):
                 return await self._failed(original, tool, scope, supplied, call)
-        scope_on = scope.enabled is True or scope.is_enabled()
-        if not (scope_on and (tool.enabled is True or tool.is_enabled())):
+        scope_on = scope.is_enabled()
+        if not (scope_on and tool.is_enabled()):
             reason = "" if scope_on else f": its scope {scope.name!r} is disabled"
             error = ToolDisabledError(
                 f"tool {tool.name!r} is disabled{reason}",
@@ -433,11 +447,9 @@ def build_request(agent: Agent, history: Sequence[Message]) -> ProviderRequest:
     user_parts: list[str] = []
     tools: list[ToolDefinition] = []
     for scope in agent.scopes.ordered:
-        if scope.enabled is not True and not scope.is_enabled():
+        if not scope.is_enabled():
             continue
-        for t in scope.tools:
-            if t.enabled is True or t.is_enabled():
-                tools.append(t.definition)
+        tools.extend([t.definition for t in scope.tools if t.is_enabled()])
         if scope.context is not None and (text := scope.render_context()):
             (system_parts if scope.context_placement == "system" else user_parts).append(text)
     if system_parts:

@@ -290,10 +290,16 @@ def _summarise(exc: pydantic.ValidationError) -> str:
 
 
 def serialize_result(value: object) -> str:
-    """Turn a tool's return value into the text the model sees (str as is, else JSON)."""
+    """Turn a tool's return value into the text the model sees (str as is, else JSON).
+
+    Values JSON cannot hold (a circular structure, say) fall back to their ``repr``.
+    """
     if isinstance(value, str):
         return value
-    return pydantic_core.to_json(value, fallback=repr).decode()
+    try:
+        return pydantic_core.to_json(value, fallback=repr).decode()
+    except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+        return repr(value)
 
 
 class Scope:
@@ -429,7 +435,7 @@ class ScopeRegistry:
 
     def enabled(self) -> list[Scope]:
         """The scopes enabled now, in registration order."""
-        return [s for s in self.ordered if s.enabled is True or s.is_enabled()]
+        return [s for s in self.ordered if s.is_enabled()]
 
     def __iter__(self) -> Iterator[Scope]:
         return iter(self.ordered)
