@@ -54,8 +54,17 @@ async def anoop(ctx: Any) -> None:
     return None
 
 
-def make_agent(handler: Callable[[Any], Any] | None, count: int) -> Agent:
-    agent = Agent(ScriptedModel(SCRIPT), tools=[lookup], system_prompt="You look things up.")
+def make_agent(
+    handler: Callable[[Any], Any] | None, count: int, *, default_retry: bool = False
+) -> Agent:
+    # The bare loop has no hook at all, so no retry strategy either (retry=None); the
+    # "default configuration" figure measures what Agent() gives you out of the box.
+    agent = Agent(
+        ScriptedModel(SCRIPT),
+        tools=[lookup],
+        system_prompt="You look things up.",
+        **({} if default_retry else {"retry": None}),
+    )
     if handler is not None:
         # Scope events fire outside chats (and take only sync handlers): every chat event.
         for event in sorted(EVENTS - {"on_scope_register", "on_scope_unregister"}):
@@ -65,7 +74,12 @@ def make_agent(handler: Callable[[Any], Any] | None, count: int) -> Agent:
 
 
 async def per_iteration_us(
-    handler: Callable[[Any], Any] | None, count: int, runs: int, *, stream: bool = False
+    handler: Callable[[Any], Any] | None,
+    count: int,
+    runs: int,
+    *,
+    stream: bool = False,
+    default_retry: bool = False,
 ) -> float:
     """Median time of one chat divided by its 11 iterations, in microseconds."""
     samples: list[float] = []
@@ -73,7 +87,7 @@ async def per_iteration_us(
     # each chat leaves the CPU caches cold and about triples every figure on this machine.
     gc.collect()
     for run in range(runs + runs // 10):  # the first tenth warms up and is dropped
-        agent = make_agent(handler, count)
+        agent = make_agent(handler, count, default_retry=default_retry)
         start = time.perf_counter_ns()
         if stream:
             async for _ in agent.chat_stream("look up ten keys"):
@@ -108,6 +122,9 @@ def measure(runs: int) -> dict[str, Any]:
             "overhead_us_per_iteration_10_hooks": await per_iteration_us(noop, 10, runs),
             "overhead_us_per_iteration_10_async_hooks": await per_iteration_us(anoop, 10, runs),
             "overhead_us_per_iteration_stream": await per_iteration_us(None, 0, runs, stream=True),
+            "overhead_us_per_iteration_default_config": await per_iteration_us(
+                None, 0, runs, default_retry=True
+            ),
         }
 
     figures: dict[str, Any] = asyncio.run(all_figures())
@@ -141,6 +158,12 @@ def main() -> None:
             "",
         ),
         ("per iteration, chat_stream", figures["overhead_us_per_iteration_stream"], "us", ""),
+        (
+            "per iteration, Agent() defaults (retry)",
+            figures["overhead_us_per_iteration_default_config"],
+            "us",
+            "",
+        ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]
     for label, value, unit, note in rows:

@@ -43,6 +43,7 @@ from hookloop import (
     Message,
     MessageCommitted,
     MessageContext,
+    Model,
     PreRequestContext,
     PreToolCallContext,
     ProviderRequest,
@@ -94,6 +95,11 @@ TERMINAL_EVENTS = ("on_chat_done", "on_chat_abort", "on_chat_error")
 # --- helpers ----------------------------------------------------------------------------
 
 
+def bare_agent(model: Model, **kwargs: Any) -> Agent:
+    """Hook mechanics are tested on an agent without the default retry plugin."""
+    return Agent(model, retry=None, **kwargs)
+
+
 def label(event: str, ctx: object) -> str:
     """A short, readable name for one firing of ``event``."""
     if isinstance(ctx, MessageContext):
@@ -137,7 +143,7 @@ def make_agent(
 ) -> tuple[Agent, ScriptedModel, Recorder]:
     """An agent on a scripted model, with a recorder on every chat event."""
     model = ScriptedModel(script)
-    agent = Agent(model, tools=tools, **kwargs)
+    agent = bare_agent(model, tools=tools, **kwargs)
     return agent, model, Recorder(agent)
 
 
@@ -269,7 +275,7 @@ async def test_hook_decorator_registers_and_returns_the_function_unchanged() -> 
 
 @pytest.mark.parametrize("event", ["onMessage", "on_messages", "", "before_request"])
 def test_unknown_event_raises_hook_registration_error(event: str) -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
 
     with pytest.raises(HookRegistrationError, match="unknown hook event"):
         agent.add_hook(event, lambda ctx: None)  # type: ignore[call-overload]
@@ -280,7 +286,7 @@ def test_unknown_event_raises_hook_registration_error(event: str) -> None:
 
 
 def test_non_callable_handler_is_rejected() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
 
     with pytest.raises(HookRegistrationError, match="callable"):
         agent.add_hook("on_message", "not a function")  # type: ignore[call-overload]
@@ -289,7 +295,7 @@ def test_non_callable_handler_is_rejected() -> None:
 
 @pytest.mark.parametrize("order", ["1", 1.0, True, None])
 def test_order_must_be_an_int(order: object) -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
 
     with pytest.raises(HookRegistrationError, match="order"):
         agent.add_hook("on_message", lambda ctx: None, order=order)  # type: ignore[call-overload]
@@ -308,7 +314,7 @@ class AsyncCallable:
 
 @pytest.mark.parametrize("event", SCOPE_EVENTS)
 def test_async_handler_for_a_scope_event_is_rejected(event: str) -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
 
     async def handler(ctx: ScopeContext) -> None:
         pass
@@ -464,7 +470,7 @@ async def test_hook_removed_during_a_dispatch_still_runs_in_that_dispatch() -> N
 
 async def test_handler_that_disposes_itself_runs_once() -> None:
     model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}, id="c1"), "done"])
-    agent = Agent(model, tools=[make_add()])
+    agent = bare_agent(model, tools=[make_add()])
     seen: list[int] = []
     disposers: list[Disposer] = []
 
@@ -480,7 +486,7 @@ async def test_handler_that_disposes_itself_runs_once() -> None:
 
 
 def test_disposing_the_only_handler_removes_the_event_from_the_registry() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     dispose = agent.add_hook("on_response", lambda ctx: None)
     assert set(agent.hooks.handlers) == {"on_response"}
 
@@ -529,11 +535,11 @@ async def test_events_without_handlers_build_no_context(built_contexts: list[str
         ),
         "done",
     ]
-    agent = Agent(ScriptedModel(script), tools=[make_add(), fail])
+    agent = bare_agent(ScriptedModel(script), tools=[make_add(), fail])
     agent.scopes.register(Scope("extra"))
     agent.scopes.unregister("extra")
     response = await agent.chat("hi")
-    failing = Agent(ScriptedModel([ServerError("boom", status=500)]))
+    failing = bare_agent(ScriptedModel([ServerError("boom", status=500)]))
     with pytest.raises(ServerError):
         await failing.chat("hi")
 
@@ -542,7 +548,7 @@ async def test_events_without_handlers_build_no_context(built_contexts: list[str
 
 
 async def test_only_events_with_handlers_build_a_context(built_contexts: list[str]) -> None:
-    agent = Agent(
+    agent = bare_agent(
         ScriptedModel([tool_call("add", {"a": 1, "b": 2}, id="c1"), "done"]), tools=[make_add()]
     )
     dispose = agent.add_hook("on_tool_call_result", lambda ctx: None)
@@ -1588,7 +1594,7 @@ async def test_concurrent_throws_in_tool_hooks_leave_no_unretrieved_task_excepti
         created.append(task)
         return task
 
-    agent = Agent(
+    agent = bare_agent(
         ScriptedModel([tool_calls(add_call("c1"), add_call("c2", 3, 4))]), tools=[make_add()]
     )
 
@@ -1729,7 +1735,7 @@ async def test_hook_throw_fires_only_on_chat_error() -> None:
 
 async def test_max_iterations_fires_only_on_chat_error() -> None:
     model = FunctionModel(lambda request: tool_call("add", {"a": 1, "b": 2}))
-    agent = Agent(model, tools=[make_add()], max_iterations=2)
+    agent = bare_agent(model, tools=[make_add()], max_iterations=2)
     rec = Recorder(agent)
 
     with pytest.raises(MaxIterationsError) as raised:
@@ -1743,7 +1749,7 @@ async def test_max_iterations_fires_only_on_chat_error() -> None:
 
 async def test_agent_cancel_during_the_model_call_fires_only_on_chat_abort() -> None:
     started = asyncio.Event()
-    agent = Agent(blocking_model(started))
+    agent = bare_agent(blocking_model(started))
     rec = Recorder(agent)
 
     chat = asyncio.create_task(agent.chat("hi"))
@@ -1793,7 +1799,7 @@ async def test_agent_cancel_during_a_tool_closes_the_call_and_fires_only_on_chat
 
 async def test_task_cancellation_fires_only_on_chat_abort_and_stays_a_cancelled_error() -> None:
     started = asyncio.Event()
-    agent = Agent(blocking_model(started))
+    agent = bare_agent(blocking_model(started))
     rec = Recorder(agent)
 
     chat = asyncio.create_task(agent.chat("hi"))
@@ -1811,7 +1817,7 @@ async def test_throw_in_on_chat_abort_is_logged_and_swallowed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     started = asyncio.Event()
-    agent = Agent(blocking_model(started))
+    agent = bare_agent(blocking_model(started))
     rec = Recorder(agent)
     seen: list[object] = []
 
@@ -1867,7 +1873,7 @@ async def test_each_chat_gets_exactly_one_terminal_event() -> None:
 
 
 def test_on_scope_register_fires_synchronously_after_the_scope_is_committed() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     rec = Recorder(agent, SCOPE_EVENTS)
     seen: list[tuple[bool, bool]] = []
     add = make_add()
@@ -1885,7 +1891,7 @@ def test_on_scope_register_fires_synchronously_after_the_scope_is_committed() ->
 
 
 def test_on_scope_unregister_fires_synchronously_after_the_scope_is_removed() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     rec = Recorder(agent, SCOPE_EVENTS)
     seen: list[tuple[bool, bool]] = []
     scope = Scope("math", tools=[make_add()])
@@ -1904,7 +1910,7 @@ def test_on_scope_unregister_fires_synchronously_after_the_scope_is_removed() ->
 
 
 def test_scope_disposer_fires_on_scope_unregister_once() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     rec = Recorder(agent, SCOPE_EVENTS)
 
     dispose = agent.scopes.register(Scope("math"))
@@ -1915,7 +1921,7 @@ def test_scope_disposer_fires_on_scope_unregister_once() -> None:
 
 
 def test_failed_scope_changes_fire_no_scope_hook() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     agent.scopes.register(Scope("math"))
     rec = Recorder(agent, SCOPE_EVENTS)
 
@@ -1928,7 +1934,7 @@ def test_failed_scope_changes_fire_no_scope_hook() -> None:
 
 
 def test_throw_in_on_scope_register_propagates_and_the_scope_stays_registered() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     boom = RuntimeError("register hook broke")
     later: list[str] = []
 
@@ -1949,7 +1955,7 @@ def test_throw_in_on_scope_register_propagates_and_the_scope_stays_registered() 
 
 
 def test_throw_in_on_scope_unregister_propagates_and_the_scope_stays_removed() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     agent.scopes.register(Scope("math", tools=[make_add()]))
     boom = RuntimeError("unregister hook broke")
 
@@ -2028,7 +2034,7 @@ async def test_use_registers_the_plugin_hooks_and_its_disposer_removes_them_all(
 
 async def test_plugins_passed_to_the_constructor_are_used() -> None:
     plugin = AuditPlugin()
-    agent = Agent(ScriptedModel(["one"]), plugins=[plugin])
+    agent = bare_agent(ScriptedModel(["one"]), plugins=[plugin])
 
     await agent.chat("a")
 
@@ -2037,7 +2043,7 @@ async def test_plugins_passed_to_the_constructor_are_used() -> None:
 
 
 def test_using_the_same_plugin_twice_raises_usage_error() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     plugin = AuditPlugin()
     agent.use(plugin)
     registered = dict(agent.hooks.handlers)
@@ -2050,7 +2056,7 @@ def test_using_the_same_plugin_twice_raises_usage_error() -> None:
 
 
 def test_a_disposed_plugin_can_be_used_again() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     plugin = AuditPlugin()
     agent.use(plugin)()
 
@@ -2061,7 +2067,7 @@ def test_a_disposed_plugin_can_be_used_again() -> None:
 
 
 def test_two_plugin_instances_are_separate_plugins() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     first, second = AuditPlugin("a"), AuditPlugin("b")
 
     dispose_first = agent.use(first)
@@ -2077,7 +2083,7 @@ def test_two_plugin_instances_are_separate_plugins() -> None:
 
 
 def test_a_plugin_whose_init_agent_raises_leaves_no_hooks_behind() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     agent.add_hook("on_message", lambda ctx: None)
     before = dict(agent.hooks.handlers)
 
@@ -2105,7 +2111,7 @@ class CompositePlugin:
 
 
 def test_a_failed_composite_plugin_leaves_neither_hooks_nor_plugins_behind() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     plugin = CompositePlugin(fail=True)
 
     with pytest.raises(RuntimeError, match="composite setup failed"):
@@ -2116,7 +2122,7 @@ def test_a_failed_composite_plugin_leaves_neither_hooks_nor_plugins_behind() -> 
 
 
 def test_disposing_a_composite_plugin_removes_its_sub_plugin_too() -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
     plugin = CompositePlugin()
     dispose = agent.use(plugin)
     assert agent.plugins == (plugin.sub, plugin)
@@ -2131,7 +2137,7 @@ def test_disposing_a_composite_plugin_removes_its_sub_plugin_too() -> None:
 
 @pytest.mark.parametrize("not_a_plugin", [object(), "plugin", lambda agent: None])
 def test_use_rejects_an_object_that_is_not_a_plugin(not_a_plugin: object) -> None:
-    agent = Agent(ScriptedModel([]))
+    agent = bare_agent(ScriptedModel([]))
 
     with pytest.raises(UsageError, match="not a plugin"):
         agent.use(not_a_plugin)  # type: ignore[arg-type]

@@ -225,7 +225,7 @@ async def test_duplicate_tool_call_ids_are_a_typed_error() -> None:
 
 async def test_provider_error_ends_the_chat_with_that_error() -> None:
     error = ServerError("boom", status=500)
-    agent = Agent(ScriptedModel([error]))
+    agent = Agent(ScriptedModel([error]), retry=None)
     with pytest.raises(ServerError) as caught:
         await agent.chat("hi")
     assert caught.value is error
@@ -363,7 +363,7 @@ async def test_stream_tells_the_consumer_to_discard_deltas_of_a_retried_attempt(
 
 
 async def test_stream_raises_the_chat_error_to_the_consumer() -> None:
-    agent = Agent(ScriptedModel([ServerError("down", status=503)]))
+    agent = Agent(ScriptedModel([ServerError("down", status=503)]), retry=None)
     seen: list[str] = []
     with pytest.raises(ServerError, match="down"):
         async for event in agent.chat_stream("hi"):

@@ -8,7 +8,7 @@ import inspect
 
 import hookloop
 
-MODULES = ["agent", "errors", "events", "hooks", "messages", "models", "tools", "trace"]
+MODULES = ["agent", "errors", "events", "hooks", "messages", "models", "retry", "tools", "trace"]
 
 
 def test_all_has_no_duplicates() -> None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from .errors import (
     ChatCancelledError,
+    HookReturnError,
     InvalidResponseError,
     MaxIterationsError,
     ToolDisabledError,
@@ -62,6 +63,7 @@ from .hooks import (
 )
 from .messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
 from .models.base import (
+    Model,
     ProviderRequest,
     ProviderResponse,
     ResponseAccumulator,
@@ -258,9 +260,12 @@ class ChatRun:
         while True:
             attempt += 1
             if hs := handlers.get(PRE_REQUEST):
-                pre = PreRequestContext(iteration=iteration, request=request)
+                pre = PreRequestContext(
+                    iteration=iteration, attempt=attempt, request=request, model=model
+                )
                 supplied = await run_chain(hs, pre, "request", ProviderRequest, ProviderResponse)
                 request = pre.request
+                model = _checked_model(pre.model)
                 if isinstance(supplied, ProviderResponse):
                     await self._accept(iteration, request, supplied)
                     return
@@ -270,7 +275,7 @@ class ChatRun:
                 if emit is None:
                     response = _checked(await model.request(request))
                 else:
-                    response = await self._stream_model(request, emit)
+                    response = await self._stream_model(model, request, emit)
             except Exception as exc:
                 error = exc
             if hs := handlers.get(AFTER_MODEL_CALL):
@@ -280,10 +285,12 @@ class ChatRun:
                     request=request,
                     response=response,
                     error=error,
+                    model=model,
                 )
                 await notify(hs, after)
                 if after.retry:
                     request = after.request
+                    model = _checked_model(after.model)
                     if emit is not None:
                         await emit(ModelRetry(iteration=iteration, attempt=attempt, error=error))
                     continue
@@ -297,10 +304,13 @@ class ChatRun:
             return
 
     async def _stream_model(
-        self, request: ProviderRequest, emit: Callable[[AgentEvent], Awaitable[None]]
+        self,
+        model: Model,
+        request: ProviderRequest,
+        emit: Callable[[AgentEvent], Awaitable[None]],
     ) -> ProviderResponse:
         accumulator = ResponseAccumulator()
-        parts = self._agent.model.stream(request)
+        parts = model.stream(request)
         try:
             async for part in parts:
                 accumulator.add(part)
@@ -393,16 +403,22 @@ class ChatRun:
             arguments = tool.validate(original.id, call.arguments)
         except ToolError as exc:
             return await self._failed(original, tool, scope, exc, call)
-        try:
-            result = await tool.invoke(arguments)
-        except Exception as exc:
-            error = ToolExecutionError(
-                f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}",
-                tool_name=tool.name,
-                call_id=original.id,
-            )
-            error.__cause__ = exc
-            return await self._failed(original, tool, scope, error, call)
+        attempt = 1
+        while True:
+            try:
+                result = await tool.invoke(arguments)
+                break
+            except Exception as exc:
+                error = ToolExecutionError(
+                    f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}",
+                    tool_name=tool.name,
+                    call_id=original.id,
+                )
+                error.__cause__ = exc
+                final, retry = await self._on_error(call, tool, scope, error, attempt)
+                if not retry:
+                    return _error_message(original, final)
+                attempt += 1
         if ON_TOOL_CALL_RESULT in self._handlers:
             return await self._succeeded(original, call, tool, scope, result)
         return ToolMessage(
@@ -428,16 +444,28 @@ class ChatRun:
         error: Exception,
         call: ToolCall | None = None,
     ) -> ToolMessage:
-        if hs := self._handlers.get(ON_TOOL_CALL_ERROR):
-            ctx = ToolErrorContext(call=call or original, tool=tool, scope=scope, error=error)
-            await run_chain(hs, ctx, "error", Exception)
-            error = ctx.error
-        return ToolMessage(
-            tool_call_id=original.id,
-            tool_name=original.name,
-            content=str(error) or type(error).__name__,
-            is_error=True,
-        )
+        final, _ = await self._on_error(call or original, tool, scope, error, 1)
+        return _error_message(original, final)
+
+    async def _on_error(
+        self, call: ToolCall, tool: Tool | None, scope: Scope | None, error: Exception, attempt: int
+    ) -> tuple[Exception, bool]:
+        """Run ``on_tool_call_error``; returns the (possibly replaced) error and ``retry``."""
+        hs = self._handlers.get(ON_TOOL_CALL_ERROR)
+        if not hs:
+            return error, False
+        ctx = ToolErrorContext(call=call, tool=tool, scope=scope, error=error, attempt=attempt)
+        await run_chain(hs, ctx, "error", Exception)
+        return ctx.error, ctx.retry
+
+
+def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
+    return ToolMessage(
+        tool_call_id=call.id,
+        tool_name=call.name,
+        content=str(error) or type(error).__name__,
+        is_error=True,
+    )
 
 
 def build_request(agent: Agent, history: Sequence[Message]) -> ProviderRequest:
@@ -483,6 +511,12 @@ def _extend_last_user(messages: tuple[Message, ...], text: str) -> tuple[Message
                 )
             return (*messages[:index], changed, *messages[index + 1 :])
     return None
+
+
+def _checked_model(model: object) -> Model:
+    if not isinstance(model, Model):
+        raise HookReturnError(f"a hook set the attempt's model to {model!r}, not a Model")
+    return model
 
 
 def _checked(response: object) -> ProviderResponse:

@@ -7,9 +7,10 @@ hands each chat to the loop in ``_loop.py``; it holds no loop logic of its own.
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from ._loop import ChatRun
 from .errors import ConcurrentChatError, InvalidMessageError, UsageError
@@ -17,14 +18,21 @@ from .events import AgentEvent, AgentResponse
 from .hooks import Disposer, HookHost, HookRegistry, Plugin
 from .messages import ContentPart, ImagePart, Message, TextPart, UserMessage
 from .models.base import Model, ModelSettings
+from .retry import DefaultRetryStrategy, ModelRetryStrategy
 from .tools import Scope, ScopeRegistry, Tool, check_name
 
-__all__ = ["DEFAULT_SCOPE", "Agent", "ChatStream"]
+__all__ = ["DEFAULT_SCOPE", "Agent", "ChatStream", "Default"]
 
 DEFAULT_SCOPE = "default"
 """The name of the scope that holds the tools passed to ``Agent(tools=...)``."""
 
 UserInput = str | UserMessage | Sequence[ContentPart]
+
+
+class Default(enum.Enum):
+    """The type of the "not given, use the default" marker for arguments that accept None."""
+
+    DEFAULT = enum.auto()
 
 
 class Agent(HookHost):
@@ -39,6 +47,9 @@ class Agent(HookHost):
         max_iterations: The most model calls one chat may make; past it the chat raises
             :class:`~hookloop.MaxIterationsError`.
         settings: Sampling and tool-choice settings for every request.
+        retry: How failed model calls are retried: a :class:`~hookloop.retry.
+            ModelRetryStrategy`, ``None`` for no retries, or (when not given) a new
+            :class:`~hookloop.retry.DefaultRetryStrategy`. See ``docs/retries.md``.
         plugins: Plugins to :meth:`use` at once.
 
     Attributes:
@@ -55,6 +66,7 @@ class Agent(HookHost):
         tools: Iterable[Tool | Callable[..., Any]] = (),
         max_iterations: int = 20,
         settings: ModelSettings | None = None,
+        retry: ModelRetryStrategy | Literal[Default.DEFAULT] | None = Default.DEFAULT,
         plugins: Iterable[Plugin] = (),
     ) -> None:
         if not isinstance(model, Model):
@@ -80,6 +92,14 @@ class Agent(HookHost):
         tool_list = list(tools)
         if tool_list:
             self.scopes.register(Scope(DEFAULT_SCOPE, tools=tool_list))
+        if retry is Default.DEFAULT:
+            retry = DefaultRetryStrategy()
+        elif retry is not None and not isinstance(retry, ModelRetryStrategy):
+            raise UsageError(f"retry must be a ModelRetryStrategy or None, got {retry!r}")
+        self.retry_strategy = retry
+        """The model retry strategy in use, or ``None``."""
+        if retry is not None:
+            self.use(retry)
         for plugin in plugins:
             self.use(plugin)
 

@@ -40,6 +40,7 @@ Task cancellation is not in the tree: a chat whose task is cancelled re-raises
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 __all__ = [
     "AuthenticationError",
@@ -60,6 +61,7 @@ __all__ = [
     "ProviderError",
     "ProviderTimeoutError",
     "RateLimitError",
+    "RetryAttempt",
     "RunError",
     "ScopeNotFoundError",
     "ScriptExhaustedError",
@@ -76,6 +78,21 @@ __all__ = [
 
 class HookloopError(Exception):
     """The root of every exception hookloop raises on purpose."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryAttempt:
+    """One failed attempt of a model call, as a retry strategy saw it.
+
+    Attributes:
+        attempt: 1 for the first attempt of the model call.
+        error: What the attempt raised.
+        wait: Seconds waited before the next attempt (0 for the last one).
+    """
+
+    attempt: int
+    error: Exception
+    wait: float
 
 
 class UsageError(HookloopError):
@@ -128,6 +145,8 @@ class ProviderError(RunError):
             ``retry-after-ms``.
         model: The model the request was for.
         headers: Response headers that matter for handling the error (rate-limit headers).
+        attempts: When a retry strategy gave up on this error, every attempt of the model
+            call, this one last.
     """
 
     def __init__(
@@ -147,6 +166,7 @@ class ProviderError(RunError):
         self.retry_after = retry_after
         self.model = model
         self.headers: Mapping[str, str] = dict(headers or {})
+        self.attempts: tuple[RetryAttempt, ...] = ()
 
     def __str__(self) -> str:
         parts = [self.message]

@@ -28,7 +28,7 @@ from typing import (
 
 from .errors import HookRegistrationError, HookReturnError
 from .messages import Message, ToolCall, UserMessage
-from .models.base import ProviderRequest, ProviderResponse
+from .models.base import Model, ProviderRequest, ProviderResponse
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -132,14 +132,18 @@ class MessageContext:
 
 @dataclass(slots=True, kw_only=True)
 class PreRequestContext:
-    """``pre_request`` (interceptor): before each model call of iteration ``iteration``.
+    """``pre_request`` (interceptor): before each model attempt of iteration ``iteration``.
 
     Return a :class:`~hookloop.ProviderRequest` to replace the request, or a
     :class:`~hookloop.ProviderResponse` to skip the model (and later handlers) and use it.
+    ``model`` is the model this attempt will call; a handler may set another one (a
+    fallback strategy does). ``attempt`` is 1 on the first attempt of every model call.
     """
 
     iteration: int
     request: ProviderRequest
+    attempt: int = 1
+    model: Model
 
 
 @dataclass(slots=True, kw_only=True)
@@ -158,9 +162,10 @@ class ResponseContext:
 class AfterModelCallContext:
     """``after_model_call``: each model attempt ended, with a ``response`` or an ``error``.
 
-    Set ``retry = True`` to make another attempt; ``request`` (which a handler may replace)
-    is what the next attempt sends. ``attempt`` is 1 on the first attempt of every model
-    call. Without a retry, an ``error`` ends the chat.
+    Set ``retry = True`` to make another attempt; ``request`` and ``model`` (which a
+    handler may replace) are what the next attempt sends, and to which model. ``attempt``
+    is 1 on the first attempt of every model call. Without a retry, an ``error`` ends the
+    chat.
     """
 
     iteration: int
@@ -168,6 +173,7 @@ class AfterModelCallContext:
     request: ProviderRequest
     response: ProviderResponse | None
     error: Exception | None
+    model: Model
     retry: bool = False
 
 
@@ -204,12 +210,19 @@ class ToolErrorContext:
 
     ``tool`` and ``scope`` are ``None`` when the model called an unknown tool. Return an
     exception to replace the error the model will see. Every handler runs.
+
+    When the tool's own function raised (``error`` is a ``ToolExecutionError``), a handler
+    may set ``retry = True`` to run the function again with the same arguments;
+    ``attempt`` counts the runs. For the other errors (unknown, disabled, invalid
+    arguments) running again cannot help, and ``retry`` is ignored.
     """
 
     call: ToolCall
     tool: Tool | None
     scope: Scope | None
     error: Exception
+    attempt: int = 1
+    retry: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

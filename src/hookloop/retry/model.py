@@ -1,0 +1,144 @@
+"""``ModelRetryStrategy``: retrying failed model calls as a plugin on ``after_model_call``."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import ProviderError, RetryAttempt, UsageError
+from ..hooks import AfterModelCallContext
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["ModelRetryStrategy", "RetryDecision", "Sleep"]
+
+Sleep = Callable[[float], Awaitable[None]]
+"""An async sleep taking seconds; tests pass one that only advances a fake clock."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryDecision:
+    """Whether to retry a failed model call, and how many seconds to wait first."""
+
+    retry: bool
+    wait: float = 0.0
+
+
+class ModelRetryStrategy(abc.ABC):
+    """A plugin that retries failed model calls.
+
+    Subclass it and decide in :meth:`compute_retry_decision`.
+
+    On every ``after_model_call`` event the base class, in this order:
+
+    1. on the first attempt of a model call (``attempt == 1``), resets its per-call state
+       and calls :meth:`on_first_model_attempt`;
+    2. does nothing if another handler already set ``retry``, so two strategies on one
+       agent never add up their waits;
+    3. does nothing on success;
+    4. otherwise asks :meth:`compute_retry_decision`, sleeps for ``wait`` (cancellable:
+       cancelling the chat ends the wait at once), and sets ``retry``. When it decides not
+       to retry after earlier retries, the error gets the attempt history
+       (``ProviderError.attempts`` and a note) before the loop raises it.
+
+    One instance holds per-call state, so it serves exactly one agent: using it on a
+    second agent raises :class:`~hookloop.UsageError`.
+
+    Args:
+        sleep: The async sleep to wait with (``asyncio.sleep``).
+        clock: Seconds from a monotonic clock (``time.monotonic``).
+    """
+
+    _agent: Agent | None = None
+    _sleep: Sleep = staticmethod(asyncio.sleep)
+    _clock: Callable[[], float] = staticmethod(time.monotonic)
+    _call_started: float = 0.0
+    _history: tuple[RetryAttempt, ...] = ()
+
+    def __init__(
+        self, *, sleep: Sleep = asyncio.sleep, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._sleep = sleep
+        self._clock = clock
+
+    @property
+    @abc.abstractmethod
+    def name(self) -> str:
+        """A stable name for the strategy."""
+
+    @abc.abstractmethod
+    def compute_retry_decision(
+        self, event: AfterModelCallContext
+    ) -> RetryDecision | Awaitable[RetryDecision]:
+        """Decide whether the failed attempt in ``event`` is retried, and after what wait.
+
+        Called only for failed attempts that no other handler marked for retry.
+        """
+
+    def on_first_model_attempt(self) -> None:  # noqa: B027 - a hook, empty on purpose
+        """Called at the start of every model call; clear per-call state here."""
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the first attempt of the current model call."""
+        return self._clock() - self._call_started
+
+    @property
+    def history(self) -> tuple[RetryAttempt, ...]:
+        """The retried attempts of the current model call."""
+        return self._history
+
+    def init_agent(self, agent: Agent) -> None:
+        """Attach to ``agent``; a subclass that overrides this must call ``super()``.
+
+        Raises:
+            UsageError: This instance already serves another agent.
+        """
+        if self._agent is not None and self._agent is not agent:
+            raise UsageError(
+                f"retry strategy {self.name!r} is already attached to agent "
+                f"{self._agent.name!r}; it keeps per-call state, so give each agent its own"
+            )
+        self._agent = agent
+        agent.add_hook("after_model_call", self.retry_model)
+
+    async def retry_model(self, event: AfterModelCallContext) -> None:
+        """The ``after_model_call`` handler; override the methods above instead."""
+        if event.attempt == 1:
+            self._history = ()
+            self._call_started = self._clock()
+            self.on_first_model_attempt()
+        if event.retry or event.error is None:
+            return
+        decision = self.compute_retry_decision(event)
+        if inspect.isawaitable(decision):
+            decision = await decision
+        if not decision.retry:
+            self._give_up(event.attempt, event.error)
+            return
+        self._history = (
+            *self._history,
+            RetryAttempt(attempt=event.attempt, error=event.error, wait=decision.wait),
+        )
+        if decision.wait > 0:
+            await self._sleep(decision.wait)
+        event.retry = True
+
+    def _give_up(self, attempt: int, error: Exception) -> None:
+        if not self._history:
+            return
+        attempts = (*self._history, RetryAttempt(attempt=attempt, error=error, wait=0.0))
+        if isinstance(error, ProviderError):
+            error.attempts = attempts
+        waited = sum(a.wait for a in attempts)
+        kinds = ", ".join(type(a.error).__name__ for a in attempts)
+        error.add_note(
+            f"{self.name}: gave up after {len(attempts)} attempts and {waited:g}s of waiting "
+            f"({kinds})"
+        )
