@@ -696,6 +696,47 @@ async def test_tool_messages_are_committed_in_call_order_when_a_later_call_finis
     ]
 
 
+async def test_interceptors_fire_before_their_step_runs_or_commits() -> None:
+    calls: list[tuple[int, int]] = []
+    agent, model, _ = make_agent(
+        [tool_calls(add_call("c1"), ToolCall.create("nope", {}, id="c2")), "done"],
+        tools=[make_add(calls)],
+    )
+    seen: list[tuple[str, object, list[str]]] = []
+
+    def roles() -> list[str]:
+        return [m.role for m in agent.messages]
+
+    agent.add_hook(
+        "pre_request", lambda ctx: seen.append(("pre_request", len(model.requests), roles()))
+    )
+    agent.add_hook("on_response", lambda ctx: seen.append(("on_response", None, roles())))
+    agent.add_hook(
+        "pre_tool_call", lambda ctx: seen.append(("pre_tool_call", list(calls), roles()))
+    )
+    agent.add_hook(
+        "on_tool_call_result",
+        lambda ctx: seen.append(("on_tool_call_result", list(calls), roles())),
+    )
+    agent.add_hook(
+        "on_tool_call_error", lambda ctx: seen.append(("on_tool_call_error", None, roles()))
+    )
+
+    await agent.chat("hi")
+
+    after_call = ["user", "assistant"]
+    assert seen[:2] == [("pre_request", 0, ["user"]), ("on_response", None, ["user"])]
+    assert sorted(seen[2:5]) == [
+        ("on_tool_call_error", None, after_call),
+        ("on_tool_call_result", [(1, 2)], after_call),
+        ("pre_tool_call", [], after_call),
+    ]
+    assert seen[5:] == [
+        ("pre_request", 1, ["user", "assistant", "tool", "tool"]),
+        ("on_response", None, ["user", "assistant", "tool", "tool"]),
+    ]
+
+
 async def test_observer_return_values_are_ignored() -> None:
     agent, _, _ = make_agent(
         [tool_call("add", {"a": 1, "b": 2}, id="c1"), "done"], tools=[make_add()]
@@ -1012,12 +1053,16 @@ async def test_after_model_call_retry_makes_another_attempt() -> None:
 async def test_after_model_call_retry_on_a_successful_response_discards_it() -> None:
     agent, model, rec = make_agent(["first answer", "second answer"])
 
-    def retry_first_attempt(ctx: AfterModelCallContext) -> None:
-        ctx.retry = ctx.attempt == 1
+    fired: list[int] = []
 
-    agent.add_hook("after_model_call", retry_first_attempt)
+    def retry_once(ctx: AfterModelCallContext) -> None:
+        fired.append(ctx.attempt)
+        ctx.retry = len(fired) == 1  # counted here, so a wrong attempt number cannot loop
+
+    agent.add_hook("after_model_call", retry_once)
     response = await agent.chat("hi")
 
+    assert fired == [1, 2]
     assert response.text == "second answer"
     assert len(model.requests) == 2
     assert [ctx.response.content for ctx in rec.contexts["on_response"]] == ["second answer"]
