@@ -342,7 +342,7 @@ async def test_stream_tells_the_consumer_to_discard_deltas_of_a_retried_attempt(
         fail_after=2,
     )
     model = ScriptedModel([failing, ScriptStep(response=text_response("clean"), chunk_size=8)])
-    agent = Agent(model)
+    agent = Agent(model, retry=None)  # this test's own hook is the only retry
 
     def retry_once(ctx: AfterModelCallContext) -> None:
         ctx.retry = ctx.error is not None and ctx.attempt == 1
