@@ -8,7 +8,18 @@ import inspect
 
 import hookloop
 
-MODULES = ["agent", "errors", "events", "hooks", "messages", "models", "retry", "tools", "trace"]
+MODULES = [
+    "agent",
+    "context_hooks",
+    "errors",
+    "events",
+    "hooks",
+    "messages",
+    "models",
+    "retry",
+    "tools",
+    "trace",
+]
 
 
 def test_all_has_no_duplicates() -> None:

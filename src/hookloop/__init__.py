@@ -11,6 +11,13 @@ from .agent import (
     ChatStream,
     Default,
 )
+from .context_hooks import (
+    OVERFLOW_MARKERS,
+    ContextBeforeRequestResult,
+    ContextHooks,
+    ContextOnErrorResult,
+    is_context_overflow,
+)
 from .errors import (
     AuthenticationError,
     BadRequestError,
@@ -134,6 +141,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 
 __all__ = [
     "DEFAULT_SCOPE",
+    "OVERFLOW_MARKERS",
     "TRANSIENT_ERRORS",
     "AfterModelCallContext",
     "Agent",
@@ -154,6 +162,9 @@ __all__ = [
     "CircuitBreaker",
     "ConcurrentChatError",
     "ContentPart",
+    "ContextBeforeRequestResult",
+    "ContextHooks",
+    "ContextOnErrorResult",
     "ContextOverflowError",
     "Default",
     "DefaultRetryStrategy",
@@ -232,6 +243,7 @@ __all__ = [
     "apply_jitter",
     "backoff_delay",
     "dump_messages",
+    "is_context_overflow",
     "load_messages",
     "messages_from_json",
     "messages_to_json",

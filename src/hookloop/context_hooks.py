@@ -1,0 +1,185 @@
+"""``ContextHooks``: rewrite the context before each attempt, recover from provider errors.
+
+The shape follows frame-agent-sdk's ``ContextHooks`` (``beforeRequest``, ``onError``,
+``isRetryableError``, ``maxRetries``), in Python names and on top of hookloop's own events:
+``before_request`` runs last in ``pre_request``, right before the model is called, and
+``on_error`` runs in ``after_model_call``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, TypeAlias, TypeVar
+
+from .errors import ContextOverflowError, ProviderError, RateLimitError
+from .hooks import AfterModelCallContext, PreRequestContext
+from .messages import Message
+from .models.base import ProviderRequest
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+__all__ = [
+    "OVERFLOW_MARKERS",
+    "ContextBeforeRequestResult",
+    "ContextHooks",
+    "ContextOnErrorResult",
+    "is_context_overflow",
+]
+
+OVERFLOW_MARKERS: tuple[str, ...] = (
+    "context_length_exceeded",  # OpenAI and compatible servers: error.code
+    "maximum context length",  # OpenAI, vLLM: "This model's maximum context length is ..."
+    "context length",  # "exceeds the context length", "context length of N tokens"
+    "context window",
+    "context size",  # llama.cpp: "exceeds the available context size"
+    "exceed_context_size",  # llama.cpp: error.type
+    "prompt is too long",  # Anthropic: "prompt is too long: N tokens > M maximum"
+    "input is too long",  # Bedrock
+    "too many tokens",
+    "exceeds the maximum number of tokens",  # Gemini
+    "reduce the length of the messages",  # Groq, Mistral
+)
+"""Lower-case fragments of the overflow errors real providers send. A rate-limit error is
+never an overflow, whatever its text says (its "tokens per minute" is about pace)."""
+
+
+def is_context_overflow(error: BaseException) -> bool:
+    """Whether ``error`` says the request did not fit the model's context window.
+
+    True for :class:`~hookloop.ContextOverflowError`, and for other errors whose text or
+    body contains one of :data:`OVERFLOW_MARKERS`.
+    """
+    if isinstance(error, ContextOverflowError):
+        return True
+    if isinstance(error, RateLimitError):
+        return False
+    text = str(error)
+    if isinstance(error, ProviderError) and error.body is not None:
+        text = f"{text} {error.body}"
+    lowered = text.lower()
+    return any(marker in lowered for marker in OVERFLOW_MARKERS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextBeforeRequestResult:
+    """What ``before_request`` may change; ``None`` fields keep the current value."""
+
+    messages: Sequence[Message] | None = None
+    system_prompt: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextOnErrorResult:
+    """What ``on_error`` decided: ``retry`` with (optionally) new messages / system prompt."""
+
+    retry: bool = False
+    messages: Sequence[Message] | None = None
+    system_prompt: str | None = None
+
+
+_T = TypeVar("_T")
+BeforeRequest: TypeAlias = Callable[
+    ..., ContextBeforeRequestResult | Awaitable[ContextBeforeRequestResult | None] | None
+]
+OnError: TypeAlias = Callable[
+    ..., ContextOnErrorResult | Awaitable[ContextOnErrorResult | None] | None
+]
+
+
+class ContextHooks:
+    """Context rewriting around every model attempt, as a plugin: ``agent.use(ContextHooks(...))``.
+
+    Args:
+        before_request: Called before every attempt with keyword arguments ``model`` (the
+            name), ``attempt`` (1 for the first), ``messages`` (a list) and
+            ``system_prompt`` (``""`` when there is none). Returns a
+            :class:`ContextBeforeRequestResult` or ``None``; sync or async.
+        on_error: Called when an attempt failed with a retryable error while retries
+            remain, with the same arguments plus ``error``. Returns a
+            :class:`ContextOnErrorResult`; only ``retry=True`` retries, with the messages and
+            system prompt it gives. Sync or async.
+        is_retryable_error: Decides which errors reach ``on_error``; by default
+            :func:`is_context_overflow`.
+        max_retries: Retries beyond the first attempt (default 0: none).
+
+    ``on_error`` leaves an error alone when another handler already set ``retry`` (no
+    stacking), and the history itself is never changed: only the request of the next attempt.
+    """
+
+    name = "context-hooks"
+
+    def __init__(
+        self,
+        *,
+        before_request: BeforeRequest | None = None,
+        on_error: OnError | None = None,
+        is_retryable_error: Callable[[Exception], bool] = is_context_overflow,
+        max_retries: int = 0,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.before_request = before_request
+        self.on_error = on_error
+        self.is_retryable_error = is_retryable_error
+        self.max_retries = max_retries
+
+    def init_agent(self, agent: Agent) -> None:
+        """Register on ``pre_request`` (last, right before the model) and ``after_model_call``."""
+        if self.before_request is not None:
+            agent.add_hook("pre_request", self._before, order=2_000_000)
+        if self.on_error is not None:
+            agent.add_hook("after_model_call", self._after, order=-1_000)
+
+    async def _before(self, ctx: PreRequestContext) -> None:
+        assert self.before_request is not None
+        request = ctx.request
+        result: ContextBeforeRequestResult | None = await _maybe_await(
+            self.before_request(
+                model=request.model,
+                attempt=ctx.attempt,
+                messages=list(request.messages),
+                system_prompt=request.system or "",
+            )
+        )
+        if result is not None:
+            ctx.request = _apply(request, result.messages, result.system_prompt)
+
+    async def _after(self, ctx: AfterModelCallContext) -> None:
+        assert self.on_error is not None
+        error = ctx.error
+        if error is None or ctx.retry or ctx.attempt > self.max_retries:
+            return
+        if not self.is_retryable_error(error):
+            return
+        request = ctx.request
+        result: ContextOnErrorResult | None = await _maybe_await(
+            self.on_error(
+                model=request.model,
+                attempt=ctx.attempt,
+                error=error,
+                messages=list(request.messages),
+                system_prompt=request.system or "",
+            )
+        )
+        if result is not None and result.retry:
+            ctx.request = _apply(request, result.messages, result.system_prompt)
+            ctx.retry = True
+
+
+async def _maybe_await(value: _T | Awaitable[_T]) -> _T:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def _apply(
+    request: ProviderRequest, messages: Sequence[Message] | None, system: str | None
+) -> ProviderRequest:
+    if messages is not None:
+        request = replace(request, messages=tuple(messages))
+    if system is not None:
+        request = replace(request, system=system or None)
+    return request
