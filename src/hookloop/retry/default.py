@@ -44,11 +44,12 @@ class DefaultRetryStrategy(ModelRetryStrategy):
     (``Retry-After`` / ``retry-after-ms``, from ``ProviderError.retry_after`` or its
     headers), capped at ``max_wait``. It gives up, and the loop raises the last error with
     the attempt history attached, after ``max_attempts`` attempts or when the next wait
-    would end past ``max_total_time`` seconds since the model call began.
+    would end more than ``max_total_time`` seconds after the first attempt failed.
 
     Args:
         max_attempts: Attempts per model call, the first one included.
-        max_total_time: Seconds a model call may take, waits included, before giving up.
+        max_total_time: Seconds of retrying (waits and retried attempts) allowed after the
+            first attempt failed.
         max_wait: Cap on any single wait, provider hints included.
         backoff: The backoff curve and jitter.
         retry_on: The exception types worth another attempt.

@@ -86,7 +86,7 @@ class ModelRetryStrategy(abc.ABC):
 
     @property
     def elapsed(self) -> float:
-        """Seconds since the first attempt of the current model call."""
+        """Seconds since the first attempt of the current model call ended."""
         return self._clock() - self._call_started
 
     @property
