@@ -47,6 +47,7 @@ __all__ = [
     "HookRegistry",
     "MessageContext",
     "Plugin",
+    "PreCompressContext",
     "PreRequestContext",
     "PreToolCallContext",
     "ResponseContext",
@@ -69,6 +70,7 @@ AFTER_MODEL_CALL: Final = "after_model_call"
 PRE_TOOL_CALL: Final = "pre_tool_call"
 ON_TOOL_CALL_RESULT: Final = "on_tool_call_result"
 ON_TOOL_CALL_ERROR: Final = "on_tool_call_error"
+ON_PRE_COMPRESS: Final = "on_pre_compress"
 ON_SCOPE_REGISTER: Final = "on_scope_register"
 ON_SCOPE_UNREGISTER: Final = "on_scope_unregister"
 
@@ -84,6 +86,7 @@ HookEvent: TypeAlias = Literal[
     "pre_tool_call",
     "on_tool_call_result",
     "on_tool_call_error",
+    "on_pre_compress",
     "on_scope_register",
     "on_scope_unregister",
 ]
@@ -223,6 +226,17 @@ class ToolErrorContext:
     error: Exception
     attempt: int = 1
     retry: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class PreCompressContext:
+    """``on_pre_compress``: compaction is about to replace ``messages`` with a summary.
+
+    Return a string to keep it in the summary message (facts the summariser must not lose,
+    or a note that you saved the messages elsewhere). Every handler runs.
+    """
+
+    messages: tuple[Message, ...]
 
 
 @dataclass(slots=True, kw_only=True)
@@ -395,6 +409,30 @@ async def notify_quietly(handlers: tuple[Handler, ...], ctx: object) -> None:
             logger.exception("the %r hook handler %s raised; ignored", handler.event, handler.label)
 
 
+async def collect_texts(handlers: tuple[Handler, ...], ctx: object) -> list[str]:
+    """Run every handler in order and gather the strings they return.
+
+    Raises:
+        HookReturnError: A handler returned something other than a str or None.
+    """
+    texts: list[str] = []
+    handler = None
+    try:
+        for handler in handlers:
+            result = handler.fn(ctx)
+            if handler.is_async or (result is not None and inspect.isawaitable(result)):
+                result = await result
+            if result is None:
+                continue
+            if not isinstance(result, str):
+                raise HookReturnError(_bad_return(handler, result, str, ()))
+            texts.append(result)
+    except Exception as exc:
+        _annotate(exc, handler)
+        raise
+    return texts
+
+
 async def run_chain(
     handlers: tuple[Handler, ...],
     ctx: Any,
@@ -480,6 +518,7 @@ AfterModelCallHandler: TypeAlias = _Fn[AfterModelCallContext, object]
 PreToolCallHandler: TypeAlias = _Fn[PreToolCallContext, ToolCall | ToolReturn | Exception | None]
 ToolResultHandler: TypeAlias = _Fn[ToolResultContext, ToolReturn | None]
 ToolErrorHandler: TypeAlias = _Fn[ToolErrorContext, Exception | None]
+PreCompressHandler: TypeAlias = _Fn[PreCompressContext, str | None]
 ScopeHandler: TypeAlias = Callable[[ScopeContext], object]
 _ScopeEvent: TypeAlias = Literal["on_scope_register", "on_scope_unregister"]
 
@@ -533,6 +572,10 @@ class HookHost:
     @overload
     def add_hook(
         self, event: Literal["on_tool_call_error"], handler: ToolErrorHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_pre_compress"], handler: PreCompressHandler, *, order: int = 0
     ) -> Disposer: ...
     @overload
     def add_hook(

@@ -29,6 +29,7 @@ from .hooks import (
     ChatErrorContext,
     ChatStartContext,
     MessageContext,
+    PreCompressContext,
     PreRequestContext,
     PreToolCallContext,
     ResponseContext,
@@ -151,6 +152,10 @@ class TracePlugin:
 
     def _on_tool_call_error(self, ctx: ToolErrorContext) -> str:
         return f"{ctx.call.name} failed: {type(ctx.error).__name__}: {ctx.error}"
+
+    def _on_pre_compress(self, ctx: PreCompressContext) -> str:
+        n = len(ctx.messages)
+        return f"{n} message{'' if n == 1 else 's'} about to be summarised"
 
     def _on_scope_register(self, ctx: ScopeContext) -> str:
         return f"scope {ctx.scope.name!r} with {len(ctx.scope.tools)} tool(s)"
