@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from .context.history import ChatHistory
+from .context.repair import repair
 from .errors import (
     ChatCancelledError,
     HookReturnError,
@@ -107,7 +109,7 @@ class ChatRun:
         self,
         agent: Agent,
         message: UserMessage,
-        history: list[Message],
+        history: ChatHistory,
         emit: Callable[[AgentEvent], Awaitable[None]] | None = None,
     ) -> None:
         self._agent = agent
@@ -208,7 +210,7 @@ class ChatRun:
         raise MaxIterationsError(agent.max_iterations)
 
     async def _commit(self, message: Message, iteration: int = 0) -> None:
-        self._history.append(message)
+        self._history.append_committed(message)
         self._new.append(message)
         emit = self.emit
         if isinstance(message, ToolMessage):
@@ -241,7 +243,7 @@ class ChatRun:
         ]
         self._unanswered = {}
         for message in closing:
-            self._history.append(message)
+            self._history.append_committed(message)
             self._new.append(message)
         hs = self._handlers.get(ON_MESSAGE)
         for message in closing:
@@ -263,9 +265,13 @@ class ChatRun:
                 pre = PreRequestContext(
                     iteration=iteration, attempt=attempt, request=request, model=model
                 )
+                built = request
                 supplied = await run_chain(hs, pre, "request", ProviderRequest, ProviderResponse)
                 request = pre.request
                 model = _checked_model(pre.model)
+                if request is not built:
+                    # A hook rewrote the request: make sure it still pairs every tool call.
+                    request = _repaired(request)
                 if isinstance(supplied, ProviderResponse):
                     await self._accept(iteration, request, supplied)
                     return
@@ -468,9 +474,15 @@ def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
     )
 
 
-def build_request(agent: Agent, history: Sequence[Message]) -> ProviderRequest:
-    """The request for the next model call: history plus the enabled scopes' context."""
-    system = agent.system_prompt or None
+def build_request(agent: Agent, history: ChatHistory) -> ProviderRequest:
+    """The request for the next model call: history plus the enabled scopes' context.
+
+    When the history was changed from outside the loop since it was last checked (an edit,
+    a deletion, an import), the request gets a repaired copy: no tool result without its
+    call, no call without a result. The stored history stays as it is.
+    """
+    system_message = history.system_message
+    system = system_message.content if system_message is not None else None
     system_parts: list[str] = []
     user_parts: list[str] = []
     tools: list[ToolDefinition] = []
@@ -482,7 +494,13 @@ def build_request(agent: Agent, history: Sequence[Message]) -> ProviderRequest:
             (system_parts if scope.context_placement == "system" else user_parts).append(text)
     if system_parts:
         system = "\n\n".join([system, *system_parts] if system else system_parts)
-    messages = tuple(history)
+    messages = history.messages
+    if history.version != history.checked_version:
+        repaired = repair(messages)
+        if repaired is messages:
+            history.checked_version = history.version
+        else:
+            messages = tuple(repaired)
     if user_parts:
         extended = _extend_last_user(messages, "\n\n".join(user_parts))
         if extended is None:  # no user message to carry it: the system prompt does
@@ -511,6 +529,13 @@ def _extend_last_user(messages: tuple[Message, ...], text: str) -> tuple[Message
                 )
             return (*messages[:index], changed, *messages[index + 1 :])
     return None
+
+
+def _repaired(request: ProviderRequest) -> ProviderRequest:
+    messages = repair(request.messages)
+    if messages is request.messages:
+        return request
+    return dataclasses.replace(request, messages=tuple(messages))
 
 
 def _checked_model(model: object) -> Model:

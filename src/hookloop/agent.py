@@ -13,6 +13,8 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ._loop import ChatRun
+from .context.history import ChatHistory
+from .context.tokens import counter_for_model
 from .errors import ConcurrentChatError, InvalidMessageError, UsageError
 from .events import AgentEvent, AgentResponse
 from .hooks import Disposer, HookHost, HookRegistry, Plugin
@@ -22,6 +24,9 @@ from .retry import DefaultRetryStrategy, ModelRetryStrategy
 from .tools import Scope, ScopeRegistry, Tool, check_name
 
 __all__ = ["DEFAULT_SCOPE", "Agent", "ChatStream", "Default"]
+
+DEFAULT_CONTEXT_WINDOW = 128_000
+"""The token budget of a new history when the model does not say its context window."""
 
 DEFAULT_SCOPE = "default"
 """The name of the scope that holds the tools passed to ``Agent(tools=...)``."""
@@ -47,6 +52,10 @@ class Agent(HookHost):
         max_iterations: The most model calls one chat may make; past it the chat raises
             :class:`~hookloop.MaxIterationsError`.
         settings: Sampling and tool-choice settings for every request.
+        history: The conversation to continue; by default a new
+            :class:`~hookloop.context.ChatHistory` sized to the model's context window,
+            counting tokens as exactly as the model allows. A ``system_prompt`` given here
+            replaces the history's.
         retry: How failed model calls are retried: a :class:`~hookloop.retry.
             ModelRetryStrategy`, ``None`` for no retries, or (when not given) a new
             :class:`~hookloop.retry.DefaultRetryStrategy`. See ``docs/retries.md``.
@@ -66,6 +75,7 @@ class Agent(HookHost):
         tools: Iterable[Tool | Callable[..., Any]] = (),
         max_iterations: int = 20,
         settings: ModelSettings | None = None,
+        history: ChatHistory | None = None,
         retry: ModelRetryStrategy | Literal[Default.DEFAULT] | None = Default.DEFAULT,
         plugins: Iterable[Plugin] = (),
     ) -> None:
@@ -81,12 +91,17 @@ class Agent(HookHost):
             raise UsageError("system_prompt must be a str or None")
         self.model = model
         self.name = check_name("agent", name)
-        self.system_prompt = system_prompt
+        self.history = history or ChatHistory(
+            max_context_tokens=model.context_window or DEFAULT_CONTEXT_WINDOW,
+            token_counter=counter_for_model(model.name),
+        )
+        """The conversation: messages, system prompt, token budget (see ``docs/context.md``)."""
+        if system_prompt is not None:
+            self.history.add_system_prompt(system_prompt)
         self.max_iterations = max_iterations
         self.settings = settings or ModelSettings()
         self.hooks = HookRegistry()
         self.scopes = ScopeRegistry(self.hooks)
-        self._history: list[Message] = []
         self._run: ChatRun | None = None
         self._plugins: list[Plugin] = []
         tool_list = list(tools)
@@ -109,7 +124,17 @@ class Agent(HookHost):
     @property
     def messages(self) -> tuple[Message, ...]:
         """The conversation so far (the system prompt is not part of it)."""
-        return tuple(self._history)
+        return self.history.messages
+
+    @property
+    def system_prompt(self) -> str | None:
+        """The system prompt, kept in :attr:`history`; set it to change it."""
+        system = self.history.system_message
+        return system.content if system is not None else None
+
+    @system_prompt.setter
+    def system_prompt(self, prompt: str | None) -> None:
+        self.history.add_system_prompt(prompt or "")
 
     @property
     def is_running(self) -> bool:
@@ -200,7 +225,7 @@ class Agent(HookHost):
                 f"agent {self.name!r} is already running a chat; one chat at a time per agent "
                 "(wait for it, cancel it, or close its stream first)"
             )
-        self._run = ChatRun(self, message, self._history, emit)
+        self._run = ChatRun(self, message, self.history, emit)
         return self._run
 
 

@@ -12,7 +12,11 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── HookReturnError            (also TypeError) a handler returned a value of the wrong type
     │   ├── ScopeNotFoundError         (also LookupError) no scope has that name
     │   ├── ConcurrentChatError        a second chat on an agent that is still chatting
-    │   └── ScriptExhaustedError       a scripted test model ran out of steps
+    │   ├── ScriptExhaustedError       a scripted test model ran out of steps
+    │   └── HistoryError               a ChatHistory call that cannot apply; history unchanged
+    │       ├── MessageNotFoundError   (also LookupError) no message has that id
+    │       ├── InvalidRangeError      (also ValueError) a range that ends before it starts
+    │       └── DuplicateMessageIdError  (also ValueError) the history holds that id already
     └── RunError                       a chat failed while it ran
         ├── ProviderError              the model provider failed (status, body, retry_after)
         │   ├── RateLimitError         429
@@ -48,13 +52,17 @@ __all__ = [
     "ChatCancelledError",
     "ConcurrentChatError",
     "ContextOverflowError",
+    "DuplicateMessageIdError",
     "DuplicateNameError",
+    "HistoryError",
     "HookRegistrationError",
     "HookReturnError",
     "HookloopError",
     "InvalidMessageError",
+    "InvalidRangeError",
     "InvalidResponseError",
     "MaxIterationsError",
+    "MessageNotFoundError",
     "NotFoundError",
     "OverloadedError",
     "ProviderConnectionError",
@@ -129,6 +137,51 @@ class ConcurrentChatError(UsageError):
 
 class ScriptExhaustedError(UsageError):
     """A scripted test model was called more times than it has steps."""
+
+
+class HistoryError(UsageError):
+    """A :class:`~hookloop.context.ChatHistory` call cannot be applied as given.
+
+    The history is left exactly as it was before the call.
+    """
+
+
+class MessageNotFoundError(HistoryError, LookupError):
+    """No message in the history has the id given.
+
+    Attributes:
+        message_id: The id that was looked for.
+    """
+
+    def __init__(self, message: str, *, message_id: str) -> None:
+        super().__init__(message)
+        self.message_id = message_id
+
+
+class InvalidRangeError(HistoryError, ValueError):
+    """A message range cannot be applied: it ends before it starts, or holds the system prompt.
+
+    Attributes:
+        start_id: The id the range starts at.
+        end_id: The id the range ends at.
+    """
+
+    def __init__(self, message: str, *, start_id: str, end_id: str) -> None:
+        super().__init__(message)
+        self.start_id = start_id
+        self.end_id = end_id
+
+
+class DuplicateMessageIdError(HistoryError, ValueError):
+    """A message's id is already taken by another message of the history.
+
+    Attributes:
+        message_id: The id that is taken.
+    """
+
+    def __init__(self, message: str, *, message_id: str) -> None:
+        super().__init__(message)
+        self.message_id = message_id
 
 
 class RunError(HookloopError):

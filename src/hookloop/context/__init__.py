@@ -1,0 +1,51 @@
+"""Context management: the token-budgeted history, token counting, trimming and repair.
+
+- :class:`ChatHistory`: the conversation and its system prompt, with the seed-001 API.
+- Token counting: the :class:`TokenCounter` protocol, :class:`TiktokenCounter` (exact,
+  offline), :class:`EstimateCounter`, :class:`CachingCounter`, :func:`counter_for_model`,
+  and :class:`Calibration` from the provider's reported usage.
+- Pure steps over message sequences: :func:`trim_to_budget`, :func:`truncate_tool_results`,
+  :func:`group_units` and :func:`repair`.
+"""
+
+from .history import ChatHistory
+from .policies import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction, SlidingWindow
+from .repair import MISSING_RESULT_TEXT, repair
+from .tokens import (
+    IMAGE_TOKENS,
+    MESSAGE_OVERHEAD,
+    REPLY_PRIMING,
+    CachingCounter,
+    Calibration,
+    EstimateCounter,
+    TiktokenCounter,
+    TokenCounter,
+    count_request,
+    counter_for_model,
+    encoding_for_model,
+)
+from .trim import group_units, trim_to_budget, truncate_tool_results
+
+__all__ = [
+    "IMAGE_TOKENS",
+    "MESSAGE_OVERHEAD",
+    "MISSING_RESULT_TEXT",
+    "REPLY_PRIMING",
+    "SUMMARY_HEADER",
+    "SUMMARY_PROMPT",
+    "CachingCounter",
+    "Calibration",
+    "ChatHistory",
+    "Compaction",
+    "EstimateCounter",
+    "SlidingWindow",
+    "TiktokenCounter",
+    "TokenCounter",
+    "count_request",
+    "counter_for_model",
+    "encoding_for_model",
+    "group_units",
+    "repair",
+    "trim_to_budget",
+    "truncate_tool_results",
+]
