@@ -97,7 +97,9 @@ class ChatHistory:
         self._system: SystemMessage | None = None
         self._system_tokens = 0
         self._messages: list[Message] = []
-        self._counts: list[int] = []  # token count of each message, in step with _messages
+        # Token count of each message, in step with _messages except for a tail of messages
+        # the loop appended and nobody has asked about yet: _counted() fills it in.
+        self._counts: list[int] = []
         self._total = 0  # sum of _counts
         self._index: dict[str, int] = {}  # message id -> position in _messages
         self.version = 0
@@ -128,6 +130,7 @@ class ChatHistory:
     @property
     def total_tokens(self) -> int:
         """Tokens the whole stored history takes, system prompt included (not trimmed)."""
+        self._counted()
         return self._system_tokens + self._total
 
     def __len__(self) -> int:
@@ -171,7 +174,7 @@ class ChatHistory:
         logged. The stored history is not changed; the result is a new list each call.
         """
         conversation: Sequence[Message] = self._messages
-        counts: list[int] | None = self._counts
+        counts: list[int] | None = self._counted()
         if self.version != self.checked_version:
             repaired = repair(conversation)
             if repaired is conversation:
@@ -203,20 +206,34 @@ class ChatHistory:
 
         For the loop only: its messages are well-formed by construction, and a model may
         legitimately answer with no text and no tool calls, which :meth:`add_message`
-        refuses. Does not bump :attr:`version`: the loop keeps tool calls paired.
+        refuses. Does not bump :attr:`version`: the loop keeps tool calls paired. The
+        message is counted when a count is first needed, not on the loop's hot path.
 
         Raises:
             DuplicateMessageIdError: A message with the same id is in the history already.
         """
-        self._append(message)
+        self._check_new_id(message.id)
+        self._index[message.id] = len(self._messages)
+        self._messages.append(message)
 
     def _append(self, message: Message) -> None:
         self._check_new_id(message.id)
+        counts = self._counted()
         count = self._counter.count_message(message)
         self._index[message.id] = len(self._messages)
         self._messages.append(message)
-        self._counts.append(count)
+        counts.append(count)
         self._total += count
+
+    def _counted(self) -> list[int]:
+        """The per-message counts, after counting messages appended without one."""
+        counts = self._counts
+        missing = len(self._messages) - len(counts)
+        if missing:
+            added = [self._counter.count_message(m) for m in self._messages[-missing:]]
+            counts.extend(added)
+            self._total += sum(added)
+        return counts
 
     def add_system_prompt(self, prompt: str) -> None:
         """Set the system prompt, replacing any earlier one; ``""`` removes it.
@@ -271,9 +288,10 @@ class ChatHistory:
                 start_id=start_id,
                 end_id=end_id,
             )
+        counts = self._counted()  # before the change, while counts and messages line up
         del self._messages[first : last + 1]
-        del self._counts[first : last + 1]
-        self._total = sum(self._counts)
+        del counts[first : last + 1]
+        self._total = sum(counts)
         self._reindex()
         self.version += 1
 
@@ -304,10 +322,11 @@ class ChatHistory:
             )
         edited = _with_content(self._messages[position], new_content)
         _check_message(edited)
+        counts = self._counted()  # before the change, while counts and messages line up
         count = self._counter.count_message(edited)
         self._messages[position] = edited
-        self._total += count - self._counts[position]
-        self._counts[position] = count
+        self._total += count - counts[position]
+        counts[position] = count
         self.version += 1
 
     def import_history(self, messages: Iterable[Message]) -> None:
