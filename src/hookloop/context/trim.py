@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Sequence
+from typing import overload
 
 from ..errors import UsageError
 from ..messages import (
@@ -126,11 +127,9 @@ def trim_to_budget(
     """
     n = len(messages)
     if counts is None:
-        counts = list(map(counter.count_message, messages))
+        counts = _LazyCounts(messages, counter)  # only what the walk reaches gets counted
     elif len(counts) != n:
         raise UsageError(f"counts has {len(counts)} items for {n} messages")
-    if sum(counts) <= budget:
-        return _as_tuple(messages)
 
     last_user = n - 1
     while last_user >= 0 and not isinstance(messages[last_user], UserMessage):
@@ -172,6 +171,8 @@ def trim_to_budget(
                     room,
                 )
         break
+    else:
+        return _as_tuple(messages)  # everything fits
 
     while start < last_user and not isinstance(messages[start], UserMessage):
         start += 1  # rule 4: only whole units are skipped, since a user message starts one
@@ -185,6 +186,32 @@ def trim_to_budget(
         kept.extend(cut)
         kept.extend(messages[at + len(cut) :])
     return tuple(kept)
+
+
+class _LazyCounts(Sequence[int]):
+    """Message counts taken on first access: a trim walks only the newest messages."""
+
+    __slots__ = ("_counter", "_messages", "_values")
+
+    def __init__(self, messages: Sequence[Message], counter: TokenCounter) -> None:
+        self._messages = messages
+        self._counter = counter
+        self._values: list[int | None] = [None] * len(messages)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @overload
+    def __getitem__(self, index: int) -> int: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[int]: ...
+    def __getitem__(self, index: int | slice) -> int | list[int]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self._values)))]
+        value = self._values[index]
+        if value is None:
+            value = self._values[index] = self._counter.count_message(self._messages[index])
+        return value
 
 
 def _system_positions(messages: Sequence[Message]) -> list[int]:
