@@ -176,8 +176,9 @@ def main() -> None:
     print(f"hookloop context figures (budget {BUDGET} tokens, Python {figures['python']})")
     for n, row in trim.items():
         per = row["warm"] / int(n) * 1e6
+        cold, warm = row["cold"], row["warm"]
         print(
-            f"  trim {int(n):>7,} messages   cold {row['cold']:9.2f} ms   warm {row['warm']:8.3f} ms"
+            f"  trim {int(n):>7,} messages   cold {cold:9.2f} ms   warm {warm:8.3f} ms"
             f"   ({per:.0f} ns/message warm)"
         )
     if error is not None:
