@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from hookloop import (
     Agent,
@@ -26,6 +28,7 @@ from hookloop.context import (
     count_request,
 )
 from hookloop.models.testing import ScriptedModel, tool_call
+from test_context_strategies import last_user, valid_histories
 
 WORDS = "lorem ipsum dolor sit amet consectetur adipiscing elit "
 
@@ -302,3 +305,44 @@ async def test_a_well_formed_history_is_sent_as_it_is() -> None:
     await agent.chat("b")
     assert model.requests[1].messages == agent.messages[:3]
     assert all(x is y for x, y in zip(model.requests[1].messages, agent.messages, strict=False))
+
+
+# --- properties of compaction ----------------------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    messages=valid_histories(system=False),
+    window=st.integers(min_value=200, max_value=4_000),
+    keep=st.floats(min_value=0.05, max_value=0.9),
+)
+async def test_compaction_properties(messages: list[Message], window: int, keep: float) -> None:
+    """After any compaction: the last user message is kept, the kept messages keep their
+    order, nothing is orphaned in either direction, and the summary comes first."""
+    history = ChatHistory(max_context_tokens=window)
+    history.import_history(messages)
+    summarizer = ScriptedModel(["a summary"], name="summarizer")
+    compaction = Compaction(summarizer=summarizer, max_tokens=window, keep_recent=keep)
+    agent = Agent(ScriptedModel([]), history=history, retry=None, plugins=[compaction])
+    request = ProviderRequest(model="m", system=None, messages=history.messages)
+    before = history.messages
+
+    smaller = await compaction._summarise(request, int(window * keep))
+
+    after = history.messages
+    user = last_user(before)
+    event("nothing old enough to summarise" if smaller is None else "summarised")
+    if smaller is None:
+        assert after == before  # nothing to summarise: nothing changed
+        return
+    assert isinstance(after[0], UserMessage)
+    assert str(after[0].content).startswith(SUMMARY_HEADER)
+    assert after[0] not in before
+    kept = after[1:]
+    positions = [before.index(m) for m in kept]
+    assert positions == sorted(positions)  # order preserved
+    if user is not None:
+        assert user in kept  # the task in hand is never summarised away
+    assert not problems(after)
+    assert smaller.messages == after
+    assert agent.messages == after
