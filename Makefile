@@ -21,8 +21,9 @@ typecheck: $(VENV)/.installed-dev
 unit: $(VENV)/.installed-dev
 	$(BIN)/pytest
 
-bench: $(VENV)/.installed-core
+bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/loop.py
+	$(BIN)/python bench/context.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
