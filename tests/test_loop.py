@@ -627,3 +627,17 @@ async def test_a_result_json_cannot_hold_still_reaches_the_model() -> None:
     result = agent.messages[2]
     assert isinstance(result, ToolMessage)
     assert (result.content, result.is_error) == ("[[...]]", False)
+
+
+async def test_an_empty_history_given_to_the_agent_is_the_one_it_uses() -> None:
+    from hookloop.context import ChatHistory
+
+    history = ChatHistory(max_context_tokens=500)
+    agent = Agent(ScriptedModel(["hi"]), history=history, system_prompt="Be kind.")
+    assert agent.history is history
+    await agent.chat("hello")
+    assert [m.role for m in history.messages] == ["user", "assistant"]
+    assert history.system_message is not None
+    assert history.system_message.content == "Be kind."
+    with pytest.raises(UsageError, match="ChatHistory"):
+        Agent(ScriptedModel([]), history=[])  # type: ignore[arg-type]

@@ -89,12 +89,16 @@ class Agent(HookHost):
             raise UsageError(f"max_iterations must be a positive int, got {max_iterations!r}")
         if system_prompt is not None and not isinstance(system_prompt, str):
             raise UsageError("system_prompt must be a str or None")
+        if history is not None and not isinstance(history, ChatHistory):
+            raise UsageError(f"history must be a ChatHistory, got {type(history).__name__}")
         self.model = model
         self.name = check_name("agent", name)
-        self.history = history or ChatHistory(
-            max_context_tokens=model.context_window or DEFAULT_CONTEXT_WINDOW,
-            token_counter=counter_for_model(model.name),
-        )
+        if history is None:  # not `or`: an empty history is falsy, and it is still the one given
+            history = ChatHistory(
+                max_context_tokens=model.context_window or DEFAULT_CONTEXT_WINDOW,
+                token_counter=counter_for_model(model.name),
+            )
+        self.history = history
         """The conversation: messages, system prompt, token budget (see ``docs/context.md``)."""
         if system_prompt is not None:
             self.history.add_system_prompt(system_prompt)
