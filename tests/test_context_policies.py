@@ -327,7 +327,10 @@ async def test_compaction_properties(messages: list[Message], window: int, keep:
     request = ProviderRequest(model="m", system=None, messages=history.messages)
     before = history.messages
 
-    smaller = await compaction._summarise(request, int(window * keep))
+    summarised = await compaction._summarise(request, int(window * keep))
+    if summarised is not None:
+        compaction._store(summarised[1])
+    smaller = summarised[0] if summarised is not None else None
 
     after = history.messages
     user = last_user(before)

@@ -92,6 +92,7 @@ class ChatRun:
         "_finished_results",
         "_handlers",
         "_history",
+        "_iteration",
         "_last_response",
         "_message",
         "_new",
@@ -120,6 +121,7 @@ class ChatRun:
         self._unanswered: dict[str, ToolCall] = {}
         self._finished_results: dict[str, ToolMessage] = {}
         self._usage = Usage()
+        self._iteration = 0
         self.emit = emit
         self.task: asyncio.Task[object] | None = None
         self.cancel_requested = False
@@ -147,6 +149,15 @@ class ChatRun:
         if current is not task:
             self._cancel_task(task)
         return True
+
+    def _checkpoint(self) -> None:
+        """End the chat here if cancel() was called from inside its own task.
+
+        From a hook or an inline tool, cancel() only sets the flag; every step boundary
+        checks it.
+        """
+        if self.cancel_requested:
+            raise asyncio.CancelledError
 
     def _cancel_task(self, task: asyncio.Task[object]) -> None:
         if not self.finished and not task.done():
@@ -190,15 +201,17 @@ class ChatRun:
     async def _iterate(self) -> AgentResponse:
         agent = self._agent
         for iteration in range(agent.max_iterations):
-            if self.cancel_requested:
-                raise asyncio.CancelledError
+            self._iteration = iteration
+            self._checkpoint()
             await self._call_model(iteration, build_request(agent, self._history))
+            self._checkpoint()
             response = self._last_response
             message = response.to_message()
             if message.tool_calls:
                 self._unanswered = {call.id: call for call in message.tool_calls}
             await self._commit(message)
             if not message.tool_calls:
+                self._checkpoint()
                 return AgentResponse(
                     message=message,
                     messages=tuple(self._new),
@@ -236,21 +249,28 @@ class ChatRun:
         keeps its real result; the others get ``text`` as an error result.
         """
         finished = self._finished_results
-        closing = [
-            finished.get(call.id)
-            or ToolMessage(tool_call_id=call.id, tool_name=call.name, content=text, is_error=True)
-            for call in self._unanswered.values()
-        ]
+        history = self._history
+        closing: list[tuple[ToolCall, ToolMessage]] = []
+        for call in self._unanswered.values():
+            message = finished.get(call.id)
+            if message is None or history.get_message_by_id(message.id) is not None:
+                message = ToolMessage(
+                    tool_call_id=call.id, tool_name=call.name, content=text, is_error=True
+                )
+            closing.append((call, message))
         self._unanswered = {}
-        for message in closing:
-            self._history.append_committed(message)
+        self._finished_results = {}
+        for _, message in closing:
+            history.append_committed(message)
             self._new.append(message)
         hs = self._handlers.get(ON_MESSAGE)
-        for message in closing:
+        emit = self.emit
+        for call, message in closing:
             if hs:
                 await notify_quietly(hs, MessageContext(message=message))
-            if self.emit is not None:
-                await self.emit(MessageCommitted(message=message))
+            if emit is not None:
+                await emit(ToolCallFinished(call=call, message=message, iteration=self._iteration))
+                await emit(MessageCommitted(message=message))
 
     # -- one model call, with attempts ---------------------------------------------------
 
@@ -258,9 +278,11 @@ class ChatRun:
         handlers = self._handlers
         model = self._agent.model
         emit = self.emit
+        base = request  # what every attempt's pre_request chain starts from
         attempt = 0
         while True:
             attempt += 1
+            request = base
             if hs := handlers.get(PRE_REQUEST):
                 pre = PreRequestContext(
                     iteration=iteration, attempt=attempt, request=request, model=model
@@ -295,7 +317,11 @@ class ChatRun:
                 )
                 await notify(hs, after)
                 if after.retry:
-                    request = after.request
+                    if after.request is not request:
+                        # A handler chose the next attempt's request (smaller, say): the next
+                        # pre_request chain starts from it, repaired. Otherwise each attempt
+                        # starts from the built request, so rewrites never pile up.
+                        base = _repaired(after.request)
                     model = _checked_model(after.model)
                     if emit is not None:
                         await emit(ModelRetry(iteration=iteration, attempt=attempt, error=error))
@@ -351,10 +377,11 @@ class ChatRun:
         if emit is not None:
             for call in calls:
                 await emit(ToolCallStarted(call=call, iteration=iteration))
+        self._finished_results = {}  # per batch: a provider may reuse call ids across turns
         if len(calls) == 1:
+            self._checkpoint()
             await self._commit(await self._execute(calls[0]), iteration)
             return
-        self._finished_results = {}
         tasks = [asyncio.ensure_future(self._keep(call)) for call in calls]
         try:
             for task in tasks:
@@ -392,6 +419,7 @@ class ChatRun:
             ctx = PreToolCallContext(call=call, tool=tool, scope=scope)
             supplied = await run_chain(hs, ctx, "call", ToolCall, (ToolReturn, Exception))
             call = ctx.call
+            self._checkpoint()
             if isinstance(supplied, ToolReturn):
                 return await self._succeeded(original, call, tool, scope, supplied.value)
             if isinstance(supplied, Exception):

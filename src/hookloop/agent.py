@@ -215,8 +215,9 @@ class Agent(HookHost):
         """End the running chat as soon as possible.
 
         Tool calls already in history get a "cancelled" result, ``on_chat_abort`` fires,
-        and the chat raises :class:`~hookloop.ChatCancelledError`. Call it from the event
-        loop's thread. Returns ``False`` when no chat is running.
+        and the chat raises :class:`~hookloop.ChatCancelledError`. It may be called from any
+        task or thread; from a hook or tool of the chat itself it takes effect at the next
+        step. Returns ``False`` when no chat is running.
         """
         run = self._run
         return run.cancel(reason) if run is not None else False

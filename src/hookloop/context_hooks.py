@@ -125,6 +125,7 @@ class ContextHooks:
         self.on_error = on_error
         self.is_retryable_error = is_retryable_error
         self.max_retries = max_retries
+        self._retries = 0  # this plugin's own retries of the current model call
 
     def init_agent(self, agent: Agent) -> None:
         """Register on ``pre_request`` (last, right before the model) and ``after_model_call``."""
@@ -149,8 +150,10 @@ class ContextHooks:
 
     async def _after(self, ctx: AfterModelCallContext) -> None:
         assert self.on_error is not None
+        if ctx.attempt == 1:
+            self._retries = 0
         error = ctx.error
-        if error is None or ctx.retry or ctx.attempt > self.max_retries:
+        if error is None or ctx.retry or self._retries >= self.max_retries:
             return
         if not self.is_retryable_error(error):
             return
@@ -167,6 +170,7 @@ class ContextHooks:
         if result is not None and result.retry:
             ctx.request = _apply(request, result.messages, result.system_prompt)
             ctx.retry = True
+            self._retries += 1
 
 
 async def _maybe_await(value: _T | Awaitable[_T]) -> _T:

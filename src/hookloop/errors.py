@@ -28,7 +28,8 @@ while a chat runs, and a correct program still has to expect them::
         │   ├── NotFoundError          404 (unknown model, wrong URL)
         │   ├── BadRequestError        400 / 422
         │   │   └── ContextOverflowError  the request does not fit the context window
-        │   └── InvalidResponseError   the provider answered something unusable
+        │   ├── InvalidResponseError   the provider answered something unusable
+    │   └── CircuitOpenError       every model of a fallback chain is cooling down
         ├── ToolError                  one tool call failed (the model sees it; the chat goes on)
         │   ├── UnknownToolError
         │   ├── ToolDisabledError
@@ -50,6 +51,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "ChatCancelledError",
+    "CircuitOpenError",
     "ConcurrentChatError",
     "ContextOverflowError",
     "DuplicateMessageIdError",
@@ -290,6 +292,10 @@ class ContextOverflowError(BadRequestError):
 
 class InvalidResponseError(ProviderError):
     """The provider answered, but the answer cannot be used (missing fields, broken stream)."""
+
+
+class CircuitOpenError(ProviderError):
+    """Every model of a fallback chain failed recently and is skipped until its cool-down."""
 
 
 class ToolError(RunError):

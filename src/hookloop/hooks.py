@@ -292,7 +292,8 @@ class Handler:
         return getattr(self.fn, "__qualname__", None) or repr(self.fn)
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
+def is_async_callable(fn: Callable[..., Any]) -> bool:
+    """Whether calling ``fn`` returns a coroutine (async functions, async ``__call__``)."""
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - async __call__ on callable objects
     )
@@ -326,7 +327,7 @@ class HookRegistry:
             raise HookRegistrationError(f"handler for {event!r} must be callable, got {fn!r}")
         if not isinstance(order, int) or isinstance(order, bool):
             raise HookRegistrationError(f"order must be an int, got {order!r}")
-        is_async = _is_async(fn)
+        is_async = is_async_callable(fn)
         if is_async and event in _SYNC_ONLY:
             raise HookRegistrationError(
                 f"{event!r} fires inside the synchronous scopes.register()/unregister() call, "

@@ -22,6 +22,7 @@ import pydantic_core
 
 from ._docstrings import parse_docstring
 from .errors import DuplicateNameError, ScopeNotFoundError, ToolDefinitionError, ToolValidationError
+from .hooks import is_async_callable
 from .messages import ToolCall
 from .models.base import ToolDefinition
 
@@ -91,7 +92,7 @@ class Tool:
         check_name("tool", self.name)
         if not callable(self.function):
             raise ToolDefinitionError(f"tool {self.name!r}: function must be callable")
-        self._is_async = inspect.iscoroutinefunction(self.function)
+        self._is_async = is_async_callable(self.function)
         self._definition = ToolDefinition(
             name=self.name, description=self.description, parameters=self.parameters
         )
@@ -154,7 +155,8 @@ class Tool:
         if self._is_async:
             return await self.function(**arguments)
         if self.run_in_thread:
-            return await asyncio.to_thread(self.function, **arguments)
+            result = await asyncio.to_thread(self.function, **arguments)
+            return await result if inspect.isawaitable(result) else result
         result = self.function(**arguments)
         return await result if inspect.isawaitable(result) else result
 
@@ -357,9 +359,16 @@ class Scope:
         if self.context is None or isinstance(self.context, str):
             return self.context or None
         try:
-            text = self.context()
+            text: object = self.context()  # typed as str | None; callers do not always obey
         except Exception:
             logger.warning("context() of scope %r raised; leaving it out", self.name, exc_info=True)
+            return None
+        if text is not None and not isinstance(text, str):
+            logger.warning(
+                "context() of scope %r returned %s, not a str; leaving it out",
+                self.name,
+                type(text).__name__,
+            )
             return None
         return text or None
 

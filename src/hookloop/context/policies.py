@@ -181,7 +181,12 @@ class Compaction:
             return None
         if self.estimate(ctx.request) < self.compact_threshold * window:
             return None
-        return await self._summarise(ctx.request, int(window * self.keep_recent))
+        summarised = await self._summarise(ctx.request, int(window * self.keep_recent))
+        if summarised is None:
+            return None
+        smaller, stored = summarised
+        self._store(stored)
+        return smaller
 
     # -- reactive ----------------------------------------------------------------------------
 
@@ -197,12 +202,18 @@ class Compaction:
         request = ctx.request
         size = count_request(request, counter=counter)
         self._calibration = None
-        for smaller in (self._truncate_tool_results, self._drop_old_turns, self._summarise_now):
+        for smaller in (self._truncate_tool_results, self._drop_old_turns):
             candidate = await smaller(request, size)
             if candidate is not None and count_request(candidate, counter=counter) < size:
                 ctx.request = candidate
                 ctx.retry = True
                 return
+        summarised = await self._summarise(request, int(size * self.keep_recent))
+        if summarised is not None and count_request(summarised[0], counter=counter) < size:
+            self._store(summarised[1])  # only now, when it is known to help
+            ctx.request = summarised[0]
+            ctx.retry = True
+            return
         window = _window(agent, self.max_tokens)
         raise ContextOverflowError(
             f"the request ({size} tokens) does not fit the model's context window "
@@ -226,18 +237,16 @@ class Compaction:
         budget = max(int(size * self.shrink) - _overhead(request, counter), 1)
         return _with(request, trim_to_budget(request.messages, budget, counter=counter))
 
-    async def _summarise_now(self, request: ProviderRequest, size: int) -> ProviderRequest | None:
-        return await self._summarise(request, int(size * self.keep_recent))
-
     # -- summarising -------------------------------------------------------------------------
 
     async def _summarise(
         self, request: ProviderRequest, keep_tokens: int
-    ) -> ProviderRequest | None:
-        """Replace the oldest turns of the stored history (and of ``request``) by a summary.
+    ) -> tuple[ProviderRequest, list[Message]] | None:
+        """Summarise the oldest turns: the smaller request and the new stored conversation.
 
-        The newest turns worth ``keep_tokens`` stay. So does the last user message, the task
-        in hand: when it falls among the old turns, it moves to just after the summary.
+        Nothing is changed yet; :meth:`_store` commits the conversation. The newest turns
+        worth ``keep_tokens`` stay. So does the last user message, the task in hand: when it
+        falls among the old turns, it moves to just after the summary.
         """
         agent = self._require_agent()
         history = agent.history
@@ -260,13 +269,18 @@ class Compaction:
         parts = [SUMMARY_HEADER, summary.strip()]
         parts.extend(text.strip() for text in kept_texts if text.strip())
         message = UserMessage(content="\n\n".join(parts))
-        history.import_history([message, *kept])
-        self.compactions += 1
-        logger.info("compacted %d messages of agent %r into a summary", len(old), agent.name)
         # The request's own copies of the kept messages (context added to the last user
         # message, truncated results) stay as they are; messages it had left out stay out.
         in_request = {m.id: m for m in request.messages}
-        return _with(request, (message, *(in_request[m.id] for m in kept if m.id in in_request)))
+        smaller = _with(request, (message, *(in_request[m.id] for m in kept if m.id in in_request)))
+        return smaller, [message, *kept]
+
+    def _store(self, conversation: list[Message]) -> None:
+        agent = self._require_agent()
+        replaced = len(agent.history) - len(conversation) + 1
+        agent.history.import_history(conversation)
+        self.compactions += 1
+        logger.info("compacted %d messages of agent %r into a summary", replaced, agent.name)
 
     async def _write_summary(self, messages: Sequence[Message]) -> str:
         agent = self._require_agent()

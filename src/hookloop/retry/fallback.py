@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
+from ..errors import CircuitOpenError, UsageError
 from ..hooks import AfterModelCallContext, PreRequestContext
 from ..models.base import Model
 from .default import TRANSIENT_ERRORS
@@ -44,12 +44,20 @@ class CircuitBreaker:
         self._open_until: dict[int, float] = {}
 
     def allows(self, model: Model) -> bool:
-        """Whether ``model`` may be called now."""
+        """Whether ``model`` may be called now (closed, or half-open after its cool-down)."""
         return self._open_until.get(id(model), 0.0) <= self._clock()
 
+    def is_half_open(self, model: Model) -> bool:
+        """Whether the model's circuit opened before and its cool-down is over (on trial)."""
+        until = self._open_until.get(id(model))
+        return until is not None and until <= self._clock()
+
     def record_failure(self, model: Model) -> None:
-        """Count a failure; open the circuit when the threshold is reached."""
+        """Count a failure; open the circuit at the threshold, or at once while on trial."""
         key = id(model)
+        if self.is_half_open(model):
+            self._open_until[key] = self._clock() + self.cooldown  # the trial failed
+            return
         self._failures[key] = self._failures.get(key, 0) + 1
         if self._failures[key] >= self.failure_threshold:
             self._open_until[key] = self._clock() + self.cooldown
@@ -112,12 +120,20 @@ class FallbackStrategy(ModelRetryStrategy):
         agent.add_hook("after_model_call", self._record_success, order=1_000_000)
 
     def _choose_model(self, ctx: PreRequestContext) -> None:
-        if ctx.attempt != 1:
-            return  # a retry goes where compute_retry_decision sent it
-        for model in self.chain():
-            if self.breaker.allows(model):
-                _point_at(ctx, model)
-                return
+        if ctx.attempt == 1:
+            chain = self.chain()
+            chosen = next((m for m in chain if self.breaker.allows(m)), None)
+            if chosen is None:
+                names = ", ".join(m.name for m in chain)
+                raise CircuitOpenError(
+                    f"every model's circuit is open ({names}); none is called until a "
+                    f"cool-down of {self.breaker.cooldown:g}s has passed",
+                    model=ctx.request.model,
+                )
+            ctx.model = chosen
+        # Every attempt names the model it goes to; the built request names the agent's.
+        if ctx.request.model != ctx.model.name:
+            ctx.request = dataclasses.replace(ctx.request, model=ctx.model.name)
 
     def _record_success(self, ctx: AfterModelCallContext) -> None:
         if ctx.error is None:
@@ -132,12 +148,6 @@ class FallbackStrategy(ModelRetryStrategy):
         start = next((i for i, m in enumerate(chain) if m is event.model), -1) + 1
         for model in chain[start:]:
             if self.breaker.allows(model):
-                _point_at(event, model)
+                event.model = model  # pre_request names it in the next attempt's request
                 return RetryDecision(retry=True)
         return RetryDecision(retry=False)
-
-
-def _point_at(ctx: PreRequestContext | AfterModelCallContext, model: Model) -> None:
-    ctx.model = model
-    if ctx.request.model != model.name:
-        ctx.request = dataclasses.replace(ctx.request, model=model.name)
