@@ -641,3 +641,12 @@ async def test_an_empty_history_given_to_the_agent_is_the_one_it_uses() -> None:
     assert history.system_message.content == "Be kind."
     with pytest.raises(UsageError, match="ChatHistory"):
         Agent(ScriptedModel([]), history=[])  # type: ignore[arg-type]
+
+
+async def test_a_stream_shows_an_answer_supplied_by_pre_request() -> None:
+    model = ScriptedModel([])
+    agent = Agent(model, retry=None)
+    agent.add_hook("pre_request", lambda ctx: ProviderResponse(content="from the cache"))
+    events = [event async for event in agent.chat_stream("hi")]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "from the cache"
+    assert model.requests == []

@@ -70,6 +70,7 @@ from .models.base import (
     ProviderResponse,
     ResponseAccumulator,
     StreamEnd,
+    response_parts,
     ToolDefinition,
 )
 from .tools import serialize_result
@@ -295,6 +296,9 @@ class ChatRun:
                     # A hook rewrote the request: make sure it still pairs every tool call.
                     request = _repaired(request)
                 if isinstance(supplied, ProviderResponse):
+                    if emit is not None:  # a stream shows a supplied answer like a model's
+                        for part in response_parts(supplied)[:-1]:
+                            await emit(part)
                     await self._accept(iteration, request, supplied)
                     return
             response: ProviderResponse | None = None
