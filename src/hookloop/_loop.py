@@ -70,8 +70,8 @@ from .models.base import (
     ProviderResponse,
     ResponseAccumulator,
     StreamEnd,
-    response_parts,
     ToolDefinition,
+    response_parts,
 )
 from .tools import serialize_result
 
@@ -297,8 +297,9 @@ class ChatRun:
                     request = _repaired(request)
                 if isinstance(supplied, ProviderResponse):
                     if emit is not None:  # a stream shows a supplied answer like a model's
-                        for part in response_parts(supplied)[:-1]:
-                            await emit(part)
+                        for part in response_parts(supplied):
+                            if not isinstance(part, StreamEnd):
+                                await emit(part)
                     await self._accept(iteration, request, supplied)
                     return
             response: ProviderResponse | None = None
