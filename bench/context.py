@@ -63,11 +63,10 @@ def make_history(n: int) -> list[Message]:
         out.append(
             AssistantMessage(content=f"{PROSE[(i + 1) % len(PROSE)]} {CODE if i % 7 == 0 else ''}")
         )
-    return (
-        out[:n]
-        if not isinstance(out[n - 1], AssistantMessage) or not out[n - 1].tool_calls
-        else out[: n - 1]
-    )
+    out = out[:n]
+    if isinstance(out[-1], AssistantMessage) and out[-1].tool_calls:
+        out.pop()  # its result was cut off
+    return out
 
 
 def best_ms(fn: Any, repeat: int) -> float:

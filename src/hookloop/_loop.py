@@ -145,8 +145,8 @@ class ChatRun:
             task.get_loop().call_soon_threadsafe(self._cancel_task, task)
             return True
         # From inside the chat's own task (a hook or an inline tool) the flag is enough: the
-        # loop checks it before every model call, and a pending task.cancel() would outlive
-        # the chat.
+        # loop checks it at every step boundary (_checkpoint), and a pending task.cancel()
+        # would outlive the chat.
         if current is not task:
             self._cancel_task(task)
         return True
@@ -288,11 +288,10 @@ class ChatRun:
                 pre = PreRequestContext(
                     iteration=iteration, attempt=attempt, request=request, model=model
                 )
-                built = request
                 supplied = await run_chain(hs, pre, "request", ProviderRequest, ProviderResponse)
                 request = pre.request
                 model = _checked_model(pre.model)
-                if request is not built:
+                if request is not base:
                     # A hook rewrote the request: make sure it still pairs every tool call.
                     request = _repaired(request)
                 if isinstance(supplied, ProviderResponse):
@@ -519,9 +518,7 @@ def build_request(agent: Agent, history: ChatHistory) -> ProviderRequest:
     system_parts: list[str] = []
     user_parts: list[str] = []
     tools: list[ToolDefinition] = []
-    for scope in agent.scopes.ordered:
-        if not scope.is_enabled():
-            continue
+    for scope in agent.scopes.enabled():
         tools.extend([t.definition for t in scope.tools if t.is_enabled()])
         if scope.context is not None and (text := scope.render_context()):
             (system_parts if scope.context_placement == "system" else user_parts).append(text)
