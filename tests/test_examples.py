@@ -39,8 +39,8 @@ def test_quickstart_code_in_the_readme_is_the_example_file() -> None:
     assert code == (ROOT / "examples" / "quickstart.py").read_text()
 
 
-def test_demo_shows_every_chat_hook_event_and_a_valid_history() -> None:
-    out = run("demo.py")
+def test_hooks_tour_shows_every_chat_hook_event_and_a_valid_history() -> None:
+    out = run("hooks_tour.py")
     for event in [
         "on_scope_register",
         "on_chat_start",

@@ -66,6 +66,7 @@ from .hooks import (
 from .messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
 from .models.base import (
     Model,
+    ModelSettings,
     ProviderRequest,
     ProviderResponse,
     ResponseAccumulator,
@@ -204,7 +205,7 @@ class ChatRun:
         for iteration in range(agent.max_iterations):
             self._iteration = iteration
             self._checkpoint()
-            await self._call_model(iteration, build_request(agent, self._history))
+            await self._call_model(iteration, build_request(agent, self._history, iteration))
             self._checkpoint()
             response = self._last_response
             message = response.to_message()
@@ -506,12 +507,16 @@ def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
     )
 
 
-def build_request(agent: Agent, history: ChatHistory) -> ProviderRequest:
+def build_request(agent: Agent, history: ChatHistory, iteration: int = 0) -> ProviderRequest:
     """The request for the next model call: history plus the enabled scopes' context.
 
     When the history was changed from outside the loop since it was last checked (an edit,
     a deletion, an import), the request gets a repaired copy: no tool result without its
     call, no call without a result. The stored history stays as it is.
+
+    A tool choice that forces a call (``"required"`` or a tool's name) holds for the first
+    model call of a chat only when ``agent.reset_tool_choice`` is set: later iterations
+    follow tool results and go back to ``"auto"``, or the model could never answer.
     """
     system_message = history.system_message
     system = system_message.content if system_message is not None else None
@@ -542,8 +547,15 @@ def build_request(agent: Agent, history: ChatHistory) -> ProviderRequest:
         system=system,
         messages=messages,
         tools=tuple(tools),
-        settings=agent.settings,
+        settings=_settings_for(agent, iteration),
     )
+
+
+def _settings_for(agent: Agent, iteration: int) -> ModelSettings:
+    settings = agent.settings
+    if iteration and agent.reset_tool_choice and settings.tool_choice not in ("auto", "none"):
+        return dataclasses.replace(settings, tool_choice="auto")
+    return settings
 
 
 def _extend_last_user(messages: tuple[Message, ...], text: str) -> tuple[Message, ...] | None:

@@ -52,6 +52,10 @@ class Agent(HookHost):
         max_iterations: The most model calls one chat may make; past it the chat raises
             :class:`~hookloop.MaxIterationsError`.
         settings: Sampling and tool-choice settings for every request.
+        reset_tool_choice: When ``settings.tool_choice`` forces a tool call (``"required"``
+            or a tool's name), force it on the first model call of each chat only; the
+            calls that follow tool results use ``"auto"`` so the model can answer. ``False``
+            forces every call (the chat then ends at ``max_iterations``).
         history: The conversation to continue; by default a new
             :class:`~hookloop.context.ChatHistory` sized to the model's context window,
             counting tokens as exactly as the model allows. A ``system_prompt`` given here
@@ -75,6 +79,7 @@ class Agent(HookHost):
         tools: Iterable[Tool | Callable[..., Any]] = (),
         max_iterations: int = 20,
         settings: ModelSettings | None = None,
+        reset_tool_choice: bool = True,
         history: ChatHistory | None = None,
         retry: ModelRetryStrategy | Literal[Default.DEFAULT] | None = Default.DEFAULT,
         plugins: Iterable[Plugin] = (),
@@ -104,6 +109,8 @@ class Agent(HookHost):
             self.history.add_system_prompt(system_prompt)
         self.max_iterations = max_iterations
         self.settings = settings or ModelSettings()
+        self.reset_tool_choice = reset_tool_choice
+        """Whether a forcing ``settings.tool_choice`` applies to a chat's first model call only."""
         self.hooks = HookRegistry()
         self.scopes = ScopeRegistry(self.hooks)
         self._run: ChatRun | None = None

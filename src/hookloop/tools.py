@@ -221,7 +221,7 @@ def _arguments_model(
 ) -> type[pydantic.BaseModel]:
     try:
         signature = inspect.signature(function)
-        hints = get_type_hints(function)
+        hints = get_type_hints(function, include_extras=True)  # keep Annotated constraints
     except (TypeError, ValueError, NameError) as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: cannot read the signature: {exc}") from exc
     fields: dict[str, Any] = {}
@@ -241,9 +241,12 @@ def _arguments_model(
                 f"tool {tool_name!r}: parameter {param.name!r} needs a type annotation"
             )
         default = ... if param.default is param.empty else param.default
+        described = param.name in param_docs  # else keep an Annotated Field's description
         fields[param.name] = (
             hints[param.name],
-            pydantic.Field(default, description=param_docs.get(param.name)),
+            pydantic.Field(default, description=param_docs[param.name])
+            if described
+            else pydantic.Field(default),
         )
     try:
         return pydantic.create_model(

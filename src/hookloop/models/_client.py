@@ -1,0 +1,71 @@
+"""What the OpenAI and Anthropic adapters share about their official clients.
+
+Both clients come from the same generator and raise the same family of exceptions
+(``APIStatusError``, ``APITimeoutError``, ``APIConnectionError``, ``APIError`` for an error
+inside a stream). :func:`translated_errors` turns any of them, and a body that is not the
+JSON it should be, into hookloop's error tree, so nothing from the client leaks past an
+adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import ModuleType
+
+from ..errors import (
+    InvalidResponseError,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeoutError,
+)
+from ._errors import provider_error
+
+__all__ = ["DEFAULT_TIMEOUT", "translated_errors"]
+
+DEFAULT_TIMEOUT = 600.0
+"""Seconds one model call may take before it counts as timed out (the clients' default)."""
+
+# Raised by the clients or by our own reading of a response when it is not what the
+# provider's API promises (bad JSON, a missing field, a wrong type).
+_MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError)
+
+
+@contextmanager
+def translated_errors(sdk: ModuleType, model: str) -> Iterator[None]:
+    """Re-raise the client's exceptions from ``sdk`` as hookloop errors for ``model``.
+
+    Raises:
+        ProviderError: The matching class of the tree; the client's exception is chained
+            as ``__cause__``.
+    """
+    try:
+        yield
+    except ProviderError:
+        raise
+    except sdk.APIStatusError as exc:
+        status = exc.status_code if exc.status_code != 200 else None  # error inside a stream
+        raise provider_error(
+            status=status,
+            body=exc.body,
+            headers=exc.response.headers,
+            model=model,
+            fallback_message=exc.message,
+        ) from exc
+    except sdk.APITimeoutError as exc:
+        raise ProviderTimeoutError(f"the request timed out: {exc}", model=model) from exc
+    except sdk.APIConnectionError as exc:
+        cause = exc.__cause__ or exc
+        raise ProviderConnectionError(
+            f"the connection failed: {type(cause).__name__}: {cause}", model=model
+        ) from exc
+    except sdk.APIResponseValidationError as exc:
+        raise InvalidResponseError(f"malformed response: {exc}", model=model) from exc
+    except sdk.APIError as exc:
+        raise provider_error(
+            status=None, body=exc.body, model=model, fallback_message=exc.message
+        ) from exc
+    except _MALFORMED as exc:
+        raise InvalidResponseError(
+            f"malformed response: {type(exc).__name__}: {exc}", model=model
+        ) from exc

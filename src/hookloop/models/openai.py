@@ -1,0 +1,288 @@
+"""OpenAI Chat Completions, and every server that speaks it, through the official client.
+
+``OpenAIModel("gpt-4o-mini")`` talks to OpenAI; with ``base_url=`` the same adapter talks to
+any OpenAI-compatible server (vLLM, Ollama, llama.cpp's server, LM Studio, OpenRouter,
+Groq). The client's own retries are off: retrying is the agent's retry strategy's job, where
+hooks can see and steer it. Needs the ``openai`` extra (``pip install 'hookloop[openai]'``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
+
+from ..errors import InvalidResponseError, ProviderConnectionError
+from ..messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ._client import DEFAULT_TIMEOUT, translated_errors
+from .base import (
+    FinishReason,
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamEnd,
+    StreamPart,
+    TextDelta,
+    ToolCallDelta,
+)
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "hookloop.models.openai needs the official client: pip install 'hookloop[openai]'"
+    ) from exc
+
+__all__ = ["OpenAIModel", "image_url", "openai_messages", "openai_tools"]
+
+_FINISH: Mapping[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
+
+
+class OpenAIModel(Model):
+    """A model behind the OpenAI Chat Completions API.
+
+    Args:
+        name: The model's name, e.g. ``"gpt-4o-mini"``, or what a compatible server calls it.
+        base_url: The API root of a compatible server, e.g. ``"http://localhost:11434/v1"``;
+            ``None`` for OpenAI (or ``OPENAI_BASE_URL``).
+        api_key: The key; ``None`` reads ``OPENAI_API_KEY``. Compatible servers that need none
+            get a placeholder.
+        context_window: The model's context window in tokens, when you know it.
+        timeout: Seconds one call may take.
+        stream_usage: Ask for the usage chunk at the end of a stream
+            (``stream_options.include_usage``); turn off for a server that rejects it.
+        client: A ready ``openai.AsyncOpenAI`` to use instead (its retries are yours then).
+
+    Example:
+        >>> model = OpenAIModel("qwen3:0.6b", base_url="http://localhost:11434/v1")
+        >>> model.name
+        'qwen3:0.6b'
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        context_window: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        stream_usage: bool = True,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self.name = name
+        self.context_window = context_window
+        self.stream_usage = stream_usage
+        if client is None:
+            key = api_key or os.environ.get("OPENAI_API_KEY")
+            if key is None and base_url is not None:
+                key = "not-needed"  # local servers ignore the key, the client insists on one
+            client = openai.AsyncOpenAI(
+                api_key=key, base_url=base_url, timeout=timeout, max_retries=0
+            )
+        self.client = client
+        # OpenAI's own API wants max_completion_tokens; compatible servers know max_tokens.
+        self._max_tokens_field = (
+            "max_completion_tokens" if "api.openai.com" in str(client.base_url) else "max_tokens"
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAIModel({self.name!r}, base_url={str(self.client.base_url)!r})"
+
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        """Send one request and return the whole answer.
+
+        Raises:
+            ProviderError: The matching class of hookloop's error tree.
+        """
+        with translated_errors(openai, self.name):
+            completion = await self.client.chat.completions.create(**self._body(request))
+            return _parse_completion(completion)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        """Send one request and yield the answer as it arrives.
+
+        Raises:
+            ProviderError: The matching class of hookloop's error tree, also for an error
+                the server sends inside the stream; a stream that ends before the model
+                finished raises :class:`~hookloop.ProviderConnectionError`.
+        """
+        body = self._body(request)
+        body["stream"] = True
+        if self.stream_usage:
+            body["stream_options"] = {"include_usage": True}
+        finish: FinishReason | None = None
+        usage: Usage | None = None
+        model: str | None = None
+        with translated_errors(openai, self.name):
+            chunks = await self.client.chat.completions.create(**body)
+            async for chunk in chunks:
+                model = chunk.model or model
+                if chunk.usage is not None:
+                    usage = _usage(chunk.usage)
+                for choice in chunk.choices or ():
+                    if choice.index != 0:
+                        continue
+                    delta = choice.delta
+                    if delta is not None and delta.content:
+                        yield TextDelta(text=delta.content)
+                    for call in (delta.tool_calls if delta is not None else None) or ():
+                        function = call.function
+                        yield ToolCallDelta(
+                            index=call.index,
+                            id=call.id or None,
+                            name=(function.name if function is not None else None) or None,
+                            arguments=(function.arguments if function is not None else "") or "",
+                        )
+                    if choice.finish_reason is not None:
+                        finish = _FINISH.get(choice.finish_reason, "stop")
+        if finish is None:
+            raise ProviderConnectionError(
+                "the stream ended before the model finished its answer", model=self.name
+            )
+        yield StreamEnd(finish_reason=finish, usage=usage, model=model)
+
+    def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": request.model or self.name,
+            "messages": openai_messages(request.system, request.messages),
+        }
+        settings = request.settings
+        if request.tools:
+            body["tools"] = openai_tools(request)
+            body["tool_choice"] = _tool_choice(settings.tool_choice)
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            body[self._max_tokens_field] = settings.max_tokens
+        if settings.extra:
+            body["extra_body"] = dict(settings.extra)
+        return body
+
+
+def openai_messages(system: str | None, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The conversation in Chat Completions wire format."""
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if isinstance(message, UserMessage):
+            out.append({"role": "user", "content": _user_content(message)})
+        elif isinstance(message, AssistantMessage):
+            # "" rather than null beside tool calls: llama.cpp's server fails on null.
+            entry: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {
+                        "id": call.id,
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.arguments},
+                    }
+                    for call in message.tool_calls
+                ]
+            out.append(entry)
+        elif isinstance(message, ToolMessage):
+            out.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+            )
+        elif isinstance(message, SystemMessage):
+            out.append({"role": "system", "content": message.content})
+    return out
+
+
+def openai_tools(request: ProviderRequest) -> list[dict[str, Any]]:
+    """The request's tools as Chat Completions function tools."""
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": dict(tool.parameters),
+            },
+        }
+        for tool in request.tools
+    ]
+
+
+def image_url(part: ImagePart) -> str:
+    """An image part as a URL: its own, or a ``data:`` URL of its bytes."""
+    if part.url is not None:
+        return part.url
+    return f"data:{part.media_type};base64,{part.data}"
+
+
+def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        else:
+            parts.append({"type": "image_url", "image_url": {"url": image_url(part)}})
+    return parts
+
+
+def _tool_choice(choice: str) -> str | dict[str, Any]:
+    if choice in ("auto", "none", "required"):
+        return choice
+    return {"type": "function", "function": {"name": choice}}
+
+
+def _usage(usage: Any) -> Usage:
+    return Usage(
+        input_tokens=int(usage.prompt_tokens or 0), output_tokens=int(usage.completion_tokens or 0)
+    )
+
+
+def _parse_completion(completion: Any) -> ProviderResponse:
+    if not completion.choices:
+        raise InvalidResponseError("the response has no choices", body=_dump(completion))
+    choice = completion.choices[0]
+    message = choice.message
+    if message is None:
+        raise InvalidResponseError("the response's choice has no message", body=_dump(completion))
+    calls = []
+    for call in message.tool_calls or ():
+        function = call.function
+        if function is None or not function.name:
+            raise InvalidResponseError("a tool call has no function name", body=_dump(completion))
+        calls.append(_tool_call(call.id, function.name, function.arguments))
+    finish = _FINISH.get(choice.finish_reason or "", "tool_calls" if calls else "stop")
+    return ProviderResponse(
+        content=message.content or "",
+        tool_calls=tuple(calls),
+        finish_reason=finish,
+        usage=_usage(completion.usage) if completion.usage is not None else None,
+        model=completion.model,
+    )
+
+
+def _tool_call(call_id: str | None, name: str, arguments: str | None) -> ToolCall:
+    if call_id:
+        return ToolCall(name=name, arguments=arguments or "{}", id=call_id)
+    return ToolCall(name=name, arguments=arguments or "{}")
+
+
+def _dump(value: Any) -> object:
+    try:
+        return cast(object, value.model_dump(mode="json"))
+    except Exception:  # the body is for the error report only
+        return repr(value)

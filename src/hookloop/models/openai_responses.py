@@ -1,0 +1,245 @@
+"""OpenAI's Responses API through the official client, behind the same model protocol.
+
+Each request sends the whole conversation as input items (``store=False`` by default, so
+nothing is kept on OpenAI's side and the agent's history stays the one source of truth).
+Tool calls are ``function_call`` items correlated by ``call_id``; results go back as
+``function_call_output`` items. Needs the ``openai`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..errors import InvalidResponseError, ProviderConnectionError
+from ..messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ._client import DEFAULT_TIMEOUT, translated_errors
+from ._errors import provider_error
+from .base import (
+    FinishReason,
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamEnd,
+    StreamPart,
+    TextDelta,
+    ToolCallDelta,
+)
+from .openai import image_url
+
+try:
+    import openai
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "hookloop.models.openai_responses needs the official client: pip install 'hookloop[openai]'"
+    ) from exc
+
+__all__ = ["OpenAIResponsesModel", "responses_input"]
+
+
+class OpenAIResponsesModel(Model):
+    """A model behind OpenAI's Responses API.
+
+    Args:
+        name: The model's name, e.g. ``"gpt-5"``.
+        base_url: Another API root; ``None`` for OpenAI's (or ``OPENAI_BASE_URL``).
+        api_key: The key; ``None`` reads ``OPENAI_API_KEY``.
+        context_window: The model's context window in tokens, when you know it.
+        timeout: Seconds one call may take.
+        store: Let OpenAI keep the responses (``store=True``); off by default.
+        client: A ready ``openai.AsyncOpenAI`` to use instead.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        context_window: int | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        store: bool = False,
+        client: openai.AsyncOpenAI | None = None,
+    ) -> None:
+        self.name = name
+        self.context_window = context_window
+        self.store = store
+        if client is None:
+            client = openai.AsyncOpenAI(
+                api_key=api_key or os.environ.get("OPENAI_API_KEY"),
+                base_url=base_url,
+                timeout=timeout,
+                max_retries=0,
+            )
+        self.client = client
+
+    def __repr__(self) -> str:
+        return f"OpenAIResponsesModel({self.name!r})"
+
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        """Send one request and return the whole answer.
+
+        Raises:
+            ProviderError: The matching class of hookloop's error tree.
+        """
+        with translated_errors(openai, self.name):
+            response = await self.client.responses.create(**self._body(request))
+            return _parse_response(response, self.name)
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        """Send one request and yield the answer as it arrives.
+
+        Raises:
+            ProviderError: The matching class of hookloop's error tree; a stream that ends
+                without ``response.completed`` raises
+                :class:`~hookloop.ProviderConnectionError`.
+        """
+        body = self._body(request)
+        body["stream"] = True
+        final: ProviderResponse | None = None
+        with translated_errors(openai, self.name):
+            events = await self.client.responses.create(**body)
+            async for event in events:
+                kind = event.type
+                if kind == "response.output_text.delta":
+                    yield TextDelta(text=event.delta)
+                elif kind == "response.output_item.added" and event.item.type == "function_call":
+                    item = event.item
+                    yield ToolCallDelta(
+                        index=event.output_index,
+                        id=item.call_id,
+                        name=item.name,
+                        arguments=item.arguments or "",
+                    )
+                elif kind == "response.function_call_arguments.delta":
+                    yield ToolCallDelta(index=event.output_index, arguments=event.delta)
+                elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                    final = _parse_response(event.response, self.name)
+        if final is None:
+            raise ProviderConnectionError(
+                "the stream ended before the model finished its answer", model=self.name
+            )
+        yield StreamEnd(finish_reason=final.finish_reason, usage=final.usage, model=final.model)
+
+    def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        settings = request.settings
+        body: dict[str, Any] = {
+            "model": request.model or self.name,
+            "input": responses_input(request.messages),
+            "store": self.store,
+        }
+        if request.system:
+            body["instructions"] = request.system
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": dict(tool.parameters),
+                    "strict": False,
+                }
+                for tool in request.tools
+            ]
+            choice = settings.tool_choice
+            body["tool_choice"] = (
+                choice
+                if choice in ("auto", "none", "required")
+                else {"type": "function", "name": choice}
+            )
+        if settings.temperature is not None:
+            body["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            body["max_output_tokens"] = settings.max_tokens
+        if settings.extra:
+            body["extra_body"] = dict(settings.extra)
+        return body
+
+
+def responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
+    """The conversation as Responses API input items."""
+    items: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, UserMessage):
+            content: Any = message.content
+            if not isinstance(content, str):
+                content = [
+                    {"type": "input_text", "text": part.text}
+                    if isinstance(part, TextPart)
+                    else {"type": "input_image", "image_url": image_url(part)}
+                    for part in content
+                ]
+            items.append({"role": "user", "content": content})
+        elif isinstance(message, AssistantMessage):
+            if message.content:
+                items.append({"role": "assistant", "content": message.content})
+            items.extend(
+                {
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": call.arguments,
+                }
+                for call in message.tool_calls
+            )
+        elif isinstance(message, ToolMessage):
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": message.tool_call_id,
+                    "output": message.content,
+                }
+            )
+        elif isinstance(message, SystemMessage):
+            items.append({"role": "developer", "content": message.content})
+    return items
+
+
+def _parse_response(response: Any, model: str) -> ProviderResponse:
+    if response.status == "failed":
+        raise provider_error(status=None, body=_error_body(response), model=model)
+    if response.output is None:
+        raise InvalidResponseError("the response has no output", model=model)
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for item in response.output:
+        if item.type == "message":
+            texts.extend(part.text for part in item.content if part.type == "output_text")
+        elif item.type == "function_call":
+            if not item.name or not item.call_id:
+                raise InvalidResponseError("a function_call item has no name or call_id")
+            arguments = item.arguments or "{}"
+            calls.append(ToolCall(name=item.name, arguments=arguments, id=item.call_id))
+    finish: FinishReason = "tool_calls" if calls else "stop"
+    if response.status == "incomplete":
+        reason = getattr(response.incomplete_details, "reason", None)
+        finish = "content_filter" if reason == "content_filter" else "length"
+    usage = response.usage
+    return ProviderResponse(
+        content="".join(texts),
+        tool_calls=tuple(calls),
+        finish_reason=finish,
+        usage=(
+            Usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
+            if usage is not None
+            else None
+        ),
+        model=response.model,
+    )
+
+
+def _error_body(response: Any) -> object:
+    error = response.error
+    if error is None:
+        return {"message": "the response failed"}
+    return {"type": getattr(error, "code", None), "message": getattr(error, "message", "")}

@@ -1,0 +1,78 @@
+"""Ready-made tools: the ones the ``hookloop`` command offers a model by default.
+
+Example:
+    >>> calculator.function(expression="17 * 23")
+    391
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from .tools import Tool, tool
+
+__all__ = ["BUILTIN_TOOLS", "calculator", "clock"]
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.UAdd: operator.pos,
+    ast.USub: operator.neg,
+}
+_MAX_EXPONENT = 1000  # 10 ** 10 ** 10 would take the process down
+
+
+Expression = Annotated[str, Field(pattern=r"^[0-9+\-*/%(). eE]+$", max_length=80)]
+"""Arithmetic only. The pattern and length also bound what a grammar-constrained local model
+can write into the argument, so a small model cannot ramble inside the string."""
+
+
+@tool(run_in_thread=False)
+def calculator(expression: Expression) -> int | float:
+    """Evaluate an arithmetic expression exactly, e.g. "17 * 23" or "(2 + 3) ** 2 / 4".
+
+    Args:
+        expression: Numbers with + - * / // % ** and parentheses.
+    """
+    try:
+        tree = ast.parse(expression.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"not an arithmetic expression: {expression!r}") from exc
+    value: int | float = _evaluate(tree.body)
+    return value
+
+
+def _evaluate(node: ast.expr) -> Any:
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return node.value
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+        left, right = _evaluate(node.left), _evaluate(node.right)
+        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
+            raise ValueError(f"exponent {right} is too large")
+        return _BINARY[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+        return _UNARY[type(node.op)](_evaluate(node.operand))
+    raise ValueError(f"unsupported expression: {ast.unparse(node)!r}")
+
+
+@tool(run_in_thread=False)
+def clock() -> str:
+    """The current date and time in UTC, ISO 8601."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+BUILTIN_TOOLS: dict[str, Tool] = {"calculator": calculator, "clock": clock}
+"""The tools the command line offers by name."""
