@@ -650,3 +650,30 @@ async def test_a_stream_shows_an_answer_supplied_by_pre_request() -> None:
     events = [event async for event in agent.chat_stream("hi")]
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "from the cache"
     assert model.requests == []
+
+
+@pytest.mark.parametrize("forced", ["required", "add"])
+async def test_a_forcing_tool_choice_holds_for_the_first_call_of_each_chat(forced: str) -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}), "3", "again"])
+    agent = Agent(model, tools=[add], settings=ModelSettings(tool_choice=forced))
+    await agent.chat("1 + 2?")
+    await agent.chat("And now?")
+    assert [r.settings.tool_choice for r in model.requests] == [forced, "auto", forced]
+
+
+async def test_without_reset_every_call_is_forced() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}), "3"])
+    settings = ModelSettings(tool_choice="required")
+    agent = Agent(model, tools=[add], settings=settings, reset_tool_choice=False)
+    await agent.chat("1 + 2?")
+    assert [r.settings for r in model.requests] == [settings, settings]

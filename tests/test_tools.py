@@ -871,3 +871,30 @@ async def test_one_failing_call_among_parallel_calls_does_not_affect_the_others(
     assert contents["a"] == "1"
     assert contents["d"] == "4"
     assert "unknown tool 'missing'" in contents["c"]
+
+
+def test_annotated_field_constraints_reach_the_schema_and_the_validation() -> None:
+    @tool
+    def pick(
+        count: typing.Annotated[int, pydantic.Field(ge=1, le=5, description="How many.")],
+        code: typing.Annotated[str, pydantic.Field(pattern=r"^[A-Z]{3}$")],
+    ) -> str:
+        """Pick some.
+
+        Args:
+            code: A currency code.
+        """
+        return code * count
+
+    properties = pick.parameters["properties"]
+    assert properties["count"] == {
+        "description": "How many.",
+        "maximum": 5,
+        "minimum": 1,
+        "type": "integer",
+    }
+    assert properties["code"]["pattern"] == "^[A-Z]{3}$"
+    assert properties["code"]["description"] == "A currency code."
+    assert pick.validate("c1", '{"count": 2, "code": "EUR"}') == {"count": 2, "code": "EUR"}
+    with pytest.raises(ToolValidationError):
+        pick.validate("c1", '{"count": 9, "code": "EUR"}')

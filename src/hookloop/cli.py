@@ -235,9 +235,8 @@ async def _load(model: LocalModel, out: TextIO) -> None:
 
 
 async def _close(model: Model) -> None:
-    if isinstance(model, LocalModel):
-        with contextlib.suppress(Exception):
-            await model.aclose()
+    with contextlib.suppress(Exception):
+        await model.aclose()
 
 
 if __name__ == "__main__":  # pragma: no cover

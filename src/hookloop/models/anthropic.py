@@ -85,6 +85,7 @@ class AnthropicModel(Model):
     ) -> None:
         self.name = name
         self.context_window = context_window
+        self._owns_client = client is None
         if client is None:
             client = anthropic.AsyncAnthropic(
                 api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"),
@@ -96,6 +97,11 @@ class AnthropicModel(Model):
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a client you passed in stays open)."""
+        if self._owns_client:
+            await self.client.close()
 
     async def request(self, request: ProviderRequest) -> ProviderResponse:
         """Send one request and return the whole answer.

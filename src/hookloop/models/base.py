@@ -222,6 +222,9 @@ class Model(abc.ABC):
             ProviderError: The provider failed; the subclass says how.
         """
 
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
+        """Release what the model holds (connections, a server process); by default nothing."""
+
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         """Send one request and yield the answer as it arrives, ending with a StreamEnd."""
         response = await self.request(request)

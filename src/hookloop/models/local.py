@@ -159,10 +159,12 @@ class LocalModel(Model):
 
     async def aclose(self) -> None:
         """Stop the server (it is started again by the next request)."""
-        process, self._process, self._remote = self._process, None, None
-        if process is None:
-            return
-        await asyncio.to_thread(_stop, process)
+        process, self._process = self._process, None
+        remote, self._remote = self._remote, None
+        if remote is not None:
+            await remote.aclose()
+        if process is not None:
+            await asyncio.to_thread(_stop, process)
 
     async def __aenter__(self) -> LocalModel:
         await self.start()

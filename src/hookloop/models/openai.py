@@ -89,6 +89,7 @@ class OpenAIModel(Model):
         self.name = name
         self.context_window = context_window
         self.stream_usage = stream_usage
+        self._owns_client = client is None
         if client is None:
             key = api_key or os.environ.get("OPENAI_API_KEY")
             if key is None and base_url is not None:
@@ -104,6 +105,11 @@ class OpenAIModel(Model):
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.name!r}, base_url={str(self.client.base_url)!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a client you passed in stays open)."""
+        if self._owns_client:
+            await self.client.close()
 
     async def request(self, request: ProviderRequest) -> ProviderResponse:
         """Send one request and return the whole answer.

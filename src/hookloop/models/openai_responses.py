@@ -74,6 +74,7 @@ class OpenAIResponsesModel(Model):
         self.name = name
         self.context_window = context_window
         self.store = store
+        self._owns_client = client is None
         if client is None:
             client = openai.AsyncOpenAI(
                 api_key=api_key or os.environ.get("OPENAI_API_KEY"),
@@ -85,6 +86,11 @@ class OpenAIResponsesModel(Model):
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel({self.name!r})"
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this model created (a client you passed in stays open)."""
+        if self._owns_client:
+            await self.client.close()
 
     async def request(self, request: ProviderRequest) -> ProviderResponse:
         """Send one request and return the whole answer.

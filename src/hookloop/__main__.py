@@ -1,0 +1,7 @@
+"""``python -m hookloop`` runs the ``hookloop`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,201 @@
+"""The ``hookloop`` command against a real HTTP server speaking the OpenAI wire format."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _provider_server import ProviderServer, Reply
+from hookloop.cli import main
+from hookloop.models.spec import ModelSpecError, model_from_spec
+from hookloop.toolbox import calculator
+
+
+def completion(content: str | None = None, tool_calls: list[dict[str, object]] | None = None):
+    message: dict[str, object] = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if tool_calls else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+    }
+
+
+def calculator_call(expression: str) -> dict[str, object]:
+    return {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "calculator", "arguments": f'{{"expression": "{expression}"}}'},
+    }
+
+
+@pytest.fixture
+def server() -> Iterator[ProviderServer]:
+    with ProviderServer() as running:
+        yield running
+
+
+def test_run_prints_the_answer_and_the_trace_goes_to_stderr(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.add(
+        Reply.json(completion(tool_calls=[calculator_call("17 * 23")])),
+        Reply.json(completion("17 * 23 = 391")),
+    )
+    code = main(["run", "--model", f"{server.url}/v1#m", "--trace", "What is 17 * 23?"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out == "17 * 23 = 391\n"
+    assert 'calculator -> "391"' in err
+    assert "on_chat_done         2 iterations, 10 tokens in, 6 out" in err
+    first, second = (r.body for r in server.received)
+    assert first["tools"][0]["function"]["name"] == "calculator"
+    assert first["tool_choice"] == "auto"  # forcing is for the bundled local model only
+    assert second["messages"][-1] == {"role": "tool", "tool_call_id": "call_1", "content": "391"}
+
+
+def test_run_without_trace_prints_only_the_answer(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.add(Reply.json(completion("Hi.")))
+    assert main(["run", "--model", f"{server.url}/v1#m", "--no-tools", "Hello"]) == 0
+    out, err = capsys.readouterr()
+    assert (out, err) == ("Hi.\n", "")
+    assert "tools" not in server.received[0].body
+
+
+def test_options_reach_the_request(server: ProviderServer) -> None:
+    server.add(Reply.json(completion("ok")))
+    argv = ["run", "--model", f"{server.url}/v1#served-name", "--system", "Be brief."]
+    argv += [
+        "--temperature",
+        "0.5",
+        "--max-tokens",
+        "7",
+        "--tool",
+        "clock",
+        "--tool-choice",
+        "clock",
+    ]
+    assert main([*argv, "Hi"]) == 0
+    body = server.received[0].body
+    assert body["model"] == "served-name"
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert body["temperature"] == 0.5
+    assert body["max_tokens"] == 7
+    assert [t["function"]["name"] for t in body["tools"]] == ["clock"]
+    assert body["tool_choice"] == {"type": "function", "function": {"name": "clock"}}
+
+
+def test_a_provider_failure_exits_1_with_the_typed_error(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.add(Reply.json({"error": {"message": "Incorrect API key provided"}}, status=401))
+    assert main(["run", "--model", f"{server.url}/v1#m", "Hi"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "AuthenticationError: Incorrect API key provided" in err
+    assert len(server.received) == 1  # not retried
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["run", "--model", "nonsense", "Hi"], "unknown model spec 'nonsense'"),
+        (["run", "--model", "mystery:x", "Hi"], "unknown provider 'mystery'"),
+        (["run", "--tool", "abacus", "Hi"], "unknown tool 'abacus'"),
+        (["run", "--tool", "no_such_module:f", "Hi"], "cannot load tool 'no_such_module:f'"),
+    ],
+)
+def test_bad_usage_exits_2_with_a_clear_message(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_hosted_model_without_its_key_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    assert main(["run", "--model", "anthropic:claude-sonnet-4-5", "Hi"]) == 2
+    assert "set ANTHROPIC_API_KEY" in capsys.readouterr().err
+
+
+def test_a_user_tool_is_loaded_from_module_and_attribute(
+    server: ProviderServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = 'def shout(text: str) -> str:\n    """Say it louder."""\n    return text.upper()\n'
+    (tmp_path / "my_tools.py").write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    server.add(Reply.json(completion("ok")))
+    assert main(["run", "--model", f"{server.url}/v1#m", "--tool", "my_tools:shout", "Hi"]) == 0
+    tool = server.received[0].body["tools"][0]["function"]
+    assert (tool["name"], tool["description"]) == ("shout", "Say it louder.")
+
+
+def test_a_function_that_cannot_be_a_tool_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "--tool", "json:dumps", "Hi"]) == 2
+    assert "tool 'dumps': parameter 'obj' needs a type annotation" in capsys.readouterr().err
+
+
+def test_chat_streams_answers_until_exit(server: ProviderServer) -> None:
+    def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish}
+        return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+                "choices": [choice]}  # fmt: skip
+
+    server.add(
+        Reply.sse(
+            [chunk({"role": "assistant", "content": "Hel"}), chunk({"content": "lo"}, "stop")]
+        ),
+        Reply.sse([chunk({"content": "Again"}, "stop")]),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "hookloop", "chat", "--model", f"{server.url}/v1#m", "--no-tools"],
+        input="Hi\n/reset\nAnd?\n/exit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "model> Hello\n" in done.stdout
+    assert "model> Again\n" in done.stdout
+    assert "(history cleared)" in done.stderr
+    second = server.received[1].body["messages"]
+    assert second == [{"role": "user", "content": "And?"}]  # /reset forgot the first exchange
+    assert server.received[0].body["stream"] is True
+
+
+def test_model_specs() -> None:
+    model = model_from_spec("http://localhost:11434/v1#qwen3:0.6b")
+    assert model.name == "qwen3:0.6b"
+    assert model_from_spec("local").name == "local"
+    assert model_from_spec("local:/models/x.gguf").model_path.name == "x.gguf"  # type: ignore[attr-defined]
+    with pytest.raises(ModelSpecError, match="unknown model spec"):
+        model_from_spec("gpt-4o")
+
+
+def test_the_calculator_is_exact_and_refuses_anything_but_arithmetic() -> None:
+    assert calculator.function(expression="17 * 23") == 391
+    assert calculator.function(expression="(2 + 3) ** 2 / 4") == 6.25
+    for bad in ("__import__('os')", "2 ** 10 ** 10", "x + 1", "1 +"):
+        with pytest.raises(ValueError):  # noqa: PT011 - each message differs
+            calculator.function(expression=bad)
+    assert calculator.parameters["properties"]["expression"]["maxLength"] == 80

