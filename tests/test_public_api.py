@@ -27,11 +27,17 @@ def test_all_has_no_duplicates() -> None:
     assert len(hookloop.__all__) == len(set(hookloop.__all__))
 
 
+def exported(module: object) -> list[str]:
+    """A module's public names, less the adapters that load lazily (they need extras)."""
+    lazy = getattr(module, "_LAZY", {})
+    return [name for name in module.__all__ if name not in lazy]  # type: ignore[attr-defined]
+
+
 def test_root_exports_exactly_the_public_names_of_the_public_modules() -> None:
     public: set[str] = {"__version__"}
     for name in MODULES:
         module = importlib.import_module(f"hookloop.{name}")
-        public.update(module.__all__)
+        public.update(exported(module))
     assert set(hookloop.__all__) == public
     for name in hookloop.__all__:
         assert hasattr(hookloop, name), name
@@ -40,7 +46,7 @@ def test_root_exports_exactly_the_public_names_of_the_public_modules() -> None:
 def test_every_exported_name_is_the_same_object_as_in_its_module() -> None:
     for name in MODULES:
         module = importlib.import_module(f"hookloop.{name}")
-        for export in module.__all__:
+        for export in exported(module):
             assert getattr(hookloop, export) is getattr(module, export), export
 
 
@@ -68,3 +74,11 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
 
 def test_version_is_set() -> None:
     assert hookloop.__version__ == "0.1.0"
+
+
+def test_the_provider_adapters_load_lazily_from_hookloop_models() -> None:
+    import hookloop.models
+
+    for name in hookloop.models._LAZY:
+        assert getattr(hookloop.models, name).__name__ == name
+        assert name not in hookloop.__all__

@@ -230,8 +230,9 @@ async def _load(model: LocalModel, out: TextIO) -> None:
     if not live:
         print("loading the local model...", file=out, flush=True)
     await model.start(progress)
-    end = "\r" if live else ""
-    print(f"{end}local model ready in {waited:.1f}s{' ' * 12}", file=out, flush=True)
+    if live:  # overwrite the spinner line
+        out.write("\r" + " " * 40 + "\r")
+    print(f"local model ready in {waited:.1f}s", file=out, flush=True)
 
 
 async def _close(model: Model) -> None:

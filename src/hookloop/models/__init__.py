@@ -1,4 +1,13 @@
-"""Models: the protocol every adapter implements, and test doubles in ``models.testing``."""
+"""Models: the protocol, the provider adapters, and test doubles in ``models.testing``.
+
+The adapters load on first use, so ``import hookloop`` never needs their clients:
+``from hookloop.models import OpenAIModel`` imports ``openai`` only then.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .base import (
     FinishReason,
@@ -14,10 +23,29 @@ from .base import (
     ToolDefinition,
 )
 
+if TYPE_CHECKING:
+    from .anthropic import AnthropicModel
+    from .local import LocalModel
+    from .openai import OpenAIModel
+    from .openai_responses import OpenAIResponsesModel
+    from .spec import model_from_spec
+
+_LAZY = {
+    "AnthropicModel": ".anthropic",
+    "LocalModel": ".local",
+    "OpenAIModel": ".openai",
+    "OpenAIResponsesModel": ".openai_responses",
+    "model_from_spec": ".spec",
+}
+
 __all__ = [
+    "AnthropicModel",
     "FinishReason",
+    "LocalModel",
     "Model",
     "ModelSettings",
+    "OpenAIModel",
+    "OpenAIResponsesModel",
     "ProviderRequest",
     "ProviderResponse",
     "ResponseAccumulator",
@@ -26,4 +54,11 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "ToolDefinition",
+    "model_from_spec",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,9 +9,12 @@ adapter.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
+
+import httpx2
 
 from ..errors import (
     InvalidResponseError,
@@ -26,14 +29,21 @@ __all__ = ["DEFAULT_TIMEOUT", "translated_errors"]
 DEFAULT_TIMEOUT = 600.0
 """Seconds one model call may take before it counts as timed out (the clients' default)."""
 
-# Raised by the clients or by our own reading of a response when it is not what the
-# provider's API promises (bad JSON, a missing field, a wrong type).
+# Raised by our own reading of a response when it is not what the provider's API promises
+# (a missing field, a wrong type). Only caught around reading, never around the call
+# itself, where a TypeError would be a bug of ours rather than the provider's.
 _MALFORMED = (ValueError, TypeError, KeyError, IndexError, AttributeError)
 
 
 @contextmanager
-def translated_errors(sdk: ModuleType, model: str) -> Iterator[None]:
+def translated_errors(sdk: ModuleType, model: str, *, reading: bool = True) -> Iterator[None]:
     """Re-raise the client's exceptions from ``sdk`` as hookloop errors for ``model``.
+
+    Args:
+        sdk: The client's module (``openai`` or ``anthropic``).
+        model: The model's name, for the error.
+        reading: Also treat Python errors from reading the response (a missing field, a
+            wrong type) as :class:`~hookloop.InvalidResponseError`. Off around the call.
 
     Raises:
         ProviderError: The matching class of the tree; the client's exception is chained
@@ -43,6 +53,14 @@ def translated_errors(sdk: ModuleType, model: str) -> Iterator[None]:
         yield
     except ProviderError:
         raise
+    except json.JSONDecodeError as exc:  # the body, or an SSE data line, is not JSON
+        raise InvalidResponseError(f"malformed response: {exc}", model=model) from exc
+    except httpx2.TimeoutException as exc:  # anthropic does not wrap errors of a stream read
+        raise ProviderTimeoutError(f"the request timed out: {exc!r}", model=model) from exc
+    except httpx2.TransportError as exc:
+        raise ProviderConnectionError(
+            f"the connection failed: {type(exc).__name__}: {exc}", model=model
+        ) from exc
     except sdk.APIStatusError as exc:
         status = exc.status_code if exc.status_code != 200 else None  # error inside a stream
         raise provider_error(
@@ -66,6 +84,8 @@ def translated_errors(sdk: ModuleType, model: str) -> Iterator[None]:
             status=None, body=exc.body, model=model, fallback_message=exc.message
         ) from exc
     except _MALFORMED as exc:
+        if not reading:
+            raise
         raise InvalidResponseError(
             f"malformed response: {type(exc).__name__}: {exc}", model=model
         ) from exc

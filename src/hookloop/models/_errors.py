@@ -58,6 +58,7 @@ _BY_STATUS: Mapping[int, type[ProviderError]] = {
     413: BadRequestError,
     422: BadRequestError,
     429: RateLimitError,
+    503: OverloadedError,  # "service unavailable": the provider sheds load
     529: OverloadedError,
 }
 

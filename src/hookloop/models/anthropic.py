@@ -109,8 +109,9 @@ class AnthropicModel(Model):
         Raises:
             ProviderError: The matching class of hookloop's error tree.
         """
-        with translated_errors(anthropic, self.name):
+        with translated_errors(anthropic, self.name, reading=False):
             message = await self.client.messages.create(**self._body(request))
+        with translated_errors(anthropic, self.name):
             return _parse_message(message)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
@@ -129,8 +130,9 @@ class AnthropicModel(Model):
         stop: FinishReason | None = None
         finished = False
         unargued: set[int] = set()  # tool_use blocks that have not streamed any input yet
-        with translated_errors(anthropic, self.name):
+        with translated_errors(anthropic, self.name, reading=False):
             events = await self.client.messages.create(**body)
+        with translated_errors(anthropic, self.name):
             async for event in events:
                 kind = event.type
                 if kind == "message_start":
@@ -189,10 +191,12 @@ class AnthropicModel(Model):
                 for tool in request.tools
             ]
             body["tool_choice"] = _tool_choice(settings.tool_choice)
+        # The 2.x client has no sampling keywords; they travel in the body as the API has them.
+        extra = dict(settings.extra)
         if settings.temperature is not None:
-            body["temperature"] = settings.temperature
-        if settings.extra:
-            body["extra_body"] = dict(settings.extra)
+            extra.setdefault("temperature", settings.temperature)
+        if extra:
+            body["extra_body"] = extra
         return body
 
 
@@ -241,7 +245,9 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
                 blocks.append({"type": "image", "source": source})
         return "user", blocks
     if isinstance(message, AssistantMessage):
-        blocks = [{"type": "text", "text": message.content}] if message.content else []
+        # Anthropic rejects text blocks that are empty or only whitespace.
+        text = message.content
+        blocks = [{"type": "text", "text": text}] if text.strip() else []
         blocks.extend(
             {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call)}
             for call in message.tool_calls

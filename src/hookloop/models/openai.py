@@ -117,8 +117,9 @@ class OpenAIModel(Model):
         Raises:
             ProviderError: The matching class of hookloop's error tree.
         """
-        with translated_errors(openai, self.name):
+        with translated_errors(openai, self.name, reading=False):
             completion = await self.client.chat.completions.create(**self._body(request))
+        with translated_errors(openai, self.name):
             return _parse_completion(completion)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
@@ -136,8 +137,9 @@ class OpenAIModel(Model):
         finish: FinishReason | None = None
         usage: Usage | None = None
         model: str | None = None
-        with translated_errors(openai, self.name):
+        with translated_errors(openai, self.name, reading=False):
             chunks = await self.client.chat.completions.create(**body)
+        with translated_errors(openai, self.name):
             async for chunk in chunks:
                 model = chunk.model or model
                 if chunk.usage is not None:

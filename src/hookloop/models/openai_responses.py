@@ -98,8 +98,9 @@ class OpenAIResponsesModel(Model):
         Raises:
             ProviderError: The matching class of hookloop's error tree.
         """
-        with translated_errors(openai, self.name):
+        with translated_errors(openai, self.name, reading=False):
             response = await self.client.responses.create(**self._body(request))
+        with translated_errors(openai, self.name):
             return _parse_response(response, self.name)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
@@ -113,8 +114,9 @@ class OpenAIResponsesModel(Model):
         body = self._body(request)
         body["stream"] = True
         final: ProviderResponse | None = None
-        with translated_errors(openai, self.name):
+        with translated_errors(openai, self.name, reading=False):
             events = await self.client.responses.create(**body)
+        with translated_errors(openai, self.name):
             async for event in events:
                 kind = event.type
                 if kind == "response.output_text.delta":
@@ -131,6 +133,9 @@ class OpenAIResponsesModel(Model):
                     yield ToolCallDelta(index=event.output_index, arguments=event.delta)
                 elif kind in ("response.completed", "response.incomplete", "response.failed"):
                     final = _parse_response(event.response, self.name)
+                elif kind == "error":
+                    body = {"type": event.code, "message": event.message, "param": event.param}
+                    raise provider_error(status=None, body=body, model=self.name)
         if final is None:
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
