@@ -1,7 +1,7 @@
 """The hookloop loop, step by step, on the scripted test model (no network, no keys).
 
-Run it with ``python examples/hooks_tour.py``. Every hook event is printed as a timeline by ``TracePlugin``;
-a few hooks of our own show what interceptors can do: a permission check that
+Run it with ``python examples/hooks_tour.py``. Every hook event is printed as a timeline by
+``TracePlugin``; a few hooks of our own show what interceptors can do: a permission check that
 short-circuits a tool call, and a redaction of a tool's result.
 """
 
