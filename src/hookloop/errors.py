@@ -13,6 +13,10 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── ScopeNotFoundError         (also LookupError) no scope has that name
     │   ├── ConcurrentChatError        a second chat on an agent that is still chatting
     │   ├── ScriptExhaustedError       a scripted test model ran out of steps
+    │   ├── MemoryRequestError         (also ValueError) a memory write or search that cannot be
+    │   │                              done as asked (unknown type or action, an action the
+    │   │                              store cannot do); nothing was written
+    │   ├── MemoryNotFoundError        (also LookupError) no memory entry has that id or text
     │   └── HistoryError               a ChatHistory call that cannot apply; history unchanged
     │       ├── MessageNotFoundError   (also LookupError) no message has that id
     │       ├── InvalidRangeError      (also ValueError) a range that ends before it starts
@@ -64,6 +68,8 @@ __all__ = [
     "InvalidRangeError",
     "InvalidResponseError",
     "MaxIterationsError",
+    "MemoryNotFoundError",
+    "MemoryRequestError",
     "MessageNotFoundError",
     "NotFoundError",
     "OverloadedError",
@@ -139,6 +145,28 @@ class ConcurrentChatError(UsageError):
 
 class ScriptExhaustedError(UsageError):
     """A scripted test model was called more times than it has steps."""
+
+
+class MemoryRequestError(UsageError, ValueError):
+    """A memory write or search cannot be done as asked; nothing was written.
+
+    Raised for an unknown memory type or action, an action the store does not support for
+    that type, missing or malformed arguments, or a text that matches several entries.
+    """
+
+
+class MemoryNotFoundError(UsageError, LookupError):
+    """No memory entry has the id, or contains the text, that a replace or remove named.
+
+    Attributes:
+        memory_type: The memory type searched.
+        target: The id or text that was looked for.
+    """
+
+    def __init__(self, message: str, *, memory_type: str, target: str) -> None:
+        super().__init__(message)
+        self.memory_type = memory_type
+        self.target = target
 
 
 class HistoryError(UsageError):
