@@ -103,9 +103,6 @@ HookEvent: TypeAlias = Literal[
 EVENTS: Final[frozenset[str]] = frozenset(HookEvent.__args__)  # type: ignore[attr-defined]
 # Scope events fire inside the synchronous register()/unregister() call.
 _SYNC_ONLY: Final = frozenset({ON_SCOPE_REGISTER, ON_SCOPE_UNREGISTER})
-# Events that report something already done (a write, a switch, a finished delegation): a
-# failing handler cannot undo it, so its exception is logged at WARNING, never raised.
-REPORT_EVENTS: Final = frozenset({ON_MEMORY_WRITE, ON_DELEGATION, ON_SESSION_SWITCH})
 
 
 # --- contexts --------------------------------------------------------------------------
