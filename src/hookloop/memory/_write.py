@@ -63,7 +63,9 @@ async def write_memory(
         target = _target(checked_type, memory_id, match)
         entry = await store.replace(target, check_content(content), metadata)
     else:  # remove: the content names the entry when no id or match is given (the seed's form)
-        target = _target(checked_type, memory_id, match if match is not None else content)
+        if memory_id is None and match is None:
+            match = content
+        target = _target(checked_type, memory_id, match)
         entry = await store.remove(target)
     if hs := agent.hooks.handlers.get(ON_MEMORY_WRITE):
         ctx = MemoryWriteContext(
