@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ._background import BackgroundTasks, run_sync
+from ._delegation import Relay, as_tool, delegate
 from ._loop import ChatRun
 from .context.history import ChatHistory
 from .context.tokens import counter_for_model
@@ -137,6 +138,9 @@ class Agent(HookHost):
         """The session the agent is in; change it with :meth:`switch_session`."""
         self._run: ChatRun | None = None
         self._plugins: list[Plugin] = []
+        # Set while this agent works for a parent whose side listens to its events.
+        self._relay: Relay | None = None
+        self._delegation_lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         tool_list = list(tools)
         if tool_list:
             self.scopes.register(Scope(DEFAULT_SCOPE, tools=tool_list))
@@ -218,11 +222,7 @@ class Agent(HookHost):
             ChatCancelledError: :meth:`cancel` ended the chat.
             asyncio.CancelledError: The task running the chat was cancelled.
         """
-        run = self._start(_user_message(message), None)
-        try:
-            return await run.run()
-        finally:
-            self._run = None
+        return await self._drive(self._start(_user_message(message), None))
 
     def chat_stream(self, message: UserInput) -> ChatStream:
         """Run a chat like :meth:`chat`, yielding its events as they happen.
@@ -251,6 +251,50 @@ class Agent(HookHost):
         """
         run = self._run
         return run.cancel(reason) if run is not None else False
+
+    # -- delegation --------------------------------------------------------------------------
+
+    async def delegate(
+        self, task: str, *, to: Agent, metadata: Mapping[str, Any] | None = None
+    ) -> AgentResponse:
+        """Have the sub-agent ``to`` do ``task`` (one chat of it) and return its response.
+
+        Its events reach this agent's ``on_subagent_event`` handlers, tagged with the agent
+        path; its token usage is added to this agent's running chat, if any; cancelling
+        the caller cancels it; ``on_delegation`` fires here once it succeeded. Delegations
+        to one sub-agent take turns. See ``docs/delegation.md``.
+
+        Args:
+            task: What the sub-agent should do, with everything it needs to know.
+            to: The sub-agent.
+            metadata: Passed to ``on_delegation`` handlers.
+
+        Raises:
+            UsageError: ``to`` is this agent, or ``task`` is empty.
+            Exception: What the sub-agent's chat raised.
+        """
+        return await delegate(self, task, to, metadata=metadata)
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Tool:
+        """This agent as a tool another agent's model can call with a ``task``.
+
+        Each call is a :meth:`delegate` from the agent whose chat called the tool; the
+        tool's result is this agent's answer, and its failure a tool error the calling
+        model sees.
+
+        Args:
+            name: The tool's name; this agent's name by default.
+            description: What the calling model is told the tool does; say what this agent
+                is good at.
+            metadata: Passed to the parent's ``on_delegation`` handlers.
+        """
+        return as_tool(self, name=name, description=description, metadata=metadata)
 
     # -- memory ------------------------------------------------------------------------------
 
@@ -430,6 +474,12 @@ class Agent(HookHost):
         tb: TracebackType | None,
     ) -> None:
         await self.aclose()
+
+    async def _drive(self, run: ChatRun) -> AgentResponse:
+        try:
+            return await run.run()
+        finally:
+            self._run = None
 
     def _start(
         self, message: UserMessage, emit: Callable[[AgentEvent], Awaitable[None]] | None

@@ -56,6 +56,7 @@ __all__ = [
     "ResponseContext",
     "ScopeContext",
     "SessionSwitchContext",
+    "SubAgentEventContext",
     "ToolErrorContext",
     "ToolResultContext",
     "ToolReturn",
@@ -80,6 +81,7 @@ ON_SCOPE_UNREGISTER: Final = "on_scope_unregister"
 ON_MEMORY_WRITE: Final = "on_memory_write"
 ON_DELEGATION: Final = "on_delegation"
 ON_SESSION_SWITCH: Final = "on_session_switch"
+ON_SUBAGENT_EVENT: Final = "on_subagent_event"
 
 HookEvent: TypeAlias = Literal[
     "on_chat_start",
@@ -99,6 +101,7 @@ HookEvent: TypeAlias = Literal[
     "on_memory_write",
     "on_delegation",
     "on_session_switch",
+    "on_subagent_event",
 ]
 EVENTS: Final[frozenset[str]] = frozenset(HookEvent.__args__)  # type: ignore[attr-defined]
 # Scope events fire inside the synchronous register()/unregister() call.
@@ -324,6 +327,28 @@ class SessionSwitchContext:
     parent_session_id: str | None
     reset: bool
     previous_session_id: str | None
+
+
+@dataclass(slots=True, kw_only=True)
+class SubAgentEventContext:
+    """``on_subagent_event`` (observer): an event fired on a sub-agent this agent delegated to.
+
+    Every hook event of the sub-agent (and, in turn, of its own sub-agents) arrives here
+    once its own handlers ran, tagged with the agent path. Handlers are registered only
+    while a delegation runs and only when someone listens, so without a listener a
+    delegation costs nothing extra. A throw ends the sub-agent's chat like any hook throw.
+
+    Attributes:
+        path: Agent names from this agent down to the one that fired, both included, e.g.
+            ``("orchestrator", "researcher")``.
+        event: The event's name, e.g. ``"on_message"``.
+        context: The event's context object, as the sub-agent's handlers left it. It is
+            the sub-agent's own object: read it, do not change it.
+    """
+
+    path: tuple[str, ...]
+    event: str
+    context: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -627,6 +652,7 @@ PreCompressHandler: TypeAlias = _Fn[PreCompressContext, str | None]
 MemoryWriteHandler: TypeAlias = _Fn[MemoryWriteContext, object]
 DelegationHandler: TypeAlias = _Fn[DelegationContext, object]
 SessionSwitchHandler: TypeAlias = _Fn[SessionSwitchContext, object]
+SubAgentEventHandler: TypeAlias = _Fn[SubAgentEventContext, object]
 ScopeHandler: TypeAlias = Callable[[ScopeContext], object]
 _ScopeEvent: TypeAlias = Literal["on_scope_register", "on_scope_unregister"]
 
@@ -696,6 +722,10 @@ class HookHost:
     @overload
     def add_hook(
         self, event: Literal["on_session_switch"], handler: SessionSwitchHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_subagent_event"], handler: SubAgentEventHandler, *, order: int = 0
     ) -> Disposer: ...
     @overload
     def add_hook(

@@ -37,6 +37,7 @@ from .hooks import (
     ResponseContext,
     ScopeContext,
     SessionSwitchContext,
+    SubAgentEventContext,
     ToolErrorContext,
     ToolResultContext,
 )
@@ -175,3 +176,6 @@ class TracePlugin:
     def _on_session_switch(self, ctx: SessionSwitchContext) -> str:
         reset = ", history reset" if ctx.reset else ""
         return f"{ctx.previous_session_id} -> {ctx.new_session_id}{reset}"
+
+    def _on_subagent_event(self, ctx: SubAgentEventContext) -> str:
+        return f"{' > '.join(ctx.path)}: {ctx.event}"
