@@ -11,7 +11,7 @@
 See ``docs/sessions.md``.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import (
     CorruptSessionError,
@@ -66,7 +66,7 @@ __all__ = [
 _LAZY = {"PostgresSessionStore": "._postgres", "RedisSessionStore": "._redis"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

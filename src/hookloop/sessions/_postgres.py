@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
+from .._background import at_sync_exit
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -200,6 +201,7 @@ class PostgresSessionStore(SessionStore):
                 self._pool = await asyncpg.create_pool(
                     self._dsn, min_size=1, max_size=self._max_connections, reset=_keep_session
                 )
+                at_sync_exit(self.close)  # under agent.*_sync(), the loop ends with the call
             if not self._ready:
                 async with self._pool.acquire() as conn:
                     await self._migrate(conn)

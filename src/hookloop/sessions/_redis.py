@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from .._background import at_sync_exit
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -189,6 +190,7 @@ class RedisSessionStore(SessionStore):
         async with self._lock:
             if self._client is None:
                 self._client = Redis.from_url(self.url)
+                at_sync_exit(self.close)  # under agent.*_sync(), the loop ends with the call
             if not self._ready:
                 await self._migrate(self._client)
                 if self.retention.prunes:
