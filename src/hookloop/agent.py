@@ -18,7 +18,7 @@ from ._delegation import Relay, as_tool, delegate
 from ._loop import ChatRun
 from .context.history import ChatHistory
 from .context.tokens import counter_for_model
-from .errors import ConcurrentChatError, InvalidMessageError, UsageError
+from .errors import ConcurrentChatError, InvalidMessageError, MemoryRequestError, UsageError
 from .events import AgentEvent, AgentResponse
 from .hooks import (
     ON_SESSION_SWITCH,
@@ -380,8 +380,6 @@ class Agent(HookHost):
         """
         store = self.memory
         if store is None:
-            from .errors import MemoryRequestError
-
             raise MemoryRequestError(f"agent {self.name!r} has no memory: pass Agent(memory=...)")
         return await store.search(query, memory_type=memory_type, limit=limit)
 

@@ -108,7 +108,7 @@ class ProviderMemoryStore(MemoryStore):
         self.memory_types = tuple(t for t in MEMORY_TYPES if ("add", t) in self._methods)
 
     def __repr__(self) -> str:
-        return f"ProviderMemoryStore({self.provider!r})"
+        return f"ProviderMemoryStore({type(self.provider).__name__})"
 
     def supports(self, action: MemoryAction, memory_type: MemoryType) -> bool:
         """Whether the provider has a method for ``action`` on ``memory_type``."""
