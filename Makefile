@@ -26,6 +26,7 @@ unit: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/context.py
+	scripts/test-services run $(BIN)/python bench/stores.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .services
