@@ -509,3 +509,23 @@ async def test_as_tool_outside_a_chat_just_runs_the_sub_agent() -> None:
     researcher = agent("researcher", ["direct"])
     result = await researcher.as_tool().invoke({"task": "hello"})
     assert result == "direct"
+
+
+async def test_delegating_to_a_sub_agent_that_is_chatting_fails_and_leaves_no_trace() -> None:
+    from hookloop import ConcurrentChatError
+
+    started = asyncio.Event()
+    busy = Agent(blocking_model(started), name="busy", retry=None)
+    boss = agent("boss", [])
+    boss.add_hook("on_subagent_event", lambda ctx: None)
+    own_chat = asyncio.ensure_future(busy.chat("working"))
+    await started.wait()
+
+    with pytest.raises(ConcurrentChatError):
+        await boss.delegate("more work", to=busy)
+
+    assert busy.hooks.handlers == {}  # no forwarder left behind
+    assert busy._relay is None
+    own_chat.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await own_chat

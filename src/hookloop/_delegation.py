@@ -67,11 +67,13 @@ async def delegate(
         raise UsageError(f"a delegated task must be a non-empty str, got {task!r:.80}")
     info = dict(metadata or {})
     async with _lock_for(sub):
+        run = sub._start(UserMessage(content=task), None)  # ConcurrentChatError if it chats
         relay = _relay_for(parent)
-        forwarding = _forward(sub, relay) if relay is not None else []
         previous_relay, sub._relay = sub._relay, relay
-        run = sub._start(UserMessage(content=task), None)
+        forwarding: list[Disposer] = []
         try:
+            if relay is not None:
+                forwarding = _forward(sub, relay)
             response = await asyncio.ensure_future(sub._drive(run))
         finally:
             if sub._run is run:  # cancelled before its task even started
