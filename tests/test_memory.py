@@ -840,3 +840,48 @@ def test_the_memory_tool_offers_only_what_the_store_supports() -> None:
     assert add_only.definition.parameters["properties"]["action"]["enum"] == ["search", "add"]
     with pytest.raises(UsageError, match="has no memory"):
         make_agent().memory_tool()
+
+
+# --- the public surface ---------------------------------------------------------------------
+
+
+def test_the_memory_package_exports_every_public_name_documented() -> None:
+    import dataclasses
+    import inspect
+
+    import hookloop.memory
+
+    names = hookloop.memory.__all__
+    assert names == sorted(names, key=lambda n: (not n.isupper(), n))  # ruff's order
+    public = {
+        name
+        for name, value in vars(hookloop.memory).items()
+        if not name.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value))
+    }
+    assert public <= set(names)
+    for name in names:
+        obj = getattr(hookloop.memory, name)
+        if not (inspect.isclass(obj) or inspect.isfunction(obj)):
+            continue
+        assert inspect.getdoc(obj), name
+        for attr, member in vars(obj).items() if inspect.isclass(obj) else ():
+            if not attr.startswith("_") and inspect.isfunction(member):
+                assert inspect.getdoc(member), f"{name}.{attr}"
+        if dataclasses.is_dataclass(obj):
+            params = inspect.signature(obj).parameters.values()
+            assert all(p.kind is p.KEYWORD_ONLY for p in params), name
+
+
+def test_importing_the_memory_package_needs_no_database_driver() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['asyncpg'] = None; sys.modules['redis'] = None\n"
+        "import hookloop.memory\n"
+        "try:\n"
+        "    import asyncio; asyncio.run(hookloop.memory.PostgresMemoryStore('postgresql://x').get('m'))\n"
+        "except ImportError as e: print(e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "pip install 'hookloop[postgres]'" in done.stdout
