@@ -9,7 +9,10 @@ and writes raw rows behind the store's back to make corrupt data.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -181,6 +184,21 @@ def backend_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Ba
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     """Each test that takes it runs once per backend, on a fresh, private place."""
     return backend_for(request.param, request, tmp_path)
+
+
+def kill(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGKILL the process; what it wrote to stdout (not read yet) and stderr.
+
+    Reads through the pipes' text wrappers (not ``communicate()``, which would skip what a
+    ``readline()`` had buffered already).
+    """
+    os.kill(process.pid, signal.SIGKILL)
+    assert process.stdout is not None
+    assert process.stderr is not None
+    with process.stdout, process.stderr:
+        rest, errors = process.stdout.read(), process.stderr.read()
+    process.wait()
+    return rest, errors
 
 
 class FakeClock:

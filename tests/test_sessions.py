@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from _session_backends import Backend, FakeClock, backend
+from _session_backends import Backend, FakeClock, backend, kill
 from hookloop import (
     AssistantMessage,
     ImagePart,
@@ -222,8 +221,7 @@ async def test_a_killed_writer_loses_nothing_it_committed(backend: Backend) -> N
             break
         seq, message_id = line.split()
         reported.append((int(seq), message_id))
-    os.kill(writer.pid, signal.SIGKILL)
-    rest, errors = await asyncio.to_thread(writer.communicate)
+    rest, errors = await asyncio.to_thread(kill, writer)
     assert writer.returncode == -signal.SIGKILL, errors
     for line in rest.splitlines():  # printed before the kill: committed too
         seq, message_id = line.split()

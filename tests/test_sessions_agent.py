@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from _session_backends import Backend, backend
+from _session_backends import Backend, backend, kill
 from hookloop import (
     Agent,
     AssistantMessage,
@@ -100,8 +98,7 @@ async def test_a_tool_call_left_open_by_a_killed_process_is_repaired(backend: Ba
     worker = start_agent_process(backend, "crashed")
     assert worker.stdout is not None
     line = await asyncio.to_thread(worker.stdout.readline)
-    os.kill(worker.pid, signal.SIGKILL)
-    _, errors = await asyncio.to_thread(worker.communicate)
+    _, errors = await asyncio.to_thread(kill, worker)
     assert line == "tool started\n", errors
 
     async with backend.store() as store:

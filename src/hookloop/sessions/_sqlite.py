@@ -55,10 +55,32 @@ CREATE TABLE hookloop_messages (
     message_id TEXT NOT NULL,
     format INTEGER NOT NULL,
     data TEXT NOT NULL,
+    created_at REAL NOT NULL,
     PRIMARY KEY (session_id, seq)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX hookloop_messages_id ON hookloop_messages (session_id, message_id);
+CREATE TRIGGER hookloop_message_added AFTER INSERT ON hookloop_messages BEGIN
+    UPDATE hookloop_sessions SET
+        last_seq = max(last_seq, NEW.seq),
+        message_count = message_count + 1,
+        updated_at = max(updated_at, NEW.created_at)
+    WHERE session_id = NEW.session_id;
+END;
+CREATE TRIGGER hookloop_message_removed AFTER DELETE ON hookloop_messages BEGIN
+    UPDATE hookloop_sessions SET message_count = message_count - 1
+    WHERE session_id = OLD.session_id;
+END;
 """
+
+# An append is this one statement, so one implicit transaction: it takes the next seq from
+# the session's record, and the trigger above moves the record on. No row comes back for a
+# session that does not exist yet or is not at ?6 (expected_seq).
+_APPEND = (
+    "INSERT INTO hookloop_messages "
+    "SELECT session_id, last_seq + 1, ?2, ?3, ?4, ?5 FROM hookloop_sessions "
+    "WHERE session_id = ?1 AND (?6 IS NULL OR last_seq = ?6) RETURNING seq"
+)
+_AppendArgs = tuple[str, str, int, str, float, int | None]
 
 _INFO_COLUMNS = "session_id, parent_id, created_at, updated_at, message_count, last_seq"
 
@@ -151,9 +173,8 @@ class SqliteSessionStore(SessionStore):
             ).fetchone()
             if row is None:
                 # Statement by statement: executescript() would commit the transaction.
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        conn.execute(statement)
+                for statement in _statements(_SCHEMA):
+                    conn.execute(statement)
                 conn.execute(
                     "INSERT INTO hookloop_meta VALUES ('sessions_schema', ?)", (SCHEMA_VERSION,)
                 )
@@ -206,89 +227,55 @@ class SqliteSessionStore(SessionStore):
         data: str,
         expected_seq: int | None,
     ) -> int:
+        args = (session_id, message_id, MESSAGE_FORMAT, data, self._clock(), expected_seq)
         try:
-            return self._append_in(conn, session_id, message_id, data, expected_seq)
+            try:
+                seq = _insert(conn, args)  # one statement: its own transaction
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+                seq = None  # another process wrote first: queue for the lock below
+            if seq is None:
+                seq = self._append_slowly(conn, args)
         except _Done as done:  # the message was there already; nothing was written
             return done.seq
-
-    def _append_in(
-        self,
-        conn: sqlite3.Connection,
-        session_id: str,
-        message_id: str,
-        data: str,
-        expected_seq: int | None,
-    ) -> int:
-        now = self._clock()
-        with _transaction(conn):
-            row = conn.execute(
-                "UPDATE hookloop_sessions SET last_seq = last_seq + 1, "
-                "message_count = message_count + 1, updated_at = ?1 "
-                "WHERE session_id = ?2 AND (?3 IS NULL OR last_seq = ?3) RETURNING last_seq",
-                (now, session_id, expected_seq),
-            ).fetchone()
-            if row is None:
-                self._first_or_conflict(conn, session_id, message_id, data, expected_seq)
-                conn.execute(
-                    "INSERT INTO hookloop_sessions VALUES (?, NULL, ?, ?, 1, 1)",
-                    (session_id, now, now),
-                )
-                seq = 1
-            else:
-                seq = _int(row[0], session_id, "last_seq")
-            try:
-                conn.execute(
-                    "INSERT INTO hookloop_messages VALUES (?, ?, ?, ?, ?)",
-                    (session_id, seq, message_id, MESSAGE_FORMAT, data),
-                )
-            except sqlite3.IntegrityError:
-                found = _existing(conn, session_id, message_id, data)
-                if found is not None:
-                    raise _Done(found) from None
-                raise CorruptSessionError(
-                    session_id=session_id,
-                    seq=seq,
-                    reason="its record's last_seq is behind the messages stored",
-                ) from None
-            limit = self.retention.max_messages
-            if limit is not None and seq > limit:
-                removed = conn.execute(
-                    "DELETE FROM hookloop_messages WHERE session_id = ? AND seq <= ?",
-                    (session_id, seq - limit),
-                ).rowcount
-                if removed:
-                    conn.execute(
-                        "UPDATE hookloop_sessions SET message_count = message_count - ? "
-                        "WHERE session_id = ?",
-                        (removed, session_id),
-                    )
+        limit = self.retention.max_messages
+        if limit is not None and seq > limit:
+            conn.execute(
+                "DELETE FROM hookloop_messages WHERE session_id = ? AND seq <= ?",
+                (session_id, seq - limit),
+            )
         return seq
 
-    def _first_or_conflict(
-        self,
-        conn: sqlite3.Connection,
-        session_id: str,
-        message_id: str,
-        data: str,
-        expected_seq: int | None,
-    ) -> None:
-        """No row was updated: return for a new session; else end with a retry or conflict."""
-        found = _existing(conn, session_id, message_id, data)
-        if found is not None:
-            raise _Done(found)
-        row = conn.execute(
-            "SELECT last_seq FROM hookloop_sessions WHERE session_id = ?", (session_id,)
-        ).fetchone()
-        if row is None and not expected_seq:
-            return
-        actual = 0 if row is None else _int(row[0], session_id, "last_seq")
-        raise SessionConflictError(
-            f"session {session_id!r} is at seq {actual}, not at the expected {expected_seq}: "
-            "another writer appended first; nothing was written",
-            session_id=session_id,
-            expected_seq=expected_seq,
-            actual_seq=actual,
-        )
+    def _append_slowly(self, conn: sqlite3.Connection, args: _AppendArgs) -> int:
+        """A new session, a conflict, a repeated message, or a busy database."""
+        session_id, message_id, _, data, now, expected_seq = args
+        with _transaction(conn):  # holds the write lock: nothing changes under us
+            seq = _insert(conn, args)
+            if seq is not None:
+                return seq
+            found = _existing(conn, session_id, message_id, data)
+            if found is not None:
+                raise _Done(found)
+            row = conn.execute(
+                "SELECT last_seq FROM hookloop_sessions WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            if row is None and not expected_seq:
+                conn.execute(
+                    "INSERT INTO hookloop_sessions VALUES (?, NULL, ?, ?, 0, 0)",
+                    (session_id, now, now),
+                )
+                seq = _insert(conn, args)
+                if seq is not None:
+                    return seq
+            actual = 0 if row is None else _int(row[0], session_id, "last_seq")
+            raise SessionConflictError(
+                f"session {session_id!r} is at seq {actual}, not at the expected "
+                f"{expected_seq}: another writer appended first; nothing was written",
+                session_id=session_id,
+                expected_seq=expected_seq,
+                actual_seq=actual,
+            )
 
     # --- reading ------------------------------------------------------------------------
 
@@ -351,18 +338,23 @@ class SqliteSessionStore(SessionStore):
                 raise SessionNotFoundError(session_id)
             if _select_info(conn, new_id) is not None:
                 raise SessionExistsError(new_id)
-            count, last_seq = source[4], source[5]
+            last_seq = source[5]
             conn.execute(
-                "INSERT INTO hookloop_sessions VALUES (?, ?, ?, ?, ?, ?)",
-                (new_id, session_id, now, now, count, last_seq),
+                "INSERT INTO hookloop_sessions VALUES (?, ?, ?, ?, 0, 0)",
+                (new_id, session_id, now, now),
             )
-            conn.execute(
-                "INSERT INTO hookloop_messages "
-                "SELECT ?, seq, message_id, format, data FROM hookloop_messages "
-                "WHERE session_id = ?",
+            conn.execute(  # the trigger counts them
+                "INSERT INTO hookloop_messages SELECT ?, seq, message_id, format, data, "
+                "created_at FROM hookloop_messages WHERE session_id = ?",
                 (new_id, session_id),
             )
-            return (new_id, session_id, now, now, count, last_seq)
+            conn.execute(
+                "UPDATE hookloop_sessions SET last_seq = ?, updated_at = ? WHERE session_id = ?",
+                (last_seq, now, new_id),
+            )
+            row = _select_info(conn, new_id)
+            assert row is not None
+            return row
 
     async def delete(self, session_id: str) -> bool:
         """Delete the session and its messages; see :meth:`SessionStore.delete`."""
@@ -427,6 +419,36 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
+def _insert(conn: sqlite3.Connection, args: _AppendArgs) -> int | None:
+    """Run the append statement; its seq, or ``None`` when it matched no session record."""
+    session_id, message_id, _, data, _, _ = args
+    try:
+        rows = conn.execute(_APPEND, args).fetchall()  # to the end: that ends the statement
+    except sqlite3.IntegrityError:
+        found = _existing(conn, session_id, message_id, data)
+        if found is not None:
+            raise _Done(found) from None
+        raise CorruptSessionError(
+            session_id=session_id,
+            seq=None,
+            reason="its record's last_seq is behind the messages stored",
+        ) from None
+    return _int(rows[0][0], session_id, "last_seq") if rows else None
+
+
+def _statements(script: str) -> list[str]:
+    """The statements of a script whose trigger bodies hold ``;`` too."""
+    out: list[str] = []
+    current = ""
+    for piece in script.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \n;"):
+                out.append(current.strip())
+            current = ""
+    return out
+
+
 def _existing(conn: sqlite3.Connection, session_id: str, message_id: str, data: str) -> int | None:
     """The seq of this very message if the session has it; a conflict if it differs."""
     row = conn.execute(
@@ -473,11 +495,12 @@ def _delete(conn: sqlite3.Connection, session_id: str) -> bool:
 
 
 def _delete_rows(conn: sqlite3.Connection, session_id: str) -> bool:
+    # The record first, so that the trigger has no counter to update per message.
+    found = conn.execute(
+        "DELETE FROM hookloop_sessions WHERE session_id = ?", (session_id,)
+    ).rowcount
     conn.execute("DELETE FROM hookloop_messages WHERE session_id = ?", (session_id,))
-    return (
-        conn.execute("DELETE FROM hookloop_sessions WHERE session_id = ?", (session_id,)).rowcount
-        > 0
-    )
+    return found > 0
 
 
 def _int(value: object, session_id: str, column: str) -> int:
