@@ -43,6 +43,7 @@ from hookloop.sessions import (
     SessionInfo,
     SessionNotFoundError,
     SessionSchemaError,
+    SqliteSessionStore,
     StoredMessage,
 )
 
@@ -496,3 +497,26 @@ async def test_bad_arguments_are_usage_errors(backend: Backend) -> None:
         with pytest.raises(UsageError):
             await store.fork("s", "")
         assert await store.list_sessions() == []
+
+
+# --- SQLite specifics -------------------------------------------------------------------
+
+
+async def test_sqlite_checkpoints_the_log_of_direct_appends(tmp_path: Path) -> None:
+    store = SqliteSessionStore(tmp_path / "s.db")
+    async with store:
+        for n in range(2_000):  # about 25 MB of log without checkpoints
+            await store.append("s", UserMessage(content=f"message {n} " * 20))
+        await store.info("s")  # the worker has run the checkpoints posted so far
+        wal = tmp_path / "s.db-wal"
+        assert wal.stat().st_size < 8_000_000
+        assert len(await store.load("s")) == 2_000
+
+
+async def test_sqlite_full_synchronous_round_trips(tmp_path: Path) -> None:
+    async with SqliteSessionStore(tmp_path / "s.db", synchronous="full") as store:
+        messages = every_kind()
+        await append_all(store, "s", messages)
+        assert await store.load("s") == messages
+    with pytest.raises(UsageError):
+        SqliteSessionStore(tmp_path / "s.db", synchronous="off")  # type: ignore[arg-type]

@@ -1,10 +1,13 @@
 """Sessions in a SQLite file: the default store, with nothing to install.
 
-The standard library's ``sqlite3`` blocks, so every database call runs on one thread of the
-store's own: the event loop never waits on the disk or on another process's lock, and the
-calls are serialised, as one connection needs. The file is in WAL mode; each append is one
-``BEGIN IMMEDIATE`` ... ``COMMIT`` transaction, so writers in several processes queue for
-the write lock (up to ``busy_timeout``) and never lose or overwrite a message.
+The file is in WAL mode. An append is one ``INSERT ... SELECT`` statement, so one
+transaction: it takes the next seq from the session's record and a trigger moves the record
+on. The common append runs right on the event loop's thread, on a connection that never
+waits (see ``SqliteSessionStore._append_now``); everything that may wait (opening, reads,
+a lock held by another process, a new session, checkpoints) runs on one thread of the
+store's own, so the event loop never waits for the disk or for another process. Writers in
+several processes queue for SQLite's write lock (up to ``busy_timeout``) and never lose or
+overwrite a message.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -28,8 +31,27 @@ from ..errors import (
     UsageError,
 )
 from ..messages import Message
-from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
-from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
+from ._base import SessionStore, check_expected_seq, check_limit, check_session_id
+from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
+from ._sqlite_sql import (
+    CHECKPOINT_EVERY,
+    SCHEMA,
+    AppendArgs,
+    Done,
+    InfoRow,
+    as_int,
+    checkpoint,
+    delete_rows,
+    delete_session,
+    existing,
+    info_from_row,
+    insert,
+    select_info,
+    select_infos,
+    select_messages,
+    statements,
+    transaction,
+)
 from ._thread import Worker
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
@@ -38,51 +60,6 @@ __all__ = ["SqliteSessionStore"]
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-
-_SCHEMA = """
-CREATE TABLE hookloop_sessions (
-    session_id TEXT PRIMARY KEY,
-    parent_id TEXT,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL,
-    message_count INTEGER NOT NULL,
-    last_seq INTEGER NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX hookloop_sessions_updated ON hookloop_sessions (updated_at);
-CREATE TABLE hookloop_messages (
-    session_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    message_id TEXT NOT NULL,
-    format INTEGER NOT NULL,
-    data TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
-CREATE UNIQUE INDEX hookloop_messages_id ON hookloop_messages (session_id, message_id);
-CREATE TRIGGER hookloop_message_added AFTER INSERT ON hookloop_messages BEGIN
-    UPDATE hookloop_sessions SET
-        last_seq = max(last_seq, NEW.seq),
-        message_count = message_count + 1,
-        updated_at = max(updated_at, NEW.created_at)
-    WHERE session_id = NEW.session_id;
-END;
-CREATE TRIGGER hookloop_message_removed AFTER DELETE ON hookloop_messages BEGIN
-    UPDATE hookloop_sessions SET message_count = message_count - 1
-    WHERE session_id = OLD.session_id;
-END;
-"""
-
-# An append is this one statement, so one implicit transaction: it takes the next seq from
-# the session's record, and the trigger above moves the record on. No row comes back for a
-# session that does not exist yet or is not at ?6 (expected_seq).
-_APPEND = (
-    "INSERT INTO hookloop_messages "
-    "SELECT session_id, last_seq + 1, ?2, ?3, ?4, ?5 FROM hookloop_sessions "
-    "WHERE session_id = ?1 AND (?6 IS NULL OR last_seq = ?6) RETURNING seq"
-)
-_AppendArgs = tuple[str, str, int, str, float, int | None]
-
-_INFO_COLUMNS = "session_id, parent_id, created_at, updated_at, message_count, last_seq"
 
 
 class SqliteSessionStore(SessionStore):
@@ -131,6 +108,12 @@ class SqliteSessionStore(SessionStore):
         self._clock = clock
         self._worker: Worker | None = None
         self._conn: sqlite3.Connection | None = None  # touched on the worker thread only
+        # The event loop's own connection, for appends that cannot block (see _append_now).
+        self._direct: sqlite3.Connection | None = None
+        self._direct_lock = threading.Lock()
+        self._ready = False  # the worker has connected: the schema is there and checked
+        self._unchecked = 0  # direct appends since the last checkpoint
+        self._checkpointing = False  # appends go to the thread, behind the checkpoint
 
     def __repr__(self) -> str:
         return f"SqliteSessionStore({str(self.path)!r})"
@@ -161,10 +144,11 @@ class SqliteSessionStore(SessionStore):
         except BaseException:
             conn.close()
             raise
+        self._ready = True
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
-        with _transaction(conn):
+        with transaction(conn):
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS hookloop_meta (key TEXT PRIMARY KEY, value TEXT)"
             )
@@ -173,7 +157,7 @@ class SqliteSessionStore(SessionStore):
             ).fetchone()
             if row is None:
                 # Statement by statement: executescript() would commit the transaction.
-                for statement in _statements(_SCHEMA):
+                for statement in statements(SCHEMA):
                     conn.execute(statement)
                 conn.execute(
                     "INSERT INTO hookloop_meta VALUES ('sessions_schema', ?)", (SCHEMA_VERSION,)
@@ -193,7 +177,12 @@ class SqliteSessionStore(SessionStore):
             # Migrations from older versions go here, one step per version.
 
     async def close(self) -> None:
-        """Close the connection and end the store's thread."""
+        """Close the connections and end the store's thread."""
+        with self._direct_lock:
+            direct, self._direct = self._direct, None
+            self._ready = False
+            if direct is not None:
+                direct.close()
         worker, self._worker = self._worker, None
         if worker is None:
             return
@@ -217,46 +206,95 @@ class SqliteSessionStore(SessionStore):
         check_session_id(session_id)
         check_expected_seq(expected_seq)
         data = encode_message(message)
-        return await self._run(self._append, session_id, message.id, data, expected_seq)
+        args = (session_id, message.id, MESSAGE_FORMAT, data, self._clock(), expected_seq)
+        seq = self._append_now(args) if self._ready and self._synchronous == "normal" else None
+        if seq is None:
+            return await self._run(self._append, args)
+        if self.retention.max_messages is not None:
+            await self._run(self._trim, session_id, seq)
+        return seq
 
-    def _append(
-        self,
-        conn: sqlite3.Connection,
-        session_id: str,
-        message_id: str,
-        data: str,
-        expected_seq: int | None,
-    ) -> int:
-        args = (session_id, message_id, MESSAGE_FORMAT, data, self._clock(), expected_seq)
+    def _append_now(self, args: AppendArgs) -> int | None:
+        """The common append, on the event loop's thread; ``None`` when it could block.
+
+        A hop to the store's thread and back costs more than the append itself (and, on a
+        busy machine, a scheduler delay each way). In WAL mode with ``synchronous=NORMAL``
+        a commit only writes to the log, without ``fsync``, so the event loop can do it: on
+        a connection that never waits for a lock (``busy_timeout = 0``) and never
+        checkpoints (the store's thread does, every ``CHECKPOINT_EVERY`` appends, while
+        appends queue behind it there). A busy database, a new session, a conflict or a
+        second thread go to the store's thread.
+        """
+        if self._checkpointing or not self._direct_lock.acquire(blocking=False):
+            return None
+        try:
+            conn = self._direct
+            if conn is None:
+                conn = self._direct = self._connect_direct()
+            try:
+                seq = insert(conn, args)
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
+                    raise
+                return None
+            except Done as done:
+                return done.seq
+        finally:
+            self._direct_lock.release()
+        if seq is not None:
+            self._unchecked += 1
+            if self._unchecked >= CHECKPOINT_EVERY and self._worker is not None:
+                self._unchecked = 0
+                self._checkpointing = True
+                self._worker.post(partial(self._call, self._checkpoint, ()))
+        return seq
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        try:
+            checkpoint(conn, self._busy_ms)
+        finally:
+            self._checkpointing = False
+
+    def _connect_direct(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA busy_timeout = 0")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA wal_autocheckpoint = 0")
+        return conn
+
+    def _append(self, conn: sqlite3.Connection, args: AppendArgs) -> int:
         try:
             try:
-                seq = _insert(conn, args)  # one statement: its own transaction
+                seq = insert(conn, args)  # one statement: its own transaction
             except sqlite3.OperationalError as exc:
                 if exc.sqlite_errorcode & 0xFF != sqlite3.SQLITE_BUSY:
                     raise
                 seq = None  # another process wrote first: queue for the lock below
             if seq is None:
                 seq = self._append_slowly(conn, args)
-        except _Done as done:  # the message was there already; nothing was written
+        except Done as done:  # the message was there already; nothing was written
             return done.seq
+        self._trim(conn, args[0], seq)
+        return seq
+
+    def _trim(self, conn: sqlite3.Connection, session_id: str, seq: int) -> None:
         limit = self.retention.max_messages
         if limit is not None and seq > limit:
             conn.execute(
                 "DELETE FROM hookloop_messages WHERE session_id = ? AND seq <= ?",
                 (session_id, seq - limit),
             )
-        return seq
 
-    def _append_slowly(self, conn: sqlite3.Connection, args: _AppendArgs) -> int:
+    def _append_slowly(self, conn: sqlite3.Connection, args: AppendArgs) -> int:
         """A new session, a conflict, a repeated message, or a busy database."""
         session_id, message_id, _, data, now, expected_seq = args
-        with _transaction(conn):  # holds the write lock: nothing changes under us
-            seq = _insert(conn, args)
+        with transaction(conn):  # holds the write lock: nothing changes under us
+            seq = insert(conn, args)
             if seq is not None:
                 return seq
-            found = _existing(conn, session_id, message_id, data)
+            found = existing(conn, session_id, message_id, data)
             if found is not None:
-                raise _Done(found)
+                raise Done(found)
             row = conn.execute(
                 "SELECT last_seq FROM hookloop_sessions WHERE session_id = ?", (session_id,)
             ).fetchone()
@@ -265,10 +303,10 @@ class SqliteSessionStore(SessionStore):
                     "INSERT INTO hookloop_sessions VALUES (?, NULL, ?, ?, 0, 0)",
                     (session_id, now, now),
                 )
-                seq = _insert(conn, args)
+                seq = insert(conn, args)
                 if seq is not None:
                     return seq
-            actual = 0 if row is None else _int(row[0], session_id, "last_seq")
+            actual = 0 if row is None else as_int(row[0], session_id, "last_seq")
             raise SessionConflictError(
                 f"session {session_id!r} is at seq {actual}, not at the expected "
                 f"{expected_seq}: another writer appended first; nothing was written",
@@ -282,23 +320,23 @@ class SqliteSessionStore(SessionStore):
     async def records(self, session_id: str) -> list[StoredMessage]:
         """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
         check_session_id(session_id)
-        rows = await self._run(_select_messages, session_id)
+        rows = await self._run(select_messages, session_id)
         return decode_rows(session_id, rows)
 
     async def info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
         check_session_id(session_id)
-        row = await self._run(_select_info, session_id)
-        return None if row is None else _info(row)
+        row = await self._run(select_info, session_id)
+        return None if row is None else info_from_row(row)
 
     async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
         check_limit(limit)
-        rows = await self._run(_select_infos, -1 if limit is None else limit)
+        rows = await self._run(select_infos, -1 if limit is None else limit)
         out: list[SessionInfo] = []
         for row in rows:
             try:
-                out.append(_info(row))
+                out.append(info_from_row(row))
             except CorruptSessionError as exc:
                 logger.warning("%s; left out of the list", exc)
         return out
@@ -310,11 +348,11 @@ class SqliteSessionStore(SessionStore):
         check_session_id(session_id)
         if parent_id is not None:
             check_session_id(parent_id, "parent_id")
-        return _info(await self._run(self._create, session_id, parent_id))
+        return info_from_row(await self._run(self._create, session_id, parent_id))
 
-    def _create(self, conn: sqlite3.Connection, session_id: str, parent_id: str | None) -> Row6:
+    def _create(self, conn: sqlite3.Connection, session_id: str, parent_id: str | None) -> InfoRow:
         now = self._clock()
-        with _transaction(conn):
+        with transaction(conn):
             try:
                 conn.execute(
                     "INSERT INTO hookloop_sessions VALUES (?, ?, ?, ?, 0, 0)",
@@ -328,15 +366,15 @@ class SqliteSessionStore(SessionStore):
         """Copy a session under a new id; see :meth:`SessionStore.fork`."""
         check_session_id(session_id)
         check_session_id(new_id, "new_id")
-        return _info(await self._run(self._fork, session_id, new_id))
+        return info_from_row(await self._run(self._fork, session_id, new_id))
 
-    def _fork(self, conn: sqlite3.Connection, session_id: str, new_id: str) -> Row6:
+    def _fork(self, conn: sqlite3.Connection, session_id: str, new_id: str) -> InfoRow:
         now = self._clock()
-        with _transaction(conn):
-            source = _select_info(conn, session_id)
+        with transaction(conn):
+            source = select_info(conn, session_id)
             if source is None:
                 raise SessionNotFoundError(session_id)
-            if _select_info(conn, new_id) is not None:
+            if select_info(conn, new_id) is not None:
                 raise SessionExistsError(new_id)
             last_seq = source[5]
             conn.execute(
@@ -352,14 +390,14 @@ class SqliteSessionStore(SessionStore):
                 "UPDATE hookloop_sessions SET last_seq = ?, updated_at = ? WHERE session_id = ?",
                 (last_seq, now, new_id),
             )
-            row = _select_info(conn, new_id)
+            row = select_info(conn, new_id)
             assert row is not None
             return row
 
     async def delete(self, session_id: str) -> bool:
         """Delete the session and its messages; see :meth:`SessionStore.delete`."""
         check_session_id(session_id)
-        return await self._run(_delete, session_id)
+        return await self._run(delete_session, session_id)
 
     async def prune(self) -> int:
         """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""
@@ -369,7 +407,7 @@ class SqliteSessionStore(SessionStore):
         retention = self.retention
         if not retention.prunes:
             return 0
-        with _transaction(conn):
+        with transaction(conn):
             doomed: set[str] = set()
             if retention.max_age is not None:
                 cutoff = self._clock() - retention.max_age.total_seconds()
@@ -389,145 +427,5 @@ class SqliteSessionStore(SessionStore):
                     )
                 )
             for session_id in doomed:
-                _delete_rows(conn, session_id)
+                delete_rows(conn, session_id)
         return len(doomed)
-
-
-# --- helpers run on the store's thread ----------------------------------------------------
-
-Row6 = tuple[object, object, object, object, object, object]
-
-
-class _Done(Exception):
-    """Ends an append's transaction without writing; carries the seq to return."""
-
-    def __init__(self, seq: int) -> None:
-        super().__init__(seq)
-        self.seq = seq
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``, or ``ROLLBACK`` on any exception."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _insert(conn: sqlite3.Connection, args: _AppendArgs) -> int | None:
-    """Run the append statement; its seq, or ``None`` when it matched no session record."""
-    session_id, message_id, _, data, _, _ = args
-    try:
-        rows = conn.execute(_APPEND, args).fetchall()  # to the end: that ends the statement
-    except sqlite3.IntegrityError:
-        found = _existing(conn, session_id, message_id, data)
-        if found is not None:
-            raise _Done(found) from None
-        raise CorruptSessionError(
-            session_id=session_id,
-            seq=None,
-            reason="its record's last_seq is behind the messages stored",
-        ) from None
-    return _int(rows[0][0], session_id, "last_seq") if rows else None
-
-
-def _statements(script: str) -> list[str]:
-    """The statements of a script whose trigger bodies hold ``;`` too."""
-    out: list[str] = []
-    current = ""
-    for piece in script.split(";"):
-        current += piece + ";"
-        if sqlite3.complete_statement(current):
-            if current.strip(" \n;"):
-                out.append(current.strip())
-            current = ""
-    return out
-
-
-def _existing(conn: sqlite3.Connection, session_id: str, message_id: str, data: str) -> int | None:
-    """The seq of this very message if the session has it; a conflict if it differs."""
-    row = conn.execute(
-        "SELECT seq, data FROM hookloop_messages WHERE session_id = ? AND message_id = ?",
-        (session_id, message_id),
-    ).fetchone()
-    if row is None:
-        return None
-    if row[1] != data:
-        raise SessionConflictError(
-            f"session {session_id!r} already holds another message with id {message_id!r} "
-            f"(seq {row[0]}); nothing was written",
-            session_id=session_id,
-        )
-    return _int(row[0], session_id, "seq")
-
-
-def _select_messages(conn: sqlite3.Connection, session_id: str) -> list[Row]:
-    return conn.execute(
-        "SELECT seq, message_id, format, data FROM hookloop_messages "
-        "WHERE session_id = ? ORDER BY seq",
-        (session_id,),
-    ).fetchall()
-
-
-def _select_info(conn: sqlite3.Connection, session_id: str) -> Row6 | None:
-    row: Row6 | None = conn.execute(
-        f"SELECT {_INFO_COLUMNS} FROM hookloop_sessions WHERE session_id = ?", (session_id,)
-    ).fetchone()
-    return row
-
-
-def _select_infos(conn: sqlite3.Connection, limit: int) -> list[Row6]:
-    return conn.execute(
-        f"SELECT {_INFO_COLUMNS} FROM hookloop_sessions "
-        "ORDER BY updated_at DESC, session_id LIMIT ?",
-        (limit,),
-    ).fetchall()
-
-
-def _delete(conn: sqlite3.Connection, session_id: str) -> bool:
-    with _transaction(conn):
-        return _delete_rows(conn, session_id)
-
-
-def _delete_rows(conn: sqlite3.Connection, session_id: str) -> bool:
-    # The record first, so that the trigger has no counter to update per message.
-    found = conn.execute(
-        "DELETE FROM hookloop_sessions WHERE session_id = ?", (session_id,)
-    ).rowcount
-    conn.execute("DELETE FROM hookloop_messages WHERE session_id = ?", (session_id,))
-    return found > 0
-
-
-def _int(value: object, session_id: str, column: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise CorruptSessionError(
-        session_id=session_id, seq=None, reason=f"{column} is {value!r}, not an integer"
-    )
-
-
-def _info(row: Row6) -> SessionInfo:
-    session_id, parent_id, created_at, updated_at, count, last_seq = row
-    sid = str(session_id)
-    if parent_id is not None and not isinstance(parent_id, str):
-        raise CorruptSessionError(session_id=sid, seq=None, reason=f"parent_id is {parent_id!r}")
-    try:
-        created = utc(float(created_at))  # type: ignore[arg-type]
-        updated = utc(float(updated_at))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError, OSError):
-        raise CorruptSessionError(
-            session_id=sid, seq=None, reason=f"timestamps {created_at!r}, {updated_at!r}"
-        ) from None
-    return SessionInfo(
-        session_id=sid,
-        parent_id=parent_id,
-        created_at=created,
-        updated_at=updated,
-        message_count=_int(count, sid, "message_count"),
-        last_seq=_int(last_seq, sid, "last_seq"),
-    )

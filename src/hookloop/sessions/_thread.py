@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -13,7 +14,9 @@ __all__ = ["Worker"]
 
 _T = TypeVar("_T")
 
-_Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[[], Any]]
+_Job = tuple[asyncio.AbstractEventLoop | None, "asyncio.Future[Any] | None", Callable[[], Any]]
+
+logger = logging.getLogger(__name__)
 
 
 class Worker:
@@ -38,6 +41,10 @@ class Worker:
         self._jobs.put((loop, future, fn))
         return await future
 
+    def post(self, fn: Callable[[], object]) -> None:
+        """Run ``fn()`` on the thread later, without waiting; a failure is logged."""
+        self._jobs.put((None, None, fn))
+
     def stop(self) -> None:
         """Let the thread end after the calls already submitted."""
         self._jobs.put(None)
@@ -45,6 +52,14 @@ class Worker:
     def _serve(self) -> None:
         while (job := self._jobs.get()) is not None:
             loop, future, fn = job
+            if loop is None or future is None:  # posted: nobody waits for it
+                try:
+                    fn()
+                except Exception:
+                    logger.warning(
+                        "%s: background call %r failed", self._thread.name, fn, exc_info=True
+                    )
+                continue
             try:
                 result = fn()
             except BaseException as exc:  # handed to the awaiting coroutine, never lost

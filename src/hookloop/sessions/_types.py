@@ -70,9 +70,9 @@ class Retention:
 
     Attributes:
         max_messages: Per session, only the newest ``max_messages`` messages are kept: each
-            append removes what falls out, in the same transaction. Sequence numbers are not
-            renumbered. A restored history may then start with a tool result whose call was
-            removed; the agent's request repair drops it.
+            append removes what falls out. Sequence numbers are not renumbered. A restored
+            history may then start with a tool result whose call was removed; the agent's
+            request repair drops it.
         max_sessions: :meth:`SessionStore.prune` keeps only the ``max_sessions`` most
             recently updated sessions.
         max_age: :meth:`SessionStore.prune` deletes sessions not updated for longer.
