@@ -36,6 +36,7 @@ from ..errors import (
 from ..messages import Message
 from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
 from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
+from ._postgres_sql import INFO_COLUMNS, SCHEMA, SCHEMA_LOCK
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
 try:
@@ -50,87 +51,6 @@ __all__ = ["PostgresSessionStore"]
 _Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 
 logger = logging.getLogger(__name__)
-
-# Taken while the schema is created or checked, so that workers starting together do not
-# race on CREATE TABLE. Any fixed number works; this one is "hookloop" on a phone keypad.
-_SCHEMA_LOCK = 46655667
-
-_SCHEMA = [
-    """CREATE TABLE hookloop_sessions (
-        session_id text PRIMARY KEY,
-        parent_id text,
-        created_at timestamptz NOT NULL,
-        updated_at timestamptz NOT NULL,
-        message_count bigint NOT NULL,
-        last_seq bigint NOT NULL
-    )""",
-    "CREATE INDEX hookloop_sessions_updated ON hookloop_sessions (updated_at)",
-    """CREATE TABLE hookloop_messages (
-        session_id text NOT NULL,
-        seq bigint NOT NULL,
-        message_id text NOT NULL,
-        format integer NOT NULL,
-        data text NOT NULL,
-        PRIMARY KEY (session_id, seq)
-    )""",
-    "CREATE UNIQUE INDEX hookloop_messages_id ON hookloop_messages (session_id, message_id)",
-    # One append in one round trip (a statement is a transaction of its own). Returns
-    # ('ok', seq), ('duplicate', seq) for a message id the session has with the same data,
-    # ('id_taken', seq) for one it has with other data, ('conflict', last_seq) when the
-    # session is not at p_expected. Nothing is written unless the status is 'ok'.
-    """CREATE FUNCTION hookloop_append(
-        p_session text, p_message text, p_format integer, p_data text,
-        p_expected bigint, p_now timestamptz, p_keep bigint
-    ) RETURNS TABLE (out_status text, out_seq bigint) LANGUAGE plpgsql AS $fn$
-    DECLARE
-        v_seq bigint;
-        v_data text;
-        v_removed bigint;
-    BEGIN
-        SELECT m.seq, m.data INTO v_seq, v_data FROM hookloop_messages m
-            WHERE m.session_id = p_session AND m.message_id = p_message;
-        IF FOUND THEN
-            RETURN QUERY SELECT
-                CASE WHEN v_data = p_data THEN 'duplicate' ELSE 'id_taken' END, v_seq;
-            RETURN;
-        END IF;
-        LOOP
-            UPDATE hookloop_sessions s SET last_seq = s.last_seq + 1,
-                    message_count = s.message_count + 1, updated_at = p_now
-                WHERE s.session_id = p_session AND (p_expected IS NULL OR s.last_seq = p_expected)
-                RETURNING s.last_seq INTO v_seq;
-            EXIT WHEN FOUND;
-            SELECT s.last_seq INTO v_seq FROM hookloop_sessions s WHERE s.session_id = p_session;
-            IF FOUND OR coalesce(p_expected, 0) <> 0 THEN
-                RETURN QUERY SELECT 'conflict'::text, coalesce(v_seq, 0::bigint);
-                RETURN;
-            END IF;
-            INSERT INTO hookloop_sessions VALUES (p_session, NULL, p_now, p_now, 1, 1)
-                ON CONFLICT (session_id) DO NOTHING;
-            IF FOUND THEN
-                v_seq := 1;
-                EXIT;
-            END IF;
-            -- Another writer created the session meanwhile; its row is visible now.
-        END LOOP;
-        INSERT INTO hookloop_messages VALUES (p_session, v_seq, p_message, p_format, p_data);
-        IF p_keep IS NOT NULL AND v_seq > p_keep THEN
-            DELETE FROM hookloop_messages m
-                WHERE m.session_id = p_session AND m.seq <= v_seq - p_keep;
-            GET DIAGNOSTICS v_removed = ROW_COUNT;
-            IF v_removed > 0 THEN
-                UPDATE hookloop_sessions s SET message_count = s.message_count - v_removed
-                    WHERE s.session_id = p_session;
-            END IF;
-        END IF;
-        RETURN QUERY SELECT 'ok'::text, v_seq;
-    END
-    $fn$""",
-]
-
-_APPEND = "SELECT * FROM hookloop_append($1, $2, $3, $4, $5, $6, $7)"
-
-_INFO_COLUMNS = "session_id, parent_id, created_at, updated_at, message_count, last_seq"
 
 
 class PostgresSessionStore(SessionStore):
@@ -224,7 +144,7 @@ class PostgresSessionStore(SessionStore):
 
     async def _migrate(self, conn: _Conn) -> None:
         async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK)
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS hookloop_meta (key text PRIMARY KEY, value text)"
             )
@@ -232,7 +152,7 @@ class PostgresSessionStore(SessionStore):
                 "SELECT value FROM hookloop_meta WHERE key = 'sessions_schema'"
             )
             if found is None:
-                for statement in _SCHEMA:
+                for statement in SCHEMA:
                     await conn.execute(statement)
                 await conn.execute(
                     "INSERT INTO hookloop_meta VALUES ('sessions_schema', $1)", str(SCHEMA_VERSION)
@@ -330,7 +250,7 @@ class PostgresSessionStore(SessionStore):
         check_session_id(session_id)
         pool = await self._ensure()
         row = await pool.fetchrow(
-            f"SELECT {_INFO_COLUMNS} FROM hookloop_sessions WHERE session_id = $1", session_id
+            f"SELECT {INFO_COLUMNS} FROM hookloop_sessions WHERE session_id = $1", session_id
         )
         return None if row is None else _info(row)
 
@@ -339,7 +259,7 @@ class PostgresSessionStore(SessionStore):
         check_limit(limit)
         pool = await self._ensure()
         rows = await pool.fetch(
-            f"SELECT {_INFO_COLUMNS} FROM hookloop_sessions "
+            f"SELECT {INFO_COLUMNS} FROM hookloop_sessions "
             "ORDER BY updated_at DESC, session_id LIMIT $1",
             limit,
         )
@@ -361,7 +281,7 @@ class PostgresSessionStore(SessionStore):
         pool = await self._ensure()
         row = await pool.fetchrow(
             "INSERT INTO hookloop_sessions VALUES ($1, $2, $3, $3, 0, 0) "
-            f"ON CONFLICT (session_id) DO NOTHING RETURNING {_INFO_COLUMNS}",
+            f"ON CONFLICT (session_id) DO NOTHING RETURNING {INFO_COLUMNS}",
             session_id,
             parent_id,
             self._now(),
@@ -386,7 +306,7 @@ class PostgresSessionStore(SessionStore):
                 raise SessionNotFoundError(session_id)
             row = await conn.fetchrow(
                 "INSERT INTO hookloop_sessions VALUES ($1, $2, $3, $3, $4, $5) "
-                f"ON CONFLICT (session_id) DO NOTHING RETURNING {_INFO_COLUMNS}",
+                f"ON CONFLICT (session_id) DO NOTHING RETURNING {INFO_COLUMNS}",
                 new_id,
                 session_id,
                 self._now(),
