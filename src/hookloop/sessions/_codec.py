@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import cast
 
 from ..errors import CorruptSessionError, InvalidMessageError
 from ..messages import Message, dump_messages, load_messages
@@ -47,19 +48,29 @@ def decode_rows(session_id: str, rows: Sequence[Row]) -> list[StoredMessage]:
 
 
 def _decode_all(rows: Sequence[Row]) -> list[Message] | None:
-    """The fast path: one JSON parse and one validation for all rows; ``None`` on doubt."""
-    texts: list[str] = []
-    for _, _, version, data in rows:
-        if _format(version) != MESSAGE_FORMAT:
-            return None
-        texts.append(_text(data))
-    items = json.loads(f"[{','.join(texts)}]")
+    """The fast path: one JSON parse and one validation for all rows; ``None`` on doubt.
+
+    Raises ``ValueError`` or ``TypeError`` (anything but text, mixed ``str`` and ``bytes``)
+    when in doubt too; the caller then decodes row by row.
+    """
+    if not rows:
+        return []
+    if {version for _, _, version, _ in rows} != {MESSAGE_FORMAT}:
+        return None
+    # join() raises TypeError for an item of another type than the first: a bad row.
+    texts = [data for _, _, _, data in rows]
+    if isinstance(texts[0], bytes):
+        items = json.loads(b"[" + b",".join(cast("list[bytes]", texts)) + b"]")
+    else:
+        items = json.loads("[" + ",".join(cast("list[str]", texts)) + "]")
     if len(items) != len(rows):
         return None
     messages = load_messages(items)
-    for message, (_, message_id, _, _) in zip(messages, rows, strict=True):
-        if message.id != _text(message_id):
-            return None  # rows that only parsed together, or a foreign row
+    ids = [message_id for _, message_id, _, _ in rows]
+    if isinstance(ids[0], bytes):
+        ids = [i.decode() if isinstance(i, bytes) else i for i in ids]
+    if [message.id for message in messages] != ids:
+        return None  # rows that only parsed together, or a foreign row
     return messages
 
 
