@@ -21,7 +21,7 @@ from hookloop import (
 )
 from hookloop.context import MISSING_RESULT_TEXT, ChatHistory
 from hookloop.models.testing import ScriptedModel, tool_call
-from hookloop.sessions import SessionConflictError, SessionRecorder, SessionStore
+from hookloop.sessions import Retention, SessionConflictError, SessionRecorder, SessionStore
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -245,3 +245,31 @@ async def test_recorder_misuse_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError):
         Agent(ScriptedModel([]), plugins=[recorder])  # one agent per recorder
     await store.close()
+
+
+async def test_a_history_cut_by_retention_is_repaired_in_the_request(backend: Backend) -> None:
+    async with backend.store(retention=Retention(max_messages=2)) as store:
+        agent, _ = first_agent(store)
+        await agent.chat("What is 17 * 23?")  # user, call, result, answer: two are kept
+        kept = await store.load("chat")
+        assert [m.role for m in kept] == ["tool", "assistant"]
+        model = ScriptedModel(["Yes."])
+        again = Agent(model, tools=[multiply], plugins=[store.session("chat")])
+        await again.chat("Still there?")
+        assert list(again.messages[:2]) == kept  # the history is the log...
+        sent = model.requests[0].messages  # ...and the request has no orphan result
+        assert [m.role for m in sent] == ["assistant", "user"]
+
+
+async def test_without_conflict_checks_two_agents_share_one_log(backend: Backend) -> None:
+    async with backend.store() as store:
+        one = Agent(ScriptedModel(["one"]), plugins=[store.session("log", check_conflicts=False)])
+        recorder = store.session("log", check_conflicts=False)
+        two = Agent(ScriptedModel(["two"]), plugins=[recorder])
+        await recorder.restore()  # both start from the same, empty session
+        await one.chat("from one")
+        await two.chat("from two")  # no conflict: its messages go after one's
+        stored = await store.load("log")
+        assert [m.role for m in stored] == ["user", "assistant"] * 2
+        assert stored[2:] == list(two.messages)
+        assert len(two.messages) == 2  # two's own history never saw one's messages
