@@ -27,15 +27,18 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
+# PostgreSQL and Redis run on loopback for the session tests; scripts/test-services stops
+# them again however pytest ends, and exits with pytest's status.
 unit: $(VENV)/.installed-dev
-	$(BIN)/pytest
+	scripts/test-services run $(BIN)/pytest
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/context.py
+	scripts/test-services run $(BIN)/python bench/stores.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .services
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)

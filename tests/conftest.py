@@ -1,5 +1,31 @@
-"""Test-wide settings."""
+"""Test-wide settings and the database fixtures.
 
+PostgreSQL and Redis are real servers on loopback, started by ``scripts/test-services``
+(``make test`` runs it). Their addresses come from the environment or from the
+``.services/env`` file the script writes:
+
+- ``postgres_dsn`` / ``redis_url`` (session-scoped): the server addresses.
+- ``postgres_isolated_dsn`` (per test): a DSN whose ``search_path`` is a fresh schema,
+  dropped after the test, so tests never see each other's tables.
+- ``redis_namespace`` (per test): a unique key prefix; every key under it is deleted after
+  the test.
+
+Without a server the fixtures skip the test on a developer's machine; under CI (``CI`` set
+to anything truthy) a missing server is a hard failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import uuid
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
 from hypothesis import HealthCheck, settings
 
 # Property tests build histories of thousands of messages: on a loaded 2-core CI machine a
@@ -8,3 +34,126 @@ from hypothesis import HealthCheck, settings
 # speed is measured in bench/.
 settings.register_profile("hookloop", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("hookloop")
+
+POSTGRES_ENV = "HOOKLOOP_TEST_POSTGRES_DSN"
+REDIS_ENV = "HOOKLOOP_TEST_REDIS_URL"
+_SERVICES_ENV_FILE = Path(__file__).resolve().parent.parent / ".services" / "env"
+
+
+def _under_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _service_address(name: str) -> str:
+    """The address in the environment, else in ``.services/env``; skip or fail without one."""
+    value = os.environ.get(name)
+    if not value and _SERVICES_ENV_FILE.is_file():
+        for line in _SERVICES_ENV_FILE.read_text().splitlines():
+            key, _, found = line.partition("=")
+            if key.strip() == name:
+                value = found.strip()
+    if value:
+        return value
+    message = f"{name} is not set and .services/env has no entry: run `scripts/test-services start`"
+    if _under_ci():
+        pytest.fail(f"{message} (CI is set, so a missing server is a failure)", pytrace=False)
+    pytest.skip(message)
+
+
+def _driver(module: str) -> Any:
+    """Import a database driver; a missing one skips, or fails under CI."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        message = f"{module} is not installed (make test installs the dev extras): {exc}"
+        if _under_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+def _check_reachable(what: str, probe: Coroutine[Any, Any, None], *errors: type[Exception]) -> None:
+    try:
+        asyncio.run(probe)
+    except (OSError, TimeoutError, *errors) as exc:
+        message = f"{what} is configured but unreachable: {exc}"
+        if _under_ci():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """The DSN of the test PostgreSQL server (superuser ``postgres``, database ``postgres``)."""
+    dsn = _service_address(POSTGRES_ENV)
+    asyncpg = _driver("asyncpg")
+
+    async def probe() -> None:
+        conn = await asyncpg.connect(dsn, timeout=10)
+        await conn.close()
+
+    _check_reachable("PostgreSQL", probe())
+    return dsn
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The URL of the test Redis server (database 0)."""
+    url = _service_address(REDIS_ENV)
+    redis = _driver("redis.asyncio")
+
+    async def probe() -> None:
+        client = redis.Redis.from_url(url, socket_connect_timeout=10)
+        try:
+            await client.ping()
+        finally:
+            await client.aclose()
+
+    _check_reachable("Redis", probe(), _driver("redis.exceptions").ConnectionError)
+    return url
+
+
+def with_search_path(dsn: str, schema: str) -> str:
+    """``dsn`` with ``search_path`` set to ``schema`` (libpq ``options``; asyncpg and psycopg)."""
+    separator = "&" if "?" in dsn else "?"
+    return f"{dsn}{separator}options={quote(f'-c search_path={schema}')}"
+
+
+@pytest.fixture
+def postgres_isolated_dsn(postgres_dsn: str) -> Iterator[str]:
+    """A DSN whose ``search_path`` is a fresh, empty schema, dropped (cascade) after the test."""
+    import asyncpg
+
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+
+    async def run(sql: str) -> None:
+        conn = await asyncpg.connect(postgres_dsn)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run(f"CREATE SCHEMA {schema}"))
+    try:
+        yield with_search_path(postgres_dsn, schema)
+    finally:
+        asyncio.run(run(f"DROP SCHEMA IF EXISTS {schema} CASCADE"))
+
+
+@pytest.fixture
+def redis_namespace(redis_url: str) -> Iterator[str]:
+    """A unique key prefix (``"t:<hex>:"``); every key under it is deleted after the test."""
+    from redis.asyncio import Redis
+
+    prefix = f"t:{uuid.uuid4().hex[:16]}:"
+    yield prefix
+
+    async def cleanup() -> None:
+        client = Redis.from_url(redis_url)
+        try:
+            keys = [key async for key in client.scan_iter(match=f"{prefix}*", count=1000)]
+            if keys:
+                await client.delete(*keys)
+        finally:
+            await client.aclose()
+
+    asyncio.run(cleanup())

@@ -35,7 +35,7 @@ def test_quickstart_prints_what_the_readme_shows() -> None:
 
 def test_quickstart_code_in_the_readme_is_the_example_file() -> None:
     readme = (ROOT / "README.md").read_text()
-    code = readme.split("## Quick start\n\n```python\n")[1].split("```")[0]
+    code = readme.split("for your own tests:\n\n```python\n")[1].split("```")[0]
     assert code == (ROOT / "examples" / "quickstart.py").read_text()
 
 
@@ -60,3 +60,12 @@ def test_hooks_tour_shows_every_chat_hook_event_and_a_valid_history() -> None:
     assert '"reporter_email":"<redacted>"' in out
     assert "chat() raised ChatCancelledError" in out
     assert "answer: 17 x 23 = 391" in out
+
+
+def test_the_readme_shows_the_command_make_demo_runs() -> None:
+    readme = (ROOT / "README.md").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    demo = makefile.split("\ndemo:")[1].split("\n")[1].strip()
+    assert demo.startswith("$(BIN)/hookloop run ")
+    shown = demo.replace("$(BIN)/", ".venv/bin/").replace(" --model local", "")
+    assert f"```sh\n{shown}\n```" in readme

@@ -8,8 +8,10 @@ structure, never the quality of an answer.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
@@ -149,3 +151,31 @@ def test_the_command_runs_the_local_model_and_calls_the_calculator() -> None:
     assert "on_tool_call_result  calculator -> " in done.stderr
     assert "on_chat_done         2 iterations" in done.stderr
     assert done.stdout.strip()  # the answer, whatever the 135M model made of it
+
+
+def test_the_server_does_not_outlive_a_killed_parent() -> None:
+    script = (
+        "import asyncio, sys\n"
+        "from hookloop.models.local import LocalModel\n"
+        "model = LocalModel(context_window=256)\n"
+        "asyncio.run(model.start())\n"
+        "print(model._process.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    with subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as parent:
+        assert parent.stdout is not None
+        server_pid = int(parent.stdout.readline())
+        os.kill(server_pid, 0)  # the server runs
+        parent.kill()  # SIGKILL: no atexit handler, no cleanup of any kind
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(server_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(server_pid, signal.SIGKILL)
+    pytest.fail("the llama.cpp server outlived its killed parent")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from .context.history import ChatHistory
@@ -82,6 +83,9 @@ if TYPE_CHECKING:
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
 
+CURRENT_RUN: ContextVar[ChatRun | None] = ContextVar("hookloop_current_run", default=None)
+"""The chat whose task (or tool) is running: how a sub-agent tool finds its parent."""
+
 
 class ChatRun:
     """The state of one chat on one agent.
@@ -131,6 +135,20 @@ class ChatRun:
         self.task_cancelled = False
         self.finished = False
 
+    @property
+    def agent(self) -> Agent:
+        """The agent running this chat."""
+        return self._agent
+
+    @property
+    def usage(self) -> Usage:
+        """Tokens used so far, sub-agents' included."""
+        return self._usage
+
+    def add_usage(self, usage: Usage) -> None:
+        """Count a sub-agent's tokens as this chat's."""
+        self._usage = self._usage + usage
+
     def cancel(self, reason: object) -> bool:
         """Ask the chat to end; returns False when it has finished already."""
         if self.finished or self.cancel_requested:
@@ -173,6 +191,17 @@ class ChatRun:
         handlers = self._handlers
         emit = self.emit
         self.task = asyncio.current_task()
+        token = CURRENT_RUN.set(self)
+        try:
+            return await self._run(handlers, emit)
+        finally:
+            CURRENT_RUN.reset(token)
+
+    async def _run(
+        self,
+        handlers: dict[str, tuple[Handler, ...]],
+        emit: Callable[[AgentEvent], Awaitable[None]] | None,
+    ) -> AgentResponse:
         try:
             if hs := handlers.get(ON_CHAT_START):
                 await notify(hs, ChatStartContext(message=self._message))

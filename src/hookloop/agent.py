@@ -1,24 +1,39 @@
 """The agent: configuration plus ``chat`` / ``chat_stream`` / ``chat_sync`` / ``cancel``.
 
-The agent composes its collaborators (the hook registry, the scope registry, the model) and
-hands each chat to the loop in ``_loop.py``; it holds no loop logic of its own.
+The agent composes its collaborators (the hook registry, the scope registry, the model, the
+memory store) and hands each chat to the loop in ``_loop.py``, each memory write to
+``memory/_write.py`` and each delegation to ``_delegation.py``; it holds no logic of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Literal
 
+from ._background import BackgroundTasks, run_sync
+from ._delegation import Relay, as_tool, delegate
 from ._loop import ChatRun
 from .context.history import ChatHistory
 from .context.tokens import counter_for_model
-from .errors import ConcurrentChatError, InvalidMessageError, UsageError
+from .errors import ConcurrentChatError, InvalidMessageError, MemoryRequestError, UsageError
 from .events import AgentEvent, AgentResponse
-from .hooks import Disposer, HookHost, HookRegistry, Plugin
-from .messages import ContentPart, ImagePart, Message, TextPart, UserMessage
+from .hooks import (
+    ON_SESSION_SWITCH,
+    Disposer,
+    HookHost,
+    HookRegistry,
+    Plugin,
+    SessionSwitchContext,
+    notify_reporting,
+)
+from .memory._attach import attach_memory
+from .memory._write import write_memory
+from .memory.base import MemoryAction, MemoryEntry, MemoryStore, MemoryType
+from .memory.tool import memory_tool
+from .messages import ContentPart, ImagePart, Message, TextPart, UserMessage, new_id
 from .models.base import Model, ModelSettings
 from .retry import DefaultRetryStrategy, ModelRetryStrategy
 from .tools import Scope, ScopeRegistry, Tool, check_name
@@ -64,10 +79,18 @@ class Agent(HookHost):
             ModelRetryStrategy`, ``None`` for no retries, or (when not given) a new
             :class:`~hookloop.retry.DefaultRetryStrategy`. See ``docs/retries.md``.
         plugins: Plugins to :meth:`use` at once.
+        memory: Where :meth:`store_memory` and the memory tool write: a
+            :class:`~hookloop.memory.MemoryStore`, or your own object with
+            ``store_<type>`` methods (the seed's convention). If the object has memory hooks
+            (``on_memory_write``…), they are registered too. See ``docs/memory.md``.
+        session_id: The session the agent starts in; a new id when not given. See
+            :meth:`switch_session`.
 
     Attributes:
         hooks: The hook registry; prefer :meth:`add_hook`.
         scopes: The scopes of tools and context (``agent.scopes.register(scope)``).
+        background: Tasks the agent started that nobody awaits (async memory hooks);
+            :meth:`aclose` waits for them.
     """
 
     def __init__(
@@ -83,6 +106,8 @@ class Agent(HookHost):
         history: ChatHistory | None = None,
         retry: ModelRetryStrategy | Literal[Default.DEFAULT] | None = Default.DEFAULT,
         plugins: Iterable[Plugin] = (),
+        memory: object = None,
+        session_id: str | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise UsageError(f"model must be a hookloop Model, got {type(model).__name__}")
@@ -113,8 +138,16 @@ class Agent(HookHost):
         """Whether a forcing ``settings.tool_choice`` applies to a chat's first model call only."""
         self.hooks = HookRegistry()
         self.scopes = ScopeRegistry(self.hooks)
+        self.background = BackgroundTasks()
+        self.session_id: str = _checked_session_id(
+            new_id("session") if session_id is None else session_id
+        )
+        """The session the agent is in; change it with :meth:`switch_session`."""
         self._run: ChatRun | None = None
         self._plugins: list[Plugin] = []
+        # Set while this agent works for a parent whose side listens to its events.
+        self._relay: Relay | None = None
+        self._delegation_lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         tool_list = list(tools)
         if tool_list:
             self.scopes.register(Scope(DEFAULT_SCOPE, tools=tool_list))
@@ -128,6 +161,8 @@ class Agent(HookHost):
             self.use(retry)
         for plugin in plugins:
             self.use(plugin)
+        self.memory: MemoryStore | None = attach_memory(self, memory)
+        """Where memory writes go, or ``None``; see ``docs/memory.md``."""
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model.name!r})"
@@ -194,11 +229,7 @@ class Agent(HookHost):
             ChatCancelledError: :meth:`cancel` ended the chat.
             asyncio.CancelledError: The task running the chat was cancelled.
         """
-        run = self._start(_user_message(message), None)
-        try:
-            return await run.run()
-        finally:
-            self._run = None
+        return await self._drive(self._start(_user_message(message), None))
 
     def chat_stream(self, message: UserInput) -> ChatStream:
         """Run a chat like :meth:`chat`, yielding its events as they happen.
@@ -215,8 +246,7 @@ class Agent(HookHost):
         Raises:
             UsageError: Called while an event loop is running in this thread.
         """
-        _require_no_running_loop("chat_sync")
-        return asyncio.run(self.chat(message))
+        return run_sync(self.chat(message), "chat_sync")
 
     def cancel(self, reason: object = None) -> bool:
         """End the running chat as soon as possible.
@@ -228,6 +258,233 @@ class Agent(HookHost):
         """
         run = self._run
         return run.cancel(reason) if run is not None else False
+
+    # -- delegation --------------------------------------------------------------------------
+
+    async def delegate(
+        self, task: str, *, to: Agent, metadata: Mapping[str, Any] | None = None
+    ) -> AgentResponse:
+        """Have the sub-agent ``to`` do ``task`` (one chat of it) and return its response.
+
+        Its events reach this agent's ``on_subagent_event`` handlers, tagged with the agent
+        path; its token usage is added to this agent's running chat, if any; cancelling
+        the caller cancels it; ``on_delegation`` fires here once it succeeded. Delegations
+        to one sub-agent take turns. See ``docs/delegation.md``.
+
+        Args:
+            task: What the sub-agent should do, with everything it needs to know.
+            to: The sub-agent.
+            metadata: Passed to ``on_delegation`` handlers.
+
+        Raises:
+            UsageError: ``to`` is this agent, or ``task`` is empty.
+            Exception: What the sub-agent's chat raised.
+        """
+        return await delegate(self, task, to, metadata=metadata)
+
+    def as_tool(
+        self,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Tool:
+        """This agent as a tool another agent's model can call with a ``task``.
+
+        Each call is a :meth:`delegate` from the agent whose chat called the tool; the
+        tool's result is this agent's answer, and its failure a tool error the calling
+        model sees.
+
+        Args:
+            name: The tool's name; this agent's name by default.
+            description: What the calling model is told the tool does; say what this agent
+                is good at.
+            metadata: Passed to the parent's ``on_delegation`` handlers.
+        """
+        return as_tool(self, name=name, description=description, metadata=metadata)
+
+    # -- memory ------------------------------------------------------------------------------
+
+    async def store_memory(
+        self,
+        content: str,
+        *,
+        memory_type: MemoryType = "long_term",
+        action: MemoryAction = "add",
+        metadata: Mapping[str, Any] | None = None,
+        memory_id: str | None = None,
+        match: str | None = None,
+    ) -> MemoryEntry:
+        """Write to :attr:`memory`; ``on_memory_write`` fires after the write succeeds.
+
+        Args:
+            content: The text to add; for ``"replace"``, the new text; for ``"remove"``,
+                the text that names the entry when neither ``memory_id`` nor ``match`` is
+                given.
+            memory_type: ``"short_term"``, ``"long_term"``, ``"entity"`` or ``"episodic"``.
+            action: ``"add"`` a new entry, ``"replace"`` an entry's text, or ``"remove"``
+                an entry.
+            metadata: JSON-compatible data kept with the entry; for ``"replace"``, ``None``
+                keeps the entry's metadata.
+            memory_id: The entry a replace or remove applies to.
+            match: Or: text that exactly one entry of ``memory_type`` contains
+                (case-insensitive).
+
+        Returns:
+            The entry written (for ``"remove"``, as it was).
+
+        Raises:
+            MemoryRequestError: (a ``ValueError``) an unknown type or action, an action the
+                store does not support, no store, or malformed arguments. Nothing was
+                written and no hook fired.
+            MemoryNotFoundError: No entry has that id or contains that text.
+        """
+        return await write_memory(
+            self,
+            content,
+            memory_type=memory_type,
+            action=action,
+            metadata=metadata,
+            memory_id=memory_id,
+            match=match,
+            source="api",
+        )
+
+    def store_memory_sync(
+        self,
+        content: str,
+        *,
+        memory_type: MemoryType = "long_term",
+        action: MemoryAction = "add",
+        metadata: Mapping[str, Any] | None = None,
+        memory_id: str | None = None,
+        match: str | None = None,
+    ) -> MemoryEntry:
+        """Blocking :meth:`store_memory` for code without an event loop.
+
+        Raises:
+            UsageError: Called while an event loop is running in this thread.
+        """
+        return run_sync(
+            self.store_memory(
+                content,
+                memory_type=memory_type,
+                action=action,
+                metadata=metadata,
+                memory_id=memory_id,
+                match=match,
+            ),
+            "store_memory_sync",
+        )
+
+    async def search_memory(
+        self, query: str, *, memory_type: MemoryType | None = None, limit: int = 10
+    ) -> list[MemoryEntry]:
+        """The entries of :attr:`memory` that best match ``query``, best first.
+
+        Raises:
+            MemoryRequestError: The agent has no memory store, or the type is unknown.
+        """
+        store = self.memory
+        if store is None:
+            raise MemoryRequestError(f"agent {self.name!r} has no memory: pass Agent(memory=...)")
+        return await store.search(query, memory_type=memory_type, limit=limit)
+
+    def memory_tool(self, *, name: str = "memory", description: str | None = None) -> Tool:
+        """A tool the model can call to search and write :attr:`memory`.
+
+        Its writes go through :meth:`store_memory`'s path, so ``on_memory_write`` fires
+        for them. Register it like any tool:
+        ``agent.scopes.register(Scope("memory", tools=[agent.memory_tool()]))``.
+
+        Raises:
+            UsageError: The agent has no memory store.
+        """
+        return memory_tool(self, name=name, description=description)
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    async def switch_session(
+        self,
+        new_session_id: str,
+        *,
+        parent_session_id: str | None = None,
+        reset: bool = False,
+    ) -> None:
+        """Move the agent to another session; ``on_session_switch`` fires afterwards.
+
+        Args:
+            new_session_id: The session to be in from now on.
+            parent_session_id: The session the new one continues from, if any (for
+                session stores that keep lineage).
+            reset: Clear the conversation (the system prompt stays) before the event.
+
+        Raises:
+            ConcurrentChatError: A chat is running: a chat's messages stay in one session.
+            UsageError: ``new_session_id`` is not a non-empty str.
+        """
+        checked = _checked_session_id(new_session_id)
+        if parent_session_id is not None:
+            _checked_session_id(parent_session_id)
+        if self._run is not None:
+            raise ConcurrentChatError(
+                f"agent {self.name!r} cannot switch sessions while a chat is running"
+            )
+        previous, self.session_id = self.session_id, checked
+        if reset:
+            self.history.clear_history()
+        if hs := self.hooks.handlers.get(ON_SESSION_SWITCH):
+            ctx = SessionSwitchContext(
+                new_session_id=checked,
+                parent_session_id=parent_session_id,
+                reset=bool(reset),
+                previous_session_id=previous,
+            )
+            await notify_reporting(hs, ctx)
+
+    def switch_session_sync(
+        self,
+        new_session_id: str,
+        *,
+        parent_session_id: str | None = None,
+        reset: bool = False,
+    ) -> None:
+        """Blocking :meth:`switch_session` for code without an event loop.
+
+        Raises:
+            UsageError: Called while an event loop is running in this thread.
+        """
+        run_sync(
+            self.switch_session(new_session_id, parent_session_id=parent_session_id, reset=reset),
+            "switch_session_sync",
+        )
+
+    # -- closing -----------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Wait for the agent's background work (async memory hooks) to finish.
+
+        The agent stays usable; call it again after more work. ``async with agent:`` calls
+        it on the way out. The memory store is yours and stays open.
+        """
+        await self.background.drain()
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _drive(self, run: ChatRun) -> AgentResponse:
+        try:
+            return await run.run()
+        finally:
+            self._run = None
 
     def _start(
         self, message: UserMessage, emit: Callable[[AgentEvent], Awaitable[None]] | None
@@ -331,9 +588,7 @@ def _content_part(part: object) -> ContentPart:
     )
 
 
-def _require_no_running_loop(name: str) -> None:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return
-    raise UsageError(f"{name}() cannot run inside a running event loop; await the async method")
+def _checked_session_id(session_id: object) -> str:
+    if not isinstance(session_id, str) or not session_id:
+        raise UsageError(f"a session id must be a non-empty str, got {session_id!r}")
+    return session_id

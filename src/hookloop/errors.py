@@ -13,6 +13,10 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── ScopeNotFoundError         (also LookupError) no scope has that name
     │   ├── ConcurrentChatError        a second chat on an agent that is still chatting
     │   ├── ScriptExhaustedError       a scripted test model ran out of steps
+    │   ├── MemoryRequestError         (also ValueError) a memory write or search that cannot be
+    │   │                              done as asked (unknown type or action, an action the
+    │   │                              store cannot do); nothing was written
+    │   ├── MemoryNotFoundError        (also LookupError) no memory entry has that id or text
     │   └── HistoryError               a ChatHistory call that cannot apply; history unchanged
     │       ├── MessageNotFoundError   (also LookupError) no message has that id
     │       ├── InvalidRangeError      (also ValueError) a range that ends before it starts
@@ -36,7 +40,13 @@ while a chat runs, and a correct program still has to expect them::
         │   ├── ToolValidationError    the arguments are not valid JSON or have wrong types
         │   └── ToolExecutionError     the tool's function raised (the cause is chained)
         ├── MaxIterationsError         the model kept calling tools past ``max_iterations``
-        └── ChatCancelledError         ``agent.cancel()`` ended the chat
+        ├── ChatCancelledError         ``agent.cancel()`` ended the chat
+        └── SessionError               a session store cannot do what was asked (session_id)
+            ├── SessionNotFoundError   (also LookupError) no session has that id
+            ├── SessionExistsError     the new id of a fork is taken already
+            ├── SessionConflictError   another writer appended first; nothing was written
+            ├── CorruptSessionError    a stored message cannot be read (seq, reason)
+            └── SessionSchemaError     the store's schema is newer than this hookloop reads
 
 Task cancellation is not in the tree: a chat whose task is cancelled re-raises
 ``asyncio.CancelledError`` unchanged, as asyncio code expects.
@@ -54,6 +64,7 @@ __all__ = [
     "CircuitOpenError",
     "ConcurrentChatError",
     "ContextOverflowError",
+    "CorruptSessionError",
     "DuplicateMessageIdError",
     "DuplicateNameError",
     "HistoryError",
@@ -64,6 +75,8 @@ __all__ = [
     "InvalidRangeError",
     "InvalidResponseError",
     "MaxIterationsError",
+    "MemoryNotFoundError",
+    "MemoryRequestError",
     "MessageNotFoundError",
     "NotFoundError",
     "OverloadedError",
@@ -76,6 +89,11 @@ __all__ = [
     "ScopeNotFoundError",
     "ScriptExhaustedError",
     "ServerError",
+    "SessionConflictError",
+    "SessionError",
+    "SessionExistsError",
+    "SessionNotFoundError",
+    "SessionSchemaError",
     "ToolDefinitionError",
     "ToolDisabledError",
     "ToolError",
@@ -139,6 +157,28 @@ class ConcurrentChatError(UsageError):
 
 class ScriptExhaustedError(UsageError):
     """A scripted test model was called more times than it has steps."""
+
+
+class MemoryRequestError(UsageError, ValueError):
+    """A memory write or search cannot be done as asked; nothing was written.
+
+    Raised for an unknown memory type or action, an action the store does not support for
+    that type, missing or malformed arguments, or a text that matches several entries.
+    """
+
+
+class MemoryNotFoundError(UsageError, LookupError):
+    """No memory entry has the id, or contains the text, that a replace or remove named.
+
+    Attributes:
+        memory_type: The memory type searched.
+        target: The id or text that was looked for.
+    """
+
+    def __init__(self, message: str, *, memory_type: str, target: str) -> None:
+        super().__init__(message)
+        self.memory_type = memory_type
+        self.target = target
 
 
 class HistoryError(UsageError):
@@ -357,3 +397,99 @@ class ChatCancelledError(RunError):
     def __init__(self, reason: object = None) -> None:
         super().__init__("the chat was cancelled" + ("" if reason is None else f": {reason}"))
         self.reason = reason
+
+
+class SessionError(RunError):
+    """A session store cannot do what was asked.
+
+    Attributes:
+        session_id: The session concerned, or ``None`` for the store as a whole.
+    """
+
+    def __init__(self, message: str, *, session_id: str | None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+
+
+class SessionNotFoundError(SessionError, LookupError):
+    """No session has the id given."""
+
+    session_id: str
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r} in the store", session_id=session_id)
+
+
+class SessionExistsError(SessionError):
+    """A session with the id given exists already (the new id of a fork must be free)."""
+
+    session_id: str
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"session {session_id!r} exists already", session_id=session_id)
+
+
+class SessionConflictError(SessionError):
+    """Another writer appended to the session first; nothing was written.
+
+    Raised when an append's ``expected_seq`` is not the session's last sequence number any
+    more, or when a message id already in the session comes again with other content.
+
+    Attributes:
+        expected_seq: The last sequence number the writer expected, if it said one.
+        actual_seq: The session's last sequence number when the append was refused.
+    """
+
+    session_id: str
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        session_id: str,
+        expected_seq: int | None = None,
+        actual_seq: int | None = None,
+    ) -> None:
+        super().__init__(message, session_id=session_id)
+        self.expected_seq = expected_seq
+        self.actual_seq = actual_seq
+
+
+class CorruptSessionError(SessionError):
+    """A stored message of the session cannot be read; the store's other sessions can.
+
+    Attributes:
+        seq: The sequence number of the bad message (``None`` when the session's own record
+            is what is broken).
+        reason: What is wrong with it.
+    """
+
+    session_id: str
+
+    def __init__(self, *, session_id: str, seq: int | None, reason: str) -> None:
+        where = f"message seq {seq}" if seq is not None else "its record"
+        super().__init__(
+            f"session {session_id!r} is corrupt at {where}: {reason}", session_id=session_id
+        )
+        self.seq = seq
+        self.reason = reason
+
+
+class SessionSchemaError(SessionError):
+    """The store's schema version is one this hookloop cannot use (a newer release wrote it).
+
+    Attributes:
+        store: Where the store is, for the message (a path or a server address).
+        found: The schema version found in the store.
+        supported: The newest schema version this hookloop knows.
+    """
+
+    def __init__(self, *, store: str, found: int | str, supported: int) -> None:
+        super().__init__(
+            f"the session store {store} has schema version {found}, but this hookloop knows "
+            f"versions up to {supported}: upgrade hookloop to open it",
+            session_id=None,
+        )
+        self.store = store
+        self.found = found
+        self.supported = supported

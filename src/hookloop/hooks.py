@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import (
@@ -33,6 +33,7 @@ from .models.base import Model, ProviderRequest, ProviderResponse
 if TYPE_CHECKING:
     from .agent import Agent
     from .events import AgentResponse
+    from .memory.base import MemoryAction, MemoryEntry, MemoryType
     from .tools import Scope, Tool
 
 __all__ = [
@@ -41,10 +42,12 @@ __all__ = [
     "ChatDoneContext",
     "ChatErrorContext",
     "ChatStartContext",
+    "DelegationContext",
     "Disposer",
     "HookEvent",
     "HookHost",
     "HookRegistry",
+    "MemoryWriteContext",
     "MessageContext",
     "Plugin",
     "PreCompressContext",
@@ -52,6 +55,8 @@ __all__ = [
     "PreToolCallContext",
     "ResponseContext",
     "ScopeContext",
+    "SessionSwitchContext",
+    "SubAgentEventContext",
     "ToolErrorContext",
     "ToolResultContext",
     "ToolReturn",
@@ -73,6 +78,10 @@ ON_TOOL_CALL_ERROR: Final = "on_tool_call_error"
 ON_PRE_COMPRESS: Final = "on_pre_compress"
 ON_SCOPE_REGISTER: Final = "on_scope_register"
 ON_SCOPE_UNREGISTER: Final = "on_scope_unregister"
+ON_MEMORY_WRITE: Final = "on_memory_write"
+ON_DELEGATION: Final = "on_delegation"
+ON_SESSION_SWITCH: Final = "on_session_switch"
+ON_SUBAGENT_EVENT: Final = "on_subagent_event"
 
 HookEvent: TypeAlias = Literal[
     "on_chat_start",
@@ -89,6 +98,10 @@ HookEvent: TypeAlias = Literal[
     "on_pre_compress",
     "on_scope_register",
     "on_scope_unregister",
+    "on_memory_write",
+    "on_delegation",
+    "on_session_switch",
+    "on_subagent_event",
 ]
 EVENTS: Final[frozenset[str]] = frozenset(HookEvent.__args__)  # type: ignore[attr-defined]
 # Scope events fire inside the synchronous register()/unregister() call.
@@ -244,6 +257,98 @@ class ScopeContext:
     """``on_scope_register`` / ``on_scope_unregister`` (observers, synchronous)."""
 
     scope: Scope
+
+
+@dataclass(slots=True, kw_only=True)
+class MemoryWriteContext:
+    """``on_memory_write`` (report): a memory write succeeded.
+
+    It fires after every successful write through the agent: ``agent.store_memory()`` and
+    the model's memory tool alike; never after a write that failed or was refused. A
+    handler that raises is logged at WARNING and ignored: the write has happened.
+
+    Attributes:
+        action: ``"add"``, ``"replace"`` or ``"remove"``.
+        memory_type: The memory type written (the seed's ``target``).
+        content: The text written; for ``"remove"``, the text of the removed entry.
+        metadata: The entry's metadata after the write.
+        entry: The entry as stored (for ``"remove"``, as it was before it was removed).
+        source: ``"api"`` for ``store_memory()``, ``"tool"`` for the model's memory tool.
+    """
+
+    action: MemoryAction
+    memory_type: MemoryType
+    content: str
+    metadata: Mapping[str, Any]
+    entry: MemoryEntry
+    source: Literal["api", "tool"] = "api"
+
+
+@dataclass(slots=True, kw_only=True)
+class DelegationContext:
+    """``on_delegation`` (report): a sub-agent finished a task this agent delegated.
+
+    It fires on the delegating agent, after the sub-agent's chat succeeded (a failed or
+    cancelled delegation raises instead). A handler that raises is logged at WARNING and
+    ignored.
+
+    Attributes:
+        task: The task the sub-agent was given.
+        result: The sub-agent's final answer.
+        agent_name: The sub-agent's name.
+        metadata: What the caller passed to ``delegate(metadata=...)``.
+        response: The sub-agent's whole response (messages, usage, iterations).
+        path: Agent names from this agent to the sub-agent, both included.
+    """
+
+    task: str
+    result: str
+    agent_name: str
+    metadata: Mapping[str, Any]
+    response: AgentResponse
+    path: tuple[str, ...]
+
+
+@dataclass(slots=True, kw_only=True)
+class SessionSwitchContext:
+    """``on_session_switch`` (report): ``agent.switch_session()`` changed the session.
+
+    It fires after ``agent.session_id`` is the new id (and, with ``reset``, after the history
+    was cleared). A handler that raises is logged at WARNING and ignored.
+
+    Attributes:
+        new_session_id: The session the agent is in now.
+        parent_session_id: The session the new one continues from, if the caller said so.
+        reset: Whether the conversation history was cleared.
+        previous_session_id: The session the agent was in before.
+    """
+
+    new_session_id: str
+    parent_session_id: str | None
+    reset: bool
+    previous_session_id: str | None
+
+
+@dataclass(slots=True, kw_only=True)
+class SubAgentEventContext:
+    """``on_subagent_event`` (observer): an event fired on a sub-agent this agent delegated to.
+
+    Every hook event of the sub-agent (and, in turn, of its own sub-agents) arrives here
+    once its own handlers ran, tagged with the agent path. Handlers are registered only
+    while a delegation runs and only when someone listens, so without a listener a
+    delegation costs nothing extra. A throw ends the sub-agent's chat like any hook throw.
+
+    Attributes:
+        path: Agent names from this agent down to the one that fired, both included, e.g.
+            ``("orchestrator", "researcher")``.
+        event: The event's name, e.g. ``"on_message"``.
+        context: The event's context object, as the sub-agent's handlers left it. It is
+            the sub-agent's own object: read it, do not change it.
+    """
+
+    path: tuple[str, ...]
+    event: str
+    context: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,6 +515,30 @@ async def notify_quietly(handlers: tuple[Handler, ...], ctx: object) -> None:
             logger.exception("the %r hook handler %s raised; ignored", handler.event, handler.label)
 
 
+async def notify_reporting(handlers: tuple[Handler, ...], ctx: object) -> None:
+    """Run the handlers of a report event in order; a failure is logged at WARNING."""
+    for handler in handlers:
+        try:
+            result = handler.fn(ctx)
+            if handler.is_async or (result is not None and inspect.isawaitable(result)):
+                await result
+        except Exception:
+            logger.warning(
+                "the %r hook handler %s raised; ignored (the %s already happened)",
+                handler.event,
+                handler.label,
+                _REPORTED[handler.event],
+                exc_info=True,
+            )
+
+
+_REPORTED: Final = {
+    ON_MEMORY_WRITE: "memory write",
+    ON_DELEGATION: "delegation",
+    ON_SESSION_SWITCH: "session switch",
+}
+
+
 async def collect_texts(handlers: tuple[Handler, ...], ctx: object) -> list[str]:
     """Run every handler in order and gather the strings they return.
 
@@ -520,6 +649,10 @@ PreToolCallHandler: TypeAlias = _Fn[PreToolCallContext, ToolCall | ToolReturn | 
 ToolResultHandler: TypeAlias = _Fn[ToolResultContext, ToolReturn | None]
 ToolErrorHandler: TypeAlias = _Fn[ToolErrorContext, Exception | None]
 PreCompressHandler: TypeAlias = _Fn[PreCompressContext, str | None]
+MemoryWriteHandler: TypeAlias = _Fn[MemoryWriteContext, object]
+DelegationHandler: TypeAlias = _Fn[DelegationContext, object]
+SessionSwitchHandler: TypeAlias = _Fn[SessionSwitchContext, object]
+SubAgentEventHandler: TypeAlias = _Fn[SubAgentEventContext, object]
 ScopeHandler: TypeAlias = Callable[[ScopeContext], object]
 _ScopeEvent: TypeAlias = Literal["on_scope_register", "on_scope_unregister"]
 
@@ -577,6 +710,22 @@ class HookHost:
     @overload
     def add_hook(
         self, event: Literal["on_pre_compress"], handler: PreCompressHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_memory_write"], handler: MemoryWriteHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_delegation"], handler: DelegationHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_session_switch"], handler: SessionSwitchHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_subagent_event"], handler: SubAgentEventHandler, *, order: int = 0
     ) -> Disposer: ...
     @overload
     def add_hook(

@@ -28,12 +28,16 @@ from .hooks import (
     ChatDoneContext,
     ChatErrorContext,
     ChatStartContext,
+    DelegationContext,
+    MemoryWriteContext,
     MessageContext,
     PreCompressContext,
     PreRequestContext,
     PreToolCallContext,
     ResponseContext,
     ScopeContext,
+    SessionSwitchContext,
+    SubAgentEventContext,
     ToolErrorContext,
     ToolResultContext,
 )
@@ -162,3 +166,16 @@ class TracePlugin:
 
     def _on_scope_unregister(self, ctx: ScopeContext) -> str:
         return f"scope {ctx.scope.name!r} removed"
+
+    def _on_memory_write(self, ctx: MemoryWriteContext) -> str:
+        return f"{ctx.action} {ctx.memory_type} {ctx.entry.id}: {self._cut(ctx.content)}"
+
+    def _on_delegation(self, ctx: DelegationContext) -> str:
+        return f"{' > '.join(ctx.path)}: {self._cut(ctx.result)}"
+
+    def _on_session_switch(self, ctx: SessionSwitchContext) -> str:
+        reset = ", history reset" if ctx.reset else ""
+        return f"{ctx.previous_session_id} -> {ctx.new_session_id}{reset}"
+
+    def _on_subagent_event(self, ctx: SubAgentEventContext) -> str:
+        return f"{' > '.join(ctx.path)}: {ctx.event}"

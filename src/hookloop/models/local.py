@@ -71,7 +71,8 @@ class LocalModel(Model):
     """A GGUF model served by llama.cpp in a child process on 127.0.0.1.
 
     The server starts on the first request (or on :meth:`start`) and stops with
-    :meth:`aclose`, ``async with``, or when the Python process exits.
+    :meth:`aclose`, ``async with``, or when the Python process ends, however it ends (it
+    watches a pipe from this process, so even ``kill -9`` leaves no server behind).
 
     Args:
         model_path: The GGUF file; ``None`` for the bundled SmolLM2-135M-Instruct.
@@ -192,7 +193,7 @@ class LocalModel(Model):
             raise LocalModelError(f"no model file at {path}")
         port = _free_port()
         command = [
-            self.python, "-m", "llama_cpp.server",
+            self.python, "-m", "hookloop.models._serve_local",
             "--model", str(path),
             "--model_alias", self.name,
             "--chat_format", self.chat_format,
@@ -206,7 +207,12 @@ class LocalModel(Model):
         self._log = log
         with log.open("wb") as sink:
             self._process = subprocess.Popen(
-                command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                command,
+                stdin=subprocess.PIPE,  # the server exits when this pipe closes (we died)
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
         _PROCESSES.add(self._process)
         from .openai import OpenAIModel
@@ -281,6 +287,8 @@ def _answers(url: str) -> bool:
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
     _PROCESSES.discard(process)
+    if process.stdin is not None:
+        process.stdin.close()
     if process.poll() is None:
         process.terminate()
         try:

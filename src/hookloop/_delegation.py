@@ -1,0 +1,173 @@
+"""Delegation: an agent hands a task to a sub-agent, directly or as a tool of its model.
+
+What a delegation guarantees:
+
+- The sub-agent's chat runs in a task of its own; cancelling the delegating task (or the
+  parent's chat) cancels it, and waits until it has closed its history.
+- Its token usage is added to the parent's running chat, if any, also when it fails.
+- Its hook events reach the parent's ``on_subagent_event`` handlers tagged with the agent
+  path; further up too, when the parent is itself a sub-agent.
+- ``on_delegation`` fires on the parent once the sub-agent succeeded.
+- One delegation at a time per sub-agent: parallel tool calls of one sub-agent take turns,
+  so its conversation stays in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ._loop import CURRENT_RUN, ChatRun
+from .errors import UsageError
+from .hooks import (
+    EVENTS,
+    ON_DELEGATION,
+    ON_SCOPE_REGISTER,
+    ON_SCOPE_UNREGISTER,
+    ON_SUBAGENT_EVENT,
+    DelegationContext,
+    Disposer,
+    SubAgentEventContext,
+    notify,
+    notify_reporting,
+)
+from .messages import UserMessage
+from .tools import Tool
+
+if TYPE_CHECKING:
+    from .agent import Agent
+    from .events import AgentResponse
+
+__all__ = ["Relay", "as_tool", "delegate"]
+
+Relay = Callable[[tuple[str, ...], str, object], Awaitable[None]]
+"""Passes a sub-agent's event (path below the receiver, event name, context) upwards."""
+
+# After every handler of the sub-agent's own, so the parent sees the final values.
+_FORWARD_ORDER: Final = 2**62
+_FORWARDED: Final = tuple(
+    sorted(EVENTS - {ON_SCOPE_REGISTER, ON_SCOPE_UNREGISTER, ON_SUBAGENT_EVENT})
+)
+
+
+async def delegate(
+    parent: Agent, task: str, sub: Agent, *, metadata: Mapping[str, Any] | None = None
+) -> AgentResponse:
+    """Run ``task`` as a chat of ``sub`` on behalf of ``parent``; see the module docstring.
+
+    Raises:
+        UsageError: ``sub`` is ``parent``, or ``task`` is not a non-empty str.
+        Exception: Whatever the sub-agent's chat raised (``ChatCancelledError`` included).
+        asyncio.CancelledError: The delegating task was cancelled.
+    """
+    if sub is parent:
+        raise UsageError(f"agent {parent.name!r} cannot delegate to itself")
+    if not isinstance(task, str) or not task.strip():
+        raise UsageError(f"a delegated task must be a non-empty str, got {task!r:.80}")
+    info = dict(metadata or {})
+    async with _lock_for(sub):
+        run = sub._start(UserMessage(content=task), None)  # ConcurrentChatError if it chats
+        relay = _relay_for(parent)
+        previous_relay, sub._relay = sub._relay, relay
+        forwarding: list[Disposer] = []
+        try:
+            if relay is not None:
+                forwarding = _forward(sub, relay)
+            response = await asyncio.ensure_future(sub._drive(run))
+        finally:
+            if sub._run is run:  # cancelled before its task even started
+                sub._run = None
+            sub._relay = previous_relay
+            for dispose in forwarding:
+                dispose()
+            _roll_up(parent, run)
+    if hs := parent.hooks.handlers.get(ON_DELEGATION):
+        ctx = DelegationContext(
+            task=task,
+            result=response.text,
+            agent_name=sub.name,
+            metadata=info,
+            response=response,
+            path=(parent.name, sub.name),
+        )
+        await notify_reporting(hs, ctx)
+    return response
+
+
+def as_tool(
+    sub: Agent,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Tool:
+    """A tool that delegates the model's ``task`` to ``sub`` and returns its answer.
+
+    The agent whose chat calls the tool is the parent (see :func:`delegate`). Outside any
+    chat, the tool just runs a chat of ``sub``.
+    """
+    tool_name = name if name is not None else sub.name
+    summary = description or (
+        f"Hand a task to the {sub.name} agent and get its answer. Give it everything it "
+        "needs to know: it does not see this conversation."
+    )
+
+    async def run(task: str) -> str:
+        parent_run = CURRENT_RUN.get()
+        if parent_run is None or parent_run.agent is sub:
+            return (await sub.chat(task)).text
+        return (await delegate(parent_run.agent, task, sub, metadata=metadata)).text
+
+    run.__doc__ = f"""{summary}
+
+    Args:
+        task: The task, with all the context the {sub.name} agent needs.
+    """
+    return Tool.from_function(run, name=tool_name, description=summary)
+
+
+def _lock_for(sub: Agent) -> asyncio.Lock:
+    """The lock that gives delegations to ``sub`` one at a time (one per event loop)."""
+    loop = asyncio.get_running_loop()
+    held = sub._delegation_lock
+    if held is None or held[0] is not loop:
+        held = (loop, asyncio.Lock())
+        sub._delegation_lock = held
+    return held[1]
+
+
+def _relay_for(parent: Agent) -> Relay | None:
+    """How the sub-agent's events reach ``parent`` and above; ``None`` if nobody listens."""
+    upstream = parent._relay
+    if ON_SUBAGENT_EVENT not in parent.hooks.handlers and upstream is None:
+        return None
+
+    async def relay(path: tuple[str, ...], event: str, ctx: object) -> None:
+        full = (parent.name, *path)
+        if hs := parent.hooks.handlers.get(ON_SUBAGENT_EVENT):
+            await notify(hs, SubAgentEventContext(path=full, event=event, context=ctx))
+        if upstream is not None:
+            await upstream(full, event, ctx)
+
+    return relay
+
+
+def _forward(sub: Agent, relay: Relay) -> list[Disposer]:
+    """Register, on ``sub``, one handler per event that hands the event to ``relay``."""
+    path = (sub.name,)
+
+    def forwarder(event: str) -> Callable[[object], Awaitable[None]]:
+        async def forward(ctx: object) -> None:
+            await relay(path, event, ctx)
+
+        forward.__qualname__ = f"delegation.forward[{event}]"
+        return forward
+
+    return [sub.hooks.add(event, forwarder(event), order=_FORWARD_ORDER) for event in _FORWARDED]
+
+
+def _roll_up(parent: Agent, run: ChatRun) -> None:
+    parent_run = parent._run
+    if parent_run is not None and run.usage.total_tokens:
+        parent_run.add_usage(run.usage)

@@ -1,0 +1,49 @@
+"""Memory: typed entries in a store, the memory tool, and memory lifecycle hooks.
+
+- :class:`MemoryStore` is the contract; :class:`SQLiteMemoryStore` (a file, the embedded
+  default), :class:`PostgresMemoryStore` and :class:`RedisMemoryStore` implement all of it.
+- :class:`ProviderMemoryStore` adapts your own object that follows the seed's method names
+  (``store_<type>``, ``replace_<type>`` / ``update_<type>``, ``remove_<type>`` /
+  ``delete_<type>``); ``Agent(memory=your_object)`` uses it by itself.
+- :class:`MemoryHooks` and :class:`MemoryHooksPlugin`: react to compaction, memory writes,
+  delegation and session switches.
+- :func:`memory_tool` lets the model search and write memory through the agent.
+
+See ``docs/memory.md``.
+"""
+
+from .base import (
+    MEMORY_ACTIONS,
+    MEMORY_TYPES,
+    MemoryAction,
+    MemoryEntry,
+    MemoryStore,
+    MemoryTarget,
+    MemoryType,
+)
+from .hooks import MEMORY_HOOK_NAMES, MemoryHooks, MemoryHooksPlugin, implements_memory_hooks
+from .postgres import PostgresMemoryStore
+from .provider import ProviderMemoryStore, is_memory_provider
+from .redis import RedisMemoryStore
+from .sqlite import SQLiteMemoryStore
+from .tool import memory_tool
+
+__all__ = [
+    "MEMORY_ACTIONS",
+    "MEMORY_HOOK_NAMES",
+    "MEMORY_TYPES",
+    "MemoryAction",
+    "MemoryEntry",
+    "MemoryHooks",
+    "MemoryHooksPlugin",
+    "MemoryStore",
+    "MemoryTarget",
+    "MemoryType",
+    "PostgresMemoryStore",
+    "ProviderMemoryStore",
+    "RedisMemoryStore",
+    "SQLiteMemoryStore",
+    "implements_memory_hooks",
+    "is_memory_provider",
+    "memory_tool",
+]

@@ -1,0 +1,30 @@
+"""Run llama.cpp's OpenAI-compatible server, and stop it when the parent process goes.
+
+:class:`~hookloop.models.local.LocalModel` starts this module instead of
+``llama_cpp.server`` itself, with a pipe as its stdin. When the parent exits in any way
+(even ``kill -9``, when no ``atexit`` handler runs) the pipe closes, the read below returns,
+and the server ends with it instead of staying behind, holding a core and a gigabyte.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import threading
+
+
+def _exit_with_parent() -> None:
+    sys.stdin.buffer.read()  # returns at end of file: the parent closed the pipe or died
+    os._exit(0)
+
+
+def main() -> None:
+    """Serve with ``llama_cpp.server``'s own command line (``sys.argv[1:]``)."""
+    threading.Thread(target=_exit_with_parent, name="parent-watch", daemon=True).start()
+    sys.argv = ["llama_cpp.server", *sys.argv[1:]]
+    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""Sessions: every committed message of an agent kept in a database, restored on restart.
+
+- :class:`SessionStore`: the contract, an append-only log of messages per session with
+  sequence numbers, listing, export, fork, deletion and retention.
+- Backends: :class:`SqliteSessionStore` (a file; the default, nothing to install),
+  :class:`PostgresSessionStore` (``pip install 'hookloop[postgres]'``) and
+  :class:`RedisSessionStore` (``pip install 'hookloop[redis]'``).
+- :class:`SessionRecorder`: the plugin that restores a session into an agent and appends
+  every message the agent commits (``agent.use(store.session("abc"))``).
+
+See ``docs/sessions.md``.
+"""
+
+from typing import TYPE_CHECKING
+
+from ..errors import (
+    CorruptSessionError,
+    SessionConflictError,
+    SessionError,
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionSchemaError,
+)
+from ._base import SessionStore
+from ._codec import MESSAGE_FORMAT
+from ._recorder import SessionRecorder
+from ._sqlite import SqliteSessionStore
+from ._types import (
+    EXPORT_FORMAT,
+    SCHEMA_VERSION,
+    ExportedMessage,
+    ExportedSession,
+    Retention,
+    SessionInfo,
+    StoredMessage,
+)
+
+if TYPE_CHECKING:
+    from ._postgres import PostgresSessionStore
+    from ._redis import RedisSessionStore
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "MESSAGE_FORMAT",
+    "SCHEMA_VERSION",
+    "CorruptSessionError",
+    "ExportedMessage",
+    "ExportedSession",
+    "PostgresSessionStore",
+    "RedisSessionStore",
+    "Retention",
+    "SessionConflictError",
+    "SessionError",
+    "SessionExistsError",
+    "SessionInfo",
+    "SessionNotFoundError",
+    "SessionRecorder",
+    "SessionSchemaError",
+    "SessionStore",
+    "SqliteSessionStore",
+    "StoredMessage",
+]
+
+# The server backends import their client library, which is an optional extra: load them on
+# first use, so that `import hookloop.sessions` works without either installed.
+_LAZY = {"PostgresSessionStore": "._postgres", "RedisSessionStore": "._redis"}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,243 @@
+"""The session store contract: what every backend does, and the values it returns."""
+
+from __future__ import annotations
+
+import abc
+import math
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from ..errors import SessionNotFoundError, UsageError
+from ..messages import Message, dump_messages
+from ._codec import MESSAGE_FORMAT
+from ._types import (
+    EXPORT_FORMAT,
+    MAX_SESSION_ID_LENGTH,
+    ExportedSession,
+    Retention,
+    SessionInfo,
+    StoredMessage,
+)
+
+if TYPE_CHECKING:
+    from ._recorder import SessionRecorder
+
+__all__ = ["SessionStore", "check_expected_seq", "check_limit", "check_session_id", "utc"]
+
+
+class SessionStore(abc.ABC):
+    """An append-only log of messages per session, kept in a database.
+
+    Every message appended gets the next sequence number of its session and is committed
+    before :meth:`append` returns. Appends never overwrite: two writers appending to one
+    session both succeed with distinct sequence numbers, or, when a writer says which
+    sequence number it expects to follow (``expected_seq``), the later one fails with
+    :class:`~hookloop.errors.SessionConflictError` and writes nothing. An append is
+    idempotent by message id, so retrying one whose outcome is unknown (a dropped
+    connection) is safe.
+
+    A store connects on first use and is used from one event loop; ``async with store:``
+    closes it. Backends: :class:`~hookloop.sessions.SqliteSessionStore` (a file, the
+    default), :class:`~hookloop.sessions.PostgresSessionStore` and
+    :class:`~hookloop.sessions.RedisSessionStore` (several processes or machines).
+
+    Reading a message that cannot be decoded raises
+    :class:`~hookloop.errors.CorruptSessionError` naming the session and the sequence
+    number; the other sessions stay readable. A store whose schema a newer hookloop wrote
+    raises :class:`~hookloop.errors.SessionSchemaError` on first use.
+
+    Args:
+        retention: What to keep; see :class:`Retention`.
+    """
+
+    retention: Retention
+
+    def __init__(self, *, retention: Retention | None = None) -> None:
+        if retention is not None and not isinstance(retention, Retention):
+            raise UsageError(f"retention must be a Retention, got {type(retention).__name__}")
+        self.retention = retention or Retention()
+
+    # --- what a backend implements -------------------------------------------------------
+
+    @abc.abstractmethod
+    async def append(
+        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    ) -> int:
+        """Append ``message`` to the session, creating the session if needed; commit it.
+
+        Args:
+            session_id: The session.
+            message: The message to append.
+            expected_seq: The session's last sequence number as the caller last saw it
+                (0 for a session that should be new). When given and the session has moved
+                on, nothing is written and :class:`~hookloop.errors.SessionConflictError`
+                is raised. When not given, the message simply goes last.
+
+        Returns:
+            The message's sequence number. A message whose id the session holds already
+            is not written again: its sequence number is returned.
+
+        Raises:
+            SessionConflictError: Another writer appended first (``expected_seq``), or the
+                session holds another message with the same id.
+            CorruptSessionError: The session's own record is broken.
+        """
+
+    @abc.abstractmethod
+    async def records(self, session_id: str) -> list[StoredMessage]:
+        """Every message of the session with its sequence number, oldest first.
+
+        An unknown session has no messages: the result is ``[]``.
+
+        Raises:
+            CorruptSessionError: A stored message cannot be decoded.
+        """
+
+    @abc.abstractmethod
+    async def info(self, session_id: str) -> SessionInfo | None:
+        """The session's metadata, or ``None`` when there is no such session.
+
+        Raises:
+            CorruptSessionError: The session's record is broken.
+        """
+
+    @abc.abstractmethod
+    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
+        """The sessions, most recently updated first (at most ``limit`` of them).
+
+        A session whose record is broken is left out, with a warning in the log.
+        """
+
+    @abc.abstractmethod
+    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
+        """Create an empty session (appending creates one too; this one records a parent).
+
+        Raises:
+            SessionExistsError: The id is taken.
+        """
+
+    @abc.abstractmethod
+    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
+        """Copy a session under a new id, with ``parent_id`` set to ``session_id``.
+
+        The copy keeps the sequence numbers; both sessions go on independently.
+
+        Raises:
+            SessionNotFoundError: There is no session ``session_id``.
+            SessionExistsError: ``new_id`` is taken.
+        """
+
+    @abc.abstractmethod
+    async def delete(self, session_id: str) -> bool:
+        """Delete the session and its messages; ``False`` when there was no such session.
+
+        Sessions forked from it keep its id as their ``parent_id``.
+        """
+
+    @abc.abstractmethod
+    async def prune(self) -> int:
+        """Apply :attr:`retention`'s ``max_sessions`` and ``max_age`` now.
+
+        Stores also prune when they first connect. Returns how many sessions were deleted.
+        """
+
+    async def close(self) -> None:
+        """Release the connection; the store connects again if it is used afterwards."""
+        return
+
+    # --- built on the above --------------------------------------------------------------
+
+    async def load(self, session_id: str) -> list[Message]:
+        """The session's messages, oldest first (``[]`` for an unknown session).
+
+        Raises:
+            CorruptSessionError: A stored message cannot be decoded.
+        """
+        return [record.message for record in await self.records(session_id)]
+
+    async def export(self, session_id: str) -> ExportedSession:
+        """The session as plain JSON values (``json.dumps`` takes it as it is).
+
+        Raises:
+            SessionNotFoundError: There is no such session.
+            CorruptSessionError: A stored message cannot be decoded.
+        """
+        info = await self.info(session_id)
+        if info is None:
+            raise SessionNotFoundError(session_id)
+        records = await self.records(session_id)
+        dumped = dump_messages(record.message for record in records)
+        return {
+            "format": EXPORT_FORMAT,
+            "version": 1,
+            "message_format": MESSAGE_FORMAT,
+            "session_id": info.session_id,
+            "parent_id": info.parent_id,
+            "created_at": info.created_at.isoformat(),
+            "updated_at": info.updated_at.isoformat(),
+            "messages": [
+                {"seq": record.seq, "message": data}
+                for record, data in zip(records, dumped, strict=True)
+            ],
+        }
+
+    def session(
+        self, session_id: str | None = None, *, check_conflicts: bool = True
+    ) -> SessionRecorder:
+        """A plugin that keeps an agent's conversation in this store.
+
+        ``agent.use(store.session())`` records the agent's own session (``agent.session_id``),
+        ``store.session("abc")`` the session ``"abc"``; see
+        :class:`~hookloop.sessions.SessionRecorder`.
+        """
+        from ._recorder import SessionRecorder
+
+        return SessionRecorder(self, session_id, check_conflicts=check_conflicts)
+
+    async def __aenter__(self) -> SessionStore:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+def check_session_id(session_id: object, what: str = "session_id") -> str:
+    """Return ``session_id`` if it is a usable id, else raise :class:`UsageError`."""
+    if (
+        not isinstance(session_id, str)
+        or not session_id
+        or len(session_id) > MAX_SESSION_ID_LENGTH
+        or not session_id.isprintable()
+    ):
+        raise UsageError(
+            f"{what} must be a non-empty printable str of at most {MAX_SESSION_ID_LENGTH} "
+            f"characters, got {session_id!r:.80}"
+        )
+    return session_id
+
+
+def check_expected_seq(expected_seq: object) -> None:
+    """Raise :class:`UsageError` unless ``expected_seq`` is ``None`` or an int >= 0."""
+    if expected_seq is not None and (
+        isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
+    ):
+        raise UsageError(f"expected_seq must be None or an int >= 0, got {expected_seq!r}")
+
+
+def check_limit(limit: object) -> None:
+    """Raise :class:`UsageError` unless ``limit`` is ``None`` or a positive int."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise UsageError(f"limit must be None or a positive int, got {limit!r}")
+
+
+def utc(timestamp: float) -> datetime:
+    """A POSIX timestamp as an aware UTC datetime."""
+    if not math.isfinite(timestamp):
+        raise ValueError(f"not a finite timestamp: {timestamp!r}")
+    return datetime.fromtimestamp(timestamp, UTC)

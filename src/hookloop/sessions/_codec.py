@@ -1,0 +1,132 @@
+"""A message as a stored row, and back, with :mod:`hookloop.messages`' JSON form.
+
+Each row holds one message as the JSON object :func:`~hookloop.messages.dump_messages` makes,
+with the message's id and the version of that form (``MESSAGE_FORMAT``) beside it, so a later
+release can read old rows and refuse rows it cannot read.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import cast
+
+from ..errors import CorruptSessionError, InvalidMessageError
+from ..messages import Message, dump_messages, load_messages
+from ._types import StoredMessage
+
+__all__ = ["MESSAGE_FORMAT", "Row", "decode_rows", "encode_message"]
+
+MESSAGE_FORMAT = 1
+"""The version of the stored message form: ``dump_messages``' JSON object of one message."""
+
+# (seq, message id as the row says, format version, the JSON text): the last three as the
+# database gave them, which for a corrupt row may be of any type.
+Row = tuple[int, object, object, object]
+
+
+def encode_message(message: Message) -> str:
+    """The JSON text stored for ``message``."""
+    return json.dumps(dump_messages((message,))[0], ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_rows(session_id: str, rows: Sequence[Row]) -> list[StoredMessage]:
+    """Decode a session's rows, in the order given.
+
+    Raises:
+        CorruptSessionError: A row is not a message this hookloop can read; names the first
+            such row's sequence number.
+    """
+    try:
+        messages = _decode_all(rows)
+    except (ValueError, TypeError, RecursionError):
+        messages = None
+    if messages is None:
+        # Something is wrong somewhere: find the first bad row, to name it.
+        messages = [_decode_one(session_id, row) for row in rows]
+    return [StoredMessage(seq=row[0], message=m) for row, m in zip(rows, messages, strict=True)]
+
+
+def _decode_all(rows: Sequence[Row]) -> list[Message] | None:
+    """The fast path: one JSON parse and one validation for all rows; ``None`` on doubt.
+
+    Raises ``ValueError`` or ``TypeError`` (anything but text, mixed ``str`` and ``bytes``)
+    when in doubt too; the caller then decodes row by row.
+    """
+    if not rows:
+        return []
+    if {version for _, _, version, _ in rows} != {MESSAGE_FORMAT}:
+        return None
+    # join() raises TypeError for an item of another type than the first: a bad row.
+    texts = [data for _, _, _, data in rows]
+    if isinstance(texts[0], bytes):
+        items = json.loads(b"[" + b",".join(cast("list[bytes]", texts)) + b"]")
+    else:
+        items = json.loads("[" + ",".join(cast("list[str]", texts)) + "]")
+    if len(items) != len(rows):
+        return None
+    messages = load_messages(items)
+    ids = [message_id for _, message_id, _, _ in rows]
+    if isinstance(ids[0], bytes):
+        ids = [i.decode() if isinstance(i, bytes) else i for i in ids]
+    if [message.id for message in messages] != ids:
+        return None  # rows that only parsed together, or a foreign row
+    return messages
+
+
+def _decode_one(session_id: str, row: Row) -> Message:
+    seq, message_id, version, data = row
+    try:
+        found = _format(version)
+    except ValueError:
+        raise CorruptSessionError(
+            session_id=session_id, seq=seq, reason=f"message format {version!r} is not a number"
+        ) from None
+    if found != MESSAGE_FORMAT:
+        newer = " (written by a newer hookloop?)" if found > MESSAGE_FORMAT else ""
+        raise CorruptSessionError(
+            session_id=session_id,
+            seq=seq,
+            reason=f"message format {found} cannot be read; this hookloop reads "
+            f"{MESSAGE_FORMAT}{newer}",
+        )
+    try:
+        item = json.loads(_text(data))
+    except (ValueError, TypeError, RecursionError) as exc:  # bad JSON, bad UTF-8
+        raise CorruptSessionError(
+            session_id=session_id, seq=seq, reason=f"not valid JSON: {exc}"
+        ) from exc
+    try:
+        (message,) = load_messages([item])
+    except InvalidMessageError as exc:
+        reason = str(exc).removeprefix("message 0: ").removeprefix("message 0 ")
+        raise CorruptSessionError(
+            session_id=session_id, seq=seq, reason=f"not a hookloop message: {reason}"
+        ) from exc
+    try:
+        expected = _text(message_id)
+    except (TypeError, ValueError):
+        expected = None
+    if message.id != expected:
+        raise CorruptSessionError(
+            session_id=session_id,
+            seq=seq,
+            reason=f"the row is for message {message_id!r} but holds message {message.id!r}",
+        )
+    return message
+
+
+def _format(version: object) -> int:
+    if isinstance(version, int) and not isinstance(version, bool):
+        return version
+    if isinstance(version, (str, bytes)):
+        return int(version)
+    raise ValueError(f"not a format version: {version!r}")
+
+
+def _text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bytes):
+        return value.decode()
+    raise TypeError(f"not text: {value!r:.80}")

@@ -1,0 +1,398 @@
+"""Sessions in PostgreSQL, for many worker processes on many machines.
+
+Built on asyncpg (``pip install 'hookloop[postgres]'``) rather than psycopg: asyncio-native,
+PostgreSQL's binary protocol, no libpq to install, automatic prepared statements. An append
+is one round trip: a call of the ``hookloop_append`` function the schema creates, which is a
+transaction of its own.
+
+Concurrency: an append increments the session row's ``last_seq`` with an ``UPDATE``,
+which locks the row until the transaction ends. A second writer's ``UPDATE`` of the same
+session waits for that commit and then increments the new value, so two writers always get
+distinct, contiguous sequence numbers; a writer that passed ``expected_seq`` instead finds
+no row matching it and gets :class:`~hookloop.errors.SessionConflictError`. Messages are
+inserted, never updated: a primary key on ``(session_id, seq)`` makes an overwrite
+impossible even if the counter were wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeAlias
+from urllib.parse import urlsplit, urlunsplit
+
+from .._background import at_sync_exit
+from ..errors import (
+    CorruptSessionError,
+    SessionConflictError,
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionSchemaError,
+    UsageError,
+)
+from ..messages import Message
+from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
+from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
+from ._postgres_sql import INFO_COLUMNS, SCHEMA, SCHEMA_LOCK
+from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
+
+try:
+    import asyncpg
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "PostgresSessionStore needs asyncpg: pip install 'hookloop[postgres]'"
+    ) from exc
+
+__all__ = ["PostgresSessionStore"]
+
+_Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
+
+logger = logging.getLogger(__name__)
+
+
+class PostgresSessionStore(SessionStore):
+    """Sessions in PostgreSQL: any number of worker processes can share them.
+
+    The tables (``hookloop_meta``, ``hookloop_sessions``, ``hookloop_messages``) are created
+    on first use in the first schema of the connection's ``search_path``; put
+    ``?options=-c%20search_path%3Dmyschema`` in the DSN to use another schema.
+
+    Durability is PostgreSQL's: a message is committed when :meth:`append` returns (with
+    the server's default ``synchronous_commit = on``, also across a server crash).
+
+    Args:
+        dsn: A libpq connection string, e.g. ``postgresql://user@host:5432/db``.
+        pool: An asyncpg pool of your own to use instead of ``dsn`` (the store does not
+            close it). Use it to pass asyncpg options, e.g. ``statement_cache_size=0``
+            behind PgBouncer in transaction mode.
+        retention: What to keep; see :class:`~hookloop.sessions.Retention`.
+        max_connections: The size of the store's own pool.
+        clock: Returns the current time as POSIX seconds (tests pass a fake one).
+
+    Raises:
+        UsageError: Neither or both of ``dsn`` and ``pool``, or a bad argument.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        pool: asyncpg.Pool[asyncpg.Record] | None = None,
+        retention: Retention | None = None,
+        max_connections: int = 10,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(retention=retention)
+        if (dsn is None) == (pool is None):
+            raise UsageError("PostgresSessionStore needs exactly one of dsn= or pool=")
+        if dsn is not None and not isinstance(dsn, str):
+            raise UsageError(f"dsn must be a str, got {type(dsn).__name__}")
+        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
+            raise UsageError(f"max_connections must be an int, got {max_connections!r}")
+        if max_connections < 1:
+            raise UsageError(f"max_connections must be at least 1, got {max_connections}")
+        self._dsn = dsn
+        self._own_pool = pool is None
+        self._pool: asyncpg.Pool[asyncpg.Record] | None = pool
+        self._ready = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = asyncio.Lock()
+        self._max_connections = max_connections
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"PostgresSessionStore({self._where()})"
+
+    def _where(self) -> str:
+        return "a pool" if self._dsn is None else _redact(self._dsn)
+
+    async def _ensure(self) -> asyncpg.Pool[asyncpg.Record]:
+        pool = self._pool
+        loop = asyncio.get_running_loop()
+        if pool is not None and self._ready and self._loop is loop:
+            return pool
+        if self._loop is not loop:
+            self._moved_to(loop)
+        async with self._lock:
+            if self._pool is None:
+                self._pool = await asyncpg.create_pool(
+                    self._dsn, min_size=1, max_size=self._max_connections, reset=_keep_session
+                )
+                at_sync_exit(self.close)  # under agent.*_sync(), the loop ends with the call
+            if not self._ready:
+                async with self._pool.acquire() as conn:
+                    await self._migrate(conn)
+                    if self.retention.prunes:
+                        await self._prune(conn)
+                self._ready = True
+            return self._pool
+
+    def _moved_to(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Used from another event loop (a new ``asyncio.run``): start afresh in this one.
+
+        The old loop's connections cannot be used, nor closed politely, from this one.
+        """
+        if self._loop is not None and self._own_pool and self._pool is not None:
+            self._pool.terminate()
+            self._pool = None
+        self._loop = loop
+        self._lock = asyncio.Lock()
+        self._ready = False
+
+    async def _migrate(self, conn: _Conn) -> None:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", SCHEMA_LOCK)
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS hookloop_meta (key text PRIMARY KEY, value text)"
+            )
+            found = await conn.fetchval(
+                "SELECT value FROM hookloop_meta WHERE key = 'sessions_schema'"
+            )
+            if found is None:
+                for statement in SCHEMA:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO hookloop_meta VALUES ('sessions_schema', $1)", str(SCHEMA_VERSION)
+                )
+                return
+            try:
+                version = int(found)
+            except ValueError:
+                raise SessionSchemaError(
+                    store=self._where(), found=str(found), supported=SCHEMA_VERSION
+                ) from None
+            if version > SCHEMA_VERSION or version < 1:
+                raise SessionSchemaError(
+                    store=self._where(), found=version, supported=SCHEMA_VERSION
+                )
+            # Migrations from older versions go here, one step per version.
+
+    async def close(self) -> None:
+        """Close the store's pool (a pool passed in stays open)."""
+        pool = self._pool
+        self._ready = False
+        if pool is not None and self._own_pool:
+            self._pool = None
+            await pool.close()
+
+    def _now(self) -> datetime:
+        return utc(self._clock())
+
+    # --- appending ----------------------------------------------------------------------
+
+    async def append(
+        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    ) -> int:
+        """Append ``message`` and commit it; see :meth:`SessionStore.append`."""
+        check_session_id(session_id)
+        check_expected_seq(expected_seq)
+        data = encode_message(message)
+        pool = await self._ensure()
+        args = (
+            session_id,
+            message.id,
+            MESSAGE_FORMAT,
+            data,
+            expected_seq,
+            self._now(),
+            self.retention.max_messages,
+        )
+        for attempt in (1, 2):
+            try:
+                row = await pool.fetchrow(
+                    "SELECT * FROM hookloop_append($1,$2,$3,$4,$5,$6,$7)", *args
+                )
+                break
+            except asyncpg.UniqueViolationError as exc:
+                if exc.constraint_name == "hookloop_messages_id" and attempt == 1:
+                    continue  # the same message appended concurrently: now it is a duplicate
+                raise CorruptSessionError(
+                    session_id=session_id,
+                    seq=None,
+                    reason=f"its record's last_seq is behind the messages stored ({exc})",
+                ) from None
+        assert row is not None
+        status, seq = row[0], int(row[1])
+        if status in ("ok", "duplicate"):
+            return seq
+        if status == "id_taken":
+            raise SessionConflictError(
+                f"session {session_id!r} already holds another message with id "
+                f"{message.id!r} (seq {seq}); nothing was written",
+                session_id=session_id,
+            )
+        raise SessionConflictError(
+            f"session {session_id!r} is at seq {seq}, not at the expected {expected_seq}: "
+            "another writer appended first; nothing was written",
+            session_id=session_id,
+            expected_seq=expected_seq,
+            actual_seq=seq,
+        )
+
+    # --- reading ------------------------------------------------------------------------
+
+    async def records(self, session_id: str) -> list[StoredMessage]:
+        """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
+        check_session_id(session_id)
+        pool = await self._ensure()
+        rows = await pool.fetch(
+            "SELECT seq, message_id, format, data FROM hookloop_messages "
+            "WHERE session_id = $1 ORDER BY seq",
+            session_id,
+        )
+        return decode_rows(session_id, [(r[0], r[1], r[2], r[3]) for r in rows])
+
+    async def info(self, session_id: str) -> SessionInfo | None:
+        """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
+        check_session_id(session_id)
+        pool = await self._ensure()
+        row = await pool.fetchrow(
+            f"SELECT {INFO_COLUMNS} FROM hookloop_sessions WHERE session_id = $1", session_id
+        )
+        return None if row is None else _info(row)
+
+    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
+        """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
+        check_limit(limit)
+        pool = await self._ensure()
+        rows = await pool.fetch(
+            f"SELECT {INFO_COLUMNS} FROM hookloop_sessions "
+            "ORDER BY updated_at DESC, session_id LIMIT $1",
+            limit,
+        )
+        out: list[SessionInfo] = []
+        for row in rows:
+            try:
+                out.append(_info(row))
+            except CorruptSessionError as exc:
+                logger.warning("%s; left out of the list", exc)
+        return out
+
+    # --- sessions as a whole ------------------------------------------------------------
+
+    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
+        """Create an empty session; see :meth:`SessionStore.create`."""
+        check_session_id(session_id)
+        if parent_id is not None:
+            check_session_id(parent_id, "parent_id")
+        pool = await self._ensure()
+        row = await pool.fetchrow(
+            "INSERT INTO hookloop_sessions VALUES ($1, $2, $3, $3, 0, 0) "
+            f"ON CONFLICT (session_id) DO NOTHING RETURNING {INFO_COLUMNS}",
+            session_id,
+            parent_id,
+            self._now(),
+        )
+        if row is None:
+            raise SessionExistsError(session_id)
+        return _info(row)
+
+    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
+        """Copy a session under a new id; see :meth:`SessionStore.fork`."""
+        check_session_id(session_id)
+        check_session_id(new_id, "new_id")
+        pool = await self._ensure()
+        async with pool.acquire() as conn, conn.transaction():
+            # FOR SHARE: appends to the source wait until the copy is made.
+            source = await conn.fetchrow(
+                "SELECT message_count, last_seq FROM hookloop_sessions "
+                "WHERE session_id = $1 FOR SHARE",
+                session_id,
+            )
+            if source is None:
+                raise SessionNotFoundError(session_id)
+            row = await conn.fetchrow(
+                "INSERT INTO hookloop_sessions VALUES ($1, $2, $3, $3, $4, $5) "
+                f"ON CONFLICT (session_id) DO NOTHING RETURNING {INFO_COLUMNS}",
+                new_id,
+                session_id,
+                self._now(),
+                source[0],
+                source[1],
+            )
+            if row is None:
+                raise SessionExistsError(new_id)
+            await conn.execute(
+                "INSERT INTO hookloop_messages "
+                "SELECT $1, seq, message_id, format, data FROM hookloop_messages "
+                "WHERE session_id = $2",
+                new_id,
+                session_id,
+            )
+            return _info(row)
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete the session and its messages; see :meth:`SessionStore.delete`."""
+        check_session_id(session_id)
+        pool = await self._ensure()
+        async with pool.acquire() as conn, conn.transaction():
+            return await _delete_rows(conn, session_id)
+
+    async def prune(self) -> int:
+        """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""
+        pool = await self._ensure()
+        async with pool.acquire() as conn:
+            return await self._prune(conn)
+
+    async def _prune(self, conn: _Conn) -> int:
+        retention = self.retention
+        if not retention.prunes:
+            return 0
+        async with conn.transaction():
+            doomed: set[str] = set()
+            if retention.max_age is not None:
+                cutoff = utc(self._clock() - retention.max_age.total_seconds())
+                rows = await conn.fetch(
+                    "SELECT session_id FROM hookloop_sessions WHERE updated_at < $1", cutoff
+                )
+                doomed.update(r[0] for r in rows)
+            if retention.max_sessions is not None:
+                rows = await conn.fetch(
+                    "SELECT session_id FROM hookloop_sessions "
+                    "ORDER BY updated_at DESC, session_id OFFSET $1",
+                    retention.max_sessions,
+                )
+                doomed.update(r[0] for r in rows)
+            for session_id in doomed:
+                await _delete_rows(conn, session_id)
+        return len(doomed)
+
+
+async def _delete_rows(conn: _Conn, session_id: str) -> bool:
+    await conn.execute("DELETE FROM hookloop_messages WHERE session_id = $1", session_id)
+    status: str = await conn.execute(
+        "DELETE FROM hookloop_sessions WHERE session_id = $1", session_id
+    )
+    return status != "DELETE 0"
+
+
+def _info(row: asyncpg.Record) -> SessionInfo:
+    session_id, parent_id, created_at, updated_at, count, last_seq = tuple(row)
+    return SessionInfo(
+        session_id=session_id,
+        parent_id=parent_id,
+        created_at=created_at,
+        updated_at=updated_at,
+        message_count=int(count),
+        last_seq=int(last_seq),
+    )
+
+
+def _redact(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    parts = urlsplit(dsn)
+    if parts.password is None:
+        return dsn
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:
+    """The pool's reset: nothing to undo, so no round trip when a connection goes back.
+
+    The store never changes a connection's session state (no SET, LISTEN or session-level
+    advisory lock); asyncpg still rolls back a transaction left open, before this runs.
+    """

@@ -1,0 +1,213 @@
+"""The plugin that keeps an agent's conversation in a session store."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import CorruptSessionError, SessionExistsError, UsageError
+from ..hooks import ChatStartContext, MessageContext, SessionSwitchContext
+from ..messages import Message
+from ._base import SessionStore, check_session_id
+from ._types import StoredMessage
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+
+__all__ = ["SessionRecorder"]
+
+
+class SessionRecorder:
+    """A plugin that restores a session into an agent and records every message it commits.
+
+    ``agent.use(store.session())`` keeps the agent's session (``agent.session_id``);
+    ``store.session("user-42")`` (or ``SessionRecorder(store, "user-42")``) names one:
+
+    - **Restore.** Before the agent's first chat, or at ``await recorder.restore()``, the
+      session's messages replace the conversation in ``agent.history`` (the system prompt,
+      which is configuration, stays). A session with no messages yet instead receives the
+      conversation the agent has, so it starts from there. The restored history is exactly
+      the log; if it ends in a tool call that has no result (the process died while a tool
+      ran), the agent's request repair answers it with an error result on the next request.
+    - **Record.** Every message the agent commits, the synthetic "cancelled" and "not run"
+      tool results included, is appended from ``on_message`` and committed before the loop
+      goes on: a message the agent has committed is in the store when the process dies.
+    - **Conflicts.** With ``check_conflicts`` (the default), each append says which
+      sequence number it expects to follow. If another writer appended to the session
+      meanwhile, the append fails with :class:`~hookloop.errors.SessionConflictError`,
+      which ends the chat: the agent's history no longer matches the session, and
+      interleaving two conversations in one log would corrupt both. Restore again (or use
+      another session) to go on.
+    - **Switching.** ``await agent.switch_session(new_id, parent_session_id=..., reset=...)``
+      moves the recorder to ``new_id`` at once: a session the store has is restored (it
+      replaces the conversation); a new one is created with ``parent_session_id`` as its
+      parent and starts from the conversation the agent keeps (none after ``reset=True``).
+      If the store fails during the switch, the failure is logged and the next chat tries
+      again, and raises.
+
+    One recorder serves one agent.
+
+    Args:
+        store: Where the session is kept.
+        session_id: The session; by default the agent's ``session_id``.
+        check_conflicts: Refuse to append after another writer, as described above.
+
+    Raises:
+        UsageError: ``store`` is not a session store or the id is not usable.
+    """
+
+    def __init__(
+        self, store: SessionStore, session_id: str | None = None, *, check_conflicts: bool = True
+    ) -> None:
+        if not isinstance(store, SessionStore):
+            raise UsageError(f"store must be a SessionStore, got {type(store).__name__}")
+        self.store = store
+        self._session_id = None if session_id is None else check_session_id(session_id)
+        self.check_conflicts = check_conflicts
+        self._agent: Agent | None = None
+        self._restored = False
+        self._last_seq = 0
+        self._parent: str | None = None  # of a session switched to, until it is created
+
+    @property
+    def name(self) -> str:
+        """The plugin's name: ``"session"``."""
+        return "session"
+
+    @property
+    def session_id(self) -> str | None:
+        """The session the agent's messages go to (``None`` until it is used by an agent)."""
+        return self._session_id
+
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the last message this recorder restored or appended."""
+        return self._last_seq
+
+    @property
+    def restored(self) -> bool:
+        """Whether the session has been restored into the agent."""
+        return self._restored
+
+    def __repr__(self) -> str:
+        return f"SessionRecorder({self.store!r}, {self._session_id!r})"
+
+    def init_agent(self, agent: Agent) -> None:
+        """Register the recorder's hooks on ``agent``.
+
+        Raises:
+            UsageError: The recorder serves another agent already.
+        """
+        if self._agent is not None and self._agent is not agent:
+            raise UsageError("a SessionRecorder serves one agent; make one per agent")
+        self._agent = agent
+        if self._session_id is None:
+            self._session_id = check_session_id(agent.session_id)
+        agent.add_hook("on_chat_start", self._on_chat_start)
+        agent.add_hook("on_message", self._on_message)
+        agent.add_hook("on_session_switch", self._on_session_switch)
+
+    async def restore(self) -> list[Message]:
+        """Load the session into the agent's history now; returns the messages restored.
+
+        Raises:
+            UsageError: The recorder is not used by an agent, or the agent is chatting.
+            CorruptSessionError: A stored message cannot be read; the history is unchanged.
+        """
+        agent = self._require_agent()
+        if agent.is_running:
+            raise UsageError("restore() cannot run while the agent is chatting")
+        return await self._restore(agent)
+
+    # --- hooks --------------------------------------------------------------------------
+
+    async def _on_chat_start(self, ctx: ChatStartContext) -> None:
+        if not self._restored:
+            await self._restore(self._require_agent())
+
+    async def _on_message(self, ctx: MessageContext) -> None:
+        if self._restored:
+            await self._append(ctx.message)
+            return
+        # The recorder was added during a chat: an empty session takes the history (this
+        # message included); replacing the history of a running chat is not an option.
+        if await self.store.records(self._require_session()):
+            raise UsageError(
+                f"the SessionRecorder for {self._session_id!r} was added during a chat and "
+                "the session has messages; add it between chats to restore them"
+            )
+        await self._restore(self._require_agent())
+
+    async def _on_session_switch(self, ctx: SessionSwitchContext) -> None:
+        self._session_id = ctx.new_session_id
+        self._parent = ctx.parent_session_id
+        self._restored = False
+        self._last_seq = 0
+        await self._restore(self._require_agent())
+
+    # --- work ---------------------------------------------------------------------------
+
+    async def _restore(self, agent: Agent) -> list[Message]:
+        session_id = self._require_session()
+        records = await self.store.records(session_id)
+        history = agent.history
+        if not records:
+            info = await self.store.info(session_id)
+            if info is None and self._parent is not None:
+                try:
+                    info = await self.store.create(session_id, parent_id=self._parent)
+                except SessionExistsError:  # another process made it meanwhile
+                    info = await self.store.info(session_id)
+            self._last_seq = info.last_seq if info is not None else 0
+            self._parent = None
+            self._restored = True
+            for message in history.messages:
+                await self._append(message)
+            return []
+        messages = _checked(session_id, records)
+        # The loop's own way in: these messages were committed by an agent's loop, so they
+        # are taken as they are (a model may answer with an empty message, which
+        # import_history would refuse). clear_history() marks the history as changed, so
+        # the next request is repaired.
+        history.clear_history()
+        for message in messages:
+            history.append_committed(message)
+        self._last_seq = records[-1].seq
+        self._parent = None
+        self._restored = True
+        return messages
+
+    async def _append(self, message: Message) -> None:
+        expected = self._last_seq if self.check_conflicts else None
+        seq = await self.store.append(self._require_session(), message, expected_seq=expected)
+        self._last_seq = max(self._last_seq, seq)
+
+    def _require_session(self) -> str:
+        if self._session_id is None:
+            raise UsageError("the SessionRecorder is not used by an agent: agent.use(recorder)")
+        return self._session_id
+
+    def _require_agent(self) -> Agent:
+        if self._agent is None:
+            raise UsageError("the SessionRecorder is not used by an agent: agent.use(recorder)")
+        return self._agent
+
+
+def _checked(session_id: str, records: list[StoredMessage]) -> list[Message]:
+    """The messages, refusing a log that could not have come from an agent's history."""
+    seen: set[str] = set()
+    messages: list[Message] = []
+    for record in records:
+        message = record.message
+        if message.role == "system":
+            raise CorruptSessionError(
+                session_id=session_id,
+                seq=record.seq,
+                reason="a system message, which an agent never commits",
+            )
+        if message.id in seen:
+            raise CorruptSessionError(
+                session_id=session_id, seq=record.seq, reason=f"message id {message.id!r} twice"
+            )
+        seen.add(message.id)
+        messages.append(message)
+    return messages

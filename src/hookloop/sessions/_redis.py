@@ -1,0 +1,399 @@
+"""Sessions in Redis, for many worker processes sharing one server.
+
+Built on redis-py's asyncio client (``pip install 'hookloop[redis]'``). Each session is:
+
+- ``{prefix}session:{id}``: a hash with ``last_seq``, ``created_at``, ``updated_at`` and
+  ``parent_id``;
+- ``{prefix}log:{id}``: a stream holding one entry per message, with the entry id
+  ``{seq}-0`` and the fields ``i`` (message id), ``f`` (format version), ``d`` (JSON);
+- ``{prefix}ids:{id}``: a hash from message id to seq, which makes appends idempotent;
+- and its id in the sorted set ``{prefix}sessions``, scored by ``updated_at``.
+
+An append is one Lua script, which Redis runs atomically: read ``last_seq``, check
+``expected_seq``, ``XADD`` with the next id, update the hash. Two writers can therefore never
+take the same seq, and the stream refuses an entry id that is not above its last one, so a
+message is never overwritten. Every check comes before the first write, because Redis does
+not roll a script back when it fails halfway.
+
+Durability is the server's: with the default snapshotting a crash of the Redis server can
+lose recent appends; run it with ``appendonly yes`` (and ``appendfsync always`` to lose
+nothing) when sessions must survive one. A crash of the writing process loses nothing that
+:meth:`~RedisSessionStore.append` returned for. Redis Cluster is not supported (a session's
+keys and the session index live in different slots); Redis 6.2 or newer is needed (``COPY``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from .._background import at_sync_exit
+from ..errors import (
+    CorruptSessionError,
+    SessionConflictError,
+    SessionExistsError,
+    SessionNotFoundError,
+    SessionSchemaError,
+    UsageError,
+)
+from ..messages import Message
+from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
+from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
+from ._redis_lua import APPEND, CREATE, FORK
+from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
+
+try:
+    from redis.asyncio import Redis
+    from redis.commands.core import AsyncScript
+    from redis.exceptions import ResponseError
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError("RedisSessionStore needs redis: pip install 'hookloop[redis]'") from exc
+
+__all__ = ["RedisSessionStore"]
+
+logger = logging.getLogger(__name__)
+
+
+class RedisSessionStore(SessionStore):
+    """Sessions in Redis: any number of worker processes can share them.
+
+    See the module documentation for the keys and for durability.
+
+    Args:
+        url: The server, e.g. ``redis://localhost:6379/0``.
+        prefix: Put in front of every key, so several applications (or tests) can share a
+            database.
+        retention: What to keep; see :class:`~hookloop.sessions.Retention`.
+        clock: Returns the current time as POSIX seconds (tests pass a fake one).
+
+    Raises:
+        UsageError: A bad argument.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        prefix: str = "hookloop:",
+        retention: Retention | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(retention=retention)
+        if not isinstance(url, str):
+            raise UsageError(f"url must be a str, got {type(url).__name__}")
+        if not isinstance(prefix, str):
+            raise UsageError(f"prefix must be a str, got {type(prefix).__name__}")
+        self.url = url
+        self.prefix = prefix
+        self._clock = clock
+        self._client: Redis | None = None
+        self._ready = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = asyncio.Lock()
+        self._index = f"{prefix}sessions"
+        self._scripts: dict[str, AsyncScript] = {}
+
+    def __repr__(self) -> str:
+        return f"RedisSessionStore({self.url!r}, prefix={self.prefix!r})"
+
+    def _keys(self, session_id: str) -> tuple[str, str, str]:
+        p = self.prefix
+        return f"{p}session:{session_id}", f"{p}log:{session_id}", f"{p}ids:{session_id}"
+
+    async def _ensure(self) -> Redis:
+        client = self._client
+        loop = asyncio.get_running_loop()
+        if client is not None and self._ready and self._loop is loop:
+            return client
+        if self._loop is not loop:
+            # Used from another event loop (a new asyncio.run): the old loop's connections
+            # cannot be used from this one; start afresh.
+            self._client = None
+            self._scripts = {}
+            self._loop = loop
+            self._lock = asyncio.Lock()
+            self._ready = False
+        async with self._lock:
+            if self._client is None:
+                self._client = Redis.from_url(self.url)
+                at_sync_exit(self.close)  # under agent.*_sync(), the loop ends with the call
+            if not self._ready:
+                await self._migrate(self._client)
+                if self.retention.prunes:
+                    await self._prune(self._client)
+                self._ready = True
+            return self._client
+
+    async def _migrate(self, client: Redis) -> None:
+        key = f"{self.prefix}schema"
+        await client.set(key, SCHEMA_VERSION, nx=True)
+        found: object = await client.get(key)
+        try:
+            version = int(_text(found))
+        except (TypeError, ValueError):
+            raise SessionSchemaError(
+                store=self._where(), found=repr(found), supported=SCHEMA_VERSION
+            ) from None
+        if version > SCHEMA_VERSION or version < 1:
+            raise SessionSchemaError(store=self._where(), found=version, supported=SCHEMA_VERSION)
+        # Migrations from older versions go here, one step per version.
+
+    def _script(self, client: Redis, source: str) -> AsyncScript:
+        """The script, sent once and then run by its SHA1 (``EVALSHA``)."""
+        script = self._scripts.get(source)
+        if script is None:
+            script = self._scripts[source] = client.register_script(source)
+        return script
+
+    def _where(self) -> str:
+        return f"{self.url} (prefix {self.prefix!r})"
+
+    async def close(self) -> None:
+        """Close the connections to the server."""
+        client, self._client = self._client, None
+        self._ready = False
+        self._scripts = {}
+        if client is not None:
+            await client.aclose()
+
+    # --- appending ----------------------------------------------------------------------
+
+    async def append(
+        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    ) -> int:
+        """Append ``message`` and commit it; see :meth:`SessionStore.append`."""
+        check_session_id(session_id)
+        check_expected_seq(expected_seq)
+        data = encode_message(message)
+        client = await self._ensure()
+        limit = self.retention.max_messages
+        try:
+            status, seq = await self._script(client, APPEND)(
+                keys=[*self._keys(session_id), self._index],
+                args=[
+                    session_id,
+                    message.id,
+                    MESSAGE_FORMAT,
+                    data,
+                    "" if expected_seq is None else expected_seq,
+                    repr(self._clock()),
+                    "" if limit is None else limit,
+                ],
+            )
+        except ResponseError as exc:
+            raise _corrupt(session_id, exc) from exc
+        if status in (0, 1):
+            return int(seq)
+        if status == 2:
+            raise SessionConflictError(
+                f"session {session_id!r} is at seq {seq}, not at the expected {expected_seq}: "
+                "another writer appended first; nothing was written",
+                session_id=session_id,
+                expected_seq=expected_seq,
+                actual_seq=int(seq),
+            )
+        if status == 3:
+            raise SessionConflictError(
+                f"session {session_id!r} already holds another message with id "
+                f"{message.id!r} (seq {seq}); nothing was written",
+                session_id=session_id,
+            )
+        raise CorruptSessionError(
+            session_id=session_id,
+            seq=None,
+            reason="its record has no valid last_seq, or last_seq is behind the stored log",
+        )
+
+    # --- reading ------------------------------------------------------------------------
+
+    async def records(self, session_id: str) -> list[StoredMessage]:
+        """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
+        check_session_id(session_id)
+        client = await self._ensure()
+        try:
+            entries: list[tuple[bytes, dict[bytes, bytes]]] = await client.xrange(
+                self._keys(session_id)[1]
+            )  # type: ignore[assignment]  # redis-py's union of every reply type
+        except ResponseError as exc:
+            raise _corrupt(session_id, exc) from exc
+        rows: list[Row] = []
+        for entry_id, fields in entries:
+            seq = _entry_seq(session_id, entry_id)
+            rows.append((seq, fields.get(b"i"), fields.get(b"f"), fields.get(b"d")))
+        return decode_rows(session_id, rows)
+
+    async def info(self, session_id: str) -> SessionInfo | None:
+        """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
+        check_session_id(session_id)
+        client = await self._ensure()
+        found = await self._infos(client, [session_id])
+        info = found[0]
+        if isinstance(info, CorruptSessionError):
+            raise info
+        return info
+
+    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
+        """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
+        check_limit(limit)
+        client = await self._ensure()
+        ids: Sequence[object] = await client.zrevrange(
+            self._index, 0, -1 if limit is None else limit - 1
+        )
+        infos = await self._infos(client, [_text(i) for i in ids])
+        out: list[SessionInfo] = []
+        for info in infos:
+            if isinstance(info, CorruptSessionError):
+                logger.warning("%s; left out of the list", info)
+            elif info is not None:
+                out.append(info)
+        return out
+
+    async def _infos(
+        self, client: Redis, session_ids: list[str]
+    ) -> list[SessionInfo | CorruptSessionError | None]:
+        async with client.pipeline(transaction=True) as pipe:
+            for session_id in session_ids:
+                record, log, _ = self._keys(session_id)
+                _ = pipe.hgetall(record)  # queued: the pipeline returns itself
+                _ = pipe.xlen(log)
+            replies = await pipe.execute(raise_on_error=False)
+        out: list[SessionInfo | CorruptSessionError | None] = []
+        for n, session_id in enumerate(session_ids):
+            fields, count = replies[2 * n], replies[2 * n + 1]
+            try:
+                out.append(_info(session_id, fields, count))
+            except CorruptSessionError as exc:
+                out.append(exc)
+        return out
+
+    # --- sessions as a whole ------------------------------------------------------------
+
+    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
+        """Create an empty session; see :meth:`SessionStore.create`."""
+        check_session_id(session_id)
+        if parent_id is not None:
+            check_session_id(parent_id, "parent_id")
+        client = await self._ensure()
+        now = repr(self._clock())
+        created = await self._script(client, CREATE)(
+            keys=[self._keys(session_id)[0], self._index], args=[session_id, parent_id or "", now]
+        )
+        if not created:
+            raise SessionExistsError(session_id)
+        return await self._info_after(client, session_id)
+
+    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
+        """Copy a session under a new id; see :meth:`SessionStore.fork`."""
+        check_session_id(session_id)
+        check_session_id(new_id, "new_id")
+        client = await self._ensure()
+        try:
+            done = await self._script(client, FORK)(
+                keys=[*self._keys(session_id), *self._keys(new_id), self._index],
+                args=[session_id, new_id, repr(self._clock())],
+            )
+        except ResponseError as exc:
+            raise _corrupt(session_id, exc) from exc
+        if done == -1:
+            raise SessionNotFoundError(session_id)
+        if done == -2:
+            raise SessionExistsError(new_id)
+        return await self._info_after(client, new_id)
+
+    async def _info_after(self, client: Redis, session_id: str) -> SessionInfo:
+        info = (await self._infos(client, [session_id]))[0]
+        if isinstance(info, CorruptSessionError):
+            raise info
+        if info is None:  # deleted by another process at once
+            raise SessionNotFoundError(session_id)
+        return info
+
+    async def delete(self, session_id: str) -> bool:
+        """Delete the session and its messages; see :meth:`SessionStore.delete`."""
+        check_session_id(session_id)
+        client = await self._ensure()
+        return await self._delete(client, [session_id]) > 0
+
+    async def _delete(self, client: Redis, session_ids: list[str]) -> int:
+        if not session_ids:
+            return 0
+        async with client.pipeline(transaction=True) as pipe:
+            for session_id in session_ids:
+                record, log, ids = self._keys(session_id)
+                _ = pipe.delete(record)  # queued: the pipeline returns itself
+                _ = pipe.delete(log, ids)
+            _ = pipe.zrem(self._index, *session_ids)
+            replies = await pipe.execute()
+        return sum(1 for n in range(len(session_ids)) if replies[2 * n])
+
+    async def prune(self) -> int:
+        """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""
+        return await self._prune(await self._ensure())
+
+    async def _prune(self, client: Redis) -> int:
+        retention = self.retention
+        doomed: set[str] = set()
+        if retention.max_age is not None:
+            cutoff = self._clock() - retention.max_age.total_seconds()
+            old: Sequence[object] = await client.zrangebyscore(self._index, "-inf", f"({cutoff!r}")
+            doomed.update(_text(i) for i in old)
+        if retention.max_sessions is not None:
+            extra: Sequence[object] = await client.zrevrange(
+                self._index, retention.max_sessions, -1
+            )
+            doomed.update(_text(i) for i in extra)
+        await self._delete(client, sorted(doomed))
+        return len(doomed)
+
+
+def _corrupt(session_id: str, exc: ResponseError) -> CorruptSessionError:
+    """A server error about the session's keys (WRONGTYPE: a key that is not ours)."""
+    return CorruptSessionError(session_id=session_id, seq=None, reason=f"Redis said: {exc}")
+
+
+def _entry_seq(session_id: str, entry_id: bytes) -> int:
+    head, _, tail = entry_id.partition(b"-")
+    if tail != b"0" or not head.isdigit():
+        raise CorruptSessionError(
+            session_id=session_id, seq=None, reason=f"a log entry has the id {entry_id!r}"
+        )
+    return int(head)
+
+
+def _info(session_id: str, fields: object, count: object) -> SessionInfo | None:
+    if isinstance(fields, ResponseError) or isinstance(count, ResponseError):
+        raise CorruptSessionError(
+            session_id=session_id,
+            seq=None,
+            reason=f"Redis said: {fields if isinstance(fields, ResponseError) else count}",
+        )
+    if not fields:
+        return None
+    if not isinstance(fields, Mapping) or not isinstance(count, int):
+        raise CorruptSessionError(session_id=session_id, seq=None, reason="not a session record")
+    record: Mapping[bytes, Any] = fields
+    try:
+        parent = record.get(b"parent_id")
+        return SessionInfo(
+            session_id=session_id,
+            parent_id=parent.decode() if parent else None,
+            created_at=utc(float(record[b"created_at"])),
+            updated_at=utc(float(record[b"updated_at"])),
+            message_count=count,
+            last_seq=int(record[b"last_seq"]),
+        )
+    except (KeyError, ValueError, OverflowError, OSError, UnicodeDecodeError) as exc:
+        raise CorruptSessionError(
+            session_id=session_id, seq=None, reason=f"its record is {dict(record)!r:.200} ({exc!r})"
+        ) from None
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, str):
+        return value
+    raise TypeError(f"expected text from Redis, got {value!r:.80}")
