@@ -403,6 +403,16 @@ async def test_openai_calls_the_endpoint_under_the_compatible_servers_root(
     assert headers_of(received)["authorization"] == "Bearer k"
 
 
+@pytest.mark.parametrize("api", ["chat.completions", "responses"])
+async def test_a_compatible_server_needs_no_key(
+    api: str, server: ProviderServer, sent: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    await sent(api, CONVERSATION[:1], api_key=None)
+
+    assert headers_of(server.received[-1])["authorization"] == "Bearer not-needed"
+
+
 # --- Anthropic Messages -----------------------------------------------------------------
 
 

@@ -43,7 +43,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "hookloop.models.openai needs the official client: pip install 'hookloop[openai]'"
     ) from exc
 
-__all__ = ["OpenAIModel", "image_url", "openai_messages", "openai_tools"]
+__all__ = ["OpenAIModel", "image_url", "openai_client", "openai_messages", "openai_tools"]
 
 _FINISH: Mapping[str, FinishReason] = {
     "stop": "stop",
@@ -90,17 +90,10 @@ class OpenAIModel(Model):
         self.context_window = context_window
         self.stream_usage = stream_usage
         self._owns_client = client is None
-        if client is None:
-            key = api_key or os.environ.get("OPENAI_API_KEY")
-            if key is None and base_url is not None:
-                key = "not-needed"  # local servers ignore the key, the client insists on one
-            client = openai.AsyncOpenAI(
-                api_key=key, base_url=base_url, timeout=timeout, max_retries=0
-            )
-        self.client = client
+        self.client = client or openai_client(api_key=api_key, base_url=base_url, timeout=timeout)
         # OpenAI's own API wants max_completion_tokens; compatible servers know max_tokens.
         self._max_tokens_field = (
-            "max_completion_tokens" if "api.openai.com" in str(client.base_url) else "max_tokens"
+            "max_completion_tokens" if "api.openai.com" in str(self.client.base_url) else "max_tokens"
         )
 
     def __repr__(self) -> str:
@@ -182,6 +175,20 @@ class OpenAIModel(Model):
         if settings.extra:
             body["extra_body"] = dict(settings.extra)
         return body
+
+
+def openai_client(
+    *, api_key: str | None, base_url: str | None, timeout: float
+) -> openai.AsyncOpenAI:
+    """An ``openai.AsyncOpenAI`` with its own retries off (the agent's strategy retries).
+
+    The key comes from ``api_key`` or ``OPENAI_API_KEY``; a compatible server at
+    ``base_url`` that needs none gets a placeholder (the client insists on a key).
+    """
+    key = api_key or os.environ.get("OPENAI_API_KEY")
+    if key is None and base_url is not None:
+        key = "not-needed"
+    return openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
 
 
 def openai_messages(system: str | None, messages: tuple[Message, ...]) -> list[dict[str, Any]]:

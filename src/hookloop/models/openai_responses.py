@@ -8,7 +8,6 @@ Tool calls are ``function_call`` items correlated by ``call_id``; results go bac
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -35,7 +34,7 @@ from .base import (
     TextDelta,
     ToolCallDelta,
 )
-from .openai import image_url
+from .openai import image_url, openai_client
 
 try:
     import openai
@@ -75,14 +74,7 @@ class OpenAIResponsesModel(Model):
         self.context_window = context_window
         self.store = store
         self._owns_client = client is None
-        if client is None:
-            client = openai.AsyncOpenAI(
-                api_key=api_key or os.environ.get("OPENAI_API_KEY"),
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=0,
-            )
-        self.client = client
+        self.client = client or openai_client(api_key=api_key, base_url=base_url, timeout=timeout)
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel({self.name!r})"
