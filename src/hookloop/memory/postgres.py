@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .._loopbound import LoopBound
 from ..errors import UsageError
 from ..messages import new_id
-from ._loopbound import LoopBound
 from ._naming import check_identifier
 from ._text import indexed_text, query_words
 from .base import (

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from .._loopbound import LoopBound
 from ..errors import UsageError
 from ..messages import new_id
-from ._loopbound import LoopBound
 from ._text import bm25, query_words, words
 from .base import (
     MemoryEntry,

@@ -10,12 +10,14 @@ adapter.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import ModuleType
+from typing import Generic, Protocol, TypeVar
 
 import httpx2
 
+from .._loopbound import LoopBound
 from ..errors import (
     InvalidResponseError,
     ProviderConnectionError,
@@ -24,10 +26,56 @@ from ..errors import (
 )
 from ._errors import provider_error
 
-__all__ = ["DEFAULT_TIMEOUT", "translated_errors"]
+__all__ = ["DEFAULT_TIMEOUT", "LoopClient", "translated_errors"]
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds one model call may take before it counts as timed out (the clients' default)."""
+
+
+class _Closable(Protocol):
+    async def close(self) -> None: ...
+
+
+_C = TypeVar("_C", bound=_Closable)
+
+
+class LoopClient(Generic[_C]):
+    """The official client to use in the running event loop.
+
+    The clients' connection pools belong to the loop they were first used in, and
+    ``agent.chat_sync()`` runs each call in a new loop. A client the adapter made is made
+    again for each loop (the first one at once, so a missing key fails at construction)
+    and closed before a sync call's loop ends; a client the user passed is used as it is.
+    """
+
+    def __init__(self, make: Callable[[], _C], given: _C | None = None) -> None:
+        self.first: _C = given if given is not None else make()
+        self._bound: LoopBound[_C] | None = None
+        if given is None:
+            spare = [self.first]
+
+            async def factory() -> _C:
+                return spare.pop() if spare else make()
+
+            self._bound = LoopBound(factory, _close, _drop)
+
+    async def get(self) -> _C:
+        """The client for the running loop."""
+        return self.first if self._bound is None else await self._bound.get()
+
+    async def close(self) -> None:
+        """Close the client this adapter made for the running loop (not a given one)."""
+        if self._bound is not None:
+            await self._bound.close()
+
+
+async def _close(client: _Closable) -> None:
+    await client.close()
+
+
+def _drop(client: object) -> None:
+    """A client of a loop that is gone: its loop cannot close it any more."""
+
 
 # Raised by our own reading of a response when it is not what the provider's API promises
 # (a missing field, a wrong type). Only caught around reading, never around the call

@@ -25,7 +25,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._client import DEFAULT_TIMEOUT, translated_errors
+from ._client import DEFAULT_TIMEOUT, LoopClient, translated_errors
 from ._errors import provider_error
 from .base import (
     FinishReason,
@@ -85,23 +85,22 @@ class AnthropicModel(Model):
     ) -> None:
         self.name = name
         self.context_window = context_window
-        self._owns_client = client is None
-        if client is None:
-            client = anthropic.AsyncAnthropic(
+        self._clients = LoopClient(
+            lambda: anthropic.AsyncAnthropic(
                 api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"),
                 base_url=base_url,
                 timeout=timeout,
                 max_retries=0,
-            )
-        self.client = client
+            ),
+            client,
+        )
 
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP client this model created (a client you passed in stays open)."""
-        if self._owns_client:
-            await self.client.close()
+        """Close the HTTP client this model made for this loop (a client you passed stays open)."""
+        await self._clients.close()
 
     async def request(self, request: ProviderRequest) -> ProviderResponse:
         """Send one request and return the whole answer.
@@ -110,7 +109,8 @@ class AnthropicModel(Model):
             ProviderError: The matching class of hookloop's error tree.
         """
         with translated_errors(anthropic, self.name, reading=False):
-            message = await self.client.messages.create(**self._body(request))
+            client = await self._clients.get()
+            message = await client.messages.create(**self._body(request))
         with translated_errors(anthropic, self.name):
             return _parse_message(message)
 
@@ -131,7 +131,8 @@ class AnthropicModel(Model):
         finished = False
         unargued: set[int] = set()  # tool_use blocks that have not streamed any input yet
         with translated_errors(anthropic, self.name, reading=False):
-            events = await self.client.messages.create(**body)
+            client = await self._clients.get()
+            events = await client.messages.create(**body)
         with translated_errors(anthropic, self.name):
             async for event in events:
                 kind = event.type

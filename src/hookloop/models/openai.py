@@ -24,7 +24,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._client import DEFAULT_TIMEOUT, translated_errors
+from ._client import DEFAULT_TIMEOUT, LoopClient, translated_errors
 from .base import (
     FinishReason,
     Model,
@@ -89,20 +89,22 @@ class OpenAIModel(Model):
         self.name = name
         self.context_window = context_window
         self.stream_usage = stream_usage
-        self._owns_client = client is None
-        self.client = client or openai_client(api_key=api_key, base_url=base_url, timeout=timeout)
+        self._clients = LoopClient(
+            lambda: openai_client(api_key=api_key, base_url=base_url, timeout=timeout), client
+        )
         # OpenAI's own API wants max_completion_tokens; compatible servers know max_tokens.
         self._max_tokens_field = (
-            "max_completion_tokens" if "api.openai.com" in str(self.client.base_url) else "max_tokens"
+            "max_completion_tokens"
+            if "api.openai.com" in str(self._clients.first.base_url)
+            else "max_tokens"
         )
 
     def __repr__(self) -> str:
-        return f"OpenAIModel({self.name!r}, base_url={str(self.client.base_url)!r})"
+        return f"OpenAIModel({self.name!r}, base_url={str(self._clients.first.base_url)!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP client this model created (a client you passed in stays open)."""
-        if self._owns_client:
-            await self.client.close()
+        """Close the HTTP client this model made for this loop (a client you passed stays open)."""
+        await self._clients.close()
 
     async def request(self, request: ProviderRequest) -> ProviderResponse:
         """Send one request and return the whole answer.
@@ -111,7 +113,9 @@ class OpenAIModel(Model):
             ProviderError: The matching class of hookloop's error tree.
         """
         with translated_errors(openai, self.name, reading=False):
-            completion = await self.client.chat.completions.create(**self._body(request))
+            completion = await (await self._clients.get()).chat.completions.create(
+                **self._body(request)
+            )
         with translated_errors(openai, self.name):
             return _parse_completion(completion)
 
@@ -131,7 +135,8 @@ class OpenAIModel(Model):
         usage: Usage | None = None
         model: str | None = None
         with translated_errors(openai, self.name, reading=False):
-            chunks = await self.client.chat.completions.create(**body)
+            client = await self._clients.get()
+            chunks = await client.chat.completions.create(**body)
         with translated_errors(openai, self.name):
             async for chunk in chunks:
                 model = chunk.model or model

@@ -22,7 +22,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._client import DEFAULT_TIMEOUT, translated_errors
+from ._client import DEFAULT_TIMEOUT, LoopClient, translated_errors
 from ._errors import provider_error
 from .base import (
     FinishReason,
@@ -73,16 +73,16 @@ class OpenAIResponsesModel(Model):
         self.name = name
         self.context_window = context_window
         self.store = store
-        self._owns_client = client is None
-        self.client = client or openai_client(api_key=api_key, base_url=base_url, timeout=timeout)
+        self._clients = LoopClient(
+            lambda: openai_client(api_key=api_key, base_url=base_url, timeout=timeout), client
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel({self.name!r})"
 
     async def aclose(self) -> None:
-        """Close the HTTP client this model created (a client you passed in stays open)."""
-        if self._owns_client:
-            await self.client.close()
+        """Close the HTTP client this model made for this loop (a client you passed stays open)."""
+        await self._clients.close()
 
     async def request(self, request: ProviderRequest) -> ProviderResponse:
         """Send one request and return the whole answer.
@@ -91,7 +91,8 @@ class OpenAIResponsesModel(Model):
             ProviderError: The matching class of hookloop's error tree.
         """
         with translated_errors(openai, self.name, reading=False):
-            response = await self.client.responses.create(**self._body(request))
+            client = await self._clients.get()
+            response = await client.responses.create(**self._body(request))
         with translated_errors(openai, self.name):
             return _parse_response(response, self.name)
 
@@ -107,7 +108,8 @@ class OpenAIResponsesModel(Model):
         body["stream"] = True
         final: ProviderResponse | None = None
         with translated_errors(openai, self.name, reading=False):
-            events = await self.client.responses.create(**body)
+            client = await self._clients.get()
+            events = await client.responses.create(**body)
         with translated_errors(openai, self.name):
             async for event in events:
                 kind = event.type

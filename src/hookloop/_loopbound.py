@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
-from .._background import at_sync_exit
+from ._background import at_sync_exit
 
 _T = TypeVar("_T")
 
