@@ -179,3 +179,13 @@ def test_the_server_does_not_outlive_a_killed_parent() -> None:
         time.sleep(0.1)
     os.kill(server_pid, signal.SIGKILL)
     pytest.fail("the llama.cpp server outlived its killed parent")
+
+
+def test_the_command_with_several_tools_lets_the_bundled_model_choose() -> None:
+    done = subprocess.run(
+        [str(HOOKLOOP), "run", "--tool", "calculator", "--tool", "clock", "What time is it?"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr  # not "cannot force a call among 2 tools"

@@ -19,18 +19,22 @@ import dataclasses
 import importlib
 import itertools
 import sys
+import threading
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .agent import Agent
 from .errors import RunError, UsageError
+from .events import ModelRetry
 from .hooks import PreRequestContext
 from .models.base import Model, ModelSettings, ProviderRequest, TextDelta
-from .models.local import LocalModel
 from .models.spec import model_from_spec
 from .toolbox import BUILTIN_TOOLS
 from .tools import Tool, tool
 from .trace import TracePlugin
+
+if TYPE_CHECKING:
+    from .models.local import LocalModel
 
 __all__ = ["main"]
 
@@ -113,7 +117,10 @@ async def _run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     finally:
         await _close(agent.model)
-    print(response.text)
+    try:
+        print(response.text)
+    except BrokenPipeError:  # `hookloop run ... | head -1` closed the pipe: nothing to say
+        sys.stderr.close()
     return EXIT_OK
 
 
@@ -125,7 +132,7 @@ async def _chat(args: argparse.Namespace) -> int:
     try:
         while True:
             try:
-                line = await asyncio.to_thread(input, "you> ")
+                line = await _read_line("you> ")
             except EOFError:
                 print(file=sys.stderr)
                 return EXIT_OK
@@ -142,6 +149,36 @@ async def _chat(args: argparse.Namespace) -> int:
         await _close(agent.model)
 
 
+async def _read_line(prompt: str) -> str:
+    """``input(prompt)`` without holding up Ctrl-C.
+
+    A daemon thread reads, so an interrupt ends the program at once instead of waiting for
+    the executor's thread to see the next Enter.
+    """
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def read() -> None:
+        try:
+            line = input(prompt)
+        except BaseException as exc:  # EOFError, or the interpreter going down
+            loop.call_soon_threadsafe(_settle, answer, None, exc)
+        else:
+            loop.call_soon_threadsafe(_settle, answer, line, None)
+
+    threading.Thread(target=read, name="hookloop-input", daemon=True).start()
+    return await answer
+
+
+def _settle(future: asyncio.Future[str], line: str | None, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(line or "")
+
+
 async def _answer(agent: Agent, line: str) -> None:
     out = sys.stdout
     out.write("model> ")
@@ -152,6 +189,11 @@ async def _answer(agent: Agent, line: str) -> None:
                 if isinstance(event, TextDelta):
                     out.write(event.text)
                     out.flush()
+                elif isinstance(event, ModelRetry):
+                    # The text so far came from a failed attempt: the retry starts over.
+                    print(f"\n(retrying: {event.error})", file=sys.stderr)
+                    out.write("model> ")
+                    out.flush()
     except RunError as exc:
         print(f"\nhookloop: {type(exc).__name__}: {exc}", file=sys.stderr)
     out.write("\n")
@@ -161,7 +203,7 @@ async def _agent(args: argparse.Namespace) -> Agent | None:
     try:
         tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or ["calculator"]]
         bundled = args.model.strip() == "local"
-        settings = _settings(args, bundled=bundled, tools=bool(tools))
+        settings = _settings(args, bundled=bundled, tools=len(tools))
         model = model_from_spec(args.model)
         agent = Agent(
             model,
@@ -170,12 +212,13 @@ async def _agent(args: argparse.Namespace) -> Agent | None:
             max_iterations=args.max_iterations,
             settings=settings,
         )
-        if isinstance(model, LocalModel):
+        local = sys.modules.get("hookloop.models.local")  # imported only if the spec named it
+        if local is not None and isinstance(model, local.LocalModel):
             await _load(model, sys.stderr)
     except UsageError as exc:
         print(f"hookloop: {exc}", file=sys.stderr)
         return None
-    if bundled and tools and args.tool_choice is None:
+    if bundled and len(tools) == 1 and args.tool_choice is None:
         agent.add_hook("pre_request", _answer_after_tools)
     if args.trace:
         agent.use(TracePlugin(write=lambda line: print(line, file=sys.stderr, flush=True)))
@@ -190,12 +233,14 @@ def _answer_after_tools(ctx: PreRequestContext) -> ProviderRequest | None:
     return dataclasses.replace(ctx.request, settings=settings)
 
 
-def _settings(args: argparse.Namespace, *, bundled: bool, tools: bool) -> ModelSettings:
+def _settings(args: argparse.Namespace, *, bundled: bool, tools: int) -> ModelSettings:
     # The bundled 135M model does not decide to call a tool by itself, and samples its way
     # out of a good answer; forced first call and greedy decoding make its demo reliable.
-    choice = args.tool_choice or ("required" if bundled and tools else "auto")
+    choice = args.tool_choice or ("required" if bundled and tools == 1 else "auto")
     temperature = args.temperature if args.temperature is not None else (0.0 if bundled else None)
-    max_tokens = args.max_tokens or (_BUNDLED_MAX_TOKENS if bundled else None)
+    max_tokens = args.max_tokens
+    if max_tokens is None and bundled:
+        max_tokens = _BUNDLED_MAX_TOKENS
     return ModelSettings(temperature=temperature, max_tokens=max_tokens, tool_choice=choice)
 
 
@@ -211,10 +256,14 @@ def _load_tool(spec: str) -> Tool:
         value = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"cannot load tool {spec!r}: {exc}") from exc
-    return value if isinstance(value, Tool) else tool(value)
+    if isinstance(value, Tool):
+        return value
+    if not callable(value):
+        raise UsageError(f"cannot load tool {spec!r}: {type(value).__name__} is not a function")
+    return tool(value)
 
 
-async def _load(model: LocalModel, out: TextIO) -> None:
+async def _load(model: LocalModel, out: TextIO) -> None:  # needs the local extra
     """Start the local model with a progress indicator on ``out``."""
     frames = itertools.cycle(_SPINNER)
     live = out.isatty()

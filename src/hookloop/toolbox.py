@@ -8,6 +8,7 @@ Example:
 from __future__ import annotations
 
 import ast
+import math
 import operator
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -32,7 +33,8 @@ _UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
     ast.UAdd: operator.pos,
     ast.USub: operator.neg,
 }
-_MAX_EXPONENT = 1000  # 10 ** 10 ** 10 would take the process down
+_MAX_BITS = 13_000  # about 4,000 digits: Python will not print a longer int, and a much
+# longer one (((9**999)**999)**999) would hold the process for minutes before that
 
 
 Expression = Annotated[str, Field(pattern=r"^[0-9+\-*/%(). eE]+$", max_length=80)]
@@ -60,12 +62,18 @@ def _evaluate(node: ast.expr) -> Any:
         return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _evaluate(node.left), _evaluate(node.right)
-        if isinstance(node.op, ast.Pow) and abs(right) > _MAX_EXPONENT:
-            raise ValueError(f"exponent {right} is too large")
+        if isinstance(node.op, ast.Pow) and _too_large(left, right):
+            raise ValueError("the result is too large (more than 4,000 digits)")
         return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
         return _UNARY[type(node.op)](_evaluate(node.operand))
     raise ValueError(f"unsupported expression: {ast.unparse(node)!r}")
+
+
+def _too_large(base: Any, exponent: Any) -> bool:
+    if abs(base) <= 1 or exponent <= 0:
+        return False
+    return bool(exponent * math.log2(abs(base)) > _MAX_BITS)
 
 
 @tool(run_in_thread=False)

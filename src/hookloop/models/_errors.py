@@ -163,11 +163,15 @@ def _by_range(status: int | None) -> type[ProviderError]:
 
 
 def _embedded_status(body: Mapping[str, object]) -> int | None:
-    # Groq puts the status of an error it sends inside a 200 stream in the error object.
+    # An error inside a 200 stream or body carries its status in the error object: Groq as
+    # status_code, OpenRouter as an integer code.
     inner = body.get("error")
     source = inner if isinstance(inner, Mapping) else body
-    value = source.get("status_code", source.get("status"))
-    return value if isinstance(value, int) else None
+    for key in ("status_code", "status", "code"):
+        value = source.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    return None
 
 
 def _is_overflow(kind: str | None, code: str | None, message: str) -> bool:

@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from ..errors import InvalidResponseError, ProviderConnectionError
+from ..errors import InvalidResponseError, ProviderConnectionError, UsageError
 from ..messages import (
     AssistantMessage,
     Message,
@@ -71,6 +71,9 @@ class AnthropicModel(Model):
         context_window: The model's context window in tokens, when you know it.
         timeout: Seconds one call may take.
         client: A ready ``anthropic.AsyncAnthropic`` to use instead.
+
+    Raises:
+        UsageError: No key given or in ``ANTHROPIC_API_KEY`` (and no ``client``).
     """
 
     def __init__(
@@ -85,12 +88,12 @@ class AnthropicModel(Model):
     ) -> None:
         self.name = name
         self.context_window = context_window
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        if key is None and client is None:
+            raise UsageError("Anthropic needs an API key: set ANTHROPIC_API_KEY or pass api_key=")
         self._clients = LoopClient(
             lambda: anthropic.AsyncAnthropic(
-                api_key=api_key or os.environ.get("ANTHROPIC_API_KEY"),
-                base_url=base_url,
-                timeout=timeout,
-                max_retries=0,
+                api_key=key, base_url=base_url, timeout=timeout, max_retries=0
             ),
             client,
         )
@@ -134,38 +137,39 @@ class AnthropicModel(Model):
             client = await self._clients.get()
             events = await client.messages.create(**body)
         with translated_errors(anthropic, self.name):
-            async for event in events:
-                kind = event.type
-                if kind == "message_start":
-                    model = event.message.model
-                    usage = _usage(event.message.usage)
-                elif kind == "content_block_start":
-                    block = event.content_block
-                    if block.type == "text" and block.text:
-                        yield TextDelta(text=block.text)
-                    elif block.type == "tool_use":
-                        unargued.add(event.index)
-                        yield ToolCallDelta(index=event.index, id=block.id, name=block.name)
-                elif kind == "content_block_delta":
-                    delta = event.delta
-                    if delta.type == "text_delta":
-                        yield TextDelta(text=delta.text)
-                    elif delta.type == "input_json_delta" and delta.partial_json:
+            async with events:  # closes the connection if the consumer stops early
+                async for event in events:
+                    kind = event.type
+                    if kind == "message_start":
+                        model = event.message.model
+                        usage = _usage(event.message.usage)
+                    elif kind == "content_block_start":
+                        block = event.content_block
+                        if block.type == "text" and block.text:
+                            yield TextDelta(text=block.text)
+                        elif block.type == "tool_use":
+                            unargued.add(event.index)
+                            yield ToolCallDelta(index=event.index, id=block.id, name=block.name)
+                    elif kind == "content_block_delta":
+                        delta = event.delta
+                        if delta.type == "text_delta":
+                            yield TextDelta(text=delta.text)
+                        elif delta.type == "input_json_delta" and delta.partial_json:
+                            unargued.discard(event.index)
+                            yield ToolCallDelta(index=event.index, arguments=delta.partial_json)
+                    elif kind == "content_block_stop" and event.index in unargued:
+                        # A tool_use block that streamed no input has an empty object.
                         unargued.discard(event.index)
-                        yield ToolCallDelta(index=event.index, arguments=delta.partial_json)
-                elif kind == "content_block_stop" and event.index in unargued:
-                    # A tool_use block that streamed no input has an empty object.
-                    unargued.discard(event.index)
-                    yield ToolCallDelta(index=event.index, arguments="{}")
-                elif kind == "message_delta":
-                    if event.delta.stop_reason is not None:
-                        stop = _STOP.get(event.delta.stop_reason, "stop")
-                    if event.usage is not None:
-                        usage = _merge_usage(usage, event.usage)
-                elif kind == "message_stop":
-                    finished = True
-                elif kind == "error":  # pragma: no cover - the client raises these itself
-                    raise provider_error(status=None, body=event.model_dump(), model=self.name)
+                        yield ToolCallDelta(index=event.index, arguments="{}")
+                    elif kind == "message_delta":
+                        if event.delta.stop_reason is not None:
+                            stop = _STOP.get(event.delta.stop_reason, "stop")
+                        if event.usage is not None:
+                            usage = _merge_usage(usage, event.usage)
+                    elif kind == "message_stop":
+                        finished = True
+                    elif kind == "error":  # pragma: no cover - the client raises these itself
+                        raise provider_error(status=None, body=event.model_dump(), model=self.name)
         if not finished:
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name

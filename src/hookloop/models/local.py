@@ -31,6 +31,7 @@ from pathlib import Path
 
 from ..errors import BadRequestError, ProviderConnectionError, UsageError
 from .base import Model, ProviderRequest, ProviderResponse, StreamPart
+from .openai import OpenAIModel
 
 __all__ = ["DEFAULT_GGUF", "LocalModel", "LocalModelError", "default_model_path"]
 
@@ -140,7 +141,8 @@ class LocalModel(Model):
         async with self._lock:
             if self.running and self._remote is not None:
                 return
-            await asyncio.to_thread(self._spawn)
+            await self.aclose()  # a server that died: release its client and pipe
+            self._spawn()  # quick (fork and exec); no thread, so no half-started state
             try:
                 await self._wait_ready(progress)
             except BaseException:
@@ -155,8 +157,14 @@ class LocalModel(Model):
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         """Stream one answer from the local server, starting it first if needed."""
         remote = await self._ready()
-        async for part in remote.stream(_forcible(request)):
-            yield part
+        parts = remote.stream(_forcible(request))
+        try:
+            async for part in parts:
+                yield part
+        finally:  # a consumer that stops early closes the HTTP stream now, not at collection
+            aclose = getattr(parts, "aclose", None)
+            if aclose is not None:
+                await aclose()
 
     async def aclose(self) -> None:
         """Stop the server (it is started again by the next request)."""
@@ -166,6 +174,9 @@ class LocalModel(Model):
             await remote.aclose()
         if process is not None:
             await asyncio.to_thread(_stop, process)
+        if self._log is not None:
+            self._log.unlink(missing_ok=True)
+            self._log = None
 
     async def __aenter__(self) -> LocalModel:
         await self.start()
@@ -215,14 +226,13 @@ class LocalModel(Model):
                 start_new_session=True,
             )
         _PROCESSES.add(self._process)
-        from .openai import OpenAIModel
-
         self._base_url = f"http://127.0.0.1:{port}/v1"
         self._remote = OpenAIModel(
             self.name,
             base_url=self._base_url,
             context_window=self.context_window,
             stream_usage=False,  # llama.cpp's server ignores it
+            trust_env=False,  # loopback: an HTTP(S)_PROXY in the environment must not apply
         )
 
     async def _wait_ready(self, progress: Progress | None) -> None:
@@ -277,9 +287,12 @@ def _free_port() -> int:
         return port
 
 
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy to loopback
+
+
 def _answers(url: str) -> bool:
     try:
-        with urllib.request.urlopen(url, timeout=1) as response:
+        with _DIRECT.open(url, timeout=1) as response:
             return bool(response.status == 200)
     except (urllib.error.URLError, OSError):
         return False

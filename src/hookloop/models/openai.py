@@ -12,7 +12,7 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, cast
 
-from ..errors import InvalidResponseError, ProviderConnectionError
+from ..errors import InvalidResponseError, ProviderConnectionError, UsageError
 from ..messages import (
     AssistantMessage,
     ImagePart,
@@ -25,6 +25,7 @@ from ..messages import (
     UserMessage,
 )
 from ._client import DEFAULT_TIMEOUT, LoopClient, translated_errors
+from ._errors import provider_error
 from .base import (
     FinishReason,
     Model,
@@ -67,7 +68,12 @@ class OpenAIModel(Model):
         timeout: Seconds one call may take.
         stream_usage: Ask for the usage chunk at the end of a stream
             (``stream_options.include_usage``); turn off for a server that rejects it.
+        trust_env: Use proxy settings from the environment (``HTTPS_PROXY``, ...).
         client: A ready ``openai.AsyncOpenAI`` to use instead (its retries are yours then).
+
+    Raises:
+        UsageError: No key given or in ``OPENAI_API_KEY``, and no ``base_url`` (a
+            compatible server needs none).
 
     Example:
         >>> model = OpenAIModel("qwen3:0.6b", base_url="http://localhost:11434/v1")
@@ -84,13 +90,17 @@ class OpenAIModel(Model):
         context_window: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         stream_usage: bool = True,
+        trust_env: bool = True,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
         self.name = name
         self.context_window = context_window
         self.stream_usage = stream_usage
         self._clients = LoopClient(
-            lambda: openai_client(api_key=api_key, base_url=base_url, timeout=timeout), client
+            lambda: openai_client(
+                api_key=api_key, base_url=base_url, timeout=timeout, trust_env=trust_env
+            ),
+            client,
         )
         # OpenAI's own API wants max_completion_tokens; compatible servers know max_tokens.
         self._max_tokens_field = (
@@ -134,30 +144,35 @@ class OpenAIModel(Model):
         finish: FinishReason | None = None
         usage: Usage | None = None
         model: str | None = None
+        refused = False
         with translated_errors(openai, self.name, reading=False):
             client = await self._clients.get()
             chunks = await client.chat.completions.create(**body)
+        calls = _CallSlots()
         with translated_errors(openai, self.name):
-            async for chunk in chunks:
-                model = chunk.model or model
-                if chunk.usage is not None:
-                    usage = _usage(chunk.usage)
-                for choice in chunk.choices or ():
-                    if choice.index != 0:
-                        continue
-                    delta = choice.delta
-                    if delta is not None and delta.content:
-                        yield TextDelta(text=delta.content)
-                    for call in (delta.tool_calls if delta is not None else None) or ():
-                        function = call.function
-                        yield ToolCallDelta(
-                            index=call.index,
-                            id=call.id or None,
-                            name=(function.name if function is not None else None) or None,
-                            arguments=(function.arguments if function is not None else "") or "",
-                        )
-                    if choice.finish_reason is not None:
-                        finish = _FINISH.get(choice.finish_reason, "stop")
+            async with chunks:  # closes the connection if the consumer stops early
+                async for chunk in chunks:
+                    model = chunk.model or model
+                    if chunk.usage is not None:
+                        usage = _usage(chunk.usage)
+                    for choice in chunk.choices or ():
+                        if choice.index != 0:
+                            continue
+                        delta = choice.delta
+                        if delta is not None and (text := delta.content or delta.refusal):
+                            yield TextDelta(text=text)
+                        for call in (delta.tool_calls if delta is not None else None) or ():
+                            function = call.function
+                            yield ToolCallDelta(
+                                index=calls.slot(call.index, call.id),
+                                id=call.id or None,
+                                name=(function.name if function is not None else None) or None,
+                                arguments=(function.arguments if function else "") or "",
+                            )
+                        if delta is not None and delta.refusal:
+                            refused = True
+                        if choice.finish_reason is not None:
+                            finish = _finish(choice.finish_reason, refused=refused)
         if finish is None:
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
@@ -183,17 +198,26 @@ class OpenAIModel(Model):
 
 
 def openai_client(
-    *, api_key: str | None, base_url: str | None, timeout: float
+    *, api_key: str | None, base_url: str | None, timeout: float, trust_env: bool = True
 ) -> openai.AsyncOpenAI:
     """An ``openai.AsyncOpenAI`` with its own retries off (the agent's strategy retries).
 
     The key comes from ``api_key`` or ``OPENAI_API_KEY``; a compatible server at
-    ``base_url`` that needs none gets a placeholder (the client insists on a key).
+    ``base_url`` (or ``OPENAI_BASE_URL``) that needs none gets a placeholder (the client
+    insists on a key). ``trust_env=False`` ignores proxy settings in the environment.
+
+    Raises:
+        UsageError: No key, and no compatible server named.
     """
     key = api_key or os.environ.get("OPENAI_API_KEY")
-    if key is None and base_url is not None:
+    if key is None:
+        if base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+            raise UsageError("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=")
         key = "not-needed"
-    return openai.AsyncOpenAI(api_key=key, base_url=base_url, timeout=timeout, max_retries=0)
+    http_client = None if trust_env else openai.DefaultAsyncHttpx2Client(trust_env=False)
+    return openai.AsyncOpenAI(
+        api_key=key, base_url=base_url, timeout=timeout, max_retries=0, http_client=http_client
+    )
 
 
 def openai_messages(system: str | None, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
@@ -273,6 +297,9 @@ def _usage(usage: Any) -> Usage:
 
 
 def _parse_completion(completion: Any) -> ProviderResponse:
+    error = (completion.model_extra or {}).get("error")
+    if error:  # OpenRouter and others: an error in a 200 body
+        raise provider_error(status=None, body={"error": error}, model=completion.model)
     if not completion.choices:
         raise InvalidResponseError("the response has no choices", body=_dump(completion))
     choice = completion.choices[0]
@@ -285,14 +312,50 @@ def _parse_completion(completion: Any) -> ProviderResponse:
         if function is None or not function.name:
             raise InvalidResponseError("a tool call has no function name", body=_dump(completion))
         calls.append(_tool_call(call.id, function.name, function.arguments))
-    finish = _FINISH.get(choice.finish_reason or "", "tool_calls" if calls else "stop")
+    refusal = getattr(message, "refusal", None)
+    finish = (
+        _finish(choice.finish_reason, refused=bool(refusal))
+        if choice.finish_reason
+        else ("tool_calls" if calls else "stop")
+    )
     return ProviderResponse(
-        content=message.content or "",
+        content=message.content or refusal or "",
         tool_calls=tuple(calls),
         finish_reason=finish,
         usage=_usage(completion.usage) if completion.usage is not None else None,
         model=completion.model,
     )
+
+
+def _finish(reason: str, *, refused: bool) -> FinishReason:
+    """Our finish reason for the provider's; a refusal reads as a content filter."""
+    if reason == "error":  # OpenRouter: the upstream failed mid-answer
+        raise ProviderConnectionError("the provider ended the answer with finish_reason 'error'")
+    return "content_filter" if refused else _FINISH.get(reason, "stop")
+
+
+class _CallSlots:
+    """The accumulator index of each streamed tool call.
+
+    Ollama streams parallel calls all with ``index`` 0, each with its own ``id``: a new id
+    at an index already taken starts a new call instead of running into the previous one.
+    """
+
+    __slots__ = ("_ids", "_latest", "_next")
+
+    def __init__(self) -> None:
+        self._ids: dict[int, str] = {}  # slot -> call id
+        self._latest: dict[int, int] = {}  # provider index -> slot of its latest call
+        self._next = 0
+
+    def slot(self, index: int, call_id: str | None) -> int:
+        slot = self._latest.get(index)
+        if slot is None or (call_id and self._ids.get(slot, call_id) != call_id):
+            slot = self._latest[index] = self._next
+            self._next += 1
+        if call_id:
+            self._ids[slot] = call_id
+        return slot
 
 
 def _tool_call(call_id: str | None, name: str, arguments: str | None) -> ToolCall:

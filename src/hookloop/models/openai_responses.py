@@ -111,25 +111,28 @@ class OpenAIResponsesModel(Model):
             client = await self._clients.get()
             events = await client.responses.create(**body)
         with translated_errors(openai, self.name):
-            async for event in events:
-                kind = event.type
-                if kind == "response.output_text.delta":
-                    yield TextDelta(text=event.delta)
-                elif kind == "response.output_item.added" and event.item.type == "function_call":
-                    item = event.item
-                    yield ToolCallDelta(
-                        index=event.output_index,
-                        id=item.call_id,
-                        name=item.name,
-                        arguments=item.arguments or "",
-                    )
-                elif kind == "response.function_call_arguments.delta":
-                    yield ToolCallDelta(index=event.output_index, arguments=event.delta)
-                elif kind in ("response.completed", "response.incomplete", "response.failed"):
-                    final = _parse_response(event.response, self.name)
-                elif kind == "error":
-                    body = {"type": event.code, "message": event.message, "param": event.param}
-                    raise provider_error(status=None, body=body, model=self.name)
+            async with events:  # closes the connection if the consumer stops early
+                async for event in events:
+                    kind = event.type
+                    if kind in ("response.output_text.delta", "response.refusal.delta"):
+                        yield TextDelta(text=event.delta)
+                    elif (
+                        kind == "response.output_item.added" and event.item.type == "function_call"
+                    ):
+                        item = event.item
+                        yield ToolCallDelta(
+                            index=event.output_index,
+                            id=item.call_id,
+                            name=item.name,
+                            arguments=item.arguments or "",
+                        )
+                    elif kind == "response.function_call_arguments.delta":
+                        yield ToolCallDelta(index=event.output_index, arguments=event.delta)
+                    elif kind in ("response.completed", "response.incomplete", "response.failed"):
+                        final = _parse_response(event.response, self.name)
+                    elif kind == "error":
+                        body = {"type": event.code, "message": event.message, "param": event.param}
+                        raise provider_error(status=None, body=body, model=self.name)
         if final is None:
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
@@ -217,15 +220,21 @@ def _parse_response(response: Any, model: str) -> ProviderResponse:
         raise InvalidResponseError("the response has no output", model=model)
     texts: list[str] = []
     calls: list[ToolCall] = []
+    refused = False
     for item in response.output:
         if item.type == "message":
-            texts.extend(part.text for part in item.content if part.type == "output_text")
+            for part in item.content:
+                if part.type == "output_text":
+                    texts.append(part.text)
+                elif part.type == "refusal":
+                    texts.append(part.refusal)
+                    refused = True
         elif item.type == "function_call":
             if not item.name or not item.call_id:
                 raise InvalidResponseError("a function_call item has no name or call_id")
             arguments = item.arguments or "{}"
             calls.append(ToolCall(name=item.name, arguments=arguments, id=item.call_id))
-    finish: FinishReason = "tool_calls" if calls else "stop"
+    finish: FinishReason = "content_filter" if refused else ("tool_calls" if calls else "stop")
     if response.status == "incomplete":
         reason = getattr(response.incomplete_details, "reason", None)
         finish = "content_filter" if reason == "content_filter" else "length"

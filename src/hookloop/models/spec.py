@@ -57,7 +57,7 @@ def model_from_spec(spec: str) -> Model:
     if provider == "local":
         from .local import LocalModel
 
-        return LocalModel(name or None) if sep else LocalModel()
+        return LocalModel(os.path.expanduser(name)) if sep and name else LocalModel()
     if not sep or not name:
         raise ModelSpecError(f"unknown model spec {spec!r}; use {_FORMS}")
     if provider in ("openai", "openai-responses"):
