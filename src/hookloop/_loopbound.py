@@ -1,15 +1,20 @@
-"""A connection pool or client that belongs to the event loop that made it.
+"""A connection pool or client per event loop.
 
 asyncpg pools and redis-py clients only work in the loop they were created in. A store
-used from ``asyncio.run()`` twice (``store_memory_sync`` does that) would otherwise hand
-the second loop a dead pool; here each loop gets its own, made on first use. Under the
-agent's sync methods it is closed before their loop ends; a loop the store was not closed
-in leaves its connections to the garbage collector.
+used from ``asyncio.run()`` twice (``store_memory_sync`` does that), or from two threads
+each running its own loop at the same time (a sync tool calling ``store_memory_sync`` in a
+worker thread while the app's loop uses the same store), needs one per loop: here each loop
+gets its own, made on first use, and no loop ever touches another live loop's resource.
+
+Under the agent's sync methods a loop's resource is closed before that loop ends. A
+resource whose loop was closed without closing it is abandoned (released without awaiting)
+the next time the object is used, from any loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -19,13 +24,14 @@ _T = TypeVar("_T")
 
 
 class LoopBound(Generic[_T]):
-    """Makes a resource per running loop, once, and drops the previous loop's resource.
+    """Makes a resource per running loop, once, and keeps each loop's apart.
+
+    Safe to share between threads, each running its own event loop.
 
     Args:
         factory: Makes the resource, in the running loop.
         closer: Closes it, in its own loop (used by :meth:`close`).
-        abandon: Releases a resource whose loop is no longer the running one, without
-            awaiting (its loop may be closed).
+        abandon: Releases a resource whose loop is closed, without awaiting.
     """
 
     def __init__(
@@ -37,22 +43,28 @@ class LoopBound(Generic[_T]):
         self._factory = factory
         self._closer = closer
         self._abandon = abandon
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[_T] | None = None
+        # Keyed by the loop itself, not weakly: the task (and the resource) refer to their
+        # loop, so a weak key would never be freed anyway. Entries of closed loops are
+        # swept on every get() and close().
+        self._tasks: dict[asyncio.AbstractEventLoop, asyncio.Task[_T]] = {}
+        self._lock = threading.Lock()
 
     async def get(self) -> _T:
         """The resource for the running loop, made now if needed."""
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._task is None:
-            self._forget()
-            self._loop = loop
-            self._task = loop.create_task(self._make())
-        task = self._task
+        with self._lock:
+            dead = self._sweep()
+            task = self._tasks.get(loop)
+            if task is None:
+                task = self._tasks[loop] = loop.create_task(self._make())
+        self._release(dead)
         try:
             return await asyncio.shield(task)
         except BaseException:
             if task.done() and not task.cancelled() and task.exception() is not None:
-                self._task = None  # a failed connection attempt is retried on the next call
+                with self._lock:  # a failed connection attempt is retried on the next call
+                    if self._tasks.get(loop) is task:
+                        del self._tasks[loop]
             raise
 
     async def _make(self) -> _T:
@@ -60,22 +72,31 @@ class LoopBound(Generic[_T]):
         at_sync_exit(self.close)  # under agent.*_sync(), the loop ends with the call
         return resource
 
-    def _forget(self) -> None:
-        task, self._task, self._loop = self._task, None, None
-        if task is not None and task.done() and not task.cancelled() and not task.exception():
-            self._abandon(task.result())
+    def _sweep(self) -> list[asyncio.Task[_T]]:
+        """Take out the tasks of closed loops (the caller holds the lock)."""
+        dead = [loop for loop in self._tasks if loop.is_closed()]
+        return [self._tasks.pop(loop) for loop in dead]
+
+    def _release(self, tasks: list[asyncio.Task[_T]]) -> None:
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is None:
+                self._abandon(task.result())
 
     async def close(self) -> None:
-        """Close the resource if it belongs to the running loop; forget it otherwise."""
-        task = self._task
+        """Close the running loop's resource; the next :meth:`get` in this loop makes another.
+
+        Resources of other loops that are still open are left alone: each is closed in its
+        own loop (or abandoned once that loop is closed).
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            dead = self._sweep()
+            task = self._tasks.pop(loop, None)
+        self._release(dead)
         if task is None:
             return
-        if self._loop is asyncio.get_running_loop():
-            self._task, self._loop = None, None
-            try:
-                resource = await task
-            except Exception:
-                return
-            await self._closer(resource)
-        else:
-            self._forget()
+        try:
+            resource = await task
+        except Exception:
+            return
+        await self._closer(resource)
