@@ -349,3 +349,73 @@ def test_the_sync_api_uses_a_store_in_one_event_loop_after_another(
     assert agent.store_memory_sync("", memory_type="entity", action="remove", match="second") == (
         second
     )
+
+
+# -- SQLite: an entry and its index row commit together ----------------------------------------
+
+
+def _deny_writes_to(store: SQLiteMemoryStore, table: str) -> None:
+    """Make every write to ``table`` fail, as if the process died right before it."""
+    import sqlite3
+
+    conn = store._conn
+    assert conn is not None
+    writes = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
+
+    def authorizer(action: int, arg1: str | None, *_: object) -> int:
+        return sqlite3.SQLITE_DENY if action in writes and arg1 == table else sqlite3.SQLITE_OK
+
+    conn.set_authorizer(authorizer)
+
+
+async def test_sqlite_writes_are_atomic_when_the_index_write_fails(tmp_path: Path) -> None:
+    path = str(tmp_path / "m.db")
+    async with SQLiteMemoryStore(path) as store:
+        kept = await store.add("Kim prefers green tea", "entity")
+        _deny_writes_to(store, f"{store.table}_fts")
+        with pytest.raises(Exception, match="not authorized"):
+            await store.add("Sam likes black coffee", "entity")
+        with pytest.raises(Exception, match="not authorized"):
+            await store.replace(
+                MemoryTarget(memory_type="entity", memory_id=kept.id), "Kim prefers oolong"
+            )
+        with pytest.raises(Exception, match="not authorized"):
+            await store.remove(MemoryTarget(memory_type="entity", memory_id=kept.id))
+    async with SQLiteMemoryStore(path) as store:  # a new connection sees what was committed
+        assert [e.content for e in await store.entries()] == ["Kim prefers green tea"]
+        assert [e.id for e in await store.search("tea")] == [kept.id]
+        assert await store.search("coffee") == []
+        assert await store.search("oolong") == []
+
+
+def test_sqlite_add_killed_before_the_index_write_leaves_no_entry(tmp_path: Path) -> None:
+    # The process dies (os._exit) right before the index INSERT: nothing of the entry stays.
+    import subprocess
+    import sys
+    import textwrap
+
+    path = str(tmp_path / "m.db")
+    child = textwrap.dedent(
+        f"""
+        import asyncio, os
+        from hookloop.memory import SQLiteMemoryStore
+
+        async def main():
+            store = SQLiteMemoryStore({path!r})
+            await store.add("warm up entry", "long_term")
+            store._conn.set_trace_callback(
+                lambda sql: os._exit(9) if sql.startswith("INSERT") and "_fts" in sql else None
+            )
+            await store.add("Kim prefers green tea", "entity")
+
+        asyncio.run(main())
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", child], timeout=60).returncode == 9
+
+    async def check() -> None:
+        async with SQLiteMemoryStore(path) as store:
+            assert [e.content for e in await store.entries()] == ["warm up entry"]
+            assert await store.search("tea") == []
+
+    asyncio.run(check())

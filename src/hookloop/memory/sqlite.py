@@ -7,11 +7,12 @@ never blocks the event loop; one connection per store, used by one thread at a t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
@@ -171,7 +172,7 @@ class SQLiteMemoryStore(MemoryStore):
                 conn.execute("PRAGMA journal_mode = WAL")
             conn.create_function("hookloop_contains", 2, _contains, deterministic=True)
             table = self.table
-            with conn:
+            with _transaction(conn):
                 conn.execute(
                     f'CREATE TABLE IF NOT EXISTS "{table}" ('
                     "seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, "
@@ -200,7 +201,7 @@ class SQLiteMemoryStore(MemoryStore):
                 self._conn = None
 
     def _insert(self, conn: sqlite3.Connection, entry: MemoryEntry) -> None:
-        with conn:
+        with _transaction(conn):
             cursor = conn.execute(
                 f'INSERT INTO "{self.table}" ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)',
                 (
@@ -218,7 +219,7 @@ class SQLiteMemoryStore(MemoryStore):
             )
 
     def _update(self, conn: sqlite3.Connection, entry: MemoryEntry) -> bool:
-        with conn:
+        with _transaction(conn):
             row = conn.execute(
                 f'SELECT seq FROM "{self.table}" WHERE id = ?', (entry.id,)
             ).fetchone()
@@ -236,7 +237,7 @@ class SQLiteMemoryStore(MemoryStore):
         return True
 
     def _delete(self, conn: sqlite3.Connection, memory_id: str) -> bool:
-        with conn:
+        with _transaction(conn):
             row = conn.execute(
                 f'SELECT seq FROM "{self.table}" WHERE id = ?', (memory_id,)
             ).fetchone()
@@ -278,6 +279,20 @@ class SQLiteMemoryStore(MemoryStore):
         args.append(limit)
         # FTS5's bm25() is lower-is-better; scores here are higher-is-better.
         return [_entry(row[:6], score=finite(-row[6])) for row in conn.execute(sql, args)]
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction: the connection is in autocommit mode (``isolation_level=None``),
+    where ``with conn:`` opens none, so an entry's row and its index row would commit apart."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if conn.in_transaction:  # SQLite may have rolled back already (e.g. a full disk)
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _entry(row: tuple[Any, ...], *, score: float | None = None) -> MemoryEntry:
