@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptSessionError, SessionExistsError, UsageError
@@ -67,6 +68,10 @@ class SessionRecorder:
         self._restored = False
         self._last_seq = 0
         self._parent: str | None = None  # of a session switched to, until it is created
+        # Messages in the agent's history whose append failed or was cut short: not known
+        # to be stored. Every append first stores these again (appends are idempotent by
+        # message id, so one that did commit is not written twice).
+        self._unsaved: list[Message] = []
 
     @property
     def name(self) -> str:
@@ -171,15 +176,48 @@ class SessionRecorder:
         history.clear_history()
         for message in messages:
             history.append_committed(message)
+        self._unsaved = []  # the history is the log now
         self._last_seq = records[-1].seq
         self._parent = None
         self._restored = True
         return messages
 
     async def _append(self, message: Message) -> None:
-        expected = self._last_seq if self.check_conflicts else None
-        seq = await self.store.append(self._require_session(), message, expected_seq=expected)
+        """Store ``message`` after any earlier message not known to be stored.
+
+        Raises what the store raises; the message then stays unsaved, and the next append
+        stores it again first (and raises again if the store still fails).
+        """
+        self._unsaved.append(message)
+        await self._flush()
+
+    async def _flush(self) -> None:
+        session_id = self._require_session()
+        while self._unsaved:
+            message = self._unsaved[0]
+            expected = self._last_seq if self.check_conflicts else None
+            task = asyncio.ensure_future(
+                self.store.append(session_id, message, expected_seq=expected)
+            )
+            try:
+                seq = await asyncio.shield(task)
+            except asyncio.CancelledError:
+                # The chat was cancelled while the message was being stored. It is in the
+                # agent's history already: cutting the append short would leave the store
+                # without it (PostgreSQL cancels the statement) or the recorder without its
+                # seq although it committed (SQLite's thread finishes it regardless), and
+                # the next chat would miss a message or fail with a conflict. So wait for
+                # the append to end, then let the cancellation go on. A second
+                # cancellation cuts the append short; the message then stays unsaved.
+                await _wait_for(task)
+                if not task.cancelled() and task.exception() is None:
+                    self._stored(task.result())
+                raise
+            self._stored(seq)
+
+    def _stored(self, seq: int) -> None:
         self._last_seq = max(self._last_seq, seq)
+        del self._unsaved[0]
 
     def _require_session(self) -> str:
         if self._session_id is None:
@@ -190,6 +228,15 @@ class SessionRecorder:
         if self._agent is None:
             raise UsageError("the SessionRecorder is not used by an agent: agent.use(recorder)")
         return self._agent
+
+
+async def _wait_for(task: asyncio.Future[int]) -> None:
+    """Wait until ``task`` is done, whatever its outcome; cancelled again, cancel it too."""
+    try:
+        await asyncio.wait((task,))
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
 
 
 def _checked(session_id: str, records: list[StoredMessage]) -> list[Message]:

@@ -1,0 +1,79 @@
+"""SessionRecorder and the stores under faults: cancellation, failing stores and hooks, races."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _session_backends import Backend, backend
+from hookloop import Agent, ChatCancelledError
+from hookloop.messages import Message
+from hookloop.models.testing import ScriptedModel
+from hookloop.sessions import SessionStore, SqliteSessionStore
+
+__all__ = ["backend"]  # the fixture, imported for pytest
+
+
+def slow_appends(store: SessionStore) -> tuple[asyncio.Event, list[bool]]:
+    """Make the store's appends wait a while when ``slow[0]`` is set; the event says one began."""
+    started = asyncio.Event()
+    slow = [False]
+    append = store.append
+
+    async def slow_append(session_id: str, message: Message, **kwargs: Any) -> int:
+        if slow[0]:
+            started.set()
+            await asyncio.sleep(0.2)  # e.g. waiting for a lock another worker holds
+        return await append(session_id, message, **kwargs)
+
+    store.append = slow_append  # type: ignore[method-assign]
+    return started, slow
+
+
+async def test_a_chat_cancelled_while_a_message_is_stored_keeps_it(backend: Backend) -> None:
+    async with backend.store() as store:
+        started, slow = slow_appends(store)
+        agent = Agent(ScriptedModel(["one", "two", "three"]), plugins=[store.session("s")])
+        await agent.chat("hello")
+        slow[0] = True
+        chat = asyncio.create_task(agent.chat("second"))
+        await started.wait()
+        agent.cancel("stop")  # lands while the user message is being stored
+        with pytest.raises(ChatCancelledError):
+            await chat
+        slow[0] = False
+        assert await store.load("s") == list(agent.messages)
+        await agent.chat("third")
+        assert await store.load("s") == list(agent.messages)
+        roles = ["user", "assistant", "user", "user", "assistant"]  # "second" got no answer
+        assert [m.role for m in agent.messages] == roles
+
+
+async def test_a_sqlite_append_committed_after_the_cancel_is_counted(tmp_path: Path) -> None:
+    class SlowStore(SqliteSessionStore):
+        slow = False
+        started = threading.Event()
+
+        def _append(self, conn: Any, args: Any) -> int:  # on the store's thread
+            if self.slow:
+                self.started.set()
+                time.sleep(0.2)
+            return super()._append(conn, args)
+
+    async with SlowStore(tmp_path / "s.db", synchronous="full") as store:
+        agent = Agent(ScriptedModel(["one", "two", "three"]), plugins=[store.session("s")])
+        await agent.chat("hello")
+        store.slow = True
+        chat = asyncio.create_task(agent.chat("second"))
+        await asyncio.to_thread(store.started.wait)
+        agent.cancel("stop")
+        with pytest.raises(ChatCancelledError):
+            await chat
+        store.slow = False
+        await agent.chat("third")  # no SessionConflictError: the recorder knows its seq
+        assert await store.load("s") == list(agent.messages)
