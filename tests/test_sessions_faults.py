@@ -77,3 +77,24 @@ async def test_a_sqlite_append_committed_after_the_cancel_is_counted(tmp_path: P
         store.slow = False
         await agent.chat("third")  # no SessionConflictError: the recorder knows its seq
         assert await store.load("s") == list(agent.messages)
+
+
+async def test_an_on_message_handler_that_raises_does_not_keep_a_message_from_the_store(
+    backend: Backend,
+) -> None:
+    async with backend.store() as store:
+        agent = Agent(ScriptedModel(["one", "two"]))
+        seen: list[str] = []
+
+        def audit(ctx: Any) -> None:  # registered before the recorder, hiccups once
+            seen.append(ctx.message.role)
+            if len(seen) == 2:
+                raise RuntimeError("audit sink down")
+
+        agent.add_hook("on_message", audit)
+        agent.use(store.session("s"))
+        with pytest.raises(RuntimeError, match="audit sink down"):
+            await agent.chat("hello")
+        assert await store.load("s") == list(agent.messages)
+        await agent.chat("again")
+        assert await store.load("s") == list(agent.messages)

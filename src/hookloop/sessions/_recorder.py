@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 
 __all__ = ["SessionRecorder"]
 
+# The order of the recorder's on_message handler: before every other handler. The message
+# is in agent.history before on_message fires, and a handler that raises ends the chat and
+# skips the handlers after it; one running before the recorder would leave a committed
+# message out of the store, and the next chat would append after it without noticing.
+RECORD_ORDER = -1_000_000_000
+
 
 class SessionRecorder:
     """A plugin that restores a session into an agent and records every message it commits.
@@ -108,7 +114,7 @@ class SessionRecorder:
         if self._session_id is None:
             self._session_id = check_session_id(agent.session_id)
         agent.add_hook("on_chat_start", self._on_chat_start)
-        agent.add_hook("on_message", self._on_message)
+        agent.add_hook("on_message", self._on_message, order=RECORD_ORDER)
         agent.add_hook("on_session_switch", self._on_session_switch)
 
     async def restore(self) -> list[Message]:
