@@ -8,6 +8,8 @@ Layout of this module:
     cancellation   cancelling the parent cancels the running sub-agent
     errors         a failing sub-agent is a tool error the parent's model sees
     on_delegation  fires on the parent with (task, result, agent_name, metadata)
+    background     the sub-agent's async memory hooks: not awaited by the delegation,
+                   awaited by the parent's aclose()
     turns          parallel calls of one sub-agent take turns
 """
 
@@ -463,6 +465,66 @@ async def test_on_delegation_fires_for_a_sub_agent_tool_with_its_metadata() -> N
     assert [(c.task, c.result, c.agent_name, dict(c.metadata)) for c in contexts] == [
         ("the answer?", "42", "researcher", {"via": "tool"})
     ]
+
+
+# --- background work of the sub-agent -------------------------------------------------------
+
+
+class SlowWrites:
+    """Async memory hooks that wait for a gate, then record the write."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.seen: list[str] = []
+
+    async def aon_memory_write(
+        self, action: str, target: str, content: str, metadata: Any = None
+    ) -> None:
+        await self.gate.wait()
+        await asyncio.sleep(0.05)  # done only if someone waits for it
+        self.seen.append(content)
+
+
+def remembering_sub(name: str, hooks: SlowWrites) -> Agent:
+    from hookloop import Scope
+    from hookloop.memory import SQLiteMemoryStore
+
+    sub = agent(
+        name,
+        [tool_call("memory", {"action": "add", "content": f"{name} fact"}), "noted"],
+        memory=SQLiteMemoryStore(":memory:"),
+    )
+    sub.use(MemoryHooksPlugin(hooks))
+    sub.scopes.register(Scope("m", tools=[sub.memory_tool()]))
+    return sub
+
+
+async def test_the_parent_s_aclose_waits_for_the_sub_agent_s_async_hooks() -> None:
+    hooks = SlowWrites()
+    sub = remembering_sub("sub", hooks)
+    boss = with_tool(agent("boss", [tool_call("sub", {"task": "remember"}), "done"]), sub)
+    async with boss:
+        # The delegation does not wait for the hook (it is held at the gate)...
+        response = await asyncio.wait_for(boss.chat("go"), 10)
+        assert response.text == "done"
+        assert hooks.seen == []
+        hooks.gate.set()
+    # ...leaving the parent's `async with` does.
+    assert hooks.seen == ["sub fact"]
+    assert len(sub.background) == 0
+    assert len(boss.background) == 0
+
+
+async def test_nested_sub_agents_background_work_reaches_the_top_agent() -> None:
+    hooks = SlowWrites()
+    leaf = remembering_sub("leaf", hooks)
+    middle = with_tool(agent("middle", [tool_call("leaf", {"task": "remember"}), "ok"]), leaf)
+    boss = agent("boss", [])
+    await asyncio.wait_for(boss.delegate("pass it on", to=middle), 10)
+    hooks.gate.set()
+    await asyncio.wait_for(boss.aclose(), 10)
+    assert hooks.seen == ["leaf fact"]
+    assert len(leaf.background) == 0
 
 
 # --- turns ----------------------------------------------------------------------------------

@@ -10,6 +10,9 @@ What a delegation guarantees:
 - ``on_delegation`` fires on the parent once the sub-agent succeeded.
 - One delegation at a time per sub-agent: parallel tool calls of one sub-agent take turns,
   so its conversation stays in order.
+- The sub-agent's background work (its async memory hooks) becomes the parent's too: the
+  delegation does not wait for it, and the parent's ``aclose()`` (or leaving ``async with
+  parent:``) does, so nobody has to close the sub-agent itself. Up the chain as well.
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ async def delegate(
             for dispose in forwarding:
                 dispose()
             _roll_up(parent, run)
+            _adopt_background(parent, sub)
     if hs := parent.hooks.handlers.get(ON_DELEGATION):
         ctx = DelegationContext(
             task=task,
@@ -171,3 +175,11 @@ def _roll_up(parent: Agent, run: ChatRun) -> None:
     parent_run = parent._run
     if parent_run is not None and run.usage.total_tokens:
         parent_run.add_usage(run.usage)
+
+
+def _adopt_background(parent: Agent, sub: Agent) -> None:
+    """Make the parent's ``aclose()`` wait for what the sub-agent left running."""
+    if len(sub.background):
+        parent.background.spawn(
+            sub.background.drain(), f"background work of sub-agent {sub.name!r}"
+        )
