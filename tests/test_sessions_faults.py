@@ -12,9 +12,9 @@ import pytest
 
 from _session_backends import Backend, backend
 from hookloop import Agent, ChatCancelledError
-from hookloop.messages import Message
+from hookloop.messages import Message, UserMessage
 from hookloop.models.testing import ScriptedModel
-from hookloop.sessions import SessionStore, SqliteSessionStore
+from hookloop.sessions import PostgresSessionStore, SessionStore, SqliteSessionStore
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -98,3 +98,33 @@ async def test_an_on_message_handler_that_raises_does_not_keep_a_message_from_th
         assert await store.load("s") == list(agent.messages)
         await agent.chat("again")
         assert await store.load("s") == list(agent.messages)
+
+
+async def test_postgres_delete_racing_an_append_leaves_no_orphan(
+    postgres_isolated_dsn: str,
+) -> None:
+    import asyncpg
+
+    dsn = postgres_isolated_dsn
+    async with PostgresSessionStore(dsn) as store:
+        for i in range(3):
+            await store.append("s", UserMessage(content=f"m{i}"))
+        # Another worker holds the session row: the append waits for it, the delete comes next.
+        holder = await asyncpg.connect(dsn)
+        try:
+            async with holder.transaction():
+                await holder.execute(
+                    "SELECT 1 FROM hookloop_sessions WHERE session_id = 's' FOR UPDATE"
+                )
+                append = asyncio.create_task(store.append("s", UserMessage(content="late")))
+                await asyncio.sleep(0.2)
+                delete = asyncio.create_task(store.delete("s"))
+                await asyncio.sleep(0.2)
+        finally:
+            await holder.close()
+        assert await append == 4
+        assert await delete
+        assert await store.info("s") is None
+        assert await store.records("s") == []  # the late message went with its session
+        assert await store.append("s", UserMessage(content="again")) == 1
+        assert [m.text for m in await store.load("s")] == ["again"]

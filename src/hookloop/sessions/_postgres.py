@@ -362,10 +362,15 @@ class PostgresSessionStore(SessionStore):
 
 
 async def _delete_rows(conn: _Conn, session_id: str) -> bool:
-    await conn.execute("DELETE FROM hookloop_messages WHERE session_id = $1", session_id)
+    # The session row first: an append locks it (its UPDATE) until it commits, so this waits
+    # for a running append and then sees its message in the DELETE below; an append that
+    # comes later waits for this transaction and then finds no session. Deleting the
+    # messages first would miss the message of an append committing in between, leaving it
+    # without a session.
     status: str = await conn.execute(
         "DELETE FROM hookloop_sessions WHERE session_id = $1", session_id
     )
+    await conn.execute("DELETE FROM hookloop_messages WHERE session_id = $1", session_id)
     return status != "DELETE 0"
 
 
