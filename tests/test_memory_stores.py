@@ -246,6 +246,13 @@ async def test_replace_by_text_is_case_insensitive_and_can_change_metadata(
     assert (await store.get(entry.id)) == changed
 
 
+async def test_a_text_target_matches_by_casefold_on_every_backend(store: MemoryStore) -> None:
+    entry = await store.add("Kim isst gern ÄPFEL aus der Straße", "entity")
+    for match in ("äpfel", "STRASSE", "straße"):
+        target = MemoryTarget(memory_type="entity", match=match)
+        assert (await store.resolve(target)).id == entry.id
+
+
 async def test_replace_of_text_in_several_entries_is_refused_and_changes_nothing(
     store: MemoryStore,
 ) -> None:

@@ -196,13 +196,16 @@ class PostgresMemoryStore(MemoryStore):
         return [_entry(row) for row in await pool.fetch(sql, *args)]
 
     async def find(self, match: str, memory_type: MemoryType) -> list[MemoryEntry]:
-        """Entries of ``memory_type`` containing ``match``, case-insensitively."""
+        """Entries of ``memory_type`` containing ``match``, case-insensitively.
+
+        Compared with ``str.casefold()`` as on the other backends ("STRASSE" finds
+        "Straße"); SQL's ``lower()`` folds differently (and by the server's locale), so it
+        cannot even narrow the rows down: every entry of the type is read.
+        """
         pool = await self._pool.get()
         rows = await pool.fetch(
-            f"SELECT {_COLUMNS} FROM {self._name} WHERE memory_type = $1 "
-            "AND strpos(lower(content), lower($2)) > 0 ORDER BY seq DESC",
+            f"SELECT {_COLUMNS} FROM {self._name} WHERE memory_type = $1 ORDER BY seq DESC",
             check_type(memory_type),
-            match,
         )
         needle = match.casefold()
         return [e for e in map(_entry, rows) if needle in e.content.casefold()]
