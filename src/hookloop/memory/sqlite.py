@@ -283,8 +283,11 @@ class SQLiteMemoryStore(MemoryStore):
 
 @contextlib.contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """One write transaction: the connection is in autocommit mode (``isolation_level=None``),
-    where ``with conn:`` opens none, so an entry's row and its index row would commit apart."""
+    """Run the block as one write transaction, rolled back if it raises.
+
+    The connection is in autocommit mode (``isolation_level=None``), where ``with conn:``
+    opens none: an entry's row and its index row would commit apart.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
