@@ -426,3 +426,28 @@ def test_sqlite_add_killed_before_the_index_write_leaves_no_entry(tmp_path: Path
             assert await store.search("tea") == []
 
     asyncio.run(check())
+
+
+# -- PostgreSQL: text it cannot hold is a MemoryRequestError -----------------------------------
+
+
+async def test_postgres_refuses_a_nul_character_with_a_memory_request_error(
+    postgres_isolated_dsn: str,
+) -> None:
+    async with PostgresMemoryStore(postgres_isolated_dsn) as store:
+        kept = await store.add("a clean entry", "long_term", {"k": "v"})
+        with pytest.raises(MemoryRequestError, match="NUL"):
+            await store.add("nul\x00in text", "long_term")
+        with pytest.raises(MemoryRequestError, match="NUL"):
+            await store.add("ok text", "long_term", {"k": ["a\x00b"]})
+        with pytest.raises(MemoryRequestError, match="NUL"):
+            await store.add("ok text", "long_term", {"k\x00": 1})
+        target = MemoryTarget(memory_type="long_term", memory_id=kept.id)
+        with pytest.raises(MemoryRequestError, match="NUL"):
+            await store.replace(target, "changed\x00")
+        with pytest.raises(MemoryRequestError, match="NUL"):
+            await store.replace(target, "changed", {"k": {"deep": "\x00"}})
+        assert await store.get("mem_\x00") is None
+        with pytest.raises(MemoryNotFoundError):
+            await store.remove(MemoryTarget(memory_type="long_term", memory_id="mem_\x00"))
+        assert await store.entries() == [kept]

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from .._loopbound import LoopBound
-from ..errors import UsageError
+from ..errors import MemoryRequestError, UsageError
 from ..messages import new_id
 from ._naming import check_identifier
 from ._text import indexed_text, query_words
@@ -135,6 +135,7 @@ class PostgresMemoryStore(MemoryStore):
             created_at=now,
             updated_at=now,
         )
+        _refuse_nul(entry.content, entry.metadata)
         pool = await self._pool.get()
         await pool.execute(
             f"INSERT INTO {self._name} "
@@ -176,6 +177,8 @@ class PostgresMemoryStore(MemoryStore):
 
     async def get(self, memory_id: str) -> MemoryEntry | None:
         """The entry with this id, or ``None``."""
+        if "\x00" in memory_id:  # PostgreSQL text cannot hold it, so no id has it
+            return None
         pool = await self._pool.get()
         row = await pool.fetchrow(f"SELECT {_COLUMNS} FROM {self._name} WHERE id = $1", memory_id)
         return None if row is None else _entry(row)
@@ -216,6 +219,7 @@ class PostgresMemoryStore(MemoryStore):
         """Change an entry's text (and metadata, unless ``None``); returns it as stored."""
         check_content(content)
         new_metadata = None if metadata is None else check_metadata(metadata)
+        _refuse_nul(content, new_metadata)
         entry = await self.resolve(target)
         changed = MemoryEntry(
             id=entry.id,
@@ -251,6 +255,24 @@ class PostgresMemoryStore(MemoryStore):
     async def close(self) -> None:
         """Close the connection pool; the next call opens a new one."""
         await self._pool.close()
+
+
+def _refuse_nul(content: str, metadata: Mapping[str, Any] | None) -> None:
+    """PostgreSQL's text and jsonb cannot hold U+0000; refuse it before asyncpg does."""
+    if "\x00" in content or (metadata is not None and _has_nul(metadata)):
+        raise MemoryRequestError(
+            "PostgreSQL cannot store the NUL character (U+0000) in memory text or metadata"
+        )
+
+
+def _has_nul(value: object) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _entry(row: asyncpg.Record, *, score: float | None = None) -> MemoryEntry:
