@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -451,3 +452,32 @@ async def test_postgres_refuses_a_nul_character_with_a_memory_request_error(
         with pytest.raises(MemoryNotFoundError):
             await store.remove(MemoryTarget(memory_type="long_term", memory_id="mem_\x00"))
         assert await store.entries() == [kept]
+
+
+# -- Redis: a write that never gets through is a hookloop error --------------------------------
+
+
+async def test_redis_gives_up_on_an_entry_that_keeps_changing_with_a_memory_request_error(
+    redis_url: str, redis_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from redis.asyncio.client import Pipeline
+    from redis.exceptions import WatchError
+
+    async with RedisMemoryStore(redis_url, prefix=redis_namespace) as store:
+        entry = await store.add("a busy entry", "long_term")
+
+        execute = Pipeline.execute
+
+        async def always_changed(self: Pipeline, raise_on_error: bool = True) -> list[Any]:
+            if self.watching:  # a transaction under WATCH: another writer got in first
+                raise WatchError("changed meanwhile")
+            return await execute(self, raise_on_error)
+
+        monkeypatch.setattr(Pipeline, "execute", always_changed)
+        target = MemoryTarget(memory_type="long_term", memory_id=entry.id)
+        with pytest.raises(MemoryRequestError, match="kept changing"):
+            await store.replace(target, "new text")
+        with pytest.raises(MemoryRequestError, match="kept changing"):
+            await store.remove(target)
+        monkeypatch.undo()
+        assert await store.entries() == [entry]

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from .._loopbound import LoopBound
-from ..errors import UsageError
+from ..errors import MemoryRequestError, UsageError
 from ..messages import new_id
 from ._text import bm25, query_words, words
 from .base import (
@@ -273,7 +273,10 @@ class RedisMemoryStore(MemoryStore):
                     return
                 except watch_error:
                     continue
-        raise RuntimeError(f"memory {entry.id!r} kept changing; gave up after {_WATCH_ATTEMPTS}")
+        raise MemoryRequestError(
+            f"memory {entry.id!r} kept changing under other writers; gave up after "
+            f"{_WATCH_ATTEMPTS} attempts and wrote nothing (try again)"
+        )
 
 
 def _entry(memory_id: str, fields: list[str], *, score: float | None = None) -> MemoryEntry:
