@@ -180,6 +180,6 @@ def _roll_up(parent: Agent, run: ChatRun) -> None:
 def _adopt_background(parent: Agent, sub: Agent) -> None:
     """Make the parent's ``aclose()`` wait for what the sub-agent left running."""
     if len(sub.background):
-        parent.background.spawn(
+        _ = parent.background.spawn(
             sub.background.drain(), f"background work of sub-agent {sub.name!r}"
         )
