@@ -762,6 +762,26 @@ async def test_a_provider_refuses_what_it_has_no_method_for_before_calling_anyth
         await store.replace(MemoryTarget(memory_type="short_term", match="x"), "y")
 
 
+async def test_a_provider_returning_false_on_replace_or_remove_found_nothing() -> None:
+    class Picky:
+        def store_long_term(self, text: str) -> None:
+            pass
+
+        def replace_long_term(self, target: str, text: str) -> bool:
+            return False
+
+        async def remove_long_term(self, target: str) -> bool:
+            return False
+
+    agent = make_agent(Picky())
+    seen = writes(agent)
+    with pytest.raises(MemoryNotFoundError, match="no long_term memory for 'x'"):
+        await agent.store_memory("y", action="replace", match="x")
+    with pytest.raises(MemoryNotFoundError, match="no long_term memory for 'x'"):
+        await agent.store_memory("", action="remove", match="x")
+    assert seen == []  # on_memory_write fires for writes that happened only
+
+
 def test_provider_store_needs_store_methods() -> None:
     with pytest.raises(UsageError, match="not a memory provider"):
         ProviderMemoryStore(object())

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..errors import MemoryRequestError, UsageError
+from ..errors import MemoryNotFoundError, MemoryRequestError, UsageError
 from ..messages import new_id
 from .base import (
     MEMORY_TYPES,
@@ -144,12 +144,14 @@ class ProviderMemoryStore(MemoryStore):
         meta = check_metadata(metadata)
         kwargs = {"metadata": meta} if method.takes_metadata and metadata is not None else {}
         result = await method(target.text, content, **kwargs)
+        _check_found(result, target)
         return self._reported(result, target.memory_id, target.memory_type, content, meta)
 
     async def remove(self, target: MemoryTarget) -> MemoryEntry:
         """Call ``remove_<type>`` (or ``delete_<type>``) with the target."""
         method = self._method("remove", target.memory_type)
         result = await method(target.text)
+        _check_found(result, target)
         return self._reported(result, target.memory_id, target.memory_type, target.text, {})
 
     async def search(
@@ -226,4 +228,17 @@ class ProviderMemoryStore(MemoryStore):
             content=str(item),
             created_at=now,
             updated_at=now,
+        )
+
+
+def _check_found(result: object, target: MemoryTarget) -> None:
+    """A provider's replace or remove that returned ``False`` found nothing to change.
+
+    ``None`` (a method that returns nothing) counts as done, as any other value does.
+    """
+    if result is False:
+        raise MemoryNotFoundError(
+            f"the provider found no {target.memory_type} memory for {target.text!r}",
+            memory_type=target.memory_type,
+            target=target.text,
         )
