@@ -10,11 +10,18 @@ from typing import Any
 
 import pytest
 
-from _session_backends import Backend, backend
+import hookloop.sessions._postgres as pg_store
+from _session_backends import Backend, FakeClock, backend, backend_for
 from hookloop import Agent, ChatCancelledError
 from hookloop.messages import Message, UserMessage
 from hookloop.models.testing import ScriptedModel
-from hookloop.sessions import PostgresSessionStore, SessionStore, SqliteSessionStore
+from hookloop.sessions import (
+    PostgresSessionStore,
+    RedisSessionStore,
+    Retention,
+    SessionStore,
+    SqliteSessionStore,
+)
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -128,3 +135,85 @@ async def test_postgres_delete_racing_an_append_leaves_no_orphan(
         assert await store.records("s") == []  # the late message went with its session
         assert await store.append("s", UserMessage(content="again")) == 1
         assert [m.text for m in await store.load("s")] == ["again"]
+
+
+@pytest.fixture(params=["postgres", "redis"])
+def server_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """The backends that many workers share."""
+    return backend_for(request.param, request, tmp_path)
+
+
+async def test_prune_keeps_a_message_appended_while_it_deletes(
+    server_backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another worker appends to a session prune chose, just before prune deletes it."""
+    place = server_backend
+    kind = place.kind
+    clock = FakeClock()
+    async with (
+        place.store(clock=clock, retention=Retention(max_sessions=1)) as store,
+        place.store(clock=clock) as other,
+    ):
+        await store.list_sessions()  # opened (opening prunes too): only prune() is left
+        await other.append("old", UserMessage(content="old chat"))
+        clock.advance(1)
+        await other.append("new", UserMessage(content="new chat"))
+        clock.advance(1)
+        appended: list[asyncio.Task[int]] = []
+
+        def append_meanwhile() -> None:
+            late = other.append("old", UserMessage(content="late"))
+            appended.append(asyncio.create_task(late))
+
+        if kind == "postgres":
+            delete_rows = pg_store._delete_rows
+
+            async def late_delete(conn: Any, session_id: str) -> bool:
+                append_meanwhile()
+                await asyncio.sleep(0.2)
+                return await delete_rows(conn, session_id)
+
+            monkeypatch.setattr(pg_store, "_delete_rows", late_delete)
+        else:
+            assert isinstance(store, RedisSessionStore)
+            # Before the fix the choice and the delete were two steps; this is between them.
+            delete = store._delete
+
+            async def late_delete_redis(client: Any, ids: list[str]) -> int:
+                append_meanwhile()
+                await asyncio.sleep(0.2)
+                return await delete(client, ids)
+
+            monkeypatch.setattr(store, "_delete", late_delete_redis)
+        await store.prune()
+        if not appended:  # the choice and the delete are one step: append after it
+            append_meanwhile()
+        await asyncio.gather(*appended)
+        assert "late" in [m.text for m in await other.load("old")]
+        info = await other.info("old")
+        assert info is not None
+        assert info.message_count == len(await other.records("old"))
+
+
+async def test_postgres_prune_skips_a_session_appended_to_after_the_choice(
+    postgres_isolated_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = FakeClock()
+    retention = Retention(max_sessions=1)
+    async with (
+        PostgresSessionStore(postgres_isolated_dsn, clock=clock, retention=retention) as store,
+        PostgresSessionStore(postgres_isolated_dsn, clock=clock) as other,
+    ):
+        await store.list_sessions()  # opened (opening prunes too): only prune() is left
+        await other.append("old", UserMessage(content="old chat"))
+        clock.advance(1)
+        await other.append("new", UserMessage(content="new chat"))
+        delete_unchanged = pg_store._delete_unchanged
+
+        async def after_an_append(conn: Any, session_id: str, seen: Any) -> bool:
+            await other.append(session_id, UserMessage(content="late"))  # same clock reading
+            return await delete_unchanged(conn, session_id, seen)
+
+        monkeypatch.setattr(pg_store, "_delete_unchanged", after_an_append)
+        assert await store.prune() == 0
+        assert [m.text for m in await other.load("old")] == ["old chat", "late"]

@@ -342,23 +342,43 @@ class PostgresSessionStore(SessionStore):
         if not retention.prunes:
             return 0
         async with conn.transaction():
-            doomed: set[str] = set()
+            # Each chosen session with its (updated_at, last_seq) when it was chosen.
+            doomed: dict[str, tuple[object, object]] = {}
             if retention.max_age is not None:
                 cutoff = utc(self._clock() - retention.max_age.total_seconds())
                 rows = await conn.fetch(
-                    "SELECT session_id FROM hookloop_sessions WHERE updated_at < $1", cutoff
+                    "SELECT session_id, updated_at, last_seq FROM hookloop_sessions "
+                    "WHERE updated_at < $1",
+                    cutoff,
                 )
-                doomed.update(r[0] for r in rows)
+                doomed.update((r[0], (r[1], r[2])) for r in rows)
             if retention.max_sessions is not None:
                 rows = await conn.fetch(
-                    "SELECT session_id FROM hookloop_sessions "
+                    "SELECT session_id, updated_at, last_seq FROM hookloop_sessions "
                     "ORDER BY updated_at DESC, session_id OFFSET $1",
                     retention.max_sessions,
                 )
-                doomed.update(r[0] for r in rows)
-            for session_id in doomed:
-                await _delete_rows(conn, session_id)
-        return len(doomed)
+                doomed.update((r[0], (r[1], r[2])) for r in rows)
+            deleted = 0
+            for session_id in sorted(doomed):  # one lock order for concurrent prunes
+                deleted += await _delete_unchanged(conn, session_id, doomed[session_id])
+        return deleted
+
+
+async def _delete_unchanged(conn: _Conn, session_id: str, seen: tuple[object, object]) -> bool:
+    """Delete the session unless it changed since it was chosen (``seen``: updated_at, last_seq).
+
+    An append may commit between the choice and the delete; the session is then the
+    newest, and deleting it would delete the message just committed. The row lock (FOR
+    UPDATE) keeps appends out until the transaction ends, so the re-check holds.
+    """
+    row = await conn.fetchrow(
+        "SELECT updated_at, last_seq FROM hookloop_sessions WHERE session_id = $1 FOR UPDATE",
+        session_id,
+    )
+    if row is None or (row[0], row[1]) != seen:
+        return False
+    return await _delete_rows(conn, session_id)
 
 
 async def _delete_rows(conn: _Conn, session_id: str) -> bool:

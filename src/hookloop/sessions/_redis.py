@@ -42,7 +42,7 @@ from ..errors import (
 from ..messages import Message
 from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
 from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
-from ._redis_lua import APPEND, CREATE, FORK
+from ._redis_lua import APPEND, CREATE, FORK, PRUNE
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
 try:
@@ -335,18 +335,17 @@ class RedisSessionStore(SessionStore):
 
     async def _prune(self, client: Redis) -> int:
         retention = self.retention
-        doomed: set[str] = set()
+        if not retention.prunes:
+            return 0
+        cutoff = ""
         if retention.max_age is not None:
-            cutoff = self._clock() - retention.max_age.total_seconds()
-            old: Sequence[object] = await client.zrangebyscore(self._index, "-inf", f"({cutoff!r}")
-            doomed.update(_text(i) for i in old)
-        if retention.max_sessions is not None:
-            extra: Sequence[object] = await client.zrevrange(
-                self._index, retention.max_sessions, -1
-            )
-            doomed.update(_text(i) for i in extra)
-        await self._delete(client, sorted(doomed))
-        return len(doomed)
+            cutoff = repr(self._clock() - retention.max_age.total_seconds())
+        limit = "" if retention.max_sessions is None else str(retention.max_sessions)
+        # One script: the choice and the delete are one step (see PRUNE).
+        deleted = await self._script(client, PRUNE)(
+            keys=[self._index], args=[self.prefix, cutoff, limit]
+        )
+        return int(deleted)
 
 
 def _corrupt(session_id: str, exc: ResponseError) -> CorruptSessionError:

@@ -4,7 +4,7 @@ Redis does not roll a script back when it fails halfway, so every script checks 
 needs before its first write.
 """
 
-__all__ = ["APPEND", "CREATE", "FORK"]
+__all__ = ["APPEND", "CREATE", "FORK", "PRUNE"]
 
 # KEYS: session hash, log stream, ids hash, session index
 # ARGV: session id, message id, format, data, expected seq or "", now, max messages or ""
@@ -76,4 +76,32 @@ redis.call('HSET', KEYS[4], 'last_seq', last, 'parent_id', ARGV[1],
     'created_at', ARGV[3], 'updated_at', ARGV[3])
 redis.call('ZADD', KEYS[7], ARGV[3], ARGV[2])
 return 1
+"""
+
+# Chooses the sessions retention removes and deletes them in one step, so an append cannot
+# land between the choice and the delete (the chosen session would be the newest by then,
+# and the message it just committed would go with it). The session keys are built from the
+# prefix here, like _keys() does (Redis Cluster is not supported anyway).
+# KEYS: session index; ARGV: key prefix, cutoff score or "", max sessions or "".
+# Returns the number of sessions deleted.
+PRUNE = """
+local doomed = {}
+if ARGV[2] ~= '' then
+    for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[2])) do
+        doomed[id] = true
+    end
+end
+if ARGV[3] ~= '' then
+    for _, id in ipairs(redis.call('ZREVRANGE', KEYS[1], tonumber(ARGV[3]), -1)) do
+        doomed[id] = true
+    end
+end
+local n = 0
+for id in pairs(doomed) do
+    redis.call('DEL', ARGV[1] .. 'session:' .. id, ARGV[1] .. 'log:' .. id,
+        ARGV[1] .. 'ids:' .. id)
+    redis.call('ZREM', KEYS[1], id)
+    n = n + 1
+end
+return n
 """
