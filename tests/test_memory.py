@@ -528,6 +528,27 @@ async def test_agent_memory_registers_the_hooks_of_the_object_it_is_given(
     assert seen == ["hooked", "s9"]
 
 
+async def test_the_same_hooks_object_given_twice_runs_each_hook_once(
+    store: SQLiteMemoryStore,
+) -> None:
+    seen: list[str] = []
+
+    class StoreWithHooks(SQLiteMemoryStore):
+        def on_memory_write(self, action: str, target: str, content: str, metadata: Any) -> None:
+            seen.append(content)
+
+    both = StoreWithHooks(store.path)
+    agent = make_agent(both)
+    agent.use(MemoryHooksPlugin(both))  # as well as Agent(memory=both)
+    await agent.store_memory("once")
+    assert seen == ["once"]
+    other = make_agent(store)
+    other.use(MemoryHooksPlugin(both))
+    other.use(MemoryHooksPlugin(both))
+    await other.store_memory("again")
+    assert seen == ["once", "again"]
+
+
 # --- on_pre_compress ------------------------------------------------------------------------
 
 TEXT = "lorem ipsum dolor sit amet consectetur adipiscing elit " * 8

@@ -176,7 +176,13 @@ class MemoryHooksPlugin:
         self.hooks = hooks
 
     def init_agent(self, agent: Agent) -> None:
-        """Register one handler per hook the object implements, and none for the others."""
+        """Register one handler per hook the object implements, and none for the others.
+
+        Nothing, if the agent has this object's hooks already (``Agent(memory=obj)`` and
+        ``agent.use(MemoryHooksPlugin(obj))`` together): each hook still runs once.
+        """
+        if any(isinstance(p, MemoryHooksPlugin) and p.hooks is self.hooks for p in agent.plugins):
+            return
         for event in MEMORY_HOOK_NAMES:
             sync = _callable(self.hooks, event)
             async_twin = _callable(self.hooks, f"a{event}")
