@@ -12,7 +12,7 @@ import pytest
 
 import hookloop.sessions._postgres as pg_store
 from _session_backends import Backend, FakeClock, backend, backend_for
-from hookloop import Agent, ChatCancelledError
+from hookloop import Agent, AssistantMessage, ChatCancelledError
 from hookloop.messages import Message, UserMessage
 from hookloop.models.testing import ScriptedModel
 from hookloop.sessions import (
@@ -217,3 +217,86 @@ async def test_postgres_prune_skips_a_session_appended_to_after_the_choice(
         monkeypatch.setattr(pg_store, "_delete_unchanged", after_an_append)
         assert await store.prune() == 0
         assert [m.text for m in await other.load("old")] == ["old chat", "late"]
+
+
+def failing_appends(store: SessionStore) -> list[int]:
+    """Make the store's appends fail while ``fail[0]`` > 0, counting it down."""
+    fail = [0]
+    append = store.append
+
+    async def flaky_append(session_id: str, message: Message, **kwargs: Any) -> int:
+        if fail[0] > 0:
+            fail[0] -= 1
+            raise OSError("disk I/O error (transient)")
+        return await append(session_id, message, **kwargs)
+
+    store.append = flaky_append  # type: ignore[method-assign]
+    return fail
+
+
+async def test_a_switch_whose_copy_failed_halfway_is_completed_by_the_next_chat(
+    backend: Backend,
+) -> None:
+    async with backend.store() as store:
+        fail = failing_appends(store)
+        agent = Agent(ScriptedModel(["a1", "a2", "a3"]), session_id="old")
+        agent.use(store.session())
+        await agent.chat("q1")
+        await agent.chat("q2")
+        original = await store.load("old")
+        stored = store.append
+
+        failed: list[Message] = []
+
+        async def fail_the_second(session_id: str, message: Message, **kwargs: Any) -> int:
+            if session_id == "new" and message == original[1] and not failed:
+                failed.append(message)
+                fail[0] = 1
+            return await stored(session_id, message, **kwargs)
+
+        store.append = fail_the_second  # type: ignore[method-assign]
+        await agent.switch_session("new", parent_session_id="old")  # logged, not raised
+        assert await store.load("new") == original[:1]
+        await agent.chat("q3")  # tries again first
+        assert await store.load("new") == list(agent.messages)
+        assert len(agent.messages) == 6
+
+
+async def test_a_switch_whose_copy_keeps_failing_makes_the_next_chat_raise(
+    backend: Backend,
+) -> None:
+    async with backend.store() as store:
+        fail = failing_appends(store)
+        agent = Agent(ScriptedModel(["a1", "a2"]), session_id="old")
+        agent.use(store.session())
+        await agent.chat("q1")
+        fail[0] = 1_000
+        await agent.switch_session("new", parent_session_id="old")
+        with pytest.raises(OSError, match="disk I/O"):
+            await agent.chat("q2")
+        assert len(agent.messages) == 2  # the chat ended before its message was committed
+        fail[0] = 0
+        await agent.chat("q2")
+        assert await store.load("new") == list(agent.messages)
+
+
+async def test_the_first_chat_copies_the_whole_conversation_into_an_empty_session(
+    backend: Backend,
+) -> None:
+    async with backend.store() as store:
+        fail = failing_appends(store)
+        agent = Agent(ScriptedModel(["a1", "a2"]))
+        agent.history.import_history(
+            [
+                UserMessage(content="earlier"),
+                AssistantMessage(content="yes"),
+                UserMessage(content="and"),
+            ]
+        )
+        recorder = store.session("s")
+        agent.use(recorder)
+        fail[0] = 1
+        with pytest.raises(OSError, match="disk I/O"):
+            await agent.chat("q1")
+        await agent.chat("q2")
+        assert await store.load("s") == list(agent.messages)

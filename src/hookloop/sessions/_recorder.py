@@ -49,7 +49,7 @@ class SessionRecorder:
       replaces the conversation); a new one is created with ``parent_session_id`` as its
       parent and starts from the conversation the agent keeps (none after ``reset=True``).
       If the store fails during the switch, the failure is logged and the next chat tries
-      again, and raises.
+      again (the restore, or the rest of the copy), and raises if the store still fails.
 
     One recorder serves one agent.
 
@@ -134,6 +134,8 @@ class SessionRecorder:
     async def _on_chat_start(self, ctx: ChatStartContext) -> None:
         if not self._restored:
             await self._restore(self._require_agent())
+        elif self._unsaved:  # e.g. a switch whose copy failed halfway: try again, or raise
+            await self._flush()
 
     async def _on_message(self, ctx: MessageContext) -> None:
         if self._restored:
@@ -153,6 +155,7 @@ class SessionRecorder:
         self._parent = ctx.parent_session_id
         self._restored = False
         self._last_seq = 0
+        self._unsaved = []
         await self._restore(self._require_agent())
 
     # --- work ---------------------------------------------------------------------------
@@ -170,9 +173,12 @@ class SessionRecorder:
                     info = await self.store.info(session_id)
             self._last_seq = info.last_seq if info is not None else 0
             self._parent = None
+            # The conversation is the session's now, but not stored yet: if the store fails
+            # halfway, the rest stays unsaved and the next chat (or append) tries again, and
+            # raises if the store still fails.
+            self._unsaved = list(history.messages)
             self._restored = True
-            for message in history.messages:
-                await self._append(message)
+            await self._flush()
             return []
         messages = _checked(session_id, records)
         # The loop's own way in: these messages were committed by an agent's loop, so they
