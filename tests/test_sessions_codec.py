@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import json
 import subprocess
 import sys
 import uuid
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import hookloop.sessions
 from _session_backends import Backend, backend
-from hookloop import AssistantMessage, Message, ToolCall, UserMessage
+from hookloop import Agent, AssistantMessage, Message, ToolCall, UserMessage
 from hookloop.errors import CorruptSessionError, RunError, SessionError
+from hookloop.models.testing import ScriptedModel
 from hookloop.sessions import MESSAGE_FORMAT, StoredMessage
 from hookloop.sessions._codec import decode_rows, encode_message
 from test_context_strategies import histories
@@ -143,3 +146,60 @@ def test_importing_sessions_needs_no_database_driver() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+# --- surrogates: a stream may split an emoji's JSON escapes across two chunks -----------
+
+surrogates = st.integers(0xD800, 0xDFFF).map(chr)
+texts_with_surrogates = st.lists(st.one_of(st.characters(), surrogates), max_size=12).map("".join)
+
+
+def as_utf16_reads_it(text: str) -> str:
+    """The text a JSON reader gives back: a high surrogate then a low one form one character."""
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+
+
+@settings(max_examples=60)
+@given(texts_with_surrogates)
+def test_text_with_surrogates_round_trips_through_rows(text: str) -> None:
+    message = AssistantMessage(content=text, id="a1")
+    encoded = encode_message(message)
+    encoded.encode()  # storable as UTF-8
+    (stored,) = decode_rows("s", [(1, "a1", MESSAGE_FORMAT, encoded)])
+    assert stored.message == AssistantMessage(content=as_utf16_reads_it(text), id="a1")
+
+
+def test_a_lone_surrogate_comes_back_as_it_was() -> None:
+    message = UserMessage(content="smile \ud83d, then \ude00 alone", id="u1")
+    (stored,) = decode_rows("s", [(1, "u1", MESSAGE_FORMAT, encode_message(message))])
+    assert stored.message == message
+
+
+@settings(
+    max_examples=10,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(text=texts_with_surrogates)
+def test_text_with_surrogates_round_trips_through_every_store(backend: Backend, text: str) -> None:
+    session_id = uuid.uuid4().hex
+    message = AssistantMessage(content=text)
+
+    async def round_trip() -> list[Message]:
+        async with backend.store() as store:
+            assert await store.append(session_id, message) == 1
+            assert await store.append(session_id, message) == 1  # the same message: no write
+            return await store.load(session_id)
+
+    assert asyncio.run(round_trip()) == [
+        dataclasses.replace(message, content=as_utf16_reads_it(text))
+    ]
+
+
+async def test_an_answer_split_inside_an_emoji_is_recorded(backend: Backend) -> None:
+    text = json.loads('"smile \\ud83d"') + json.loads('"\\ude00"')  # two stream chunks
+    async with backend.store() as store:
+        agent = Agent(ScriptedModel([text]), plugins=[store.session("s")])
+        await agent.chat("hi")
+        stored = await store.load("s")
+        assert [m.role for m in stored] == ["user", "assistant"]
+        assert stored[1].content == "smile \U0001f600"

@@ -26,8 +26,23 @@ Row = tuple[int, object, object, object]
 
 
 def encode_message(message: Message) -> str:
-    """The JSON text stored for ``message``."""
-    return json.dumps(dump_messages((message,))[0], ensure_ascii=False, separators=(",", ":"))
+    r"""The JSON text stored for ``message``.
+
+    Text is kept as it is (UTF-8 in the database), except when it holds surrogate code
+    points, which UTF-8 cannot encode: a model's stream may split an emoji's JSON escapes
+    (``\ud83d`` and ``\ude00``) across two chunks. Such a message is stored with every
+    non-ASCII character escaped (``ensure_ascii``), which any JSON reader takes back; a lone
+    surrogate comes back as it was, and a high surrogate followed by a low one comes back
+    as the one character the pair stands for (JSON cannot tell the two apart).
+    """
+    item = dump_messages((message,))[0]
+    text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    if not text.isascii():
+        try:
+            text.encode()
+        except UnicodeEncodeError:
+            return json.dumps(item, separators=(",", ":"))
+    return text
 
 
 def decode_rows(session_id: str, rows: Sequence[Row]) -> list[StoredMessage]:
