@@ -300,3 +300,26 @@ async def test_the_first_chat_copies_the_whole_conversation_into_an_empty_sessio
             await agent.chat("q1")
         await agent.chat("q2")
         assert await store.load("s") == list(agent.messages)
+
+
+async def test_a_redis_index_of_the_wrong_type_is_a_session_error(
+    redis_url: str, redis_namespace: str
+) -> None:
+    from redis.asyncio import Redis
+
+    from hookloop.errors import SessionError
+
+    async with RedisSessionStore(redis_url, prefix=redis_namespace) as store:
+        await store.list_sessions()  # opened
+        client = Redis.from_url(redis_url)
+        try:
+            await client.set(f"{redis_namespace}sessions", "not a sorted set")
+        finally:
+            await client.aclose()
+        with pytest.raises(SessionError, match="is not a sorted set") as caught:
+            await store.list_sessions()
+        assert caught.value.session_id is None
+    retention = Retention(max_sessions=1)
+    async with RedisSessionStore(redis_url, prefix=redis_namespace, retention=retention) as store:
+        with pytest.raises(SessionError, match="is not a sorted set"):
+            await store.prune()

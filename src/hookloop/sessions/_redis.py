@@ -34,6 +34,7 @@ from .._background import at_sync_exit
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
+    SessionError,
     SessionExistsError,
     SessionNotFoundError,
     SessionSchemaError,
@@ -239,9 +240,12 @@ class RedisSessionStore(SessionStore):
         """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
         check_limit(limit)
         client = await self._ensure()
-        ids: Sequence[object] = await client.zrevrange(
-            self._index, 0, -1 if limit is None else limit - 1
-        )
+        try:
+            ids: Sequence[object] = await client.zrevrange(
+                self._index, 0, -1 if limit is None else limit - 1
+            )
+        except ResponseError as exc:
+            raise self._broken_index(exc) from exc
         infos = await self._infos(client, [_text(i) for i in ids])
         out: list[SessionInfo] = []
         for info in infos:
@@ -342,10 +346,20 @@ class RedisSessionStore(SessionStore):
             cutoff = repr(self._clock() - retention.max_age.total_seconds())
         limit = "" if retention.max_sessions is None else str(retention.max_sessions)
         # One script: the choice and the delete are one step (see PRUNE).
-        deleted = await self._script(client, PRUNE)(
-            keys=[self._index], args=[self.prefix, cutoff, limit]
-        )
+        try:
+            deleted = await self._script(client, PRUNE)(
+                keys=[self._index], args=[self.prefix, cutoff, limit]
+            )
+        except ResponseError as exc:
+            raise self._broken_index(exc) from exc
         return int(deleted)
+
+    def _broken_index(self, exc: ResponseError) -> SessionError:
+        """The session index key holds something else (WRONGTYPE): not the store's own."""
+        return SessionError(
+            f"the session index {self._index!r} is not a sorted set; Redis said: {exc}",
+            session_id=None,
+        )
 
 
 def _corrupt(session_id: str, exc: ResponseError) -> CorruptSessionError:
