@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any, Final, Literal, TypeAlias
 
 from ..errors import MemoryNotFoundError, MemoryRequestError
+from ..messages import new_id
 
 __all__ = [
     "MEMORY_ACTIONS",
@@ -276,6 +277,36 @@ def check_metadata(metadata: object) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise MemoryRequestError(f"metadata must be JSON-compatible: {exc}") from exc
     return copied
+
+
+def new_entry(content: object, memory_type: object, metadata: object, now: datetime) -> MemoryEntry:
+    """A checked entry to add, with a new id, made at ``now``.
+
+    Raises:
+        MemoryRequestError: The content, type or metadata is not acceptable.
+    """
+    return MemoryEntry(
+        id=new_id("mem"),
+        memory_type=check_type(memory_type),
+        content=check_content(content),
+        metadata=check_metadata(metadata),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def replaced_entry(
+    entry: MemoryEntry, content: str, metadata: Mapping[str, Any] | None, now: datetime
+) -> MemoryEntry:
+    """``entry`` with new text (and metadata, unless ``None``), changed at ``now``."""
+    return MemoryEntry(
+        id=entry.id,
+        memory_type=entry.memory_type,
+        content=content,
+        metadata=entry.metadata if metadata is None else dict(metadata),
+        created_at=entry.created_at,
+        updated_at=now,
+    )
 
 
 def dump_metadata(metadata: Mapping[str, Any]) -> str:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from .._loopbound import LoopBound
 from ..errors import MemoryRequestError, UsageError
-from ..messages import new_id
 from ._naming import check_identifier
 from ._text import indexed_text, query_words
 from .base import (
@@ -28,6 +27,8 @@ from .base import (
     check_type,
     dump_metadata,
     finite,
+    new_entry,
+    replaced_entry,
     utc_now,
     vanished,
 )
@@ -127,14 +128,7 @@ class PostgresMemoryStore(MemoryStore):
     ) -> MemoryEntry:
         """Store a new entry and return it."""
         now = self._clock()
-        entry = MemoryEntry(
-            id=new_id("mem"),
-            memory_type=check_type(memory_type),
-            content=check_content(content),
-            metadata=check_metadata(metadata),
-            created_at=now,
-            updated_at=now,
-        )
+        entry = new_entry(content, memory_type, metadata, now)
         _refuse_nul(entry.content, entry.metadata)
         pool = await self._pool.get()
         await pool.execute(
@@ -221,14 +215,7 @@ class PostgresMemoryStore(MemoryStore):
         new_metadata = None if metadata is None else check_metadata(metadata)
         _refuse_nul(content, new_metadata)
         entry = await self.resolve(target)
-        changed = MemoryEntry(
-            id=entry.id,
-            memory_type=entry.memory_type,
-            content=content,
-            metadata=entry.metadata if new_metadata is None else new_metadata,
-            created_at=entry.created_at,
-            updated_at=self._clock(),
-        )
+        changed = replaced_entry(entry, content, new_metadata, self._clock())
         pool = await self._pool.get()
         status = await pool.execute(
             f"UPDATE {self._name} SET content = $2, metadata = $3::jsonb, updated_at = $4, "

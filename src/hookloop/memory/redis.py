@@ -15,7 +15,6 @@ from typing import Any, Final
 
 from .._loopbound import LoopBound
 from ..errors import MemoryRequestError, UsageError
-from ..messages import new_id
 from ._text import bm25, query_words, words
 from .base import (
     MemoryEntry,
@@ -28,6 +27,8 @@ from .base import (
     check_type,
     dump_metadata,
     from_micros,
+    new_entry,
+    replaced_entry,
     to_micros,
     utc_now,
     vanished,
@@ -94,14 +95,7 @@ class RedisMemoryStore(MemoryStore):
     ) -> MemoryEntry:
         """Store a new entry and return it."""
         now = self._clock()
-        entry = MemoryEntry(
-            id=new_id("mem"),
-            memory_type=check_type(memory_type),
-            content=check_content(content),
-            metadata=check_metadata(metadata),
-            created_at=now,
-            updated_at=now,
-        )
+        entry = new_entry(content, memory_type, metadata, now)
         client = await self._client.get()
         seq = await client.incr(self._key("seq"))
         entry_words = words(entry.content)
@@ -189,14 +183,7 @@ class RedisMemoryStore(MemoryStore):
         check_content(content)
         new_metadata = None if metadata is None else check_metadata(metadata)
         entry = await self.resolve(target)
-        changed = MemoryEntry(
-            id=entry.id,
-            memory_type=entry.memory_type,
-            content=content,
-            metadata=entry.metadata if new_metadata is None else new_metadata,
-            created_at=entry.created_at,
-            updated_at=self._clock(),
-        )
+        changed = replaced_entry(entry, content, new_metadata, self._clock())
         new_words = words(content)
 
         def write(pipe: Any, old_content: str) -> None:

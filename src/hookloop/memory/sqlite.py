@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
-from ..messages import new_id
 from ._naming import check_identifier
 from ._text import indexed_text, query_words
 from .base import (
@@ -32,6 +31,8 @@ from .base import (
     dump_metadata,
     finite,
     from_micros,
+    new_entry,
+    replaced_entry,
     to_micros,
     utc_now,
     vanished,
@@ -81,14 +82,7 @@ class SQLiteMemoryStore(MemoryStore):
     ) -> MemoryEntry:
         """Store a new entry and return it."""
         now = self._clock()
-        entry = MemoryEntry(
-            id=new_id("mem"),
-            memory_type=check_type(memory_type),
-            content=check_content(content),
-            metadata=check_metadata(metadata),
-            created_at=now,
-            updated_at=now,
-        )
+        entry = new_entry(content, memory_type, metadata, now)
         await self._run(self._insert, entry)
         return entry
 
@@ -131,14 +125,7 @@ class SQLiteMemoryStore(MemoryStore):
         check_content(content)
         new_metadata = None if metadata is None else check_metadata(metadata)
         entry = await self.resolve(target)
-        changed = MemoryEntry(
-            id=entry.id,
-            memory_type=entry.memory_type,
-            content=content,
-            metadata=entry.metadata if new_metadata is None else new_metadata,
-            created_at=entry.created_at,
-            updated_at=self._clock(),
-        )
+        changed = replaced_entry(entry, content, new_metadata, self._clock())
         if not await self._run(self._update, changed):
             raise vanished(entry)
         return changed
