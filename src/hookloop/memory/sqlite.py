@@ -12,11 +12,11 @@ import json
 import os
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
+from .._sqlite import use_wal
 from ._naming import check_identifier
 from ._text import indexed_text, query_words
 from .base import (
@@ -157,7 +157,7 @@ class SQLiteMemoryStore(MemoryStore):
         try:
             conn.execute("PRAGMA busy_timeout = 5000")
             if self.path != ":memory:" and not self.path.startswith("file::memory:"):
-                _use_wal(conn)
+                use_wal(conn)
             conn.create_function("hookloop_contains", 2, _contains, deterministic=True)
             table = self.table
             with _transaction(conn):
@@ -303,24 +303,3 @@ def _contains(content: str | None, match: str | None) -> bool:
     return bool(
         content is not None and match is not None and match.casefold() in content.casefold()
     )
-
-
-def _use_wal(conn: sqlite3.Connection, *, timeout: float = 5.0) -> None:
-    """Switch the file to WAL, waiting for other connections that hold it.
-
-    Changing the journal mode needs the file to itself and does not wait through
-    ``busy_timeout``: a store opening while another one creates its tables gets "database
-    is locked" at once. Once any connection has switched, the mode is kept in the file.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() > deadline:
-                raise
-            (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
-            if str(mode).lower() == "wal":
-                return
-            time.sleep(0.01)

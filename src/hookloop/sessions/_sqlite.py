@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
+from .._sqlite import use_wal
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -136,7 +137,7 @@ class SqliteSessionStore(SessionStore):
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._busy_ms}")
-            conn.execute("PRAGMA journal_mode = WAL")
+            use_wal(conn, timeout=self._busy_ms / 1000)
             conn.execute(f"PRAGMA synchronous = {self._synchronous.upper()}")
             self._migrate(conn)
             if self.retention.prunes:
