@@ -19,6 +19,7 @@ from typing import Any, Final, Literal, TypeAlias
 
 from ..errors import MemoryNotFoundError, MemoryRequestError
 from ..messages import new_id
+from ._text import query_words
 
 __all__ = [
     "MEMORY_ACTIONS",
@@ -277,6 +278,18 @@ def check_metadata(metadata: object) -> dict[str, Any]:
     except (TypeError, ValueError) as exc:
         raise MemoryRequestError(f"metadata must be JSON-compatible: {exc}") from exc
     return copied
+
+
+def search_terms(query: str, memory_type: object, limit: object) -> list[str]:
+    """Check a search's arguments and return the words of ``query`` (none: no match).
+
+    Raises:
+        MemoryRequestError: An unknown memory type or a bad limit.
+    """
+    if memory_type is not None:
+        check_type(memory_type)
+    check_limit(limit)
+    return query_words(query)
 
 
 def new_entry(content: object, memory_type: object, metadata: object, now: datetime) -> MemoryEntry:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from .._loopbound import LoopBound
 from ..errors import MemoryRequestError, UsageError
 from ._naming import check_identifier
-from ._text import indexed_text, query_words
+from ._text import indexed_text
 from .base import (
     MemoryEntry,
     MemoryStore,
@@ -29,6 +29,7 @@ from .base import (
     finite,
     new_entry,
     replaced_entry,
+    search_terms,
     utc_now,
     vanished,
 )
@@ -149,10 +150,7 @@ class PostgresMemoryStore(MemoryStore):
         self, query: str, *, memory_type: MemoryType | None = None, limit: int = 10
     ) -> list[MemoryEntry]:
         """The best ``ts_rank`` matches of ``query``, best first."""
-        terms = query_words(query)
-        if memory_type is not None:
-            check_type(memory_type)
-        check_limit(limit)
+        terms = search_terms(query, memory_type, limit)
         if not terms:
             return []
         # A word is letters and digits only, so it needs no quoting inside a tsquery.

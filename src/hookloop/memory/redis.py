@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from .._loopbound import LoopBound
 from ..errors import MemoryRequestError, UsageError
-from ._text import bm25, query_words, words
+from ._text import bm25, words
 from .base import (
     MemoryEntry,
     MemoryStore,
@@ -29,6 +29,7 @@ from .base import (
     from_micros,
     new_entry,
     replaced_entry,
+    search_terms,
     to_micros,
     utc_now,
     vanished,
@@ -124,10 +125,7 @@ class RedisMemoryStore(MemoryStore):
         self, query: str, *, memory_type: MemoryType | None = None, limit: int = 10
     ) -> list[MemoryEntry]:
         """The best BM25 matches of ``query``, best first."""
-        terms = query_words(query)
-        if memory_type is not None:
-            check_type(memory_type)
-        check_limit(limit)
+        terms = search_terms(query, memory_type, limit)
         if not terms:
             return []
         client = await self._client.get()

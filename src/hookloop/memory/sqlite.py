@@ -18,7 +18,7 @@ from typing import Any, Final, TypeVar
 
 from .._sqlite import use_wal
 from ._naming import check_identifier
-from ._text import indexed_text, query_words
+from ._text import indexed_text
 from .base import (
     MemoryEntry,
     MemoryStore,
@@ -33,6 +33,7 @@ from .base import (
     from_micros,
     new_entry,
     replaced_entry,
+    search_terms,
     to_micros,
     utc_now,
     vanished,
@@ -90,10 +91,7 @@ class SQLiteMemoryStore(MemoryStore):
         self, query: str, *, memory_type: MemoryType | None = None, limit: int = 10
     ) -> list[MemoryEntry]:
         """The best BM25 matches of ``query``, best first."""
-        terms = query_words(query)
-        if memory_type is not None:
-            check_type(memory_type)
-        check_limit(limit)
+        terms = search_terms(query, memory_type, limit)
         if not terms:
             return []
         return await self._run(self._search, terms, memory_type, limit)

@@ -26,7 +26,6 @@ from ..messages import (
     UserMessage,
 )
 from ._client import DEFAULT_TIMEOUT, LoopClient, translated_errors
-from ._errors import provider_error
 from .base import (
     FinishReason,
     Model,
@@ -168,8 +167,6 @@ class AnthropicModel(Model):
                             usage = _merge_usage(usage, event.usage)
                     elif kind == "message_stop":
                         finished = True
-                    elif kind == "error":  # pragma: no cover - the client raises these itself
-                        raise provider_error(status=None, body=event.model_dump(), model=self.name)
         if not finished:
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
