@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ..context_hooks import OVERFLOW_MARKERS
+from ..context_hooks import is_overflow_text
 from ..errors import (
     AuthenticationError,
     BadRequestError,
@@ -65,6 +65,8 @@ _BY_STATUS: Mapping[int, type[ProviderError]] = {
 # "maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens",
 # "prompt is too long: 208310 tokens > 200000 maximum", llama.cpp's n_prompt_tokens / n_ctx.
 _OVERFLOW_NUMBERS = (
+    # Anthropic: "input length and `max_tokens` exceed context limit: 197626 + 8192 > 200000"
+    re.compile(r"(?P<request>\d+) \+ \d+ > (?P<limit>\d+)"),
     re.compile(r"(?P<request>\d+) tokens? > (?P<limit>\d+)"),
     re.compile(r"context length is (?P<limit>\d+).*?resulted in (?P<request>\d+)", re.S),
     re.compile(r"context length is (?P<limit>\d+).*?requested (?P<request>\d+)", re.S),
@@ -175,8 +177,9 @@ def _embedded_status(body: Mapping[str, object]) -> int | None:
 
 
 def _is_overflow(kind: str | None, code: str | None, message: str) -> bool:
-    text = f"{kind or ''} {code or ''} {message}".lower()
-    return any(marker in text for marker in OVERFLOW_MARKERS)
+    if _BY_TYPE.get(kind or "") is RateLimitError or _BY_TYPE.get(code or "") is RateLimitError:
+        return False
+    return is_overflow_text(f"{kind or ''} {code or ''} {message}")
 
 
 def _overflow_numbers(message: str, body: object) -> tuple[int | None, int | None]:
