@@ -200,7 +200,7 @@ async def test_on_error_does_not_stack_on_a_retry_already_decided() -> None:
 
 
 def test_context_hooks_is_a_removable_plugin() -> None:
-    agent = Agent(ScriptedModel([]), retry=None)
+    agent = Agent(ScriptedModel([]), retry=None, context=None)
     dispose = agent.use(ContextHooks(before_request=lambda **kw: None, on_error=lambda **kw: None))
     assert set(agent.hooks.handlers) == {"pre_request", "after_model_call"}
     dispose()

@@ -78,7 +78,7 @@ def size(request: ProviderRequest, agent: Agent) -> int:
 
 async def test_sliding_window_keeps_requests_inside_the_window_and_history_whole() -> None:
     model = ScriptedModel([f"answer {i}" for i in range(6)], context_window=600)
-    agent = Agent(model, retry=None, plugins=[SlidingWindow(reserve=100)])
+    agent = Agent(model, retry=None, context=SlidingWindow(reserve=100))
     for i in range(6):
         await agent.chat(f"question {i}: {text(150)}")
 
@@ -97,13 +97,17 @@ async def test_sliding_window_never_separates_a_tool_call_from_its_result() -> N
         """Return a long page."""
         return text(120)
 
-    script = [tool_call("fetch", {"n": i}) for i in range(5)] + ["done"]
-    model = ScriptedModel(script, context_window=700)
-    agent = Agent(model, tools=[fetch], retry=None, plugins=[SlidingWindow(reserve=50)])
-    await agent.chat("read five pages")
+    script: list[object] = []
+    for _ in range(4):
+        script += [tool_call("fetch", {"n": 1}), tool_call("fetch", {"n": 2}), "read"]
+    model = ScriptedModel(script, context_window=1_000)
+    agent = Agent(model, tools=[fetch], retry=None, context=SlidingWindow(reserve=50))
+    for i in range(4):
+        await agent.chat(f"read two pages, round {i}")
     for request in model.requests:
         assert problems(request.messages) == []
-        assert request.messages[0] == agent.messages[0]  # the only user message stays
+        assert size(request, agent) <= 1_000 - 50
+    assert len(model.requests[-1].messages) < len(agent.messages) - 1  # old turns were left out
 
 
 # --- compaction: proactive ------------------------------------------------------------------
@@ -113,7 +117,7 @@ async def test_proactive_compaction_summarises_old_turns_and_keeps_the_hook_text
     summarizer = ScriptedModel(["The user asked about apples and pears."], name="summarizer")
     model = ScriptedModel([f"reply {i}" for i in range(5)], context_window=1_000)
     compaction = Compaction(compact_threshold=0.6, keep_recent=0.3, summarizer=summarizer)
-    agent = Agent(model, retry=None, system_prompt="Be helpful.", plugins=[compaction])
+    agent = Agent(model, retry=None, system_prompt="Be helpful.", context=compaction)
     seen: list[tuple[Message, ...]] = []
 
     def keep_fruit(ctx: PreCompressContext) -> str:
@@ -153,7 +157,7 @@ async def test_compaction_keeps_the_task_in_a_long_single_turn() -> None:
     model = ScriptedModel(script, context_window=900)
     summarizer = ScriptedModel(["Steps 0 to 4 ran fine."] * 5, name="summarizer")
     compaction = Compaction(compact_threshold=0.5, summarizer=summarizer)
-    agent = Agent(model, tools=[step], retry=None, plugins=[compaction])
+    agent = Agent(model, tools=[step], retry=None, context=compaction)
 
     assert (await agent.chat("run the eight steps of the migration")).text == "all steps done"
     assert compaction.compactions >= 1
@@ -177,7 +181,7 @@ async def test_overflow_first_truncates_old_tool_results_and_retries() -> None:
     overflow = ContextOverflowError("prompt is too long: 9000 tokens > 8000 maximum", status=400)
     script = [tool_call("dump", {}), tool_call("dump", {}), overflow, "summarised the logs"]
     model = ScriptedModel(script)
-    agent = Agent(model, tools=[dump], retry=None, plugins=[Compaction(tool_result_chars=100)])
+    agent = Agent(model, tools=[dump], retry=None, context=Compaction(tool_result_chars=100))
     assert (await agent.chat("look at the logs")).text == "summarised the logs"
 
     failed, retried = model.requests[2], model.requests[3]
@@ -196,7 +200,7 @@ async def test_overflow_first_truncates_old_tool_results_and_retries() -> None:
 async def test_overflow_then_drops_old_turns_when_there_is_nothing_to_truncate() -> None:
     overflow = ContextOverflowError("This model's maximum context length is 500 tokens.")
     model = ScriptedModel(["a", "b", "c", overflow, "fits now"])
-    agent = Agent(model, retry=None, plugins=[Compaction()])
+    agent = Agent(model, retry=None, context=Compaction())
     for i in range(3):
         await agent.chat(f"turn {i}: {text(100)}")
     assert (await agent.chat("the last question")).text == "fits now"
@@ -210,7 +214,7 @@ async def test_overflow_then_drops_old_turns_when_there_is_nothing_to_truncate()
 async def test_overflow_that_nothing_can_shrink_is_a_typed_error_with_numbers() -> None:
     overflow = ContextOverflowError("prompt is too long", status=400)
     model = ScriptedModel([overflow, overflow, overflow, overflow], context_window=100)
-    agent = Agent(model, retry=None, plugins=[Compaction()])
+    agent = Agent(model, retry=None, context=Compaction())
     with pytest.raises(ContextOverflowError) as caught:
         await agent.chat("just one short question")
     error = caught.value
@@ -240,7 +244,7 @@ async def test_each_reactive_step_strictly_shrinks_the_request() -> None:
         "finally",
     ]
     model = ScriptedModel(script)
-    agent = Agent(model, tools=[page], retry=None, plugins=[Compaction(summarizer=summarizer)])
+    agent = Agent(model, tools=[page], retry=None, context=Compaction(summarizer=summarizer))
     await agent.chat(f"intro: {text(300)}")
     assert (await agent.chat("read two pages")).text == "finally"
     sizes = [size(r, agent) for r in model.requests[3:]]
@@ -323,7 +327,7 @@ async def test_compaction_properties(messages: list[Message], window: int, keep:
     history.import_history(messages)
     summarizer = ScriptedModel(["a summary"], name="summarizer")
     compaction = Compaction(summarizer=summarizer, max_tokens=window, keep_recent=keep)
-    agent = Agent(ScriptedModel([]), history=history, retry=None, plugins=[compaction])
+    agent = Agent(ScriptedModel([]), history=history, retry=None, context=compaction)
     request = ProviderRequest(model="m", system=None, messages=history.messages)
     before = history.messages
 

@@ -191,7 +191,7 @@ async def test_nested_delegation_tags_events_with_the_whole_path() -> None:
 
 async def test_without_a_listener_nothing_is_registered_on_the_sub_agent() -> None:
     handlers_during: list[set[str]] = []
-    researcher = agent("researcher", ["fine"])
+    researcher = agent("researcher", ["fine"], context=None)
     researcher.add_hook(
         "on_chat_start", lambda ctx: handlers_during.append(set(researcher.hooks.handlers))
     )
@@ -577,7 +577,7 @@ async def test_delegating_to_a_sub_agent_that_is_chatting_fails_and_leaves_no_tr
     from hookloop import ConcurrentChatError
 
     started = asyncio.Event()
-    busy = Agent(blocking_model(started), name="busy", retry=None)
+    busy = Agent(blocking_model(started), name="busy", retry=None, context=None)
     boss = agent("boss", [])
     boss.add_hook("on_subagent_event", lambda ctx: None)
     own_chat = asyncio.ensure_future(busy.chat("working"))

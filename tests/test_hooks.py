@@ -96,7 +96,8 @@ TERMINAL_EVENTS = ("on_chat_done", "on_chat_abort", "on_chat_error")
 
 
 def bare_agent(model: Model, **kwargs: Any) -> Agent:
-    """Hook mechanics are tested on an agent without the default retry plugin."""
+    """Hook mechanics are tested on an agent without the default retry and context plugins."""
+    kwargs.setdefault("context", None)
     return Agent(model, retry=None, **kwargs)
 
 

@@ -513,7 +513,7 @@ async def test_agent_memory_registers_the_hooks_of_the_object_it_is_given(
         def on_memory_write(self, action: str, target: str, content: str, metadata: Any) -> None:
             seen.append(content)
 
-    agent = make_agent(StoreWithHooks(store.path))
+    agent = make_agent(StoreWithHooks(store.path), context=None)
     await agent.store_memory("hooked")
     assert seen == ["hooked"]
     assert [p.name for p in agent.plugins] == ["memory-hooks"]

@@ -167,7 +167,7 @@ def test_retry_after_hints() -> None:
 
 def test_an_agent_retries_by_default_and_retry_none_turns_it_off() -> None:
     assert isinstance(Agent(ScriptedModel([])).retry_strategy, DefaultRetryStrategy)
-    bare = Agent(ScriptedModel([]), retry=None)
+    bare = Agent(ScriptedModel([]), retry=None, context=None)
     assert bare.retry_strategy is None
     assert bare.plugins == ()
 

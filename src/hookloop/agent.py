@@ -17,6 +17,7 @@ from ._background import BackgroundTasks, run_sync
 from ._delegation import Relay, as_tool, delegate
 from ._loop import ChatRun
 from .context.history import ChatHistory
+from .context.policies import SlidingWindow
 from .context.tokens import counter_for_model
 from .errors import ConcurrentChatError, InvalidMessageError, MemoryRequestError, UsageError
 from .events import AgentEvent, AgentResponse
@@ -78,6 +79,12 @@ class Agent(HookHost):
         retry: How failed model calls are retried: a :class:`~hookloop.retry.
             ModelRetryStrategy`, ``None`` for no retries, or (when not given) a new
             :class:`~hookloop.retry.DefaultRetryStrategy`. See ``docs/retries.md``.
+        context: What keeps requests inside the context window: a context policy plugin
+            (:class:`~hookloop.context.SlidingWindow`, :class:`~hookloop.context.Compaction`),
+            ``None`` to send the whole history every time, or (when not given) a new
+            :class:`~hookloop.context.SlidingWindow`: every request fits the model's window
+            minus room for the answer and the history's ``max_context_tokens``, and a
+            provider's overflow error is recovered from. See ``docs/context.md``.
         plugins: Plugins to :meth:`use` at once.
         memory: Where :meth:`store_memory` and the memory tool write: a
             :class:`~hookloop.memory.MemoryStore`, or your own object with
@@ -105,6 +112,7 @@ class Agent(HookHost):
         reset_tool_choice: bool = True,
         history: ChatHistory | None = None,
         retry: ModelRetryStrategy | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        context: Plugin | Literal[Default.DEFAULT] | None = Default.DEFAULT,
         plugins: Iterable[Plugin] = (),
         memory: object = None,
         session_id: str | None = None,
@@ -159,6 +167,14 @@ class Agent(HookHost):
         """The model retry strategy in use, or ``None``."""
         if retry is not None:
             self.use(retry)
+        if context is Default.DEFAULT:
+            context = SlidingWindow()
+        elif context is not None and not isinstance(context, Plugin):
+            raise UsageError(f"context must be a context policy plugin or None, got {context!r}")
+        self.context_policy = context
+        """The context policy in use, or ``None``."""
+        if context is not None:
+            self.use(context)
         for plugin in plugins:
             self.use(plugin)
         self.memory: MemoryStore | None = attach_memory(self, memory)

@@ -133,6 +133,12 @@ class ChatHistory:
         self._counted()
         return self._system_tokens + self._total
 
+    @property
+    def conversation_tokens(self) -> int:
+        """Tokens the stored conversation takes, without the system prompt (not trimmed)."""
+        self._counted()
+        return self._total
+
     def __len__(self) -> int:
         return len(self._messages)
 
@@ -343,6 +349,23 @@ class ChatHistory:
                 names the position.
             DuplicateMessageIdError: Two messages share an id.
         """
+        self._import(messages, check_content=True)
+
+    def replace_committed(self, messages: Iterable[Message]) -> None:
+        """Replace the conversation with messages the agent's loop committed, and new ones.
+
+        For context policies (a compaction replacing old turns by a summary): like
+        :meth:`import_history`, but a message's content is not checked again, since model
+        output is recorded as it came (an answer with no text included). Types, ids and the
+        place of a system message are still checked.
+
+        Raises:
+            InvalidMessageError: Not messages, or a system message that is not first.
+            DuplicateMessageIdError: Two messages share an id.
+        """
+        self._import(messages, check_content=False)
+
+    def _import(self, messages: Iterable[Message], *, check_content: bool) -> None:
         if messages is None or isinstance(messages, (str, bytes, Mapping)):
             raise InvalidMessageError(
                 f"import_history needs an iterable of messages, got {type(messages).__name__}"
@@ -367,7 +390,10 @@ class ChatHistory:
                 system = message
                 continue
             try:
-                _check_message(message)
+                if check_content:
+                    _check_message(message)
+                elif not isinstance(message, _CONVERSATION_TYPES):
+                    raise InvalidMessageError(f"expected {_ROLES}, got {type(message).__name__}")
             except InvalidMessageError as exc:
                 raise InvalidMessageError(f"message {position}: {exc}") from exc
             if message.id in index or (system is not None and system.id == message.id):
@@ -420,6 +446,7 @@ class ChatHistory:
 
 
 _ROLES = "a UserMessage, AssistantMessage or ToolMessage"
+_CONVERSATION_TYPES = (UserMessage, AssistantMessage, ToolMessage)
 
 
 def _check_message(message: object) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ..context_hooks import is_context_overflow
 from ..errors import ContextOverflowError, UsageError
@@ -24,7 +24,7 @@ from ..hooks import ON_PRE_COMPRESS, AfterModelCallContext, PreCompressContext, 
 from ..hooks import collect_texts as _collect_texts
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
 from ..models.base import Model, ProviderRequest
-from .tokens import Calibration, TokenCounter, count_request
+from .tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, count_request
 from .trim import group_units, trim_to_budget, truncate_tool_results
 
 if TYPE_CHECKING:
@@ -51,54 +51,238 @@ def _window(agent: Agent, max_tokens: int | None) -> int | None:
 
 
 def _overhead(request: ProviderRequest, counter: TokenCounter) -> int:
-    """Tokens the request takes besides its messages: system prompt, tools, reply priming."""
-    without_messages = dataclasses.replace(request, messages=())
-    return count_request(without_messages, counter=counter)
+    return count_overhead(request, counter=counter)
+
+
+async def _before_discarding(agent: Agent, going: Sequence[Message]) -> list[str]:
+    """Fire ``on_pre_compress`` with the messages about to be left out; the texts returned."""
+    handlers = agent.hooks.handlers.get(ON_PRE_COMPRESS)
+    if not handlers or not going:
+        return []
+    return await _collect_texts(handlers, PreCompressContext(messages=tuple(going)))
+
+
+def _left_out(messages: Sequence[Message], kept: Sequence[Message]) -> list[Message]:
+    staying = {m.id for m in kept}  # truncated copies keep their ids: they stay
+    return [m for m in messages if m.id not in staying]
 
 
 class SlidingWindow:
     """Trims every request to fit a token budget, keeping the newest turns.
 
-    The system prompt and the last user message always stay; older turns go first; a tool
-    call never loses its results; a single message too large for the whole budget is
-    truncated with a visible marker. The stored history is never changed.
+    The system prompt, the last user message and the whole turn in progress (the tool calls
+    and results after that message) always stay; older turns go first, a tool call never
+    loses its results, and a single message too large for the whole budget is truncated with
+    a visible marker. The stored history is never changed. Before a request leaves messages
+    out, ``on_pre_compress`` fires once with each message it leaves out for the first time.
+
+    The budget of a request is the smallest of: the window (``max_tokens``, else the model's
+    ``context_window``) minus room for the answer, and the history's ``max_context_tokens``.
+    When the turn in progress cannot fit it, the chat ends with a
+    :class:`~hookloop.ContextOverflowError` that says what took the budget, before anything
+    is sent.
+
+    With ``recover`` (the default), a provider's overflow error is recovered from: the
+    request is trimmed to a smaller budget (the provider's own figures when its error gives
+    them, else ``shrink`` of the request's size) and sent again, and later requests keep to
+    that smaller budget. When nothing can be left out, the provider's error ends the chat.
+
+    This is the policy every :class:`~hookloop.Agent` uses unless told otherwise
+    (``Agent(context=...)``).
 
     Args:
-        max_tokens: The window to fit; by default the model's ``context_window`` (without
-            one, nothing is trimmed).
-        reserve: Tokens kept free for the answer (``settings.max_tokens`` when set is used
-            instead).
+        max_tokens: The window to fit; by default the model's ``context_window``.
+        reserve: Tokens kept free for the answer when ``settings.max_tokens`` is not set; by
+            default 1024, or a quarter of the window when that is smaller.
+        recover: Recover from a provider's overflow error by trimming further.
+        shrink: The fraction of its size a request is trimmed to on an overflow error that
+            gives no figures.
     """
 
     name = "sliding-window"
 
-    def __init__(self, *, max_tokens: int | None = None, reserve: int = 1024) -> None:
+    def __init__(
+        self,
+        *,
+        max_tokens: int | None = None,
+        reserve: int | None = None,
+        recover: bool = True,
+        shrink: float = 0.7,
+    ) -> None:
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be positive, got {max_tokens}")
+        if reserve is not None and reserve < 0:
+            raise UsageError(f"reserve must be >= 0, got {reserve}")
+        if not 0 < shrink < 1:
+            raise UsageError(f"shrink must be in (0, 1), got {shrink}")
         self.max_tokens = max_tokens
         self.reserve = reserve
+        self.recover = recover
+        self.shrink = shrink
         self._agent: Agent | None = None
+        self._ceiling: int | None = None  # a budget a provider's overflow taught us
+        self._shown: set[str] = set()  # ids already passed to on_pre_compress
 
     def init_agent(self, agent: Agent) -> None:
-        """Trim in ``pre_request``, after the user's handlers and before ContextHooks."""
+        """Trim in ``pre_request``, after the user's handlers and before ContextHooks.
+
+        The recovery runs in ``after_model_call`` after ContextHooks (a user's ``on_error``
+        decides first) and before retry strategies.
+        """
+        if self._agent is not None and self._agent is not agent:
+            raise UsageError("a SlidingWindow keeps per-agent state; give each agent its own")
         self._agent = agent
         agent.add_hook("pre_request", self._trim, order=1_500_000)
+        if self.recover:
+            agent.add_hook("after_model_call", self._recover, order=-500)
 
-    def _trim(self, ctx: PreRequestContext) -> ProviderRequest | None:
-        assert self._agent is not None
-        window = _window(self._agent, self.max_tokens)
-        if window is None:
-            return None
+    def budget(self, request: ProviderRequest) -> _Budget:
+        """The token budget of ``request`` and which limit sets it."""
+        agent = self._require_agent()
+        window = _window(agent, self.max_tokens)
+        answer = request.settings.max_tokens
+        if answer is None:
+            answer = self.reserve
+            if answer is None:
+                answer = min(DEFAULT_RESERVE, window // 4) if window is not None else 0
+        budget = _Budget(agent.history.max_context_tokens, "history", window, answer)
+        if window is not None and window - answer < budget.total:
+            budget = _Budget(window - answer, "window", window, answer)
+        if self._ceiling is not None and self._ceiling < budget.total:
+            budget = _Budget(self._ceiling, "ceiling", window, answer)
+        return budget
+
+    async def _trim(self, ctx: PreRequestContext) -> ProviderRequest | None:
+        agent = self._require_agent()
         request = ctx.request
-        counter = self._agent.history.token_counter
-        reserve = request.settings.max_tokens or self.reserve
-        budget = max(window - reserve - _overhead(request, counter), 1)
-        kept = trim_to_budget(request.messages, budget, counter=counter)
-        if len(kept) == len(request.messages) and all(
-            a is b for a, b in zip(kept, request.messages, strict=True)
-        ):
+        history = agent.history
+        counter = history.token_counter
+        budget = self.budget(request)
+        overhead = _overhead(request, counter)
+        messages = request.messages
+        if messages == history.messages:  # the usual case: no need to count every message
+            size = history.conversation_tokens
+        else:
+            size = sum(map(counter.count_message, messages))
+        if overhead + size <= budget.total:
             return None
+        kept = self._fit(request, budget, overhead)
+        await self._announce(messages, kept)
         return dataclasses.replace(request, messages=kept)
+
+    def _fit(self, request: ProviderRequest, budget: _Budget, overhead: int) -> tuple[Message, ...]:
+        """The messages of ``request`` that fit, with the turn in progress whole."""
+        counter = self._require_agent().history.token_counter
+        messages = request.messages
+        room = budget.total - overhead
+        kept = trim_to_budget(messages, max(room, 0), counter=counter) if room > 0 else ()
+        turn = _current_turn(messages)
+        if room <= 0 or not _keeps_turn(kept, turn) or sum(map(counter.count_message, kept)) > room:
+            raise _turn_does_not_fit(request, turn, budget, counter)
+        return kept
+
+    async def _announce(self, messages: Sequence[Message], kept: Sequence[Message]) -> None:
+        """``on_pre_compress`` with the messages left out for the first time (texts unused)."""
+        agent = self._require_agent()
+        if not agent.hooks.handlers.get(ON_PRE_COMPRESS):
+            return
+        shown = self._shown
+        going = [m for m in _left_out(messages, kept) if m.id not in shown]
+        shown.update(m.id for m in going)
+        await _before_discarding(agent, going)  # no summary is written to keep the texts in
+
+    async def _recover(self, ctx: AfterModelCallContext) -> None:
+        error = ctx.error
+        if error is None or ctx.retry or not is_context_overflow(error):
+            return
+        agent = self._require_agent()
+        counter = agent.history.token_counter
+        request = ctx.request
+        size = count_request(request, counter=counter)
+        target = int(size * self.shrink)
+        if isinstance(error, ContextOverflowError) and error.request_tokens and error.limit_tokens:
+            # The provider's figures: scale our estimate by how far over the limit it was.
+            target = min(target, int(size * error.limit_tokens / error.request_tokens * 0.95))
+        budget = _Budget(target, "ceiling", None, 0)
+        try:
+            kept = self._fit(request, budget, _overhead(request, counter))
+        except ContextOverflowError:
+            return  # the turn in progress alone is too large: the provider's error stands
+        if len(kept) == len(request.messages):
+            return  # nothing left out: sending it again cannot help
+        await self._announce(request.messages, kept)
+        self._ceiling = target
+        logger.info(
+            "the provider said the request (about %d tokens) does not fit; retrying with %d "
+            "of its %d messages",
+            size,
+            len(kept),
+            len(request.messages),
+        )
+        ctx.request = dataclasses.replace(request, messages=kept)
+        ctx.retry = True
+
+    def _require_agent(self) -> Agent:
+        if self._agent is None:
+            raise UsageError(
+                "SlidingWindow is not attached to an agent: agent.use(SlidingWindow())"
+            )
+        return self._agent
+
+
+DEFAULT_RESERVE = 1024
+"""Tokens a request leaves free for the answer when ``settings.max_tokens`` is not set (at
+most a quarter of the window)."""
+
+
+class _Budget(NamedTuple):
+    total: int  # tokens the whole request may take
+    source: Literal["history", "window", "ceiling"]  # which limit sets it
+    window: int | None
+    answer: int
+
+    @property
+    def reason(self) -> str:
+        if self.source == "window":
+            return f"the window of {self.window} minus {self.answer} kept for the answer"
+        if self.source == "history":
+            return "the history's max_context_tokens"
+        return "the size the provider accepted after an overflow"
+
+
+def _current_turn(messages: Sequence[Message]) -> Sequence[Message]:
+    """The turn in progress: the last user message and everything after it."""
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], UserMessage):
+            return messages[index:]
+    return messages
+
+
+def _keeps_turn(kept: Sequence[Message], turn: Sequence[Message]) -> bool:
+    # Kept messages are in order and truncated copies keep their ids: the turn is the tail.
+    if len(kept) < len(turn):
+        return False
+    tail = kept[len(kept) - len(turn) :]
+    return all(a.id == b.id for a, b in zip(tail, turn, strict=True))
+
+
+def _turn_does_not_fit(
+    request: ProviderRequest, turn: Sequence[Message], budget: _Budget, counter: TokenCounter
+) -> ContextOverflowError:
+    tools = counter.count_tools(request.tools) if request.tools else 0
+    system = counter.count_system(request.system) if request.system else 0
+    turn_tokens = sum(map(counter.count_message, turn))
+    calls = sum(len(m.tool_calls) for m in turn if isinstance(m, AssistantMessage))
+    what = f" and its {calls} tool calls with their results" if calls else ""
+    return ContextOverflowError(
+        f"the turn in progress does not fit the context budget, so nothing was sent: tool "
+        f"schemas take {tools} of the {budget.total} tokens ({budget.reason}), the system "
+        f"prompt {system}, the turn in progress {turn_tokens} (the last user message{what}). "
+        "Raise the budget, send fewer or smaller tools, or shorten the input.",
+        request_tokens=REPLY_PRIMING + tools + system + turn_tokens,
+        limit_tokens=budget.total,
+        model=request.model,
+    )
 
 
 class Compaction:
@@ -233,9 +417,14 @@ class Compaction:
         return None if messages == request.messages else _with(request, messages)
 
     async def _drop_old_turns(self, request: ProviderRequest, size: int) -> ProviderRequest | None:
-        counter = self._require_agent().history.token_counter
+        agent = self._require_agent()
+        counter = agent.history.token_counter
         budget = max(int(size * self.shrink) - _overhead(request, counter), 1)
-        return _with(request, trim_to_budget(request.messages, budget, counter=counter))
+        kept = trim_to_budget(request.messages, budget, counter=counter)
+        if count_request(_with(request, kept), counter=counter) >= size:
+            return None
+        await _before_discarding(agent, _left_out(request.messages, kept))  # no summary
+        return _with(request, kept)
 
     # -- summarising -------------------------------------------------------------------------
 
@@ -278,7 +467,7 @@ class Compaction:
     def _store(self, conversation: list[Message]) -> None:
         agent = self._require_agent()
         replaced = len(agent.history) - len(conversation) + 1
-        agent.history.import_history(conversation)
+        agent.history.replace_committed(conversation)
         self.compactions += 1
         logger.info("compacted %d messages of agent %r into a summary", replaced, agent.name)
 

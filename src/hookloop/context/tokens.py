@@ -560,7 +560,14 @@ class CachingCounter:
 
 def count_request(request: ProviderRequest, *, counter: TokenCounter) -> int:
     """Tokens a whole request takes: system prompt, messages, tools and the reply priming."""
-    total = REPLY_PRIMING + sum(map(counter.count_message, request.messages))
+    return count_overhead(request, counter=counter) + sum(
+        map(counter.count_message, request.messages)
+    )
+
+
+def count_overhead(request: ProviderRequest, *, counter: TokenCounter) -> int:
+    """Tokens a request takes besides its messages: system prompt, tools, reply priming."""
+    total = REPLY_PRIMING
     if request.system:
         total += counter.count_system(request.system)
     if request.tools:
