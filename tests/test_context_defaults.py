@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
 
 from hookloop import (
     Agent,
@@ -24,11 +26,14 @@ from hookloop import (
     PreCompressContext,
     ProviderRequest,
     UsageError,
+    UserMessage,
     tool,
 )
 from hookloop.context import ChatHistory, Compaction, SlidingWindow, count_request
+from hookloop.context.tokens import count_overhead
 from hookloop.models.testing import ScriptedModel, tool_call
 from test_context_policies import problems, text
+from test_context_strategies import valid_histories
 
 
 def size(request: ProviderRequest, agent: Agent) -> int:
@@ -257,3 +262,46 @@ async def test_compaction_keeps_an_empty_model_answer_it_did_not_summarise() -> 
     assert compaction.compactions >= 1
     assert agent.messages[0].content.startswith("[Summary")  # type: ignore[union-attr]
     assert agent.messages[-1] == AssistantMessage(content="fifth", id=agent.messages[-1].id)
+
+
+# --- properties of the window ---------------------------------------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    messages=valid_histories(system=False),
+    window=st.integers(min_value=1, max_value=4_000),
+    reserve=st.integers(min_value=0, max_value=500),
+)
+def test_sliding_window_properties(messages: list[Message], window: int, reserve: int) -> None:
+    """A trimmed request fits, keeps the turn in progress whole and its pairing intact, and is
+    the history's messages in order; or the turn cannot fit, and the error says so."""
+    window_policy = SlidingWindow(max_tokens=window, reserve=reserve)
+    agent = Agent(ScriptedModel([]), retry=None, context=window_policy)
+    agent.history.import_history(messages)
+    request = ProviderRequest(model="m", system="Be brief.", messages=agent.history.messages)
+    counter = agent.history.token_counter
+    budget = window_policy.budget(request)
+
+    overhead = count_overhead(request, counter=counter)
+    error: ContextOverflowError | None = None
+    try:
+        kept = window_policy._fit(request, budget, overhead)
+    except ContextOverflowError as raised:
+        error = raised
+    if error is not None:
+        event("the turn in progress does not fit")
+        assert error.limit_tokens == budget.total == window - reserve
+        assert error.request_tokens is not None
+        assert error.request_tokens > error.limit_tokens
+        return
+    event("fits")
+    trimmed = ProviderRequest(model="m", system="Be brief.", messages=kept)
+    assert count_request(trimmed, counter=counter) <= budget.total
+    assert problems(kept) == []
+    turn = messages[
+        max((i for i, m in enumerate(messages) if isinstance(m, UserMessage)), default=0) :
+    ]
+    assert [m.id for m in kept[len(kept) - len(turn) :]] == [m.id for m in turn]
+    positions = [next(i for i, m in enumerate(messages) if m.id == k.id) for k in kept]
+    assert positions == sorted(positions)

@@ -585,3 +585,25 @@ def test_any_sequence_of_operations_keeps_the_history_consistent(
 
 def test_a_counter_is_a_token_counter() -> None:
     assert isinstance(ChatHistory(max_context_tokens=1).token_counter, TokenCounter)
+
+
+def test_replace_committed_keeps_what_the_loop_recorded_and_checks_the_rest() -> None:
+    history = ChatHistory(max_context_tokens=1_000)
+    question = UserMessage(content="hello?")
+    silent = AssistantMessage(content="")  # a model may answer with nothing
+    history.replace_committed([question, silent])
+    assert history.messages == (question, silent)
+    assert history.conversation_tokens == sum(
+        history.token_counter.count_message(m) for m in (question, silent)
+    )
+
+    for bad in (
+        [question, SystemMessage(content="late")],
+        [question, question],
+        [question, "not a message"],
+    ):
+        with pytest.raises((InvalidMessageError, DuplicateMessageIdError)):
+            history.replace_committed(bad)  # type: ignore[arg-type]
+        assert history.messages == (question, silent)
+    with pytest.raises(InvalidMessageError, match="no text and no tool calls"):
+        history.import_history([question, silent])  # users' imports are still checked
