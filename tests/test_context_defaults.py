@@ -29,8 +29,13 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.context import ChatHistory, Compaction, SlidingWindow, count_request
-from hookloop.context.tokens import count_overhead
+from hookloop.context import (
+    ChatHistory,
+    Compaction,
+    SlidingWindow,
+    count_overhead,
+    count_request,
+)
 from hookloop.models.testing import ScriptedModel, tool_call
 from test_context_policies import problems, text
 from test_context_strategies import valid_histories
@@ -281,7 +286,7 @@ def test_sliding_window_properties(messages: list[Message], window: int, reserve
     agent.history.import_history(messages)
     request = ProviderRequest(model="m", system="Be brief.", messages=agent.history.messages)
     counter = agent.history.token_counter
-    budget = window_policy.budget(request)
+    budget = window_policy._budget(request)
 
     overhead = count_overhead(request, counter=counter)
     error: ContextOverflowError | None = None

@@ -15,9 +15,17 @@ from typing import Any
 
 import pytest
 
-from _provider_server import ProviderServer, Reply, adapter, quick_client_tls, shared_server
+from _provider_server import (
+    ProviderServer,
+    Reply,
+    adapter,
+    answer,
+    quick_client_tls,
+    shared_server,
+)
 from hookloop import (
     Agent,
+    AssistantMessage,
     BadRequestError,
     ContextHooks,
     ContextOnErrorResult,
@@ -176,6 +184,34 @@ async def test_every_recorded_overflow_is_a_context_overflow_error(
     assert error.message == error_fields(case["body"])[2]  # the body as the client gives it
     assert is_context_overflow(error)
     assert is_context_overflow(RuntimeError(json.dumps(case["body"])))
+
+
+@pytest.mark.parametrize("name", ["anthropic_input_and_max_tokens", "anthropic_prompt_too_long"])
+async def test_a_default_agent_recovers_from_a_real_anthropic_overflow(
+    name: str, server: ProviderServer, make_model: Callable[[str], Any]
+) -> None:
+    case = load(FIXTURES / f"{name}.json")
+    server.add(Reply.json(case["body"], status=case["status"]), answer("messages", "Recovered"))
+    agent = Agent(make_model("messages"), retry=None)
+    agent.history.import_history(
+        [
+            message
+            for n in range(6)
+            for message in (
+                UserMessage(content=f"old question {n} " + "words " * 300),
+                AssistantMessage(content=f"old answer {n} " + "words " * 300),
+            )
+        ]
+    )
+
+    response = await agent.chat("What now?")
+
+    assert response.text == "Recovered"
+    first, second = (received.body["messages"] for received in server.received)
+    assert len(second) < len(first)
+    assert second[-1] == first[-1]
+    assert second[-1]["content"] == [{"type": "text", "text": "What now?"}]
+    assert len(agent.messages) == 14
 
 
 @pytest.mark.parametrize(

@@ -50,10 +50,6 @@ def _window(agent: Agent, max_tokens: int | None) -> int | None:
     return max_tokens if max_tokens is not None else agent.model.context_window
 
 
-def _overhead(request: ProviderRequest, counter: TokenCounter) -> int:
-    return count_overhead(request, counter=counter)
-
-
 async def _before_discarding(agent: Agent, going: Sequence[Message]) -> list[str]:
     """Fire ``on_pre_compress`` with the messages about to be left out; the texts returned."""
     handlers = agent.hooks.handlers.get(ON_PRE_COMPRESS)
@@ -136,7 +132,7 @@ class SlidingWindow:
         if self.recover:
             agent.add_hook("after_model_call", self._recover, order=-500)
 
-    def budget(self, request: ProviderRequest) -> _Budget:
+    def _budget(self, request: ProviderRequest) -> _Budget:
         """The token budget of ``request`` and which limit sets it."""
         agent = self._require_agent()
         window = _window(agent, self.max_tokens)
@@ -157,8 +153,8 @@ class SlidingWindow:
         request = ctx.request
         history = agent.history
         counter = history.token_counter
-        budget = self.budget(request)
-        overhead = _overhead(request, counter)
+        budget = self._budget(request)
+        overhead = count_overhead(request, counter=counter)
         messages = request.messages
         if messages == history.messages:  # the usual case: no need to count every message
             size = history.conversation_tokens
@@ -205,11 +201,12 @@ class SlidingWindow:
             target = min(target, int(size * error.limit_tokens / error.request_tokens * 0.95))
         budget = _Budget(target, "ceiling", None, 0)
         try:
-            kept = self._fit(request, budget, _overhead(request, counter))
+            kept = self._fit(request, budget, count_overhead(request, counter=counter))
         except ContextOverflowError:
             return  # the turn in progress alone is too large: the provider's error stands
-        if len(kept) == len(request.messages):
-            return  # nothing left out: sending it again cannot help
+        smaller = dataclasses.replace(request, messages=kept)
+        if count_request(smaller, counter=counter) >= size:
+            return  # nothing left out or cut: sending it again cannot help
         await self._announce(request.messages, kept)
         self._ceiling = target
         logger.info(
@@ -219,7 +216,7 @@ class SlidingWindow:
             len(kept),
             len(request.messages),
         )
-        ctx.request = dataclasses.replace(request, messages=kept)
+        ctx.request = smaller
         ctx.retry = True
 
     def _require_agent(self) -> Agent:
@@ -419,7 +416,7 @@ class Compaction:
     async def _drop_old_turns(self, request: ProviderRequest, size: int) -> ProviderRequest | None:
         agent = self._require_agent()
         counter = agent.history.token_counter
-        budget = max(int(size * self.shrink) - _overhead(request, counter), 1)
+        budget = max(int(size * self.shrink) - count_overhead(request, counter=counter), 1)
         kept = trim_to_budget(request.messages, budget, counter=counter)
         if count_request(_with(request, kept), counter=counter) >= size:
             return None

@@ -55,6 +55,7 @@ __all__ = [
     "EstimateCounter",
     "TiktokenCounter",
     "TokenCounter",
+    "count_overhead",
     "count_request",
     "counter_for_model",
     "encoding_for_model",
