@@ -160,12 +160,12 @@ async def fetch(n: int) -> str:
     return text(120)
 
 
-async def test_a_turn_that_outgrows_the_budget_is_an_error_before_sending_never_a_cut_turn() -> (
-    None
-):
-    script = [tool_call("fetch", {"n": i}) for i in range(5)] + ["done"]
+async def test_a_turn_that_outgrows_the_budget_is_cut_then_an_error_never_left_out() -> None:
+    script = [tool_call("fetch", {"n": i}) for i in range(40)] + ["done"]
     model = ScriptedModel(script, context_window=700)
-    agent = Agent(model, tools=[fetch], retry=None, context=SlidingWindow(reserve=50))
+    agent = Agent(
+        model, tools=[fetch], retry=None, context=SlidingWindow(reserve=50), max_iterations=60
+    )
     errors: list[BaseException] = []
 
     def on_error(ctx: ChatErrorContext) -> None:
@@ -174,19 +174,29 @@ async def test_a_turn_that_outgrows_the_budget_is_an_error_before_sending_never_
     agent.add_hook("on_chat_error", on_error)
 
     with pytest.raises(ContextOverflowError) as caught:
-        await agent.chat("read five pages")
+        await agent.chat("read forty pages")
 
-    for request in model.requests:  # every request sent carried the whole turn
-        assert request.messages == agent.messages[: len(request.messages)]
-    assert len(model.requests) < 6
+    cut = 0
+    for request in model.requests:  # every request carried the whole turn, results cut
+        assert [m.id for m in request.messages] == [
+            m.id for m in agent.messages[: len(request.messages)]
+        ]
+        assert problems(request.messages) == []
+        assert size(request, agent) <= 650
+        cut += any("[truncated:" in str(m.content) for m in request.messages)
+    assert cut > 0
+    assert 5 < len(model.requests) < 41
     assert errors == [caught.value]
     error = caught.value
     assert error.limit_tokens == 650
     assert error.request_tokens is not None
     assert error.request_tokens > 650
-    assert "nothing was sent" in error.message
-    assert "the turn in progress" in error.message
+    assert error.message.startswith(
+        "the turn in progress does not fit the context budget, so nothing was sent: tool "
+        "schemas take "
+    )
     assert "(the window of 700 minus 50 kept for the answer)" in error.message
+    assert f"and its {len(model.requests)} tool calls with their results" in error.message
     assert problems(agent.messages) == []  # the history stays valid for the next chat
 
 

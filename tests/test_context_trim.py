@@ -25,6 +25,7 @@ from hookloop import (
 from hookloop.context import (
     CachingCounter,
     EstimateCounter,
+    cut_to_fit,
     group_units,
     repair,
     trim_to_budget,
@@ -481,3 +482,26 @@ def test_truncating_tool_results_keeps_every_message_in_place(
             assert isinstance(old, ToolMessage)
             assert len(new.content) < len(old.content)
             assert new.content.startswith(old.content[:max_chars])
+
+
+def test_cut_to_fit_cuts_the_largest_tool_result_first_and_keeps_every_message() -> None:
+    counter = EstimateCounter()
+    first, second = ToolCall(name="read", id="c1"), ToolCall(name="read", id="c2")
+    turn = [
+        UserMessage(content="read both files"),
+        AssistantMessage(tool_calls=(first,)),
+        ToolMessage(tool_call_id="c1", tool_name="read", content="x" * 4_000),
+        AssistantMessage(tool_calls=(second,)),
+        ToolMessage(tool_call_id="c2", tool_name="read", content="short"),
+    ]
+
+    cut = cut_to_fit(turn, 200, counter=counter)
+
+    assert cut is not None
+    assert [m.id for m in cut] == [m.id for m in turn]
+    assert sum(map(counter.count_message, cut)) <= 200
+    assert cut[2].content.startswith("x" * 100)
+    assert "[truncated:" in cut[2].content
+    assert [cut[i] for i in (0, 1, 3, 4)] == [turn[i] for i in (0, 1, 3, 4)]
+    assert cut_to_fit(turn, 10_000, counter=counter) == tuple(turn)
+    assert cut_to_fit(turn, 10, counter=counter) is None  # framing alone is larger

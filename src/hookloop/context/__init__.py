@@ -25,7 +25,7 @@ from .tokens import (
     counter_for_model,
     encoding_for_model,
 )
-from .trim import group_units, trim_to_budget, truncate_tool_results
+from .trim import cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -45,6 +45,7 @@ __all__ = [
     "count_overhead",
     "count_request",
     "counter_for_model",
+    "cut_to_fit",
     "encoding_for_model",
     "group_units",
     "repair",

@@ -25,7 +25,7 @@ from ..hooks import collect_texts as _collect_texts
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
 from ..models.base import Model, ProviderRequest
 from .tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, count_request
-from .trim import group_units, trim_to_budget, truncate_tool_results
+from .trim import cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -74,9 +74,10 @@ class SlidingWindow:
 
     The budget of a request is the smallest of: the window (``max_tokens``, else the model's
     ``context_window``) minus room for the answer, and the history's ``max_context_tokens``.
-    When the turn in progress cannot fit it, the chat ends with a
-    :class:`~hookloop.ContextOverflowError` that says what took the budget, before anything
-    is sent.
+    When the turn in progress does not fit it whole, it is sent alone with its texts cut
+    (tool results first, the largest first, each with a visible marker); when even that
+    cannot fit, the chat ends with a :class:`~hookloop.ContextOverflowError` that says what
+    took the budget, before anything is sent.
 
     With ``recover`` (the default), a provider's overflow error is recovered from: the
     request is trimmed to a smaller budget (the provider's own figures when its error gives
@@ -171,11 +172,16 @@ class SlidingWindow:
         counter = self._require_agent().history.token_counter
         messages = request.messages
         room = budget.total - overhead
-        kept = trim_to_budget(messages, max(room, 0), counter=counter) if room > 0 else ()
         turn = _current_turn(messages)
-        if room <= 0 or not _keeps_turn(kept, turn) or sum(map(counter.count_message, kept)) > room:
-            raise _turn_does_not_fit(request, turn, budget, counter)
-        return kept
+        if room > 0:
+            kept = trim_to_budget(messages, room, counter=counter)
+            if _keeps_turn(kept, turn) and sum(map(counter.count_message, kept)) <= room:
+                return kept
+            # Only the turn fits, if its texts are cut (tool results first).
+            cut = cut_to_fit(turn, room, counter=counter)
+            if cut is not None:
+                return cut
+        raise _turn_does_not_fit(request, turn, budget, counter)
 
     async def _announce(self, messages: Sequence[Message], kept: Sequence[Message]) -> None:
         """``on_pre_compress`` with the messages left out for the first time (texts unused)."""

@@ -28,7 +28,7 @@ from ..messages import (
 )
 from .tokens import TokenCounter
 
-__all__ = ["group_units", "trim_to_budget", "truncate_tool_results"]
+__all__ = ["cut_to_fit", "group_units", "trim_to_budget", "truncate_tool_results"]
 
 logger = logging.getLogger(__name__)
 
@@ -253,6 +253,23 @@ def _pinned_only(
         budget,
     )
     return tuple(kept)
+
+
+def cut_to_fit(
+    messages: Sequence[Message], budget: int, *, counter: TokenCounter
+) -> tuple[Message, ...] | None:
+    """All of ``messages``, texts cut until they fit ``budget`` tokens; ``None`` if they cannot.
+
+    Tool results are cut first, the largest first, then other texts, each cut message ending
+    in a visible ``[truncated: ...]`` marker and keeping its id. No message is dropped, so
+    every tool call keeps its result. What cannot be cut (framing, tool calls, images) may
+    alone exceed the budget: then ``None``.
+    """
+    counts = [counter.count_message(m) for m in messages]
+    if sum(counts) <= budget:
+        return _as_tuple(messages)
+    cut = _truncate_unit(messages, counts, budget, counter)
+    return None if cut is None else tuple(cut)
 
 
 def _truncate_unit(
