@@ -30,13 +30,14 @@ class Reply:
     """One scripted answer."""
 
     status: int = 200
-    body: str = ""
+    body: str | bytes = ""  # bytes go out as they are (a body that is not valid UTF-8)
     headers: dict[str, str] = field(default_factory=dict)
     piece: int = 0  # >0: write the body in pieces of this many bytes (chunked)
     cut_after: int | None = None  # drop the connection after this many body bytes
     delay: float = 0.0  # seconds to wait before answering
     stall_after: int | None = None  # stop writing for `stall` seconds after this many bytes
     stall: float = 0.0
+    drip: float = 0.0  # seconds between pieces: a server that never stops, nor goes on
 
     @classmethod
     def json(cls, payload: Any, status: int = 200, **kwargs: Any) -> Reply:
@@ -148,6 +149,7 @@ class ProviderServer:
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.received: list[Received] = []
+        self.finished: list[Reply] = []  # the replies sent to their end
         self._lock = threading.Lock()
         server = self
 
@@ -181,6 +183,8 @@ class ProviderServer:
                     time.sleep(reply.delay)
                 try:
                     self._send(reply)
+                    with server._lock:
+                        server.finished.append(reply)
                 except (BrokenPipeError, ConnectionResetError):
                     # The client gave up (a timeout test): no one to answer. Printing the
                     # traceback from this thread would also race pytest's parsing of source
@@ -188,8 +192,13 @@ class ProviderServer:
                     self.close_connection = True
 
             def _send(self, reply: Reply) -> None:
-                data = reply.body.encode()
-                chunked = reply.piece > 0 or reply.cut_after is not None or bool(reply.stall)
+                data = reply.body if isinstance(reply.body, bytes) else reply.body.encode()
+                chunked = (
+                    reply.piece > 0
+                    or reply.cut_after is not None
+                    or bool(reply.stall)
+                    or bool(reply.drip)
+                )
                 self.send_response(reply.status)
                 for key, value in reply.headers.items():
                     if key.lower() not in _DROPPED:
@@ -210,6 +219,8 @@ class ProviderServer:
                     if stall_at is not None and start >= stall_at:
                         time.sleep(reply.stall)  # a stream that stops mid-way, then goes on
                         stall_at = None
+                    if reply.drip and start:
+                        time.sleep(reply.drip)
                     part = data[start : start + step]
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
                     self.wfile.flush()
@@ -241,6 +252,7 @@ class ProviderServer:
         with self._lock:
             self.replies.clear()
             self.received.clear()
+            self.finished.clear()
 
     def close(self) -> None:
         """Stop serving."""
