@@ -47,12 +47,14 @@ def _env() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in dropped}
 
 
-def run(core: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run(
+    core: Path, *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(core / args[0]), *args[1:]],
         capture_output=True,
         text=True,
-        env=_env(),
+        env={**_env(), **(env or {})},
         cwd=cwd,
         timeout=120,
     )
@@ -106,10 +108,12 @@ for cls in (OpenAIModel, OpenAIResponsesModel, AnthropicModel):
         ("http://127.0.0.1:9/v1#m", EXTRA_MESSAGES["OpenAIModel"]),
     ],
 )
+@pytest.mark.parametrize("keys", [{}, {"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}])
 def test_the_command_names_the_extra_in_one_line(
-    core: Path, tmp_path: Path, spec: str, message: str
+    core: Path, tmp_path: Path, spec: str, message: str, keys: dict[str, str]
 ) -> None:
-    done = run(core, "hookloop", "run", "--model", spec, "hi", cwd=tmp_path)
+    # The extra is named first: no one should set a key only to learn the client is missing.
+    done = run(core, "hookloop", "run", "--model", spec, "hi", cwd=tmp_path, env=keys)
 
     assert (done.returncode, done.stdout) == (2, "")
     assert len(done.stderr.splitlines()) == 1, done.stderr

@@ -209,7 +209,7 @@ async def test_timeout_bounds_a_whole_stream_that_drips(
     parts = []
 
     with pytest.raises(ProviderTimeoutError, match=r"within 0.5s \(timeout\)"):
-        async for part in make_model(api, timeout=0.5, stream_idle_timeout=5).stream(REQUEST):
+        async for part in make_model(api, timeout=0.5).stream(REQUEST):
             parts.append(part)
 
     assert server.finished == []
