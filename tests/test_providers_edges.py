@@ -4,6 +4,7 @@ carry, a server that drips or falls silent, and which key goes to which host.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
@@ -30,13 +31,14 @@ from hookloop import (
     InvalidResponseError,
     ProviderRequest,
     ProviderTimeoutError,
+    TextDelta,
     ToolCall,
     ToolMessage,
     UsageError,
     UserMessage,
 )
 from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel, model_from_spec
-from hookloop.models._client import encodable
+from hookloop.models._client import SplitPairs, encodable
 from hookloop.models.spec import ModelSpecError
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
@@ -110,26 +112,39 @@ JSON = {"content-type": "application/json"}
 # --- text that UTF-8 cannot carry --------------------------------------------------------
 
 # An emoji whose UTF-16 halves arrive in two stream chunks ("\ud83d" then "\ude00" as JSON
-# escapes: answer_events splits the text every 4 characters).
+# escapes: answer_events splits the text every 4 characters), as a server that slices UTF-16
+# strings sends it.
 SPLIT_EMOJI = "abc\ud83d\ude00d"
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_a_split_emoji_from_a_stream_does_not_break_the_next_chat(
+async def test_a_split_emoji_streams_whole(
     api: str, server: ProviderServer, make_model: Callable[..., Any]
 ) -> None:
-    events = answer_events(api, SPLIT_EMOJI)
-    server.add(Reply.sse(events, done=api == "chat.completions"), answer(api, "fine"))
+    events = answer_events(api, SPLIT_EMOJI + " and half \ud83d")
+    server.add(Reply.sse(events, done=api == "chat.completions"))
     agent = Agent(make_model(api))
     async with agent.chat_stream("Smile") as stream:
-        async for _ in stream:
-            pass
+        texts = [event.text async for event in stream if isinstance(event, TextDelta)]
     assert stream.response is not None
-    assert stream.response.text == SPLIT_EMOJI  # kept as it came
+
+    assert stream.response.text == "abc\U0001f600d and half \ufffd"
+    assert "".join(texts) == stream.response.text
+    for text in texts:
+        text.encode("utf-8")  # each piece can be printed as it comes
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_a_lone_surrogate_in_the_history_does_not_break_the_next_chat(
+    api: str, server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    server.add(answer(api, "half \ud83d"), answer(api, "fine"))
+    agent = Agent(make_model(api))
+    assert (await agent.chat("Smile")).text == "half \ud83d"  # a whole answer, as it came
 
     assert (await agent.chat("Again")).text == "fine"
 
-    assert "abc\U0001f600d" in json.dumps(server.received[-1].body, ensure_ascii=False)
+    assert "half \ufffd" in json.dumps(server.received[-1].body, ensure_ascii=False)
 
 
 SURROGATE_ESCAPED = "report-\udcff.txt"  # os.listdir() of a name that is not UTF-8
@@ -158,6 +173,16 @@ async def test_surrogate_escapes_are_sent_as_replacement_characters(
     assert "\\ud" not in sent
 
 
+def split_pairs(text: str) -> str:
+    """``text`` with every character beyond the BMP written as its two surrogate halves."""
+    return "".join(
+        chr(0xD800 + ((ord(c) - 0x10000) >> 10)) + chr(0xDC00 + ((ord(c) - 0x10000) & 0x3FF))
+        if ord(c) > 0xFFFF
+        else c
+        for c in text
+    )
+
+
 @given(st.text())
 def test_encodable_text_is_utf8_and_unchanged_when_it_already_was(text: str) -> None:
     fixed = encodable(text)
@@ -170,14 +195,24 @@ def test_encodable_text_is_utf8_and_unchanged_when_it_already_was(text: str) -> 
         assert fixed is text
 
 
-@given(st.text(alphabet=st.characters(min_codepoint=0x10000, max_codepoint=0x10FFFF)))
+@given(st.text(st.characters(min_codepoint=0x10000, max_codepoint=0x10FFFF), min_size=1))
 def test_encodable_joins_split_surrogate_pairs(text: str) -> None:
-    halves = text.encode("utf-16-le").decode("utf-16-le", "surrogatepass")
-    split = "".join(
-        chr(0xD800 + ((ord(c) - 0x10000) >> 10)) + chr(0xDC00 + ((ord(c) - 0x10000) & 0x3FF))
-        for c in halves
-    )
+    split = split_pairs(text)
+    assert split != text
     assert encodable({"k": [split, (split,)]}) == {"k": [text, [text]]}
+
+
+@given(st.text(), st.lists(st.integers(min_value=0), max_size=8))
+def test_a_stream_split_anywhere_in_utf16_comes_out_whole(text: str, cuts: list[int]) -> None:
+    units = split_pairs(text)
+    bounds = sorted({0, len(units), *(cut % (len(units) + 1) for cut in cuts)})
+    pairs = SplitPairs()
+    out = [pairs.text(units[a:b]) for a, b in itertools.pairwise(bounds)]
+    out.append(pairs.rest())
+
+    assert "".join(out) == encodable(text)
+    for piece in out:
+        piece.encode("utf-8")
 
 
 # --- timeout bounds the whole call; stream_idle_timeout each silence ----------------------

@@ -8,7 +8,8 @@ leaks past an adapter. :class:`CallTimer` bounds a whole call and the silences o
 :func:`encodable` and :func:`key_for` shape what goes out: text UTF-8 can carry, and a key
 only for the host it belongs to.
 
-Nothing here imports a client library: the adapters do, through hookloop's extras guard.
+Importing this module imports no client library: the adapters do that, through hookloop's
+extras guard, when a model is built.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ __all__ = [
     "CallLimits",
     "CallTimer",
     "LoopClient",
+    "SplitPairs",
     "encodable",
     "key_for",
     "translated_errors",
@@ -298,3 +300,35 @@ class _TimedParts(AsyncIterator[_T]):
 
     async def __anext__(self) -> _T:
         return await self._timer.wait(anext(self._stream), idle=True)
+
+
+class SplitPairs:
+    r"""Mends the text deltas of one stream whose surrogate pairs a server split in two.
+
+    A delta ending in the first half of a pair is held back until the next delta brings
+    the second half; what is passed on is always text UTF-8 can carry (see
+    :func:`encodable`), so a consumer can print it as it comes.
+
+    Example:
+        >>> pairs = SplitPairs()
+        >>> pairs.text("ok \ud83d"), pairs.text("\ude00!"), pairs.rest()
+        ('ok ', '😀!', '')
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def text(self, piece: str) -> str:
+        """The text to pass on for ``piece`` ("" while a half pair is held back)."""
+        if self._held:
+            piece, self._held = self._held + piece, ""
+        if piece and "\ud800" <= piece[-1] <= "\udbff":
+            piece, self._held = piece[:-1], piece[-1]
+        return encodable(piece)
+
+    def rest(self) -> str:
+        """What is still held back when the stream ends (a lone half, as U+FFFD)."""
+        held, self._held = self._held, ""
+        return encodable(held)

@@ -31,6 +31,7 @@ from ._client import (
     CallLimits,
     CallTimer,
     LoopClient,
+    SplitPairs,
     encodable,
     is_host,
     key_for,
@@ -161,6 +162,7 @@ class AnthropicModel(Model):
         stop: FinishReason | None = None
         finished = False
         unargued: set[int] = set()  # tool_use blocks that have not streamed any input yet
+        pairs = SplitPairs()
         timer = CallTimer(self._limits, self.name)
         with translated_errors(self._sdk, self.name, reading=False):
             client = await self._clients.get()
@@ -174,15 +176,15 @@ class AnthropicModel(Model):
                         usage = _usage(event.message.usage)
                     elif kind == "content_block_start":
                         block = event.content_block
-                        if block.type == "text" and block.text:
-                            yield TextDelta(text=block.text)
+                        if block.type == "text" and (text := pairs.text(block.text)):
+                            yield TextDelta(text=text)
                         elif block.type == "tool_use":
                             unargued.add(event.index)
                             yield ToolCallDelta(index=event.index, id=block.id, name=block.name)
                     elif kind == "content_block_delta":
                         delta = event.delta
-                        if delta.type == "text_delta":
-                            yield TextDelta(text=delta.text)
+                        if delta.type == "text_delta" and (text := pairs.text(delta.text)):
+                            yield TextDelta(text=text)
                         elif delta.type == "input_json_delta" and delta.partial_json:
                             unargued.discard(event.index)
                             yield ToolCallDelta(index=event.index, arguments=delta.partial_json)
@@ -201,6 +203,8 @@ class AnthropicModel(Model):
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
             )
+        if rest := pairs.rest():
+            yield TextDelta(text=rest)
         yield StreamEnd(finish_reason=stop, usage=usage, model=model)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:

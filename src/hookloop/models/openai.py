@@ -30,6 +30,7 @@ from ._client import (
     CallLimits,
     CallTimer,
     LoopClient,
+    SplitPairs,
     encodable,
     is_host,
     key_for,
@@ -175,6 +176,7 @@ class OpenAIModel(Model):
             client = await self._clients.get()
             chunks = await timer.wait(client.chat.completions.create(**body))
         calls = _CallSlots()
+        pairs = SplitPairs()
         with translated_errors(self._sdk, self.name):
             async with chunks:  # closes the connection if the consumer stops early
                 async for chunk in timer.parts(aiter(chunks)):
@@ -185,7 +187,9 @@ class OpenAIModel(Model):
                         if choice.index != 0:
                             continue
                         delta = choice.delta
-                        if delta is not None and (text := delta.content or delta.refusal):
+                        if delta is not None and (
+                            text := pairs.text(delta.content or delta.refusal or "")
+                        ):
                             yield TextDelta(text=text)
                         for call in (delta.tool_calls if delta is not None else None) or ():
                             function = call.function
@@ -203,6 +207,8 @@ class OpenAIModel(Model):
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
             )
+        if rest := pairs.rest():
+            yield TextDelta(text=rest)
         yield StreamEnd(finish_reason=finish, usage=usage, model=model)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from ._client import (
     CallLimits,
     CallTimer,
     LoopClient,
+    SplitPairs,
     encodable,
     translated_errors,
 )
@@ -123,6 +124,7 @@ class OpenAIResponsesModel(Model):
         body = self._body(request)
         body["stream"] = True
         final: ProviderResponse | None = None
+        pairs = SplitPairs()
         timer = CallTimer(self._limits, self.name)
         with translated_errors(self._sdk, self.name, reading=False):
             client = await self._clients.get()
@@ -132,7 +134,8 @@ class OpenAIResponsesModel(Model):
                 async for event in timer.parts(aiter(events)):
                     kind = event.type
                     if kind in ("response.output_text.delta", "response.refusal.delta"):
-                        yield TextDelta(text=event.delta)
+                        if text := pairs.text(event.delta):
+                            yield TextDelta(text=text)
                     elif (
                         kind == "response.output_item.added" and event.item.type == "function_call"
                     ):
@@ -154,6 +157,8 @@ class OpenAIResponsesModel(Model):
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
             )
+        if rest := pairs.rest():
+            yield TextDelta(text=rest)
         yield StreamEnd(finish_reason=final.finish_reason, usage=final.usage, model=final.model)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
