@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from .._extras import extra_needed, import_extra
+from .._extras import extra_needed
 from ..errors import InvalidResponseError, ProviderConnectionError, UsageError
 from ..messages import (
     AssistantMessage,
@@ -105,7 +106,9 @@ class AnthropicModel(Model):
         stream_idle_timeout: float | None = None,
         client: anthropic.AsyncAnthropic | None = None,
     ) -> None:
-        self._sdk = import_extra("anthropic", extra="anthropic", by=type(self).__name__)
+        with extra_needed("anthropic", by=type(self).__name__):
+            import anthropic
+        self._sdk: ModuleType = anthropic
         self.name = name
         self.context_window = context_window
         self._limits = CallLimits(timeout, stream_idle_timeout)
@@ -115,8 +118,6 @@ class AnthropicModel(Model):
         )
         if key is None and client is None and is_host(url, "api.anthropic.com"):
             raise UsageError("Anthropic needs an API key: set ANTHROPIC_API_KEY or pass api_key=")
-        with extra_needed("anthropic", by=type(self).__name__):
-            import anthropic
         # Always an explicit key: given none, the client would read ANTHROPIC_API_KEY,
         # ANTHROPIC_AUTH_TOKEN or a profile from the environment and send it to any host.
         self._clients = LoopClient(
