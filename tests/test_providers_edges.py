@@ -294,10 +294,14 @@ async def test_openai_key_never_goes_to_another_server(
     api: str, server: ProviderServer, make_model: Callable[..., Any], no_keys: pytest.MonkeyPatch
 ) -> None:
     no_keys.setenv("OPENAI_API_KEY", "sk-openai-secret")
+    no_keys.setenv("OPENAI_ORG_ID", "org-mine")
+    no_keys.setenv("OPENAI_PROJECT_ID", "proj_mine")
     server.add(answer(api, "ok"))
     await make_model(api, api_key=None).request(REQUEST)
 
-    assert headers_of(server.received[-1])["authorization"] == "Bearer not-needed"
+    headers = headers_of(server.received[-1])
+    assert headers["authorization"] == "Bearer not-needed"
+    assert "mine" not in str(headers)  # nor OpenAI's account ids
 
 
 async def test_openai_key_never_goes_to_a_server_named_by_openai_base_url(
@@ -352,7 +356,10 @@ def test_the_providers_own_hosts_get_their_own_keys(no_keys: pytest.MonkeyPatch)
     no_keys.setenv("ANTHROPIC_API_KEY", "sk-ant")
     no_keys.setenv("HOOKLOOP_API_KEY", "not-for-them")
     # The official clients' own attribute: what they put in the auth header.
-    assert OpenAIModel("gpt-4o")._clients.first.api_key == "sk-openai"
+    no_keys.setenv("OPENAI_ORG_ID", "org-mine")
+    openai_own = OpenAIModel("gpt-4o")._clients.first
+    assert (openai_own.api_key, openai_own.organization) == ("sk-openai", "org-mine")
+    assert openai_own.default_headers["OpenAI-Organization"] == "org-mine"
     assert OpenAIResponsesModel("gpt-5")._clients.first.api_key == "sk-openai"
     explicit = OpenAIModel("gpt-4o", base_url="https://api.openai.com/v1")
     assert explicit._clients.first.api_key == "sk-openai"

@@ -249,14 +249,26 @@ def openai_client(
         import openai
     url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
     key = key_for(url, given=api_key, own_host="api.openai.com", own_variable="OPENAI_API_KEY")
+    own = is_host(url, "api.openai.com")
     if key is None:
-        if is_host(url, "api.openai.com"):
+        if own:
             raise UsageError("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=")
         key = "not-needed"
+    # The client sends OPENAI_ORG_ID and OPENAI_PROJECT_ID from the environment as headers:
+    # OpenAI's account ids, for OpenAI only.
+    headers = {} if own else {name: openai.Omit() for name in _OPENAI_ACCOUNT_HEADERS}
     http_client = None if trust_env else openai.DefaultAsyncHttpx2Client(trust_env=False)
     return openai.AsyncOpenAI(
-        api_key=key, base_url=url, timeout=timeout, max_retries=0, http_client=http_client
+        api_key=key,
+        base_url=url,
+        timeout=timeout,
+        max_retries=0,
+        http_client=http_client,
+        default_headers=cast(Mapping[str, str], headers),  # Omit() drops a header; typed str
     )
+
+
+_OPENAI_ACCOUNT_HEADERS = ("OpenAI-Organization", "OpenAI-Project")
 
 
 def openai_messages(system: str | None, messages: tuple[Message, ...]) -> list[dict[str, Any]]:
