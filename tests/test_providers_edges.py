@@ -38,7 +38,7 @@ from hookloop import (
     UserMessage,
 )
 from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel, model_from_spec
-from hookloop.models._client import SplitPairs, encodable
+from hookloop.models._client import SplitPairs, encodable, is_host
 from hookloop.models.spec import ModelSpecError
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
@@ -367,6 +367,22 @@ def test_the_providers_own_hosts_get_their_own_keys(no_keys: pytest.MonkeyPatch)
     # Plain HTTP, or another port, is not OpenAI's API even under its name.
     spoof = OpenAIModel("gpt-4o", base_url="http://api.openai.com/v1")
     assert spoof._clients.first.api_key == "not-for-them"
+
+
+@pytest.mark.parametrize(
+    ("url", "own"),
+    [
+        ("https://api.openai.com/v1", True),
+        ("https://API.OpenAI.com:443/v1", True),
+        ("http://api.openai.com/v1", False),  # the key would travel in clear text
+        ("https://api.openai.com:8443/v1", False),
+        ("https://api.openai.com.example.net/v1", False),
+        ("https://example.net/api.openai.com/v1", False),
+        ("https://api.openai.com:port/v1", False),
+    ],
+)
+def test_only_https_on_the_providers_own_host_is_the_provider(url: str, own: bool) -> None:
+    assert is_host(url, "api.openai.com") is own
 
 
 def test_model_spec_urls_take_a_key_only_when_named(no_keys: pytest.MonkeyPatch) -> None:

@@ -217,7 +217,11 @@ def key_for(base_url: str, *, given: str | None, own_host: str, own_variable: st
 def is_host(url: str, host: str) -> bool:
     """Whether ``url`` is ``https://`` on ``host`` (and its default port)."""
     parts = urlsplit(url)
-    return parts.scheme == "https" and parts.hostname == host and parts.port in (None, 443)
+    try:
+        port = parts.port
+    except ValueError:  # not a number: not the provider's API, whatever the host says
+        return False
+    return parts.scheme == "https" and parts.hostname == host and port in (None, 443)
 
 
 @dataclass(frozen=True, slots=True)
