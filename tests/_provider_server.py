@@ -12,6 +12,7 @@ import json
 import os
 import re
 import ssl
+import sys
 import threading
 import time
 from collections import deque
@@ -30,13 +31,14 @@ class Reply:
     """One scripted answer."""
 
     status: int = 200
-    body: str = ""
+    body: str | bytes = ""  # bytes go out as they are (a body that is not valid UTF-8)
     headers: dict[str, str] = field(default_factory=dict)
     piece: int = 0  # >0: write the body in pieces of this many bytes (chunked)
     cut_after: int | None = None  # drop the connection after this many body bytes
     delay: float = 0.0  # seconds to wait before answering
     stall_after: int | None = None  # stop writing for `stall` seconds after this many bytes
     stall: float = 0.0
+    drip: float = 0.0  # seconds between pieces: a server that never stops, nor goes on
 
     @classmethod
     def json(cls, payload: Any, status: int = 200, **kwargs: Any) -> Reply:
@@ -142,12 +144,22 @@ def case_names(prefix: str = "") -> list[str]:
 _DROPPED = {"content-length", "transfer-encoding", "content-encoding", "connection"}
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that gave up (a timeout test) resets its connection while the handler
+        # waits for the next request line. No one to answer; and a traceback printed from
+        # this thread would race pytest's parsing of source (see _answer).
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 class ProviderServer:
     """The server; use as a context manager or call :meth:`close`."""
 
     def __init__(self) -> None:
         self.replies: deque[Reply] = deque()
         self.received: list[Received] = []
+        self.finished: list[Reply] = []  # the replies sent to their end
         self._lock = threading.Lock()
         server = self
 
@@ -181,6 +193,8 @@ class ProviderServer:
                     time.sleep(reply.delay)
                 try:
                     self._send(reply)
+                    with server._lock:
+                        server.finished.append(reply)
                 except (BrokenPipeError, ConnectionResetError):
                     # The client gave up (a timeout test): no one to answer. Printing the
                     # traceback from this thread would also race pytest's parsing of source
@@ -188,8 +202,13 @@ class ProviderServer:
                     self.close_connection = True
 
             def _send(self, reply: Reply) -> None:
-                data = reply.body.encode()
-                chunked = reply.piece > 0 or reply.cut_after is not None or bool(reply.stall)
+                data = reply.body if isinstance(reply.body, bytes) else reply.body.encode()
+                chunked = (
+                    reply.piece > 0
+                    or reply.cut_after is not None
+                    or bool(reply.stall)
+                    or bool(reply.drip)
+                )
                 self.send_response(reply.status)
                 for key, value in reply.headers.items():
                     if key.lower() not in _DROPPED:
@@ -210,6 +229,8 @@ class ProviderServer:
                     if stall_at is not None and start >= stall_at:
                         time.sleep(reply.stall)  # a stream that stops mid-way, then goes on
                         stall_at = None
+                    if reply.drip and start:
+                        time.sleep(reply.drip)
                     part = data[start : start + step]
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
                     self.wfile.flush()
@@ -220,7 +241,7 @@ class ProviderServer:
                     return
                 self.wfile.write(b"0\r\n\r\n")
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -241,6 +262,7 @@ class ProviderServer:
         with self._lock:
             self.replies.clear()
             self.received.clear()
+            self.finished.clear()
 
     def close(self) -> None:
         """Stop serving."""

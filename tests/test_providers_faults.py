@@ -164,6 +164,16 @@ def unfinished(api: str) -> Reply:
     return Reply.sse(events, done=api == "chat.completions")  # a clean end, but too early
 
 
+def dripping(api: str) -> Reply:
+    """A whole answer sent two bytes at a time: never silent, never done in time."""
+    return Reply.json(whole_answer(api, "late " * 100, usage=(1, 1)), piece=2, drip=0.05)
+
+
+def dripping_stream(api: str) -> Reply:
+    events = answer_events(api, "late " * 100)
+    return Reply.sse(events, done=api == "chat.completions", piece=2, drip=0.05)
+
+
 def overloaded_in_stream(api: str) -> Reply:
     events = answer_events(api, "Hello there")[:3]
     events.append(("error", error_body(api, "overloaded_error", "Overloaded")))
@@ -272,6 +282,15 @@ TRANSIENT = [
         lambda api: Reply.json(whole_answer(api, "late", usage=(1, 1)), delay=HANG),
         ProviderTimeoutError,
         timeout=SHORT_TIMEOUT,
+    ),
+    # 1 s: the retry's whole answer must then come within it too, on a busy machine.
+    Fault("drips-past-timeout", dripping, ProviderTimeoutError, timeout=1.0),
+    Fault(
+        "stream-drips-past-timeout",
+        dripping_stream,
+        ProviderTimeoutError,
+        stream=True,
+        timeout=1.0,
     ),
     Fault("stream-cut", cut_mid_way, ProviderConnectionError, stream=True),
     Fault(

@@ -13,6 +13,8 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── ScopeNotFoundError         (also LookupError) no scope has that name
     │   ├── ConcurrentChatError        a second chat on an agent that is still chatting
     │   ├── ScriptExhaustedError       a scripted test model ran out of steps
+    │   ├── MissingExtraError          (also ImportError) a class needs an extra that is not
+    │   │                              installed; the message names the pip command
     │   ├── MemoryRequestError         (also ValueError) a memory write or search that cannot be
     │   │                              done as asked (unknown type or action, an action the
     │   │                              store cannot do); nothing was written
@@ -78,6 +80,7 @@ __all__ = [
     "MemoryNotFoundError",
     "MemoryRequestError",
     "MessageNotFoundError",
+    "MissingExtraError",
     "NotFoundError",
     "OverloadedError",
     "ProviderConnectionError",
@@ -157,6 +160,23 @@ class ConcurrentChatError(UsageError):
 
 class ScriptExhaustedError(UsageError):
     """A scripted test model was called more times than it has steps."""
+
+
+class MissingExtraError(UsageError, ImportError):
+    """A class needs an optional part of hookloop (an extra) that is not installed.
+
+    Raised when the class is used, never when ``hookloop`` is imported. The message is one
+    line that names the command to run.
+
+    Attributes:
+        extra: The extra to install, e.g. ``"openai"``.
+        needed_by: What needs it, e.g. ``"OpenAIModel"``.
+    """
+
+    def __init__(self, *, extra: str, needed_by: str) -> None:
+        super().__init__(f"{needed_by} needs the {extra!r} extra: pip install 'hookloop[{extra}]'")
+        self.extra = extra
+        self.needed_by = needed_by
 
 
 class MemoryRequestError(UsageError, ValueError):

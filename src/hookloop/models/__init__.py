@@ -1,7 +1,9 @@
 """Models: the protocol, the provider adapters, and test doubles in ``models.testing``.
 
-The adapters load on first use, so ``import hookloop`` never needs their clients:
-``from hookloop.models import OpenAIModel`` imports ``openai`` only then.
+The adapters load on first use, and their clients only when a model is built: ``import
+hookloop`` and ``from hookloop.models import OpenAIModel`` work without any extra, and
+``OpenAIModel(...)`` without the ``openai`` extra raises
+:class:`~hookloop.errors.MissingExtraError` naming it.
 """
 
 from __future__ import annotations

@@ -3,19 +3,26 @@
 Both clients come from the same generator and raise the same family of exceptions
 (``APIStatusError``, ``APITimeoutError``, ``APIConnectionError``, ``APIError`` for an error
 inside a stream). :func:`translated_errors` turns any of them, and a body that is not the
-JSON it should be, into hookloop's error tree, so nothing from the client leaks past an
-adapter.
+JSON (or the UTF-8) it should be, into hookloop's error tree, so nothing from the client
+leaks past an adapter. :class:`CallTimer` bounds a whole call and the silences of a stream;
+:func:`encodable` and :func:`key_for` shape what goes out: text UTF-8 can carry, and a key
+only for the host it belongs to.
+
+Importing this module imports no client library: the adapters do that, through hookloop's
+extras guard, when a model is built.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Callable, Iterator
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Generic, Protocol, TypeVar
-
-import httpx2
+from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from .._loopbound import LoopBound
 from ..errors import (
@@ -23,13 +30,29 @@ from ..errors import (
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
+    UsageError,
 )
 from ._errors import provider_error
 
-__all__ = ["DEFAULT_TIMEOUT", "LoopClient", "translated_errors"]
+__all__ = [
+    "COMPATIBLE_KEY_VARIABLE",
+    "DEFAULT_TIMEOUT",
+    "CallLimits",
+    "CallTimer",
+    "LoopClient",
+    "SplitPairs",
+    "encodable",
+    "key_for",
+    "translated_errors",
+]
 
 DEFAULT_TIMEOUT = 600.0
 """Seconds one model call may take before it counts as timed out (the clients' default)."""
+
+COMPATIBLE_KEY_VARIABLE = "HOOKLOOP_API_KEY"
+"""The environment variable whose key goes to a server named by URL (not a provider's own)."""
+
+_T = TypeVar("_T")
 
 
 class _Closable(Protocol):
@@ -97,12 +120,16 @@ def translated_errors(sdk: ModuleType, model: str, *, reading: bool = True) -> I
         ProviderError: The matching class of the tree; the client's exception is chained
             as ``__cause__``.
     """
+    import httpx2  # installed with either client: the adapter calling us has imported it
+
     try:
         yield
     except ProviderError:
         raise
     except json.JSONDecodeError as exc:  # the body, or an SSE data line, is not JSON
         raise InvalidResponseError(f"malformed response: {exc}", model=model) from exc
+    except UnicodeDecodeError as exc:  # a body that is not UTF-8: the client decodes it in the call
+        raise InvalidResponseError(f"the response is not valid UTF-8: {exc}", model=model) from exc
     except httpx2.TimeoutException as exc:  # anthropic does not wrap errors of a stream read
         raise ProviderTimeoutError(f"the request timed out: {exc!r}", model=model) from exc
     except httpx2.TransportError as exc:
@@ -137,3 +164,175 @@ def translated_errors(sdk: ModuleType, model: str, *, reading: bool = True) -> I
         raise InvalidResponseError(
             f"malformed response: {type(exc).__name__}: {exc}", model=model
         ) from exc
+
+
+def encodable(value: _T) -> _T:
+    r"""``value`` (a request body) with every string made encodable as UTF-8.
+
+    Text from a stream whose emoji was split between two chunks holds the two halves of a
+    surrogate pair as separate characters; a file name Python could not decode holds
+    surrogate escapes. Neither can be sent, and such text stays in the history, so every
+    later request would fail. Here a split pair is joined into its character again and any
+    other surrogate becomes U+FFFD. Strings that are fine (nearly all) are returned as they
+    are; dictionaries, lists and tuples come back as new dictionaries and lists.
+
+    Example:
+        >>> encodable({"text": "ok \ud83d\ude00", "name": "report-\udcff.txt"})
+        {'text': 'ok 😀', 'name': 'report-�.txt'}
+    """
+    return _encodable(value)  # type: ignore[no-any-return]
+
+
+def _encodable(value: Any) -> Any:
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            # UTF-16 stores a pair as its two halves: this joins them, and replaces the rest.
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return value
+    if isinstance(value, dict):
+        return {_encodable(key): _encodable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_encodable(item) for item in value]
+    return value
+
+
+def key_for(base_url: str, *, given: str | None, own_host: str, own_variable: str) -> str | None:
+    """The API key to send to ``base_url``, or ``None`` when there is none for it.
+
+    A key passed as ``given`` goes wherever the user sent it. Otherwise the provider's own
+    variable (``OPENAI_API_KEY``) is read only when ``base_url`` is the provider's own
+    host over HTTPS, and :data:`COMPATIBLE_KEY_VARIABLE` only when it is any other server:
+    a key meant for one provider never reaches a server someone else runs.
+    """
+    if given:
+        return given
+    variable = own_variable if is_host(base_url, own_host) else COMPATIBLE_KEY_VARIABLE
+    return os.environ.get(variable) or None
+
+
+def is_host(url: str, host: str) -> bool:
+    """Whether ``url`` is ``https://`` on ``host`` (and its default port)."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # not a number: not the provider's API, whatever the host says
+        return False
+    return parts.scheme == "https" and parts.hostname == host and port in (None, 443)
+
+
+@dataclass(frozen=True, slots=True)
+class CallLimits:
+    """How long one model call may wait for its provider.
+
+    Attributes:
+        total: Seconds a call may spend waiting for the provider in all: a whole request
+            with its answer, or a stream from the request to its last part. Time the
+            caller spends between the parts of a stream is not counted.
+        idle: Seconds a stream may go without sending a part; ``None`` for no bound
+            beyond ``total``.
+    """
+
+    total: float
+    idle: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, seconds in (("timeout", self.total), ("stream_idle_timeout", self.idle)):
+            if seconds is not None and not seconds > 0:
+                raise UsageError(f"{name} must be a positive number of seconds, not {seconds!r}")
+
+
+class CallTimer:
+    """The time one call has left, spent by each wait for the provider.
+
+    The clients' own ``timeout`` bounds each socket read, so a server that sends a byte a
+    second never times out with them; this bounds the sum of the waits, and each silence
+    of a stream, with ``asyncio.timeout`` (a cancellation of the wait, so nothing is left
+    running). Either limit raises :class:`~hookloop.ProviderTimeoutError`.
+    """
+
+    __slots__ = ("_left", "_limits", "_model")
+
+    def __init__(self, limits: CallLimits, model: str) -> None:
+        self._limits = limits
+        self._left = limits.total
+        self._model = model
+
+    async def wait(self, awaitable: Awaitable[_T], *, idle: bool = False) -> _T:
+        """Await ``awaitable`` within the time left (and the idle limit, if ``idle``).
+
+        Raises:
+            ProviderTimeoutError: A limit passed first; the wait was cancelled.
+        """
+        loop = asyncio.get_running_loop()
+        silence = self._limits.idle if idle else None
+        by_idle = silence is not None and silence < self._left
+        scope = asyncio.timeout(silence if by_idle else self._left)
+        started = loop.time()
+        try:
+            async with scope:
+                return await awaitable
+        except TimeoutError as exc:
+            if not scope.expired():
+                raise  # not ours
+            if by_idle:
+                message = f"the stream sent nothing for {silence:g}s (stream_idle_timeout)"
+            else:
+                message = f"no whole answer within {self._limits.total:g}s (timeout)"
+            raise ProviderTimeoutError(message, model=self._model) from exc
+        finally:
+            self._left -= loop.time() - started
+
+    def parts(self, stream: AsyncIterator[_T]) -> AsyncIterator[_T]:
+        """``stream``, each part awaited with :meth:`wait` under the idle limit."""
+        return _TimedParts(self, stream)
+
+
+class _TimedParts(AsyncIterator[_T]):
+    # A class rather than an async generator: nothing to finalise when a consumer stops early.
+    __slots__ = ("_stream", "_timer")
+
+    def __init__(self, timer: CallTimer, stream: AsyncIterator[_T]) -> None:
+        self._timer = timer
+        self._stream = stream
+
+    def __aiter__(self) -> _TimedParts[_T]:
+        return self
+
+    async def __anext__(self) -> _T:
+        return await self._timer.wait(anext(self._stream), idle=True)
+
+
+class SplitPairs:
+    r"""Mends the text deltas of one stream whose surrogate pairs a server split in two.
+
+    A delta ending in the first half of a pair is held back until the next delta brings
+    the second half; what is passed on is always text UTF-8 can carry (see
+    :func:`encodable`), so a consumer can print it as it comes.
+
+    Example:
+        >>> pairs = SplitPairs()
+        >>> pairs.text("ok \ud83d"), pairs.text("\ude00!"), pairs.rest()
+        ('ok ', '😀!', '')
+    """
+
+    __slots__ = ("_held",)
+
+    def __init__(self) -> None:
+        self._held = ""
+
+    def text(self, piece: str) -> str:
+        """The text to pass on for ``piece`` ("" while a half pair is held back)."""
+        if self._held:
+            piece, self._held = self._held + piece, ""
+        if piece and "\ud800" <= piece[-1] <= "\udbff":
+            piece, self._held = piece[:-1], piece[-1]
+        return encodable(piece)
+
+    def rest(self) -> str:
+        """What is still held back when the stream ends (a lone half, as U+FFFD)."""
+        held, self._held = self._held, ""
+        return encodable(held)

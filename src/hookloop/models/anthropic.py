@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
+from .._extras import extra_needed
 from ..errors import InvalidResponseError, ProviderConnectionError, UsageError
 from ..messages import (
     AssistantMessage,
@@ -25,7 +27,17 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._client import DEFAULT_TIMEOUT, LoopClient, translated_errors
+from ._client import (
+    DEFAULT_TIMEOUT,
+    CallLimits,
+    CallTimer,
+    LoopClient,
+    SplitPairs,
+    encodable,
+    is_host,
+    key_for,
+    translated_errors,
+)
 from .base import (
     FinishReason,
     Model,
@@ -37,14 +49,13 @@ from .base import (
     ToolCallDelta,
 )
 
-try:
+if TYPE_CHECKING:
     import anthropic
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "hookloop.models.anthropic needs the official client: pip install 'hookloop[anthropic]'"
-    ) from exc
 
-__all__ = ["DEFAULT_MAX_TOKENS", "AnthropicModel", "anthropic_messages"]
+__all__ = ["ANTHROPIC_URL", "DEFAULT_MAX_TOKENS", "AnthropicModel", "anthropic_messages"]
+
+ANTHROPIC_URL = "https://api.anthropic.com"
+"""Anthropic's own API root: the only place ``ANTHROPIC_API_KEY`` is sent."""
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` sent when the settings name none (Anthropic requires one)."""
@@ -65,14 +76,23 @@ class AnthropicModel(Model):
 
     Args:
         name: The model's name, e.g. ``"claude-sonnet-4-5"``.
-        api_key: The key; ``None`` reads ``ANTHROPIC_API_KEY``.
-        base_url: Another API root (a proxy or gateway); ``None`` for Anthropic's.
+        api_key: The key, sent to ``base_url`` whatever it is. ``None`` reads
+            ``ANTHROPIC_API_KEY`` for Anthropic's own API (``https://api.anthropic.com``)
+            and ``HOOKLOOP_API_KEY`` for any other server; a server with neither gets a
+            placeholder. No other credential of the environment is used.
+        base_url: Another API root (a proxy or gateway); ``None`` for Anthropic's (or
+            ``ANTHROPIC_BASE_URL``).
         context_window: The model's context window in tokens, when you know it.
-        timeout: Seconds one call may take.
+        timeout: Seconds one call may wait for the server in all: the whole answer, or the
+            whole of a stream.
+        stream_idle_timeout: Seconds a stream may go without sending anything; ``None``
+            for no bound beyond ``timeout``.
         client: A ready ``anthropic.AsyncAnthropic`` to use instead.
 
     Raises:
-        UsageError: No key given or in ``ANTHROPIC_API_KEY`` (and no ``client``).
+        MissingExtraError: The ``anthropic`` extra is not installed.
+        UsageError: No key for Anthropic's own API (and no ``client``), or a timeout that
+            is not positive.
     """
 
     def __init__(
@@ -83,16 +103,26 @@ class AnthropicModel(Model):
         base_url: str | None = None,
         context_window: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        stream_idle_timeout: float | None = None,
         client: anthropic.AsyncAnthropic | None = None,
     ) -> None:
+        with extra_needed("anthropic", by=type(self).__name__):
+            import anthropic
+        self._sdk: ModuleType = anthropic
         self.name = name
         self.context_window = context_window
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-        if key is None and client is None:
+        self._limits = CallLimits(timeout, stream_idle_timeout)
+        url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or ANTHROPIC_URL
+        key = key_for(
+            url, given=api_key, own_host="api.anthropic.com", own_variable="ANTHROPIC_API_KEY"
+        )
+        if key is None and client is None and is_host(url, "api.anthropic.com"):
             raise UsageError("Anthropic needs an API key: set ANTHROPIC_API_KEY or pass api_key=")
+        # Always an explicit key: given none, the client would read ANTHROPIC_API_KEY,
+        # ANTHROPIC_AUTH_TOKEN or a profile from the environment and send it to any host.
         self._clients = LoopClient(
             lambda: anthropic.AsyncAnthropic(
-                api_key=key, base_url=base_url, timeout=timeout, max_retries=0
+                api_key=key or "not-needed", base_url=url, timeout=timeout, max_retries=0
             ),
             client,
         )
@@ -110,10 +140,11 @@ class AnthropicModel(Model):
         Raises:
             ProviderError: The matching class of hookloop's error tree.
         """
-        with translated_errors(anthropic, self.name, reading=False):
+        timer = CallTimer(self._limits, self.name)
+        with translated_errors(self._sdk, self.name, reading=False):
             client = await self._clients.get()
-            message = await client.messages.create(**self._body(request))
-        with translated_errors(anthropic, self.name):
+            message = await timer.wait(client.messages.create(**self._body(request)))
+        with translated_errors(self._sdk, self.name):
             return _parse_message(message)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
@@ -132,27 +163,29 @@ class AnthropicModel(Model):
         stop: FinishReason | None = None
         finished = False
         unargued: set[int] = set()  # tool_use blocks that have not streamed any input yet
-        with translated_errors(anthropic, self.name, reading=False):
+        pairs = SplitPairs()
+        timer = CallTimer(self._limits, self.name)
+        with translated_errors(self._sdk, self.name, reading=False):
             client = await self._clients.get()
-            events = await client.messages.create(**body)
-        with translated_errors(anthropic, self.name):
+            events = await timer.wait(client.messages.create(**body))
+        with translated_errors(self._sdk, self.name):
             async with events:  # closes the connection if the consumer stops early
-                async for event in events:
+                async for event in timer.parts(aiter(events)):
                     kind = event.type
                     if kind == "message_start":
                         model = event.message.model
                         usage = _usage(event.message.usage)
                     elif kind == "content_block_start":
                         block = event.content_block
-                        if block.type == "text" and block.text:
-                            yield TextDelta(text=block.text)
+                        if block.type == "text" and (text := pairs.text(block.text)):
+                            yield TextDelta(text=text)
                         elif block.type == "tool_use":
                             unargued.add(event.index)
                             yield ToolCallDelta(index=event.index, id=block.id, name=block.name)
                     elif kind == "content_block_delta":
                         delta = event.delta
-                        if delta.type == "text_delta":
-                            yield TextDelta(text=delta.text)
+                        if delta.type == "text_delta" and (text := pairs.text(delta.text)):
+                            yield TextDelta(text=text)
                         elif delta.type == "input_json_delta" and delta.partial_json:
                             unargued.discard(event.index)
                             yield ToolCallDelta(index=event.index, arguments=delta.partial_json)
@@ -171,6 +204,8 @@ class AnthropicModel(Model):
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
             )
+        if rest := pairs.rest():
+            yield TextDelta(text=rest)
         yield StreamEnd(finish_reason=stop, usage=usage, model=model)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
@@ -199,7 +234,7 @@ class AnthropicModel(Model):
             extra.setdefault("temperature", settings.temperature)
         if extra:
             body["extra_body"] = extra
-        return body
+        return encodable(body)
 
 
 def anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from .._extras import extra_needed, import_extra
 from ..errors import InvalidResponseError, ProviderConnectionError, UsageError
 from ..messages import (
     AssistantMessage,
@@ -24,7 +25,17 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._client import DEFAULT_TIMEOUT, LoopClient, translated_errors
+from ._client import (
+    DEFAULT_TIMEOUT,
+    CallLimits,
+    CallTimer,
+    LoopClient,
+    SplitPairs,
+    encodable,
+    is_host,
+    key_for,
+    translated_errors,
+)
 from ._errors import provider_error
 from .base import (
     FinishReason,
@@ -37,14 +48,20 @@ from .base import (
     ToolCallDelta,
 )
 
-try:
+if TYPE_CHECKING:
     import openai
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "hookloop.models.openai needs the official client: pip install 'hookloop[openai]'"
-    ) from exc
 
-__all__ = ["OpenAIModel", "image_url", "openai_client", "openai_messages", "openai_tools"]
+__all__ = [
+    "OPENAI_URL",
+    "OpenAIModel",
+    "image_url",
+    "openai_client",
+    "openai_messages",
+    "openai_tools",
+]
+
+OPENAI_URL = "https://api.openai.com/v1"
+"""OpenAI's own API root: the only place ``OPENAI_API_KEY`` is sent."""
 
 _FINISH: Mapping[str, FinishReason] = {
     "stop": "stop",
@@ -62,18 +79,24 @@ class OpenAIModel(Model):
         name: The model's name, e.g. ``"gpt-4o-mini"``, or what a compatible server calls it.
         base_url: The API root of a compatible server, e.g. ``"http://localhost:11434/v1"``;
             ``None`` for OpenAI (or ``OPENAI_BASE_URL``).
-        api_key: The key; ``None`` reads ``OPENAI_API_KEY``. Compatible servers that need none
-            get a placeholder.
+        api_key: The key, sent to ``base_url`` whatever it is. ``None`` reads
+            ``OPENAI_API_KEY`` for OpenAI's own API (``https://api.openai.com``) and
+            ``HOOKLOOP_API_KEY`` for any other server; a server with neither gets a
+            placeholder.
         context_window: The model's context window in tokens, when you know it.
-        timeout: Seconds one call may take.
+        timeout: Seconds one call may wait for the server in all: the whole answer, or the
+            whole of a stream.
+        stream_idle_timeout: Seconds a stream may go without sending anything; ``None``
+            for no bound beyond ``timeout``.
         stream_usage: Ask for the usage chunk at the end of a stream
             (``stream_options.include_usage``); turn off for a server that rejects it.
         trust_env: Use proxy settings from the environment (``HTTPS_PROXY``, ...).
         client: A ready ``openai.AsyncOpenAI`` to use instead (its retries are yours then).
 
     Raises:
-        UsageError: No key given or in ``OPENAI_API_KEY``, and no ``base_url`` (a
-            compatible server needs none).
+        MissingExtraError: The ``openai`` extra is not installed.
+        UsageError: No key given or in ``OPENAI_API_KEY`` for OpenAI's own API (a
+            compatible server needs none), or a timeout that is not positive.
 
     Example:
         >>> model = OpenAIModel("qwen3:0.6b", base_url="http://localhost:11434/v1")
@@ -89,13 +112,16 @@ class OpenAIModel(Model):
         api_key: str | None = None,
         context_window: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        stream_idle_timeout: float | None = None,
         stream_usage: bool = True,
         trust_env: bool = True,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
+        self._sdk = import_extra("openai", extra="openai", by=type(self).__name__)
         self.name = name
         self.context_window = context_window
         self.stream_usage = stream_usage
+        self._limits = CallLimits(timeout, stream_idle_timeout)
         self._clients = LoopClient(
             lambda: openai_client(
                 api_key=api_key, base_url=base_url, timeout=timeout, trust_env=trust_env
@@ -105,7 +131,7 @@ class OpenAIModel(Model):
         # OpenAI's own API wants max_completion_tokens; compatible servers know max_tokens.
         self._max_tokens_field = (
             "max_completion_tokens"
-            if "api.openai.com" in str(self._clients.first.base_url)
+            if is_host(str(self._clients.first.base_url), "api.openai.com")
             else "max_tokens"
         )
 
@@ -122,11 +148,11 @@ class OpenAIModel(Model):
         Raises:
             ProviderError: The matching class of hookloop's error tree.
         """
-        with translated_errors(openai, self.name, reading=False):
-            completion = await (await self._clients.get()).chat.completions.create(
-                **self._body(request)
-            )
-        with translated_errors(openai, self.name):
+        timer = CallTimer(self._limits, self.name)
+        with translated_errors(self._sdk, self.name, reading=False):
+            client = await self._clients.get()
+            completion = await timer.wait(client.chat.completions.create(**self._body(request)))
+        with translated_errors(self._sdk, self.name):
             return _parse_completion(completion)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
@@ -145,13 +171,15 @@ class OpenAIModel(Model):
         usage: Usage | None = None
         model: str | None = None
         refused = False
-        with translated_errors(openai, self.name, reading=False):
+        timer = CallTimer(self._limits, self.name)
+        with translated_errors(self._sdk, self.name, reading=False):
             client = await self._clients.get()
-            chunks = await client.chat.completions.create(**body)
+            chunks = await timer.wait(client.chat.completions.create(**body))
         calls = _CallSlots()
-        with translated_errors(openai, self.name):
+        pairs = SplitPairs()
+        with translated_errors(self._sdk, self.name):
             async with chunks:  # closes the connection if the consumer stops early
-                async for chunk in chunks:
+                async for chunk in timer.parts(aiter(chunks)):
                     model = chunk.model or model
                     if chunk.usage is not None:
                         usage = _usage(chunk.usage)
@@ -159,7 +187,9 @@ class OpenAIModel(Model):
                         if choice.index != 0:
                             continue
                         delta = choice.delta
-                        if delta is not None and (text := delta.content or delta.refusal):
+                        if delta is not None and (
+                            text := pairs.text(delta.content or delta.refusal or "")
+                        ):
                             yield TextDelta(text=text)
                         for call in (delta.tool_calls if delta is not None else None) or ():
                             function = call.function
@@ -177,6 +207,8 @@ class OpenAIModel(Model):
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
             )
+        if rest := pairs.rest():
+            yield TextDelta(text=rest)
         yield StreamEnd(finish_reason=finish, usage=usage, model=model)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
@@ -194,7 +226,7 @@ class OpenAIModel(Model):
             body[self._max_tokens_field] = settings.max_tokens
         if settings.extra:
             body["extra_body"] = dict(settings.extra)
-        return body
+        return encodable(body)
 
 
 def openai_client(
@@ -202,22 +234,41 @@ def openai_client(
 ) -> openai.AsyncOpenAI:
     """An ``openai.AsyncOpenAI`` with its own retries off (the agent's strategy retries).
 
-    The key comes from ``api_key`` or ``OPENAI_API_KEY``; a compatible server at
-    ``base_url`` (or ``OPENAI_BASE_URL``) that needs none gets a placeholder (the client
-    insists on a key). ``trust_env=False`` ignores proxy settings in the environment.
+    The API root is ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI's. The key is
+    ``api_key``, else the one :func:`~hookloop.models._client.key_for` allows for that host
+    (``OPENAI_API_KEY`` for OpenAI's own, ``HOOKLOOP_API_KEY`` for any other); a server
+    other than OpenAI with neither gets a placeholder (the client insists on a key, and
+    would otherwise read ``OPENAI_API_KEY`` itself). ``trust_env=False`` ignores proxy
+    settings in the environment.
 
     Raises:
-        UsageError: No key, and no compatible server named.
+        MissingExtraError: The ``openai`` extra is not installed.
+        UsageError: No key for OpenAI's own API.
     """
-    key = api_key or os.environ.get("OPENAI_API_KEY")
+    with extra_needed("openai", by="openai_client"):
+        import openai
+    url = base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL
+    key = key_for(url, given=api_key, own_host="api.openai.com", own_variable="OPENAI_API_KEY")
+    own = is_host(url, "api.openai.com")
     if key is None:
-        if base_url is None and not os.environ.get("OPENAI_BASE_URL"):
+        if own:
             raise UsageError("OpenAI needs an API key: set OPENAI_API_KEY or pass api_key=")
         key = "not-needed"
+    # The client sends OPENAI_ORG_ID and OPENAI_PROJECT_ID from the environment as headers:
+    # OpenAI's account ids, for OpenAI only.
+    headers = {} if own else {name: openai.Omit() for name in _OPENAI_ACCOUNT_HEADERS}
     http_client = None if trust_env else openai.DefaultAsyncHttpx2Client(trust_env=False)
     return openai.AsyncOpenAI(
-        api_key=key, base_url=base_url, timeout=timeout, max_retries=0, http_client=http_client
+        api_key=key,
+        base_url=url,
+        timeout=timeout,
+        max_retries=0,
+        http_client=http_client,
+        default_headers=cast(Mapping[str, str], headers),  # Omit() drops a header; typed str
     )
+
+
+_OPENAI_ACCOUNT_HEADERS = ("OpenAI-Organization", "OpenAI-Project")
 
 
 def openai_messages(system: str | None, messages: tuple[Message, ...]) -> list[dict[str, Any]]:

@@ -9,8 +9,9 @@ Tool calls are ``function_call`` items correlated by ``call_id``; results go bac
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .._extras import import_extra
 from ..errors import InvalidResponseError, ProviderConnectionError
 from ..messages import (
     AssistantMessage,
@@ -22,7 +23,15 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._client import DEFAULT_TIMEOUT, LoopClient, translated_errors
+from ._client import (
+    DEFAULT_TIMEOUT,
+    CallLimits,
+    CallTimer,
+    LoopClient,
+    SplitPairs,
+    encodable,
+    translated_errors,
+)
 from ._errors import provider_error
 from .base import (
     FinishReason,
@@ -36,12 +45,8 @@ from .base import (
 )
 from .openai import image_url, openai_client
 
-try:
+if TYPE_CHECKING:
     import openai
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "hookloop.models.openai_responses needs the official client: pip install 'hookloop[openai]'"
-    ) from exc
 
 __all__ = ["OpenAIResponsesModel", "responses_input"]
 
@@ -52,11 +57,19 @@ class OpenAIResponsesModel(Model):
     Args:
         name: The model's name, e.g. ``"gpt-5"``.
         base_url: Another API root; ``None`` for OpenAI's (or ``OPENAI_BASE_URL``).
-        api_key: The key; ``None`` reads ``OPENAI_API_KEY``.
+        api_key: The key; ``None`` reads ``OPENAI_API_KEY`` for OpenAI's own API and
+            ``HOOKLOOP_API_KEY`` for any other server (as :class:`~hookloop.models.OpenAIModel`).
         context_window: The model's context window in tokens, when you know it.
-        timeout: Seconds one call may take.
+        timeout: Seconds one call may wait for the server in all: the whole answer, or the
+            whole of a stream.
+        stream_idle_timeout: Seconds a stream may go without sending anything; ``None``
+            for no bound beyond ``timeout``.
         store: Let OpenAI keep the responses (``store=True``); off by default.
         client: A ready ``openai.AsyncOpenAI`` to use instead.
+
+    Raises:
+        MissingExtraError: The ``openai`` extra is not installed.
+        UsageError: No key for OpenAI's own API, or a timeout that is not positive.
     """
 
     def __init__(
@@ -67,12 +80,15 @@ class OpenAIResponsesModel(Model):
         api_key: str | None = None,
         context_window: int | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        stream_idle_timeout: float | None = None,
         store: bool = False,
         client: openai.AsyncOpenAI | None = None,
     ) -> None:
+        self._sdk = import_extra("openai", extra="openai", by=type(self).__name__)
         self.name = name
         self.context_window = context_window
         self.store = store
+        self._limits = CallLimits(timeout, stream_idle_timeout)
         self._clients = LoopClient(
             lambda: openai_client(api_key=api_key, base_url=base_url, timeout=timeout), client
         )
@@ -90,10 +106,11 @@ class OpenAIResponsesModel(Model):
         Raises:
             ProviderError: The matching class of hookloop's error tree.
         """
-        with translated_errors(openai, self.name, reading=False):
+        timer = CallTimer(self._limits, self.name)
+        with translated_errors(self._sdk, self.name, reading=False):
             client = await self._clients.get()
-            response = await client.responses.create(**self._body(request))
-        with translated_errors(openai, self.name):
+            response = await timer.wait(client.responses.create(**self._body(request)))
+        with translated_errors(self._sdk, self.name):
             return _parse_response(response, self.name)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
@@ -107,15 +124,18 @@ class OpenAIResponsesModel(Model):
         body = self._body(request)
         body["stream"] = True
         final: ProviderResponse | None = None
-        with translated_errors(openai, self.name, reading=False):
+        pairs = SplitPairs()
+        timer = CallTimer(self._limits, self.name)
+        with translated_errors(self._sdk, self.name, reading=False):
             client = await self._clients.get()
-            events = await client.responses.create(**body)
-        with translated_errors(openai, self.name):
+            events = await timer.wait(client.responses.create(**body))
+        with translated_errors(self._sdk, self.name):
             async with events:  # closes the connection if the consumer stops early
-                async for event in events:
+                async for event in timer.parts(aiter(events)):
                     kind = event.type
                     if kind in ("response.output_text.delta", "response.refusal.delta"):
-                        yield TextDelta(text=event.delta)
+                        if text := pairs.text(event.delta):
+                            yield TextDelta(text=text)
                     elif (
                         kind == "response.output_item.added" and event.item.type == "function_call"
                     ):
@@ -137,6 +157,8 @@ class OpenAIResponsesModel(Model):
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
             )
+        if rest := pairs.rest():
+            yield TextDelta(text=rest)
         yield StreamEnd(finish_reason=final.finish_reason, usage=final.usage, model=final.model)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
@@ -171,7 +193,7 @@ class OpenAIResponsesModel(Model):
             body["max_output_tokens"] = settings.max_tokens
         if settings.extra:
             body["extra_body"] = dict(settings.extra)
-        return body
+        return encodable(body)
 
 
 def responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:

@@ -12,14 +12,20 @@ Spec                                 Model
 ``anthropic:NAME``                   :class:`~hookloop.models.anthropic.AnthropicModel`, key
                                      from ``ANTHROPIC_API_KEY``
 ``http://HOST:PORT/v1#NAME``         an OpenAI-compatible server (vLLM, Ollama, llama.cpp,
-                                     LM Studio, ...); ``#NAME`` is the model it serves
+                                     LM Studio, ...); ``#NAME`` is the model it serves;
+                                     key from ``HOOKLOOP_API_KEY``, never
+                                     ``OPENAI_API_KEY``
 ===================================  ==================================================
+
+A key passed as ``api_key=``, or read from the variable ``api_key_env=`` names, goes to the
+server the spec names, whatever it is.
 """
 
 from __future__ import annotations
 
 import os
 
+from .._extras import import_extra
 from ..errors import UsageError
 from .base import Model
 
@@ -36,23 +42,33 @@ _FORMS = (
 )
 
 
-def model_from_spec(spec: str) -> Model:
+def model_from_spec(
+    spec: str, *, api_key: str | None = None, api_key_env: str | None = None
+) -> Model:
     """The model a spec string names (see the module's table).
 
+    Args:
+        spec: The spec, e.g. ``"openai:gpt-4o-mini"`` or ``"http://localhost:8080/v1#qwen3"``.
+        api_key: The key to send to the model's server, instead of the one the table says.
+        api_key_env: The environment variable to read that key from (e.g.
+            ``"GROQ_API_KEY"``).
+
     Raises:
-        ModelSpecError: The spec is malformed, names an unknown provider, or a hosted
-            provider's key is not set.
+        ModelSpecError: The spec is malformed, names an unknown provider, a hosted
+            provider's key is not set, or ``api_key_env`` names an unset variable.
+        MissingExtraError: The provider's extra is not installed.
 
     Example:
         >>> model_from_spec("http://localhost:8080/v1#qwen3")
         OpenAIModel('qwen3', base_url='http://localhost:8080/v1/')
     """
     spec = spec.strip()
+    key = _given_key(api_key, api_key_env)
     if spec.startswith(("http://", "https://")):
         url, _, name = spec.partition("#")
         from .openai import OpenAIModel
 
-        return OpenAIModel(name or "default", base_url=url)
+        return OpenAIModel(name or "default", base_url=url, api_key=key)
     provider, sep, name = spec.partition(":")
     if provider == "local":
         from .local import LocalModel
@@ -61,22 +77,33 @@ def model_from_spec(spec: str) -> Model:
     if not sep or not name:
         raise ModelSpecError(f"unknown model spec {spec!r}; use {_FORMS}")
     if provider in ("openai", "openai-responses"):
-        _require_key("OPENAI_API_KEY", spec)
-        if provider == "openai":
-            from .openai import OpenAIModel
-
-            return OpenAIModel(name)
+        from .openai import OpenAIModel
         from .openai_responses import OpenAIResponsesModel
 
-        return OpenAIResponsesModel(name)
+        cls = OpenAIModel if provider == "openai" else OpenAIResponsesModel
+        import_extra("openai", extra="openai", by=cls.__name__)  # before asking for a key
+        _require_key(key, "OPENAI_API_KEY", spec)
+        return cls(name, api_key=key)
     if provider == "anthropic":
-        _require_key("ANTHROPIC_API_KEY", spec)
         from .anthropic import AnthropicModel
 
-        return AnthropicModel(name)
+        import_extra("anthropic", extra="anthropic", by=AnthropicModel.__name__)
+        _require_key(key, "ANTHROPIC_API_KEY", spec)
+        return AnthropicModel(name, api_key=key)
     raise ModelSpecError(f"unknown provider {provider!r} in {spec!r}; use {_FORMS}")
 
 
-def _require_key(variable: str, spec: str) -> None:
-    if not os.environ.get(variable):
+def _given_key(api_key: str | None, api_key_env: str | None) -> str | None:
+    if api_key_env is None:
+        return api_key
+    if api_key is not None:
+        raise ModelSpecError("give either api_key or api_key_env, not both")
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise ModelSpecError(f"{api_key_env} is not set: it should hold the API key")
+    return key
+
+
+def _require_key(key: str | None, variable: str, spec: str) -> None:
+    if not key and not os.environ.get(variable):
         raise ModelSpecError(f"{spec} needs an API key: set {variable}")
