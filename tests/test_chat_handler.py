@@ -50,7 +50,7 @@ def test_the_tool_result_is_a_user_turn_and_the_tools_are_listed_without_a_syste
         f"<|im_start|>system\n{GUIDE}<|im_end|>\n"
         "<|im_start|>user\nWhat is 17 * 23?<|im_end|>\n"
         '<|im_start|>assistant\nfunctions.calculator:\n{"expression": "17 * 23"}<|im_end|>\n'
-        "<|im_start|>user\nThe calculator tool returned: 391<|im_end|>\n"
+        "<|im_start|>user\nThe answer from calculator is 391.<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
 
@@ -76,7 +76,7 @@ def test_without_tools_the_prompt_is_plain_chatml() -> None:
     assert render(conversation(), []) == (
         "<|im_start|>user\nWhat is 17 * 23?<|im_end|>\n"
         '<|im_start|>assistant\nfunctions.calculator:\n{"expression": "17 * 23"}<|im_end|>\n'
-        "<|im_start|>user\nThe calculator tool returned: 391<|im_end|>\n"
+        "<|im_start|>user\nThe answer from calculator is 391.<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
 

@@ -93,7 +93,7 @@ async def test_the_quick_start_with_local_model_calls_the_tool_and_answers_391(
         content="391",
         id=response.messages[2].id,
     )
-    assert response.text == "The calculator returned: 391."
+    assert response.text == "The answer is 391."
     assert response.iterations == 2
 
 
@@ -105,7 +105,7 @@ async def test_a_streamed_chat_reads_the_tool_result_back(local_model: LocalMode
         async for event in stream:
             if isinstance(event, TextDelta):
                 text.append(event.text)
-    assert "".join(text) == "The calculator returned: 391."
+    assert "".join(text) == "The answer is 391."
 
 
 @module_loop
@@ -199,7 +199,7 @@ def test_the_command_runs_the_local_model_and_calls_the_calculator() -> None:
     assert "pre_tool_call        calculator(" in done.stderr
     assert "on_tool_call_result  calculator -> " in done.stderr
     assert "on_chat_done         2 iterations" in done.stderr
-    assert done.stdout == "The calculator returned: 391.\n"
+    assert done.stdout == "The answer is 391.\n"
 
 
 def test_the_server_does_not_outlive_a_killed_parent() -> None:

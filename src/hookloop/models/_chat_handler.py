@@ -8,7 +8,7 @@ it by name. The prompt it writes:
   its description and JSON parameters, with the two ways to answer (``functions.NAME:`` and
   JSON arguments, or ``message:`` and text);
 - an assistant's tool calls are written back exactly as the model wrote them (no escaping);
-- a tool's result is shown as a user turn (``The NAME tool returned: ...``): a small model
+- a tool's result is shown as a user turn (``The answer from NAME is ...``): a small model
   answers from a result it reads there, and ignores one in a turn of a role it never saw.
 
 Generation: a forced tool (``tool_choice`` naming it, or ``"required"`` with one tool) is
@@ -67,7 +67,7 @@ def render(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, A
             turns.append(("assistant", _assistant(message, names, tools=bool(tools))))
         elif role in ("tool", "function"):
             name = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
-            turns.append(("user", f"The {name} tool returned: {_text(message.get('content'))}"))
+            turns.append(("user", f"The answer from {name} is {_text(message.get('content'))}."))
     body = "".join(f"<|im_start|>{role}\n{text}{_END}\n" for role, text in turns)
     return body + "<|im_start|>assistant\n"
 
