@@ -96,3 +96,30 @@ def test_ctrl_d_at_the_prompt_leaves(server: ProviderServer, chat: pexpect.spawn
     chat.expect(pexpect.EOF)
     chat.close()
     assert chat.exitstatus == 0
+
+
+def test_chat_with_the_local_model_shows_the_tool_call_and_the_answer() -> None:
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "hookloop", "chat"],  # the bundled local model, the calculator offered
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        encoding="utf-8",
+        timeout=300,  # loading and answering on a loaded machine
+    )
+    try:
+        child.expect_exact("you> ")
+        child.sendline("What is 17 * 23? Use the calculator.")
+        child.expect_exact('  calculator({"expression": "17 * 23"}) -> 391\r\n')
+        child.expect_exact("model> The answer is 391.\r\n")
+        child.expect_exact("you> ")
+        child.sendline("Hello! Who are you?")
+        child.expect_exact("model> ")
+        child.expect_exact("you> ")
+        greeting = child.before or ""
+        assert "calculator(" not in greeting  # offered, not forced: no tool call
+        assert "function" not in greeting.lower()
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    assert child.exitstatus == 0
