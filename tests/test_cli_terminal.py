@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Iterator
 
@@ -96,6 +97,38 @@ def test_ctrl_d_at_the_prompt_leaves(server: ProviderServer, chat: pexpect.spawn
     chat.expect(pexpect.EOF)
     chat.close()
     assert chat.exitstatus == 0
+
+
+def test_trace_lines_never_share_a_line_with_the_answer_or_the_prompt(
+    server: ProviderServer,
+) -> None:
+    server.add(
+        Reply.sse(
+            [chunk({"role": "assistant", "content": "Hel"}), chunk({"content": "lo."}, "stop")]
+        )
+    )
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "hookloop", "chat", "--model", f"{server.url}/v1#m", "--no-tools", "--trace"],
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        encoding="utf-8",
+        timeout=TIMEOUT,
+    )
+    try:
+        child.expect_exact("you> ")
+        child.sendline("Hi")
+        child.expect_exact("you> ")
+        screen = (child.before or "").split("\r\n")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close(force=True)
+    trace = re.compile(r"^ *\d+\.\d ms  [a-z_]+ +\S")
+    assert screen[0] == "Hi"  # the terminal's echo of the typed line
+    assert screen[-1] == ""  # the prompt starts a line of its own
+    answer = [line for line in screen[1:-1] if not trace.match(line)]
+    assert answer == ["model> Hello."]
+    assert any("on_chat_done" in line for line in screen)
 
 
 def test_chat_with_the_local_model_shows_the_tool_call_and_the_answer() -> None:
