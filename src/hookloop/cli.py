@@ -134,11 +134,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    prompt = sys.stdin.read().rstrip() if args.prompt == "-" else args.prompt
-    if not prompt.strip():
-        raise _Usage(
-            "the prompt is empty" + (" (nothing on standard input)" * (args.prompt == "-"))
-        )
+    if args.prompt == "-":
+        prompt = sys.stdin.read().rstrip()
+        if not prompt.strip():
+            raise _Usage("the prompt is empty (nothing on standard input)")
+    elif not args.prompt.strip():
+        raise _Usage("the prompt is empty")
+    else:
+        prompt = args.prompt
     agent = await _agent(args, _Screen())
     try:
         response = await agent.chat(prompt)
