@@ -23,8 +23,10 @@ from hookloop import (
     AssistantMessage,
     BadRequestError,
     ContextOverflowError,
+    Message,
     ModelSettings,
     TextDelta,
+    ToolCall,
     ToolMessage,
     UserMessage,
 )
@@ -238,3 +240,48 @@ def test_the_command_with_several_tools_lets_the_bundled_model_choose() -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr  # not "cannot force a call among 2 tools"
+
+
+@pytest.mark.parametrize(
+    ("given", "messages", "sent"),
+    [
+        (
+            ModelSettings(),
+            [UserMessage(content="Hi")],
+            ModelSettings(temperature=0.0, max_tokens=256),
+        ),
+        (
+            ModelSettings(temperature=0.7, max_tokens=9, tool_choice="calculator"),
+            [UserMessage(content="Hi")],
+            ModelSettings(temperature=0.7, max_tokens=9, tool_choice="calculator"),
+        ),
+        (
+            ModelSettings(tool_choice="calculator"),
+            [
+                UserMessage(content="17 * 23?"),
+                AssistantMessage(tool_calls=(ToolCall(name="calculator", id="c1"),)),
+                ToolMessage(tool_call_id="c1", tool_name="calculator", content="391"),
+            ],
+            ModelSettings(temperature=0.0, max_tokens=256, tool_choice="none"),
+        ),
+    ],
+    ids=["defaults-fill-open-settings", "set-settings-kept", "words-after-one-tool-round"],
+)
+def test_the_small_model_defaults_apply_where_a_request_leaves_them_open(
+    given: ModelSettings, messages: list[Message], sent: ModelSettings
+) -> None:
+    request = ProviderRequest(
+        model="local", system=None, messages=tuple(messages), tools=(), settings=given
+    )
+    assert LocalModel()._prepared(request).settings == sent
+
+
+def test_the_defaults_can_be_switched_off() -> None:
+    model = LocalModel(temperature=None, max_tokens=None, tool_rounds=None)
+    history = (
+        UserMessage(content="17 * 23?"),
+        AssistantMessage(tool_calls=(ToolCall(name="calculator", id="c1"),)),
+        ToolMessage(tool_call_id="c1", tool_name="calculator", content="391"),
+    )
+    request = ProviderRequest(model="local", system=None, messages=history)
+    assert model._prepared(request) is request

@@ -210,16 +210,15 @@ class LocalModel(Model):
 
     def _prepared(self, request: ProviderRequest) -> ProviderRequest:
         """The request with this model's defaults applied (see the class)."""
-        settings = request.settings
-        changes: dict[str, object] = {}
-        if settings.temperature is None and self.temperature is not None:
-            changes["temperature"] = self.temperature
-        if settings.max_tokens is None and self.max_tokens is not None:
-            changes["max_tokens"] = self.max_tokens
-        if self.tool_rounds is not None and _tool_rounds(request) >= self.tool_rounds:
-            changes["tool_choice"] = "none"
-        if changes:
-            settings = dataclasses.replace(settings, **changes)  # type: ignore[arg-type]
+        given = request.settings
+        done = self.tool_rounds is not None and _tool_rounds(request) >= self.tool_rounds
+        settings = dataclasses.replace(
+            given,
+            temperature=self.temperature if given.temperature is None else given.temperature,
+            max_tokens=self.max_tokens if given.max_tokens is None else given.max_tokens,
+            tool_choice="none" if done else given.tool_choice,
+        )
+        if settings != given:
             request = dataclasses.replace(request, settings=settings)
         return _forcible(request)
 
