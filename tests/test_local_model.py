@@ -29,6 +29,7 @@ from hookloop import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    tool,
 )
 from hookloop.models.base import ProviderRequest
 from hookloop.models.local import LocalModel, LocalModelError, default_model_path
@@ -97,6 +98,24 @@ async def test_the_quick_start_with_local_model_calls_the_tool_and_answers_391(
     )
     assert response.text == "The answer is 391."
     assert response.iterations == 2
+
+
+@module_loop
+async def test_the_readme_quick_start_runs_unchanged_on_the_local_model(
+    local_model: LocalModel,
+) -> None:
+    @tool
+    def multiply(a: float, b: float) -> float:
+        """Multiply two numbers."""
+        return a * b
+
+    agent = Agent(local_model, tools=[multiply])
+    response = await agent.chat("What is 17 * 23?")
+    assert [type(m).__name__ for m in response.messages] == [
+        "UserMessage", "AssistantMessage", "ToolMessage", "AssistantMessage",
+    ]  # fmt: skip
+    assert response.messages[2].content == "391.0"
+    assert response.text == "The answer is 391.0."
 
 
 @module_loop
