@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -9,9 +11,12 @@ from pathlib import Path
 
 import pytest
 
+import hookloop
 from _provider_server import ProviderServer, Reply
 from hookloop.cli import main
+from hookloop.errors import AuthenticationError
 from hookloop.models.spec import ModelSpecError, model_from_spec
+from hookloop.retry.backoff import Backoff
 from hookloop.toolbox import calculator
 
 
@@ -200,3 +205,166 @@ def test_the_calculator_is_exact_and_refuses_anything_but_arithmetic() -> None:
         with pytest.raises(ValueError):  # noqa: PT011 - each message differs
             calculator.function(expression=bad)
     assert calculator.parameters["properties"]["expression"]["maxLength"] == 80
+
+
+# --- one line per failure, exit 2 for bad usage and 1 for a failed run ---------------------
+
+
+def test_an_empty_prompt_is_refused_before_the_model_is_used(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--model", f"{server.url}/v1#m", ""]) == 2
+    assert capsys.readouterr() == ("", "hookloop: the prompt is empty\n")
+    assert server.received == []
+
+
+def test_run_dash_reads_the_prompt_from_standard_input(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO("What is 2 + 2?\nAnswer briefly.\n"))
+    server.add(Reply.json(completion("4")))
+    assert main(["run", "--model", f"{server.url}/v1#m", "--no-tools", "-"]) == 0
+    assert capsys.readouterr().out == "4\n"
+    messages = server.received[0].body["messages"]
+    assert messages == [{"role": "user", "content": "What is 2 + 2?\nAnswer briefly."}]
+
+
+def test_run_dash_with_nothing_on_standard_input_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO(" \n"))
+    assert main(["run", "-"]) == 2
+    assert capsys.readouterr().err == (
+        "hookloop: the prompt is empty (nothing on standard input)\n"
+    )
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"hookloop {hookloop.__version__}\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["--tool-choice", "bogus"],
+            "--tool-choice 'bogus' is not auto, required, none or an offered tool (calculator)",
+        ),
+        (
+            ["--no-tools", "--tool-choice", "calculator"],
+            "--tool-choice 'calculator' is not auto, required, none or an offered tool "
+            "(none offered)",
+        ),
+    ],
+)
+def test_a_bad_tool_choice_is_refused_before_anything_is_sent(
+    argv: list[str], message: str, server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--model", f"{server.url}/v1#m", *argv, "Hi"]) == 2
+    assert capsys.readouterr() == ("", f"hookloop: {message}\n")
+    assert server.received == []
+
+
+def test_a_file_that_is_not_gguf_is_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("llama_cpp")  # the local extra: without it the message names the extra
+    hosts = tmp_path / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n")
+    assert main(["run", "--model", f"local:{hosts}", "Hi"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        f"hookloop: {hosts} is not a GGUF model file (it does not start with GGUF)"
+    )
+    assert "Traceback" not in err
+
+
+def test_a_missing_provider_package_is_one_line_with_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # `import anthropic` now fails
+    monkeypatch.delitem(sys.modules, "hookloop.models.anthropic", raising=False)
+    assert main(["run", "--model", "anthropic:claude-sonnet-4-5", "Hi"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("hookloop: ")
+    assert "anthropic" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_an_unreachable_server_shows_each_attempt_and_names_the_url(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(Backoff, "delay", lambda self, *args, **kwargs: 0.0)  # no waiting
+    with socket.socket() as probe:  # a port that nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    assert main(["run", "--model", f"{url}#m", "Hi"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 5
+    for number, line in enumerate(lines[:4], start=2):
+        assert line.startswith(f"hookloop: {url}: the connection failed")
+        assert line.endswith(f"; attempt {number}/5")
+    assert lines[4].startswith("hookloop: ProviderConnectionError: the connection failed")
+    assert lines[4].endswith(f"({url}, 5 attempts)")
+
+
+def test_debug_shows_the_traceback_instead_of_one_line(server: ProviderServer) -> None:
+    server.add(Reply.json({"error": {"message": "Incorrect API key provided"}}, status=401))
+    with pytest.raises(AuthenticationError, match="Incorrect API key provided"):
+        main(["run", "--model", f"{server.url}/v1#m", "--debug", "Hi"])
+
+
+def test_a_tool_module_in_the_current_directory_is_found(
+    server: ProviderServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = 'def shout(text: str) -> str:\n    """Say it louder."""\n    return text.upper()\n'
+    (tmp_path / "mytools.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "mytools", raising=False)
+    server.add(Reply.json(completion("ok")))
+    assert main(["run", "--model", f"{server.url}/v1#m", "--tool", "mytools:shout", "Hi"]) == 0
+    assert server.received[0].body["tools"][0]["function"]["name"] == "shout"
+
+
+def test_chat_shows_tool_calls_and_retries_without_repeating_the_prompt(
+    server: ProviderServer,
+) -> None:
+    server.add(
+        Reply.json({"error": {"message": "overloaded"}}, status=503),
+        Reply.sse([chunk({"role": "assistant", "tool_calls": [stream_call()]}, "tool_calls")]),
+        Reply.sse([chunk({"content": "It is 391."}, "stop")]),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "hookloop", "chat", "--model", f"{server.url}/v1#m"],
+        input="What is 17 * 23?\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "you> model> It is 391.\nyou> "
+    err = done.stderr.splitlines()
+    assert err[1:] == [
+        f"hookloop: {server.url}/v1: overloaded (status=503, model='m'); attempt 2/5",
+        '  calculator({"expression": "17 * 23"}) -> 391',
+        "",
+    ]
+
+
+def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish}
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [choice]}  # fmt: skip
+
+
+def stream_call() -> dict[str, object]:
+    return {"index": 0, **calculator_call("17 * 23")}

@@ -1,13 +1,16 @@
 """The ``hookloop`` command: run an agent from the shell.
 
-``hookloop run "prompt"`` answers once and exits; ``hookloop chat`` talks until you leave,
-streaming the answer as it comes. ``--model`` picks the model (see
-:func:`hookloop.models.spec.model_from_spec`; ``local`` is the default), ``--trace`` writes
-every hook event of each step to stderr as a timeline. The model gets the built-in
-calculator and clock tools unless ``--no-tools``.
+``hookloop run "prompt"`` answers once and exits (``run -`` reads the prompt from standard
+input); ``hookloop chat`` talks until you leave, streaming the answer as it comes and showing
+each tool call on a line of its own. In ``chat``, Ctrl-C during an answer stops that answer
+and keeps the conversation; Ctrl-C at the prompt, Ctrl-D or ``/exit`` leaves. ``--model``
+picks the model (see :func:`hookloop.models.spec.model_from_spec`; ``local`` is the default),
+``--trace`` writes every hook event of each step to stderr as a timeline. The model gets the
+built-in calculator unless ``--tool`` or ``--no-tools`` says otherwise.
 
-Exit codes: 0 done; 1 the run failed (the provider, a limit); 2 bad usage (arguments, a
-model that cannot be used); 130 interrupted.
+Every failure is one line on stderr (``--debug`` shows the traceback). Exit codes: 0 done;
+1 the run failed (the provider, a limit); 2 bad usage (arguments, a model that cannot be
+used); 130 interrupted.
 """
 
 from __future__ import annotations
@@ -15,19 +18,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import dataclasses
 import importlib
 import itertools
+import os
+import signal
 import sys
 import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
+from . import __version__
 from .agent import Agent
-from .errors import RunError, UsageError
-from .events import ModelRetry
-from .hooks import PreRequestContext
-from .models.base import Model, ModelSettings, ProviderRequest, TextDelta
+from .errors import ChatCancelledError, ProviderError, RunError, UsageError
+from .events import ModelRetry, ToolCallFinished
+from .hooks import AfterModelCallContext
+from .models.base import Model, ModelSettings, TextDelta
 from .models.spec import model_from_spec
 from .toolbox import BUILTIN_TOOLS
 from .tools import Tool, tool
@@ -41,7 +46,11 @@ __all__ = ["main"]
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 _SPINNER = "|/-\\"
-_BUNDLED_MAX_TOKENS = 200  # the 135M model can ramble until its context is full
+_CHOICES = ("auto", "required", "none")
+
+
+class _Usage(UsageError):
+    """Bad arguments found after parsing (an empty prompt, an unknown tool choice)."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -53,12 +62,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return EXIT_INTERRUPTED
+    except (UsageError, ImportError) as exc:  # ImportError: a provider's extra is missing
+        if args.debug:
+            raise
+        print(f"hookloop: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_USAGE
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"hookloop: {_failure(exc, args)}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hookloop", description="Run an LLM agent whose every step you can watch."
     )
+    parser.add_argument("--version", action="version", version=f"hookloop {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -72,23 +92,27 @@ def _parser() -> argparse.ArgumentParser:
         "--trace", action="store_true", help="write every hook event to stderr as a timeline"
     )
     common.add_argument(
+        "--debug", action="store_true", help="show the traceback of a failure, not one line"
+    )
+    common.add_argument(
         "--tool",
         action="append",
         default=[],
         metavar="TOOL",
         help="offer a tool: a built-in name (calculator, clock) or module:attribute of a "
-        "hookloop Tool or function; repeatable (default: calculator)",
+        "hookloop Tool or function (modules in the current directory included); "
+        "repeatable (default: calculator)",
     )
     common.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     common.add_argument(
         "--tool-choice",
-        help="auto, required, none, or a tool's name; forcing applies to the first model call "
-        "of each answer (default: auto; required with the bundled local model)",
+        help="auto (default), required, none, or an offered tool's name; forcing applies to "
+        "the first model call of each answer",
     )
     common.add_argument(
         "--temperature",
         type=float,
-        help="sampling temperature (default: the provider's; 0 with the bundled local model)",
+        help="sampling temperature (default: the model's; the local model decodes greedily)",
     )
     common.add_argument("--max-tokens", type=int, help="most tokens per model answer")
     common.add_argument(
@@ -97,24 +121,30 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", parents=[common], help="answer one prompt and exit", description="Answer once."
     )
-    run.add_argument("prompt", help="what to ask")
+    run.add_argument("prompt", help="what to ask; - reads it from standard input")
     run.set_defaults(handler=_run)
     chat = commands.add_parser(
-        "chat", parents=[common], help="talk interactively", description="Talk; /exit to leave."
+        "chat",
+        parents=[common],
+        help="talk interactively",
+        description="Talk; Ctrl-C stops an answer, Ctrl-D or /exit leaves, /reset forgets.",
     )
     chat.set_defaults(handler=_chat)
     return parser
 
 
 async def _run(args: argparse.Namespace) -> int:
-    agent = await _agent(args)
-    if agent is None:
-        return EXIT_USAGE
+    if args.prompt == "-":
+        prompt = sys.stdin.read().rstrip()
+        if not prompt.strip():
+            raise _Usage("the prompt is empty (nothing on standard input)")
+    elif not args.prompt.strip():
+        raise _Usage("the prompt is empty")
+    else:
+        prompt = args.prompt
+    agent = await _agent(args, _Screen())
     try:
-        response = await agent.chat(args.prompt)
-    except RunError as exc:
-        print(f"hookloop: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        response = await agent.chat(prompt)
     finally:
         await _close(agent.model)
     try:
@@ -125,18 +155,34 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _chat(args: argparse.Namespace) -> int:
-    agent = await _agent(args)
-    if agent is None:
-        return EXIT_USAGE
-    print(f"hookloop chat with {agent.model.name}: /reset forgets, /exit leaves.", file=sys.stderr)
+    screen = _Screen()
+    agent = await _agent(args, screen)
+    print(
+        f"hookloop chat with {agent.model.name}: Ctrl-C stops an answer, Ctrl-D leaves, "
+        "/reset forgets.",
+        file=sys.stderr,
+    )
+    loop = asyncio.get_running_loop()
+    reading: asyncio.Future[str] | None = None
+
+    def interrupt() -> None:
+        if reading is not None and not reading.done():  # at the prompt: leave
+            reading.set_exception(EOFError())
+        else:  # during an answer: stop it
+            agent.cancel("Ctrl-C")
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+        loop.add_signal_handler(signal.SIGINT, interrupt)
     try:
         while True:
             try:
-                line = await _read_line("you> ")
+                reading = _read_line("you> ")
+                line = (await reading).strip()
             except EOFError:
                 print(file=sys.stderr)
                 return EXIT_OK
-            line = line.strip()
+            finally:
+                reading = None
             if line in ("/exit", "/quit"):
                 return EXIT_OK
             if line == "/reset":
@@ -144,16 +190,18 @@ async def _chat(args: argparse.Namespace) -> int:
                 print("(history cleared)", file=sys.stderr)
                 continue
             if line:
-                await _answer(agent, line)
+                await _answer(agent, line, screen, args)
     finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
         await _close(agent.model)
 
 
-async def _read_line(prompt: str) -> str:
-    """``input(prompt)`` without holding up Ctrl-C.
+def _read_line(prompt: str) -> asyncio.Future[str]:
+    """``input(prompt)`` as a future that does not hold up the event loop or Ctrl-C.
 
-    A daemon thread reads, so an interrupt ends the program at once instead of waiting for
-    the executor's thread to see the next Enter.
+    A daemon thread reads, so setting the future (Ctrl-C at the prompt) ends the wait at
+    once instead of waiting for the thread to see the next Enter.
     """
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[str] = loop.create_future()
@@ -167,7 +215,7 @@ async def _read_line(prompt: str) -> str:
             loop.call_soon_threadsafe(_settle, answer, line, None)
 
     threading.Thread(target=read, name="hookloop-input", daemon=True).start()
-    return await answer
+    return answer
 
 
 def _settle(future: asyncio.Future[str], line: str | None, error: BaseException | None) -> None:
@@ -179,69 +227,108 @@ def _settle(future: asyncio.Future[str], line: str | None, error: BaseException 
         future.set_result(line or "")
 
 
-async def _answer(agent: Agent, line: str) -> None:
-    out = sys.stdout
-    out.write("model> ")
-    out.flush()
+class _Screen:
+    """The terminal of one command: the answer on stdout, notes (tools, trace) on stderr.
+
+    A note never lands in the middle of a line of answer: an open answer line is ended first.
+    """
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.open = False  # an answer line is started and not ended
+
+    def text(self, text: str) -> None:
+        if not self.open:
+            self.out.write("model> ")
+            self.open = True
+        self.out.write(text)
+        self.out.flush()
+
+    def end(self) -> None:
+        if self.open:
+            self.out.write("\n")
+            self.out.flush()
+            self.open = False
+
+    def note(self, line: str) -> None:
+        self.end()
+        print(line, file=self.err, flush=True)
+
+
+async def _answer(agent: Agent, line: str, screen: _Screen, args: argparse.Namespace) -> None:
     try:
         async with agent.chat_stream(line) as stream:
             async for event in stream:
                 if isinstance(event, TextDelta):
-                    out.write(event.text)
-                    out.flush()
-                elif isinstance(event, ModelRetry):
-                    # The text so far came from a failed attempt: the retry starts over.
-                    print(f"\n(retrying: {event.error})", file=sys.stderr)
-                    out.write("model> ")
-                    out.flush()
+                    screen.text(event.text)
+                elif isinstance(event, ToolCallFinished):
+                    result = event.message.content
+                    mark = "!" if event.message.is_error else "->"
+                    screen.note(f"  {event.call.name}({event.call.arguments}) {mark} {result}")
+                elif isinstance(event, ModelRetry) and screen.open:
+                    screen.note("  (the answer so far came from a failed attempt)")
+    except ChatCancelledError:
+        screen.note("(stopped)")
     except RunError as exc:
-        print(f"\nhookloop: {type(exc).__name__}: {exc}", file=sys.stderr)
-    out.write("\n")
+        screen.note(f"hookloop: {_failure(exc, args)}")
+    screen.end()
 
 
-async def _agent(args: argparse.Namespace) -> Agent | None:
-    try:
-        tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or ["calculator"]]
-        bundled = args.model.strip() == "local"
-        settings = _settings(args, bundled=bundled, tools=len(tools))
-        model = model_from_spec(args.model)
-        agent = Agent(
-            model,
-            system_prompt=args.system,
-            tools=tools,
-            max_iterations=args.max_iterations,
-            settings=settings,
+async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
+    tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or ["calculator"]]
+    choice = args.tool_choice or "auto"
+    if choice not in _CHOICES and choice not in {t.name for t in tools}:
+        offered = ", ".join(t.name for t in tools) or "none offered"
+        raise _Usage(
+            f"--tool-choice {choice!r} is not auto, required, none or an offered tool ({offered})"
         )
-        local = sys.modules.get("hookloop.models.local")  # imported only if the spec named it
-        if local is not None and isinstance(model, local.LocalModel):
-            await _load(model, sys.stderr)
-    except UsageError as exc:
-        print(f"hookloop: {exc}", file=sys.stderr)
-        return None
-    if bundled and len(tools) == 1 and args.tool_choice is None:
-        agent.add_hook("pre_request", _answer_after_tools)
+    settings = ModelSettings(
+        temperature=args.temperature, max_tokens=args.max_tokens, tool_choice=choice
+    )
+    model = model_from_spec(args.model)
+    agent = Agent(
+        model,
+        system_prompt=args.system,
+        tools=tools,
+        max_iterations=args.max_iterations,
+        settings=settings,
+    )
+    attempts = getattr(agent.retry_strategy, "max_attempts", None)
+    where = _where(args)
+
+    def retrying(ctx: AfterModelCallContext) -> None:
+        if ctx.error is not None and ctx.retry:
+            of = f"/{attempts}" if attempts else ""
+            screen.note(f"hookloop: {where}: {_one_line(ctx.error)}; attempt {ctx.attempt + 1}{of}")
+
+    agent.add_hook("after_model_call", retrying)
     if args.trace:
-        agent.use(TracePlugin(write=lambda line: print(line, file=sys.stderr, flush=True)))
+        agent.use(TracePlugin(write=screen.note))
+    local = sys.modules.get("hookloop.models.local")  # imported only if the spec named it
+    if local is not None and isinstance(model, local.LocalModel):
+        await _load(model, sys.stderr)
     return agent
 
 
-def _answer_after_tools(ctx: PreRequestContext) -> ProviderRequest | None:
-    """Once tools have answered, ask for text: the bundled model would call them forever."""
-    if ctx.iteration == 0:
-        return None
-    settings = dataclasses.replace(ctx.request.settings, tool_choice="none")
-    return dataclasses.replace(ctx.request, settings=settings)
+def _where(args: argparse.Namespace) -> str:
+    """The server a ``--model`` talks to, for messages: its URL, or the spec."""
+    spec: str = args.model.strip()
+    return spec.partition("#")[0] if spec.startswith(("http://", "https://")) else spec
 
 
-def _settings(args: argparse.Namespace, *, bundled: bool, tools: int) -> ModelSettings:
-    # The bundled 135M model does not decide to call a tool by itself, and samples its way
-    # out of a good answer; forced first call and greedy decoding make its demo reliable.
-    choice = args.tool_choice or ("required" if bundled and tools == 1 else "auto")
-    temperature = args.temperature if args.temperature is not None else (0.0 if bundled else None)
-    max_tokens = args.max_tokens
-    if max_tokens is None and bundled:
-        max_tokens = _BUNDLED_MAX_TOKENS
-    return ModelSettings(temperature=temperature, max_tokens=max_tokens, tool_choice=choice)
+def _failure(exc: BaseException, args: argparse.Namespace) -> str:
+    """A failed run as one line: the error, the model's server, and the attempts made."""
+    line = f"{type(exc).__name__}: {_one_line(exc)}"
+    if isinstance(exc, ProviderError):
+        tries = len(exc.attempts) if exc.attempts else 1
+        line += f" ({_where(args)}, {tries} attempt{'s' * (tries > 1)})"
+    return line
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text or type(exc).__name__
 
 
 def _load_tool(spec: str) -> Tool:
@@ -252,6 +339,8 @@ def _load_tool(spec: str) -> Tool:
     if not sep:
         names = ", ".join(BUILTIN_TOOLS)
         raise UsageError(f"unknown tool {spec!r}: use one of {names}, or module:attribute")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: the user's modules are here
     try:
         value = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
@@ -278,9 +367,12 @@ async def _load(model: LocalModel, out: TextIO) -> None:  # needs the local extr
 
     if not live:
         print("loading the local model...", file=out, flush=True)
-    await model.start(progress)
-    if live:  # overwrite the spinner line
-        out.write("\r" + " " * 40 + "\r")
+    try:
+        await model.start(progress)
+    finally:
+        if live:  # overwrite the spinner line
+            out.write("\r" + " " * 40 + "\r")
+            out.flush()
     print(f"local model ready in {waited:.1f}s", file=out, flush=True)
 
 

