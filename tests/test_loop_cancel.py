@@ -33,7 +33,8 @@ from hookloop.sessions import SqliteSessionStore
 # Long enough that one seed explores every step boundary of a chat; bounded by count, so the
 # run time does not depend on the machine's load, only its duration does (about a minute on
 # two busy cores).
-STRESS_RUNS = 10_000
+STRESS_RUNS = 20_000
+STRESS_BLOCK = 50
 STRESS_SEED = 20261124
 
 
@@ -198,24 +199,27 @@ async def _run_once(agent: Agent, plan: Plan) -> None:
 
 async def test_no_committed_message_is_lost_wherever_cancellations_land(tmp_path: Path) -> None:
     rng = random.Random(STRESS_SEED)
-    seen = Seen()
     async with SqliteSessionStore(tmp_path / "s.db") as store:
-        agent = Agent(
-            FunctionModel(_stress_model(False)),  # type: ignore[arg-type]
-            tools=[add],
-            session_id="stress",
-            plugins=[store.session()],
-        )
-        agent.add_hook("on_message", seen)
-        for run in range(STRESS_RUNS):
-            plan = Plan(rng)
-            agent.model = FunctionModel(_stress_model(plan.parallel))  # type: ignore[arg-type]
-            await _run_once(agent, plan)
-            assert not agent.is_running, f"run {run}: the chat outlived its caller"
-            assert seen.ids == [m.id for m in agent.messages], f"run {run}: {vars(plan)}"
-            assert every_call_answered(agent.messages), f"run {run}: {vars(plan)}"
-        await agent.chat("last")  # stores what a cut-short append left unsaved
-        await assert_nothing_lost(agent, seen, store)
+        for block in range(STRESS_RUNS // STRESS_BLOCK):
+            # A new agent and session per block: a long history would make each check slower.
+            seen = Seen()
+            agent = Agent(
+                FunctionModel(_stress_model(False)),  # type: ignore[arg-type]
+                tools=[add],
+                session_id=f"stress-{block}",
+                plugins=[store.session()],
+            )
+            agent.add_hook("on_message", seen)
+            for run in range(STRESS_BLOCK):
+                plan = Plan(rng)
+                where = f"block {block} run {run}: {vars(plan)}"
+                agent.model = FunctionModel(_stress_model(plan.parallel))  # type: ignore[arg-type]
+                await _run_once(agent, plan)
+                assert not agent.is_running, f"{where}: the chat outlived its caller"
+                assert seen.ids == [m.id for m in agent.messages], where
+                assert every_call_answered(agent.messages), where
+            await agent.chat("last")  # stores what a cut-short append left unsaved
+            await assert_nothing_lost(agent, seen, store)
 
 
 # --- item 8: a tool that raises KeyboardInterrupt or SystemExit ---------------------------
