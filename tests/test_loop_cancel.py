@@ -255,6 +255,8 @@ def test_a_tool_that_interrupts_propagates_with_its_call_answered(
 
     agent = Agent(model, tools=[stop], session_id="s")
     agent.add_hook("on_message", seen)
+    reasons: list[object] = []
+    agent.add_hook("on_chat_abort", lambda ctx: reasons.append(ctx.reason))
     with pytest.raises(type(exc)):
         asyncio.run(first())
     assert [m.role for m in agent.messages] == ["user", "assistant", "tool"]
@@ -263,8 +265,43 @@ def test_a_tool_that_interrupts_propagates_with_its_call_answered(
     assert (answer.tool_call_id, answer.is_error) == ("c1", True)
     assert answer.content == f"not run: the chat was interrupted ({type(exc).__name__})"
     assert seen.ids == [m.id for m in agent.messages]
+    assert reasons == [exc]  # one terminal event, the interruption its reason
     asyncio.run(second())
     assert model.requests[-1].messages[: len(agent.messages)] == agent.messages
+
+
+def test_an_interrupt_in_one_of_parallel_tools_leaves_every_call_answered() -> None:
+    # The interrupted tool runs in a task of its own: the interrupt leaves the event loop
+    # at once, and asyncio.run cancels the chat, which answers both calls.
+    @tool
+    async def slow(n: int) -> int:
+        """Take a while."""
+        await asyncio.sleep(0)
+        return n
+
+    @tool
+    async def stop(n: int) -> int:
+        """Stop the process."""
+        raise KeyboardInterrupt
+
+    calls = [ToolCall.create("slow", {"n": 1}, id="a"), ToolCall.create("stop", {"n": 1}, id="b")]
+    model = ScriptedModel([tool_calls(*calls), "after"])
+    agent = Agent(model, tools=[slow, stop])
+    seen = Seen()
+    agent.add_hook("on_message", seen)
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(agent.chat("go"))
+    messages = agent.messages
+    assert [(m.role, getattr(m, "tool_call_id", None)) for m in messages] == [
+        ("user", None),
+        ("assistant", None),
+        ("tool", "a"),
+        ("tool", "b"),
+    ]
+    assert every_call_answered(messages)
+    assert seen.ids == [m.id for m in messages]
+    assert asyncio.run(agent.chat("again")).text == "after"
+    assert model.requests[-1].messages[:4] == messages
 
 
 # --- item 10: a tool whose exception cannot be shown ---------------------------------------

@@ -142,7 +142,12 @@ class ChatErrorContext:
 
 @dataclass(slots=True, kw_only=True)
 class MessageContext:
-    """``on_message`` (observer): ``message`` was just committed to history."""
+    """``on_message`` (observer): ``message`` was just committed to history.
+
+    Fires exactly once per committed message, for every handler, even when the chat is
+    cancelled meanwhile: the cancellation takes effect after the last handler returned.
+    Raising ends the chat (the handlers after it do not run).
+    """
 
     message: Message
 
