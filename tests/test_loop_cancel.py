@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from _session_backends import Backend, backend
 from hookloop import (
     Agent,
     ChatCancelledError,
@@ -28,12 +29,15 @@ from hookloop import (
 )
 from hookloop.context import repair
 from hookloop.models.testing import FunctionModel, ScriptedModel, text_response, tool_calls
-from hookloop.sessions import SqliteSessionStore
+from hookloop.sessions import SessionStore, SqliteSessionStore
+
+__all__ = ["backend"]  # the fixture, imported for pytest
 
 # Long enough that one seed explores every step boundary of a chat; bounded by count, so the
 # run time does not depend on the machine's load, only its duration does (about a minute on
 # two busy cores).
 STRESS_RUNS = 20_000
+STRESS_RUNS_PER_BACKEND = 5_000
 STRESS_BLOCK = 50
 STRESS_SEED = 20261124
 
@@ -59,7 +63,7 @@ def every_call_answered(messages: tuple[Message, ...]) -> bool:
     return repair(messages) is messages
 
 
-async def assert_nothing_lost(agent: Agent, seen: Seen, store: SqliteSessionStore) -> None:
+async def assert_nothing_lost(agent: Agent, seen: Seen, store: SessionStore) -> None:
     ids = [m.id for m in agent.messages]
     assert seen.ids == ids  # each committed message dispatched exactly once, in order
     assert [m.id for m in await store.load(agent.session_id)] == ids
@@ -198,28 +202,41 @@ async def _run_once(agent: Agent, plan: Plan) -> None:
 
 
 async def test_no_committed_message_is_lost_wherever_cancellations_land(tmp_path: Path) -> None:
-    rng = random.Random(STRESS_SEED)
     async with SqliteSessionStore(tmp_path / "s.db") as store:
-        for block in range(STRESS_RUNS // STRESS_BLOCK):
-            # A new agent and session per block: a long history would make each check slower.
-            seen = Seen()
-            agent = Agent(
-                FunctionModel(_stress_model(False)),  # type: ignore[arg-type]
-                tools=[add],
-                session_id=f"stress-{block}",
-                plugins=[store.session()],
-            )
-            agent.add_hook("on_message", seen)
-            for run in range(STRESS_BLOCK):
-                plan = Plan(rng)
-                where = f"block {block} run {run}: {vars(plan)}"
-                agent.model = FunctionModel(_stress_model(plan.parallel))  # type: ignore[arg-type]
-                await _run_once(agent, plan)
-                assert not agent.is_running, f"{where}: the chat outlived its caller"
-                assert seen.ids == [m.id for m in agent.messages], where
-                assert every_call_answered(agent.messages), where
-            await agent.chat("last")  # stores what a cut-short append left unsaved
-            await assert_nothing_lost(agent, seen, store)
+        await _stress(store, STRESS_RUNS, STRESS_SEED)
+
+
+async def test_no_committed_message_is_lost_under_cancellations_with_every_store(
+    backend: Backend,
+) -> None:
+    # Fewer runs: PostgreSQL cancels a statement whose task is cancelled, and Redis and
+    # PostgreSQL appends are network round trips, so cancellations land in other places.
+    async with backend.store() as store:
+        await _stress(store, STRESS_RUNS_PER_BACKEND, STRESS_SEED + 1)
+
+
+async def _stress(store: SessionStore, runs: int, seed: int) -> None:
+    rng = random.Random(seed)
+    for block in range(runs // STRESS_BLOCK):
+        # A new agent and session per block: a long history would make each check slower.
+        seen = Seen()
+        agent = Agent(
+            FunctionModel(_stress_model(False)),  # type: ignore[arg-type]
+            tools=[add],
+            session_id=f"stress-{block}",
+            plugins=[store.session()],
+        )
+        agent.add_hook("on_message", seen)
+        for run in range(STRESS_BLOCK):
+            plan = Plan(rng)
+            where = f"block {block} run {run}: {vars(plan)}"
+            agent.model = FunctionModel(_stress_model(plan.parallel))  # type: ignore[arg-type]
+            await _run_once(agent, plan)
+            assert not agent.is_running, f"{where}: the chat outlived its caller"
+            assert seen.ids == [m.id for m in agent.messages], where
+            assert every_call_answered(agent.messages), where
+        await agent.chat("last")  # stores what a cut-short append left unsaved
+        await assert_nothing_lost(agent, seen, store)
 
 
 # --- item 8: a tool that raises KeyboardInterrupt or SystemExit ---------------------------

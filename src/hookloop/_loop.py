@@ -227,11 +227,10 @@ class ChatRun:
             raise
         except (KeyboardInterrupt, SystemExit) as exc:
             # Propagates, but the history stays valid: the open calls get an answer first.
-            again = await self._abort(
-                exc, f"not run: the chat was interrupted ({type(exc).__name__})"
-            )
-            if again is not None:
-                raise again from exc
+            # A cancellation arriving meanwhile yields to the interruption, which ends the
+            # task all the same.
+            text = f"not run: the chat was interrupted ({type(exc).__name__})"
+            await self._abort(exc, text)
             raise
         # Exactly one terminal event per chat: an exception from on_chat_done reaches the
         # caller, but on_chat_error does not fire after on_chat_done.

@@ -519,7 +519,7 @@ async def notify_each(
     (the session recorder first), wherever a cancellation lands. A cancellation that ends a
     handler early does not skip the handlers after it; it is returned, and the caller
     raises it once its step is done. An exception propagates with a note naming the
-    handler, or with ``quietly`` is logged and swallowed like :func:`notify_quietly`.
+    handler, or with ``quietly`` is logged (ERROR, with the traceback) and swallowed.
     """
     cancelled: asyncio.CancelledError | None = None
     for handler in handlers:
@@ -535,17 +535,6 @@ async def notify_each(
                 raise
             logger.exception("the %r hook handler %s raised; ignored", handler.event, handler.label)
     return cancelled
-
-
-async def notify_quietly(handlers: tuple[Handler, ...], ctx: object) -> None:
-    """Run observers in order, logging and swallowing their exceptions."""
-    for handler in handlers:
-        try:
-            result = handler.fn(ctx)
-            if handler.is_async or (result is not None and inspect.isawaitable(result)):
-                await result
-        except Exception:
-            logger.exception("the %r hook handler %s raised; ignored", handler.event, handler.label)
 
 
 async def notify_reporting(handlers: tuple[Handler, ...], ctx: object) -> None:
