@@ -278,7 +278,12 @@ class ChatRun:
             if isinstance(message, ToolMessage)
             else None
         )
-        cancelled = await self._announce(message, call, iteration)
+        if self.emit is not None:
+            cancelled = await self._announce(message, call, iteration)
+        elif hs := self._handlers.get(ON_MESSAGE):  # _announce without a stream, inlined
+            cancelled = await notify_each(hs, MessageContext(message=message))
+        else:
+            return
         if cancelled is not None:
             raise cancelled
 
@@ -292,13 +297,18 @@ class ChatRun:
         cancelled: asyncio.CancelledError | None = None
         emit = self.emit
         if emit is not None and call is not None and isinstance(message, ToolMessage):
-            event = ToolCallFinished(call=call, message=message, iteration=iteration)
-            cancelled = await _held(emit(event))
+            try:
+                await emit(ToolCallFinished(call=call, message=message, iteration=iteration))
+            except asyncio.CancelledError as exc:
+                cancelled = exc
         if hs := self._handlers.get(ON_MESSAGE):
             ctx = MessageContext(message=message)
             cancelled = await notify_each(hs, ctx, quietly=quietly) or cancelled
         if emit is not None:
-            cancelled = await _held(emit(MessageCommitted(message=message))) or cancelled
+            try:
+                await emit(MessageCommitted(message=message))
+            except asyncio.CancelledError as exc:
+                cancelled = cancelled or exc
         return cancelled
 
     async def _abort(self, exc: BaseException, text: str) -> asyncio.CancelledError | None:
@@ -665,15 +675,6 @@ def _checked(response: object) -> ProviderResponse:
     if len(calls) > 1 and len({c.id for c in calls}) != len(calls):
         raise InvalidResponseError("the model returned two tool calls with the same id")
     return response
-
-
-async def _held(step: Awaitable[None]) -> asyncio.CancelledError | None:
-    """Await ``step``; a cancellation that ends it is returned instead of raised."""
-    try:
-        await step
-    except asyncio.CancelledError as exc:
-        return exc
-    return None
 
 
 def _reason(exc: BaseException) -> object:
