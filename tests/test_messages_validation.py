@@ -32,6 +32,7 @@ from hookloop import (
     Usage,
     UsageError,
     UserMessage,
+    load_messages,
     messages_from_json,
     messages_to_json,
 )
@@ -96,6 +97,44 @@ def test_a_constructor_given_wrong_types_raises_invalid_message_error_only(
     message = _as_message(value)
     if message is not None:
         assert messages_from_json(messages_to_json([message])) == [message]
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=4),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
+    max_leaves=8,
+)
+FIELD_NAMES = [
+    "role",
+    "content",
+    "id",
+    "tool_calls",
+    "name",
+    "arguments",
+    "tool_call_id",
+    "tool_name",
+    "is_error",
+    "type",
+    "text",
+    "url",
+    "data",
+    "media_type",
+]
+MESSAGE_LIKE = st.dictionaries(
+    st.sampled_from(FIELD_NAMES),
+    st.one_of(JSON, st.sampled_from(["user", "assistant", "tool", "system", "text", "image"])),
+    max_size=5,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.one_of(JSON, st.lists(MESSAGE_LIKE, max_size=3)))
+def test_loading_json_shaped_junk_raises_invalid_message_error_only(data: object) -> None:
+    try:
+        messages = load_messages(data)
+    except InvalidMessageError:
+        return
+    assert messages_from_json(messages_to_json(messages)) == messages
 
 
 def _history() -> tuple[ChatHistory, list[str]]:
