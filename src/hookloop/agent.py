@@ -530,7 +530,11 @@ class ChatStream:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the stream; a chat still running is cancelled."""
+        """Stop the stream; a chat still running is cancelled, and closed before this returns.
+
+        The chat answers its open tool calls and records them first. Cancelled while it
+        waits, it passes the cancellation on to the chat, still waits, and then raises it.
+        """
         if self._events is not None:
             await self._events.aclose()  # type: ignore[attr-defined]
 

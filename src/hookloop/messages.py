@@ -229,7 +229,7 @@ class ToolCall:
             raise InvalidMessageError(
                 f"ToolCall.arguments cannot be written as JSON: {type(exc).__name__}"
             ) from None
-        return cls(name=name, arguments=text, id=_call_id() if id is None else id)
+        return cls(name=name, arguments=text, id=_call_id() if id is None or id == "" else id)
 
     def parsed_arguments(self) -> dict[str, Any]:
         """Return the arguments as a dict.
