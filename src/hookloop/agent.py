@@ -16,7 +16,7 @@ from typing import Any, Literal
 from ._background import BackgroundTasks, run_sync
 from ._delegation import Relay, as_tool, delegate
 from ._loop import ChatRun
-from .context.history import ChatHistory, check_message
+from .context.history import ChatHistory, _check_message
 from .context.tokens import counter_for_model
 from .errors import ConcurrentChatError, InvalidMessageError, MemoryRequestError, UsageError
 from .events import AgentEvent, AgentResponse
@@ -593,15 +593,15 @@ def _user_message(message: UserInput) -> UserMessage:
     # Whatever form it comes in, the message passes add_message()'s rules: chat("") and
     # chat(UserMessage(content="")) are refused alike.
     if isinstance(message, UserMessage):
-        check_message(message)
+        _check_message(message)
         return message
     if isinstance(message, str):
         message = UserMessage(content=message)
-        check_message(message)
+        _check_message(message)
         return message
     if isinstance(message, Sequence) and message:
         message = UserMessage(content=tuple(_content_part(part) for part in message))
-        check_message(message)
+        _check_message(message)
         return message
     raise InvalidMessageError(
         f"a user message must be a non-empty str, a UserMessage or a sequence of parts, "

@@ -206,7 +206,7 @@ class ChatHistory:
                 needs text or an image, an assistant message text or tool calls.
             DuplicateMessageIdError: A message with the same id is in the history already.
         """
-        check_message(message)
+        _check_message(message)
         self._append(message)
         self.version += 1
 
@@ -223,7 +223,7 @@ class ChatHistory:
             DuplicateMessageIdError: A message with the same id is in the history already.
         """
         if not isinstance(message, _CONVERSATION):
-            check_message(message)  # raises: the right error for each wrong kind
+            _check_message(message)  # raises: the right error for each wrong kind
         self._check_new_id(message.id)
         self._index[message.id] = len(self._messages)
         self._messages.append(message)
@@ -338,7 +338,7 @@ class ChatHistory:
                 f"no message with id {message_id!r} in the history", message_id=message_id
             )
         edited = _with_content(self._messages[position], new_content)
-        check_message(edited)
+        _check_message(edited)
         counts = self._counted()  # before the change, while counts and messages line up
         count = self._counter.count_message(edited)
         self._messages[position] = edited
@@ -384,7 +384,7 @@ class ChatHistory:
                 system = message
                 continue
             try:
-                check_message(message)
+                _check_message(message)
             except InvalidMessageError as exc:
                 raise InvalidMessageError(f"message {position}: {exc}") from exc
             if message.id in index or (system is not None and system.id == message.id):
@@ -445,7 +445,7 @@ def _check_id(message_id: object) -> None:
         raise UsageError(f"a message id is a str, got {type(message_id).__name__}")
 
 
-def check_message(message: object) -> None:
+def _check_message(message: object) -> None:
     """Raise InvalidMessageError unless the message may enter the conversation.
 
     The rules of :meth:`ChatHistory.add_message`, also applied to what ``chat()`` is given.
