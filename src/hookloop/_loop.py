@@ -61,7 +61,7 @@ from .hooks import (
     ToolResultContext,
     ToolReturn,
     notify,
-    notify_quietly,
+    notify_each,
     run_chain,
 )
 from .messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
@@ -75,7 +75,7 @@ from .models.base import (
     ToolDefinition,
     response_parts,
 )
-from .tools import serialize_result
+from .tools import exception_text, serialize_result
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -209,17 +209,28 @@ class ChatRun:
             response = await self._iterate()
             self.finished = True
         except asyncio.CancelledError as exc:
-            await self._abort(exc)
+            again = await self._abort(exc, CANCELLED_TOOL_TEXT)
             if self.cancel_requested:
                 if self.task_cancelled and self.task is not None:
                     self.task.uncancel()
+                if again is not None:  # the task was cancelled once more while closing
+                    raise again from None
                 raise ChatCancelledError(self.cancel_reason) from None
             raise
         except Exception as exc:
             self.finished = True
-            await self._close_unanswered("not run: the chat ended with an error")
+            again = await self._close_unanswered("not run: the chat ended with an error")
             if hs := handlers.get(ON_CHAT_ERROR):
-                await notify_quietly(hs, ChatErrorContext(error=exc))
+                again = await notify_each(hs, ChatErrorContext(error=exc), quietly=True) or again
+            if again is not None:
+                raise again from exc
+            raise
+        except (KeyboardInterrupt, SystemExit) as exc:
+            # Propagates, but the history stays valid: the open calls get an answer first.
+            # A cancellation arriving meanwhile yields to the interruption, which ends the
+            # task all the same.
+            text = f"not run: the chat was interrupted ({type(exc).__name__})"
+            await self._abort(exc, text)
             raise
         # Exactly one terminal event per chat: an exception from on_chat_done reaches the
         # caller, but on_chat_error does not fire after on_chat_done.
@@ -254,30 +265,72 @@ class ChatRun:
         raise MaxIterationsError(agent.max_iterations)
 
     async def _commit(self, message: Message, iteration: int = 0) -> None:
+        """Append ``message`` to the history and announce it, as one step.
+
+        A cancellation cannot split the two: once the message is in the history it reaches
+        every ``on_message`` handler (the session recorder) and the stream, and only then
+        does a cancellation that arrived meanwhile take effect.
+        """
         self._history.append_committed(message)
         self._new.append(message)
-        emit = self.emit
-        if isinstance(message, ToolMessage):
-            call = self._unanswered.pop(message.tool_call_id, None)
-            if emit is not None and call is not None:
-                await emit(ToolCallFinished(call=call, message=message, iteration=iteration))
-        if hs := self._handlers.get(ON_MESSAGE):
-            await notify(hs, MessageContext(message=message))
-        if emit is not None:
-            await emit(MessageCommitted(message=message))
+        call = (
+            self._unanswered.pop(message.tool_call_id, None)
+            if isinstance(message, ToolMessage)
+            else None
+        )
+        if self.emit is not None:
+            cancelled = await self._announce(message, call, iteration)
+        elif hs := self._handlers.get(ON_MESSAGE):  # _announce without a stream, inlined
+            cancelled = await notify_each(hs, MessageContext(message=message))
+        else:
+            return
+        if cancelled is not None:
+            raise cancelled
 
-    async def _abort(self, exc: BaseException) -> None:
+    async def _announce(
+        self, message: Message, call: ToolCall | None, iteration: int, *, quietly: bool = False
+    ) -> asyncio.CancelledError | None:
+        """``on_message`` and the stream's events for a committed message, all of them.
+
+        Returns a cancellation that arrived meanwhile, for the caller to raise.
+        """
+        cancelled: asyncio.CancelledError | None = None
+        emit = self.emit
+        if emit is not None and call is not None and isinstance(message, ToolMessage):
+            try:
+                await emit(ToolCallFinished(call=call, message=message, iteration=iteration))
+            except asyncio.CancelledError as exc:
+                cancelled = exc
+        if hs := self._handlers.get(ON_MESSAGE):
+            ctx = MessageContext(message=message)
+            cancelled = await notify_each(hs, ctx, quietly=quietly) or cancelled
+        if emit is not None:
+            try:
+                await emit(MessageCommitted(message=message))
+            except asyncio.CancelledError as exc:
+                cancelled = cancelled or exc
+        return cancelled
+
+    async def _abort(self, exc: BaseException, text: str) -> asyncio.CancelledError | None:
+        """Close the chat that did not finish: answer open calls, fire ``on_chat_abort``.
+
+        Returns a cancellation that arrived while closing, for the caller to raise.
+        """
         self.finished = True
-        await self._close_unanswered(CANCELLED_TOOL_TEXT)
+        cancelled = await self._close_unanswered(text)
         if hs := self._handlers.get(ON_CHAT_ABORT):
             reason = self.cancel_reason if self.cancel_requested else _reason(exc)
-            await notify_quietly(hs, ChatAbortContext(reason=reason))
+            ctx = ChatAbortContext(reason=reason)
+            cancelled = await notify_each(hs, ctx, quietly=True) or cancelled
+        return cancelled
 
-    async def _close_unanswered(self, text: str) -> None:
+    async def _close_unanswered(self, text: str) -> asyncio.CancelledError | None:
         """Answer every tool call still open, so the history stays valid for the next chat.
 
         A call whose tool finished but was not committed yet (it waited for an earlier call)
-        keeps its real result; the others get ``text`` as an error result.
+        keeps its real result; the others get ``text`` as an error result. Every answer is
+        committed and announced even if the task is cancelled again meanwhile; such a
+        cancellation is returned, for the caller to raise.
         """
         finished = self._finished_results
         history = self._history
@@ -294,14 +347,11 @@ class ChatRun:
         for _, message in closing:
             history.append_committed(message)
             self._new.append(message)
-        hs = self._handlers.get(ON_MESSAGE)
-        emit = self.emit
+        cancelled: asyncio.CancelledError | None = None
         for call, message in closing:
-            if hs:
-                await notify_quietly(hs, MessageContext(message=message))
-            if emit is not None:
-                await emit(ToolCallFinished(call=call, message=message, iteration=self._iteration))
-                await emit(MessageCommitted(message=message))
+            again = await self._announce(message, call, self._iteration, quietly=True)
+            cancelled = cancelled or again
+        return cancelled
 
     # -- one model call, with attempts ---------------------------------------------------
 
@@ -477,8 +527,9 @@ class ChatRun:
                 result = await tool.invoke(arguments)
                 break
             except Exception as exc:
+                kind, text = type(exc).__name__, exception_text(exc)
                 error = ToolExecutionError(
-                    f"tool {tool.name!r} failed: {type(exc).__name__}: {exc}",
+                    f"tool {tool.name!r} failed: {kind}" + ("" if text == kind else f": {text}"),
                     tool_name=tool.name,
                     call_id=original.id,
                 )
@@ -531,7 +582,7 @@ def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
     return ToolMessage(
         tool_call_id=call.id,
         tool_name=call.name,
-        content=str(error) or type(error).__name__,
+        content=exception_text(error),
         is_error=True,
     )
 
@@ -627,4 +678,6 @@ def _checked(response: object) -> ProviderResponse:
 
 
 def _reason(exc: BaseException) -> object:
+    if not isinstance(exc, asyncio.CancelledError):
+        return exc  # an interruption (KeyboardInterrupt, SystemExit) is its own reason
     return exc.args[0] if exc.args else None

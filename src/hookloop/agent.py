@@ -16,7 +16,7 @@ from typing import Any, Literal
 from ._background import BackgroundTasks, run_sync
 from ._delegation import Relay, as_tool, delegate
 from ._loop import ChatRun
-from .context.history import ChatHistory
+from .context.history import ChatHistory, _check_message
 from .context.policies import SlidingWindow
 from .context.tokens import counter_for_model
 from .errors import ConcurrentChatError, InvalidMessageError, MemoryRequestError, UsageError
@@ -546,7 +546,11 @@ class ChatStream:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Stop the stream; a chat still running is cancelled."""
+        """Stop the stream; a chat still running is cancelled, and closed before this returns.
+
+        The chat answers its open tool calls and records them first. Cancelled while it
+        waits, it passes the cancellation on to the chat, still waits, and then raises it.
+        """
         if self._events is not None:
             await self._events.aclose()  # type: ignore[attr-defined]
 
@@ -574,22 +578,47 @@ class ChatStream:
                 yield event
             self.response = task.result()
         finally:
-            if not task.done():
-                run.cancel("the stream was closed before the chat finished")
-                await asyncio.wait([task])
-            if not task.cancelled():
-                task.exception()  # retrieved: the consumer has seen it or chose to leave
+            try:
+                if not task.done():
+                    run.cancel("the stream was closed before the chat finished")
+                    await _wait_closed(task)
+            finally:
+                if task.done() and not task.cancelled():
+                    task.exception()  # retrieved: the consumer has seen it or chose to leave
+
+
+async def _wait_closed(task: asyncio.Future[AgentResponse]) -> None:
+    """Wait until the cancelled chat has closed (answered its open calls, recorded them).
+
+    Cancelled meanwhile, pass the cancellation on to the chat, keep waiting, and raise it
+    once the chat has ended: leaving earlier would leave the chat running behind the caller,
+    and the agent busy.
+    """
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+            task.cancel()
+    if cancelled is not None:
+        raise cancelled
 
 
 def _user_message(message: UserInput) -> UserMessage:
+    # Whatever form it comes in, the message passes add_message()'s rules: chat("") and
+    # chat(UserMessage(content="")) are refused alike.
     if isinstance(message, UserMessage):
+        _check_message(message)
         return message
     if isinstance(message, str):
-        if not message.strip():
-            raise InvalidMessageError("the user message is empty")
-        return UserMessage(content=message)
+        message = UserMessage(content=message)
+        _check_message(message)
+        return message
     if isinstance(message, Sequence) and message:
-        return UserMessage(content=tuple(_content_part(part) for part in message))
+        message = UserMessage(content=tuple(_content_part(part) for part in message))
+        _check_message(message)
+        return message
     raise InvalidMessageError(
         f"a user message must be a non-empty str, a UserMessage or a sequence of parts, "
         f"got {type(message).__name__}"

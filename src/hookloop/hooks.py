@@ -8,6 +8,7 @@ contract, with the firing order drawn once, is in ``docs/hooks.md``.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import itertools
 import logging
@@ -141,7 +142,12 @@ class ChatErrorContext:
 
 @dataclass(slots=True, kw_only=True)
 class MessageContext:
-    """``on_message`` (observer): ``message`` was just committed to history."""
+    """``on_message`` (observer): ``message`` was just committed to history.
+
+    Fires exactly once per committed message, for every handler, even when the chat is
+    cancelled meanwhile: the cancellation takes effect after the last handler returned.
+    Raising ends the chat (the handlers after it do not run).
+    """
 
     message: Message
 
@@ -504,15 +510,31 @@ async def notify(handlers: tuple[Handler, ...], ctx: object) -> None:
         raise
 
 
-async def notify_quietly(handlers: tuple[Handler, ...], ctx: object) -> None:
-    """Run observers in order, logging and swallowing their exceptions."""
+async def notify_each(
+    handlers: tuple[Handler, ...], ctx: object, *, quietly: bool = False
+) -> asyncio.CancelledError | None:
+    """Run observers in order, every one of them, even if the task is cancelled meanwhile.
+
+    For ``on_message``: a message in the history must reach every handler exactly once
+    (the session recorder first), wherever a cancellation lands. A cancellation that ends a
+    handler early does not skip the handlers after it; it is returned, and the caller
+    raises it once its step is done. An exception propagates with a note naming the
+    handler, or with ``quietly`` is logged (ERROR, with the traceback) and swallowed.
+    """
+    cancelled: asyncio.CancelledError | None = None
     for handler in handlers:
         try:
             result = handler.fn(ctx)
             if handler.is_async or (result is not None and inspect.isawaitable(result)):
                 await result
-        except Exception:
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+        except Exception as exc:
+            if not quietly:
+                _annotate(exc, handler)
+                raise
             logger.exception("the %r hook handler %s raised; ignored", handler.event, handler.label)
+    return cancelled
 
 
 async def notify_reporting(handlers: tuple[Handler, ...], ctx: object) -> None:

@@ -2,7 +2,9 @@
 
 Messages are frozen, keyword-only dataclasses: a handler that holds one cannot change the
 history behind the agent's back. Make a changed copy with :func:`dataclasses.replace`.
-Every message gets a unique ``id`` when it is made.
+Every message gets a unique ``id`` when it is made. Each checks its fields' types when it
+is made (:class:`~hookloop.errors.InvalidMessageError`), so nothing malformed reaches a
+history or a session store; a list given for a tuple field is kept as a tuple.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ import dataclasses
 import itertools
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import reprlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeAlias
 
@@ -60,12 +63,89 @@ def _call_id() -> str:
     return f"{_CALL_PREFIX}{next(_ID_COUNTER):x}"
 
 
+# Validation at construction: a wrongly typed field caught here never reaches a history or a
+# session store, where it would make every later restore fail. Each __post_init__ is one
+# expression of plain isinstance checks (the loop makes messages on its hot path); only when
+# it fails does _refuse look for the field to blame.
+
+_Rule = tuple[str, Callable[[object], bool], str]
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+def _is_optional_str(value: object) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_user_content(value: object) -> bool:
+    return isinstance(value, str) or _all_of(value, (TextPart, ImagePart))
+
+
+def _is_tool_calls(value: object) -> bool:
+    return _all_of(value, ToolCall)
+
+
+def _all_of(items: object, kind: type | tuple[type, ...]) -> bool:
+    """Whether ``items`` is a tuple or list of ``kind`` (a loop: cheaper than all())."""
+    if not isinstance(items, (tuple, list)):
+        return False
+    for item in items:  # noqa: SIM110 - all() with a generator costs twice as much here
+        if not isinstance(item, kind):
+            return False
+    return True
+
+
+_STR = "a str"
+_ID = "a non-empty str"
+
+
+def _refuse(obj: object, rules: tuple[_Rule, ...]) -> InvalidMessageError:
+    owner = type(obj).__name__
+    for name, ok, expected in rules:
+        value = getattr(obj, name)
+        if not ok(value):
+            return InvalidMessageError(
+                f"{owner}.{name} must be {expected}, got {type(value).__name__} {_short(value)}"
+            )
+    return InvalidMessageError(f"{owner} is malformed")  # not reached: a rule failed
+
+
+def _short(value: object) -> str:
+    """A bounded repr, safe for deep nesting and for objects whose repr raises."""
+    return reprlib.repr(value)
+
+
+def _as_tuple(obj: object, name: str) -> None:
+    """Keep a list given for a tuple field as a tuple: a frozen message is frozen through."""
+    value = getattr(obj, name)
+    if type(value) is not tuple:
+        object.__setattr__(obj, name, tuple(value))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextPart:
     """A piece of text inside a user message."""
 
     text: str
     type: Literal["text"] = "text"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str):
+            raise _refuse(self, (("text", _is_str, _STR),))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -84,11 +164,21 @@ class ImagePart:
     type: Literal["image"] = "image"
 
     def __post_init__(self) -> None:
+        if not (
+            _is_optional_str(self.url)
+            and _is_optional_str(self.data)
+            and _is_optional_str(self.media_type)
+        ):
+            raise _refuse(self, _IMAGE_RULES)
         if (self.url is None) == (self.data is None):
             raise InvalidMessageError("ImagePart needs exactly one of url= or data=")
         if self.data is not None and not self.media_type:
             raise InvalidMessageError("ImagePart(data=...) needs media_type=, e.g. 'image/png'")
 
+
+_IMAGE_RULES: tuple[_Rule, ...] = tuple(
+    (name, _is_optional_str, "a str or None") for name in ("url", "data", "media_type")
+)
 
 ContentPart: TypeAlias = TextPart | ImagePart
 
@@ -109,13 +199,37 @@ class ToolCall:
     arguments: str = "{}"
     id: str = field(default_factory=_call_id)
 
+    def __post_init__(self) -> None:
+        if not (
+            isinstance(self.name, str)
+            and isinstance(self.arguments, str)
+            and isinstance(self.id, str)
+        ):
+            raise _refuse(
+                self, (("name", _is_str, _STR), ("arguments", _is_str, _STR), ("id", _is_str, _STR))
+            )
+
     @classmethod
     def create(
         cls, name: str, arguments: Mapping[str, object] | None = None, *, id: str | None = None
     ) -> ToolCall:
-        """Make a call from an arguments mapping (serialised to JSON)."""
-        text = json.dumps(dict(arguments or {}), ensure_ascii=False)
-        return cls(name=name, arguments=text, id=id or _call_id())
+        """Make a call from an arguments mapping (serialised to JSON).
+
+        Raises:
+            InvalidMessageError: ``arguments`` is not a mapping JSON can hold, or another
+                field has the wrong type.
+        """
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise InvalidMessageError(
+                f"ToolCall.arguments must be a mapping or None, got {type(arguments).__name__}"
+            )
+        try:
+            text = json.dumps(dict(arguments or {}), ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise InvalidMessageError(
+                f"ToolCall.arguments cannot be written as JSON: {type(exc).__name__}"
+            ) from None
+        return cls(name=name, arguments=text, id=_call_id() if id is None or id == "" else id)
 
     def parsed_arguments(self) -> dict[str, Any]:
         """Return the arguments as a dict.
@@ -148,6 +262,12 @@ class Usage:
     input_tokens: int = 0
     output_tokens: int = 0
 
+    def __post_init__(self) -> None:
+        if not (_is_int(self.input_tokens) and _is_int(self.output_tokens)):
+            raise _refuse(
+                self, (("input_tokens", _is_int, "an int"), ("output_tokens", _is_int, "an int"))
+            )
+
     @property
     def total_tokens(self) -> int:
         """Input and output tokens together."""
@@ -168,6 +288,10 @@ class SystemMessage:
     content: str
     id: str = field(default_factory=_message_id)
 
+    def __post_init__(self) -> None:
+        if not (isinstance(self.content, str) and isinstance(self.id, str) and self.id != ""):
+            raise _refuse(self, (("content", _is_str, _STR), ("id", _is_id, _ID)))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
@@ -176,6 +300,16 @@ class UserMessage:
     role: ClassVar[Literal["user"]] = "user"
     content: str | tuple[ContentPart, ...]
     id: str = field(default_factory=_message_id)
+
+    def __post_init__(self) -> None:
+        if not (
+            (isinstance(self.content, str) or _is_user_content(self.content))
+            and isinstance(self.id, str)
+            and self.id != ""
+        ):
+            raise _refuse(self, _USER_RULES)
+        if not isinstance(self.content, str):
+            _as_tuple(self, "content")
 
     @property
     def text(self) -> str:
@@ -193,6 +327,20 @@ class AssistantMessage:
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     id: str = field(default_factory=_message_id)
+
+    def __post_init__(self) -> None:
+        if not (
+            isinstance(self.content, str)
+            and (
+                (type(self.tool_calls) is tuple and not self.tool_calls)
+                or _is_tool_calls(self.tool_calls)
+            )
+            and isinstance(self.id, str)
+            and self.id != ""
+        ):
+            raise _refuse(self, _ASSISTANT_RULES)
+        if type(self.tool_calls) is not tuple:
+            _as_tuple(self, "tool_calls")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,8 +361,36 @@ class ToolMessage:
     is_error: bool = False
     id: str = field(default_factory=_message_id)
 
+    def __post_init__(self) -> None:
+        if not (
+            isinstance(self.tool_call_id, str)
+            and isinstance(self.tool_name, str)
+            and isinstance(self.content, str)
+            and isinstance(self.is_error, bool)
+            and isinstance(self.id, str)
+            and self.id != ""
+        ):
+            raise _refuse(self, _TOOL_RULES)
+
 
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+
+_USER_RULES: tuple[_Rule, ...] = (
+    ("content", _is_user_content, "a str or a tuple of TextPart / ImagePart"),
+    ("id", _is_id, _ID),
+)
+_ASSISTANT_RULES: tuple[_Rule, ...] = (
+    ("content", _is_str, _STR),
+    ("tool_calls", _is_tool_calls, "a tuple of ToolCall"),
+    ("id", _is_id, _ID),
+)
+_TOOL_RULES: tuple[_Rule, ...] = (
+    ("tool_call_id", _is_str, _STR),
+    ("tool_name", _is_str, _STR),
+    ("content", _is_str, _STR),
+    ("is_error", _is_bool, "a bool"),
+    ("id", _is_id, _ID),
+)
 
 _CLASSES: dict[str, type[Message]] = {
     "system": SystemMessage,
@@ -260,7 +436,7 @@ def load_messages(data: object) -> list[Message]:
     out: list[Message] = []
     for index, item in enumerate(data):
         if not isinstance(item, Mapping):
-            raise InvalidMessageError(f"message {index}: expected an object, got {item!r:.80}")
+            raise InvalidMessageError(f"message {index}: expected an object, got {_short(item)}")
         fields = dict(item)
         role = fields.pop("role", None)
         adapter = _ADAPTERS.get(role) if isinstance(role, str) else None
@@ -279,6 +455,8 @@ def load_messages(data: object) -> list[Message]:
             out.append(adapter.validate_python(fields))
         except pydantic.ValidationError as exc:
             raise InvalidMessageError(f"message {index} ({role}): {_describe(exc)}") from exc
+        except RecursionError:
+            raise InvalidMessageError(f"message {index} ({role}): nested too deeply") from None
     return out
 
 
@@ -294,7 +472,7 @@ def _load_part(index: int, part: object) -> ContentPart:
     kind = part.get("type") if isinstance(part, Mapping) else None
     adapter = _PART_ADAPTERS.get(kind) if isinstance(kind, str) else None
     if adapter is None or not isinstance(part, Mapping):
-        raise InvalidMessageError(f"message {index}: unknown content part {part!r:.80}")
+        raise InvalidMessageError(f"message {index}: unknown content part {_short(part)}")
     _reject_unknown(index, f"{kind} part", part, _PART_FIELDS[str(kind)])
     try:
         result: ContentPart = adapter.validate_python(part)
@@ -314,10 +492,16 @@ def messages_from_json(text: str | bytes) -> list[Message]:
     Raises:
         InvalidMessageError: The text is not JSON or does not hold valid messages.
     """
+    if not isinstance(text, (str, bytes, bytearray)):
+        raise InvalidMessageError(f"messages JSON must be str or bytes, got {type(text).__name__}")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidMessageError(f"messages JSON is not valid JSON: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidMessageError(f"messages JSON is not valid UTF-8: {exc}") from None
+    except RecursionError:  # nesting deeper than any message: refuse, do not crash
+        raise InvalidMessageError("messages JSON is nested too deeply to be messages") from None
     return load_messages(data)
 
 

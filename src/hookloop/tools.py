@@ -297,14 +297,32 @@ def _summarise(exc: pydantic.ValidationError) -> str:
 def serialize_result(value: object) -> str:
     """Turn a tool's return value into the text the model sees (str as is, else JSON).
 
-    Values JSON cannot hold (a circular structure, say) fall back to their ``repr``.
+    Values JSON cannot hold (a circular structure, say) fall back to their ``repr``, and a
+    value whose ``repr`` raises to its type's name.
     """
     if isinstance(value, str):
         return value
     try:
         return pydantic_core.to_json(value, fallback=repr).decode()
     except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
+        pass
+    try:
         return repr(value)
+    except Exception:  # a user's __repr__ that raises must not end the chat
+        return f"<{type(value).__name__} object that cannot be shown>"
+
+
+def exception_text(exc: BaseException) -> str:
+    """The exception's message; its type's name when it has none or ``str()`` raises.
+
+    A tool's exception becomes text the model sees, and a broken ``__str__`` must not turn
+    a tool failure into the end of the chat.
+    """
+    try:
+        text = str(exc)
+    except Exception:
+        return type(exc).__name__
+    return text or type(exc).__name__
 
 
 class Scope:

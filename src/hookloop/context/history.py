@@ -92,6 +92,10 @@ class ChatHistory:
             raise UsageError(
                 f"max_context_tokens must be a positive int, got {max_context_tokens!r}"
             )
+        if token_counter is not None and not isinstance(token_counter, TokenCounter):
+            raise UsageError(
+                f"token_counter must be a TokenCounter, got {type(token_counter).__name__}"
+            )
         self._max = max_context_tokens
         self._counter: TokenCounter = token_counter or CachingCounter(EstimateCounter())
         self._system: SystemMessage | None = None
@@ -153,7 +157,12 @@ class ChatHistory:
         )
 
     def get_message_by_id(self, message_id: str) -> Message | None:
-        """The message (system prompt included) with this id, or ``None``."""
+        """The message (system prompt included) with this id, or ``None``.
+
+        Raises:
+            UsageError: ``message_id`` is not a str.
+        """
+        _check_id(message_id)
         if self._system is not None and self._system.id == message_id:
             return self._system
         position = self._index.get(message_id)
@@ -216,8 +225,11 @@ class ChatHistory:
         message is counted when a count is first needed, not on the loop's hot path.
 
         Raises:
+            InvalidMessageError: Not a user, assistant or tool message.
             DuplicateMessageIdError: A message with the same id is in the history already.
         """
+        if not isinstance(message, _CONVERSATION):
+            _check_message(message)  # raises: the right error for each wrong kind
         self._check_new_id(message.id)
         self._index[message.id] = len(self._messages)
         self._messages.append(message)
@@ -284,7 +296,10 @@ class ChatHistory:
             MessageNotFoundError: Either id is not in the conversation.
             InvalidRangeError: ``end_id`` comes before ``start_id``, or either is the system
                 prompt's (remove that with ``add_system_prompt("")``).
+            UsageError: An id is not a str.
         """
+        _check_id(start_id)
+        _check_id(end_id)
         first = self._position(start_id, start_id=start_id, end_id=end_id)
         last = self._position(end_id, start_id=start_id, end_id=end_id)
         if last < first:
@@ -311,7 +326,9 @@ class ChatHistory:
             InvalidMessageError: The new content is of the wrong type or empty (the same
                 rules as :meth:`add_message`; use ``add_system_prompt("")`` to remove the
                 system prompt).
+            UsageError: ``message_id`` is not a str.
         """
+        _check_id(message_id)
         if self._system is not None and self._system.id == message_id:
             if not isinstance(new_content, str) or not new_content.strip():
                 raise InvalidMessageError(
@@ -392,7 +409,7 @@ class ChatHistory:
             try:
                 if check_content:
                     _check_message(message)
-                elif not isinstance(message, _CONVERSATION_TYPES):
+                elif not isinstance(message, _CONVERSATION):
                     raise InvalidMessageError(f"expected {_ROLES}, got {type(message).__name__}")
             except InvalidMessageError as exc:
                 raise InvalidMessageError(f"message {position}: {exc}") from exc
@@ -446,11 +463,19 @@ class ChatHistory:
 
 
 _ROLES = "a UserMessage, AssistantMessage or ToolMessage"
-_CONVERSATION_TYPES = (UserMessage, AssistantMessage, ToolMessage)
+_CONVERSATION = (UserMessage, AssistantMessage, ToolMessage)
+
+
+def _check_id(message_id: object) -> None:
+    if not isinstance(message_id, str):
+        raise UsageError(f"a message id is a str, got {type(message_id).__name__}")
 
 
 def _check_message(message: object) -> None:
-    """Raise InvalidMessageError unless the message may enter the conversation."""
+    """Raise InvalidMessageError unless the message may enter the conversation.
+
+    The rules of :meth:`ChatHistory.add_message`, also applied to what ``chat()`` is given.
+    """
     if isinstance(message, SystemMessage):
         raise InvalidMessageError(
             "a system message cannot be added to the conversation; use add_system_prompt()"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ..errors import CorruptSessionError, SessionExistsError, UsageError
+from ..errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
 from ..hooks import ChatStartContext, MessageContext, SessionSwitchContext
 from ..messages import Message
 from ._base import SessionStore, check_session_id
@@ -78,6 +78,9 @@ class SessionRecorder:
         # to be stored. Every append first stores these again (appends are idempotent by
         # message id, so one that did commit is not written twice).
         self._unsaved: list[Message] = []
+        # Whether an append of _unsaved[0] ended without telling its outcome (cut short by a
+        # second cancellation, or failed): it may still commit on the server meanwhile.
+        self._uncertain = False
 
     @property
     def name(self) -> str:
@@ -156,6 +159,7 @@ class SessionRecorder:
         self._restored = False
         self._last_seq = 0
         self._unsaved = []
+        self._uncertain = False
         await self._restore(self._require_agent())
 
     # --- work ---------------------------------------------------------------------------
@@ -189,6 +193,7 @@ class SessionRecorder:
         for message in messages:
             history.append_committed(message)
         self._unsaved = []  # the history is the log now
+        self._uncertain = False
         self._last_seq = records[-1].seq
         self._parent = None
         self._restored = True
@@ -221,14 +226,33 @@ class SessionRecorder:
                 # the next chat would miss a message or fail with a conflict. So wait for
                 # the append to end, then let the cancellation go on. A second
                 # cancellation cuts the append short; the message then stays unsaved.
-                await _wait_for(task)
+                try:
+                    await _wait_for(task)
+                except asyncio.CancelledError:
+                    self._uncertain = True
+                    raise
                 if not task.cancelled() and task.exception() is None:
                     self._stored(task.result())
+                else:
+                    self._uncertain = True
+                raise
+            except SessionConflictError:
+                if not self._uncertain:
+                    raise
+                # The append whose outcome was unknown committed while this one ran (a
+                # PostgreSQL statement cancelled too late, say), so the session moved on by
+                # that very message. Once more finds it (a duplicate by id) and its seq; a
+                # real other writer conflicts again, and that raises.
+                self._uncertain = False
+                continue
+            except Exception:
+                self._uncertain = True
                 raise
             self._stored(seq)
 
     def _stored(self, seq: int) -> None:
         self._last_seq = max(self._last_seq, seq)
+        self._uncertain = False
         del self._unsaved[0]
 
     def _require_session(self) -> str:
