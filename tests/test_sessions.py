@@ -202,6 +202,22 @@ async def test_concurrent_appends_without_expected_seq_all_land_in_order(
         }
 
 
+def reported_appends(output: str) -> list[tuple[int, str]]:
+    """The ``seq id`` lines a writer printed in full.
+
+    A kill can cut the last line mid-write: that append returned, but it was not reported, so
+    it counts as the append in flight.
+    """
+    complete = output[: output.rfind("\n") + 1]
+    return [(int(seq), message_id) for seq, message_id in map(str.split, complete.splitlines())]
+
+
+def test_a_line_the_kill_cut_is_the_append_in_flight_not_a_report() -> None:
+    assert reported_appends("1 w-0\n2 w-1\n3 w-") == [(1, "w-0"), (2, "w-1")]
+    assert reported_appends("1 w-0\n2 w-1\n") == [(1, "w-0"), (2, "w-1")]
+    assert reported_appends("1 w") == []
+
+
 def run_writer(backend: Backend, session_id: str, count: int, tag: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), backend.spec_json(), session_id, "append", str(count), tag],
@@ -214,19 +230,16 @@ def run_writer(backend: Backend, session_id: str, count: int, tag: str) -> subpr
 async def test_a_killed_writer_loses_nothing_it_committed(backend: Backend) -> None:
     writer = run_writer(backend, "crash", 0, "w")  # appends until killed
     assert writer.stdout is not None
-    reported: list[tuple[int, str]] = []
+    printed = ""
     deadline = time.monotonic() + 60
-    while len(reported) < 150 and time.monotonic() < deadline:
+    while printed.count("\n") < 150 and time.monotonic() < deadline:
         line = await asyncio.to_thread(writer.stdout.readline)
         if not line:
             break
-        seq, message_id = line.split()
-        reported.append((int(seq), message_id))
+        printed += line
     rest, errors = await asyncio.to_thread(kill, writer)
     assert writer.returncode == -signal.SIGKILL, errors
-    for line in rest.splitlines():  # printed before the kill: committed too
-        seq, message_id = line.split()
-        reported.append((int(seq), message_id))
+    reported = reported_appends(printed + rest)  # printed before the kill: committed too
     assert len(reported) >= 150, errors
     async with backend.store() as store:
         stored = [(r.seq, r.message.id) for r in await store.records("crash")]
