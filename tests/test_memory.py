@@ -654,6 +654,37 @@ async def test_switch_session_sets_the_id_and_fires_with_every_argument() -> Non
     ] == [("s2", "s1", False, "s1"), ("s3", None, True, "s2")]
 
 
+async def test_a_continuation_names_the_session_it_continues_from_as_its_parent() -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    class Sessions:
+        def on_session_switch(
+            self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False
+        ) -> None:
+            calls.append((new_session_id, parent_session_id, reset))
+
+    agent = make_agent(Sessions(), session_id="s1")
+    contexts: list[SessionSwitchContext] = []
+    agent.add_hook("on_session_switch", contexts.append)
+    await agent.switch_session("s2")  # no reset: the conversation goes on from s1
+    await agent.switch_session("s2")  # the same session: it continues from nothing new
+    await agent.switch_session("s3", reset=True)  # a fresh start has no parent
+    await agent.switch_session("s4", parent_session_id="s1")  # the caller's choice stays
+
+    assert calls == [
+        ("s2", "s1", False),
+        ("s2", "", False),
+        ("s3", "", True),
+        ("s4", "s1", False),
+    ]
+    assert [(c.new_session_id, c.parent_session_id, c.previous_session_id) for c in contexts] == [
+        ("s2", "s1", "s1"),
+        ("s2", None, "s2"),
+        ("s3", None, "s2"),
+        ("s4", "s1", "s3"),
+    ]
+
+
 def test_switch_session_sync_and_a_generated_first_session_id() -> None:
     agent = make_agent()
     first = agent.session_id
