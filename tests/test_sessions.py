@@ -20,6 +20,7 @@ import pytest
 
 from _session_backends import Backend, FakeClock, backend, kill
 from hookloop import (
+    Agent,
     AssistantMessage,
     ImagePart,
     Message,
@@ -31,6 +32,7 @@ from hookloop import (
 )
 from hookloop.errors import HookloopError, RunError, UsageError
 from hookloop.messages import load_messages
+from hookloop.models.testing import ScriptedModel
 from hookloop.sessions import (
     EXPORT_FORMAT,
     MESSAGE_FORMAT,
@@ -533,3 +535,67 @@ async def test_sqlite_full_synchronous_round_trips(tmp_path: Path) -> None:
         assert await store.load("s") == messages
     with pytest.raises(UsageError):
         SqliteSessionStore(tmp_path / "s.db", synchronous="off")  # type: ignore[arg-type]
+
+
+# --- an inconsistent record: CorruptSessionError, and repair() -------------------------------
+
+MAX_SEQ = 2**63 - 1
+
+INCONSISTENT = {
+    # what the record says -> what the error says
+    "behind the log": (2, "a message is stored at seq 3, above its record's last_seq 2"),
+    "at the limit": (MAX_SEQ, f"its last_seq {MAX_SEQ} leaves no seq for another message"),
+    "missing": (None, "its record is missing while 3 messages remain (seq 1 to 3)"),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(INCONSISTENT))
+async def test_an_inconsistent_record_is_corrupt_not_a_conflict_and_repair_mends_it(
+    backend: Backend, damage: str
+) -> None:
+    last_seq, reason = INCONSISTENT[damage]
+    messages = [UserMessage(content=f"m{n}", id=f"m{n}") for n in range(3)]
+    async with backend.store() as store:
+        await append_all(store, "s", messages)
+        await store.append("other", UserMessage(content="fine"))
+    await backend.set_record("s", last_seq)
+    async with backend.store() as store:
+        for expected in (3, None):  # a recorder's append, and a plain one
+            with pytest.raises(CorruptSessionError) as caught:
+                await store.append("s", UserMessage(content="more", id="m3"), expected_seq=expected)
+            error = caught.value
+            assert (error.session_id, error.seq, error.reason) == ("s", None, reason)
+            assert str(error) == f"session 's' is corrupt at its record: {reason}"
+        assert await store.load("s") == messages  # nothing was written
+        repaired = await store.repair("s")
+        assert (repaired.session_id, repaired.message_count, repaired.last_seq) == ("s", 3, 3)
+        assert await store.info("s") == repaired
+        assert await store.repair("s") == repaired  # a sound session is left as it is
+        assert await store.append("s", UserMessage(content="more", id="m3"), expected_seq=3) == 4
+        assert [r.seq for r in await store.records("s")] == [1, 2, 3, 4]
+        assert len(await store.load("other")) == 1
+
+
+async def test_an_agent_on_an_inconsistent_session_fails_with_corrupt_and_goes_on_after_repair(
+    backend: Backend,
+) -> None:
+    async with backend.store() as store:
+        agent = Agent(ScriptedModel(["one", "two", "three"]), plugins=[store.session("s")])
+        await agent.chat("hello")
+        await backend.set_record("s", None)
+        with pytest.raises(CorruptSessionError, match="its record is missing"):
+            await agent.chat("again")
+        await store.repair("s")
+        await agent.chat("once more")  # "again", kept unsaved, is stored first
+        users = [m.text for m in agent.messages if isinstance(m, UserMessage)]
+        assert users == ["hello", "again", "once more"]
+        assert await store.load("s") == list(agent.messages)
+        assert [r.seq for r in await store.records("s")] == [1, 2, 3, 4, 5]
+
+
+async def test_repair_of_an_unknown_session_is_not_found(backend: Backend) -> None:
+    async with backend.store() as store:
+        with pytest.raises(SessionNotFoundError):
+            await store.repair("nobody")
+        with pytest.raises(UsageError):
+            await store.repair("")

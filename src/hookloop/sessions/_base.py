@@ -142,6 +142,23 @@ class SessionStore(abc.ABC):
         Stores also prune when they first connect. Returns how many sessions were deleted.
         """
 
+    async def repair(self, session_id: str) -> SessionInfo:
+        """Make the session's record agree with its stored messages, and return it.
+
+        A record that is behind its messages, at the largest sequence number, not a number,
+        or missing while messages remain makes every append fail with
+        :class:`~hookloop.errors.CorruptSessionError`. Repair sets ``last_seq`` to the last
+        stored message (recreating a missing record, without a parent) and the message
+        count to what is stored; the messages are not touched. A sound session is left as
+        it is. Run it when no other writer is appending to the session.
+
+        Raises:
+            SessionNotFoundError: The store has neither a record nor messages for it.
+            CorruptSessionError: The messages themselves reach the largest sequence number.
+            UsageError: The store cannot repair sessions (a store of your own).
+        """
+        raise UsageError(f"{type(self).__name__} cannot repair sessions")
+
     async def close(self) -> None:
         """Release the connection; the store connects again if it is used afterwards."""
         return

@@ -47,6 +47,7 @@ from ._sqlite_sql import (
     existing,
     info_from_row,
     insert,
+    record_state,
     select_info,
     select_infos,
     select_messages,
@@ -296,9 +297,9 @@ class SqliteSessionStore(SessionStore):
             found = existing(conn, session_id, message_id, data)
             if found is not None:
                 raise Done(found)
-            row = conn.execute(
-                "SELECT last_seq FROM hookloop_sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            state = record_state(conn, session_id)
+            state.check()
+            row = (state.last_seq,) if state.has_record else None
             if row is None and not expected_seq:
                 conn.execute(
                     "INSERT INTO hookloop_sessions VALUES (?, NULL, ?, ?, 0, 0)",
@@ -399,6 +400,37 @@ class SqliteSessionStore(SessionStore):
         """Delete the session and its messages; see :meth:`SessionStore.delete`."""
         check_session_id(session_id)
         return await self._run(delete_session, session_id)
+
+    async def repair(self, session_id: str) -> SessionInfo:
+        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
+        check_session_id(session_id)
+        return info_from_row(await self._run(self._repair, session_id))
+
+    def _repair(self, conn: sqlite3.Connection, session_id: str) -> InfoRow:
+        with transaction(conn):
+            state = record_state(conn, session_id)
+            if not state.has_record and not state.count:
+                raise SessionNotFoundError(session_id)
+            last_seq = state.repaired_last_seq()
+            if not state.has_record:  # its times, as well as the log tells them
+                first, last = conn.execute(
+                    "SELECT min(created_at), max(created_at) FROM hookloop_messages "
+                    "WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+                conn.execute(
+                    "INSERT INTO hookloop_sessions VALUES (?, NULL, ?, ?, ?, ?)",
+                    (session_id, first, last, state.count, last_seq),
+                )
+            else:
+                conn.execute(
+                    "UPDATE hookloop_sessions SET last_seq = ?, message_count = ? "
+                    "WHERE session_id = ?",
+                    (last_seq, state.count, session_id),
+                )
+            row = select_info(conn, session_id)
+            assert row is not None
+            return row
 
     async def prune(self) -> int:
         """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""
