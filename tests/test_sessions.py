@@ -599,3 +599,30 @@ async def test_repair_of_an_unknown_session_is_not_found(backend: Backend) -> No
             await store.repair("nobody")
         with pytest.raises(UsageError):
             await store.repair("")
+
+
+async def test_export_readable_only_keeps_every_readable_message_and_names_the_rest(
+    backend: Backend,
+) -> None:
+    messages = [UserMessage(content=f"m{n}", id=f"m{n}") for n in range(4)]
+    async with backend.store() as store:
+        await append_all(store, "s", messages)
+    await backend.set_row("s", 2, data="{broken")
+    await backend.set_row("s", 4, format=7)
+    async with backend.store() as store:
+        with pytest.raises(CorruptSessionError):
+            await store.export("s")
+        exported = await store.export("s", readable_only=True)
+        unreadable: list[CorruptSessionError] = []
+        records = await store.records("s", unreadable=unreadable)
+    assert [m["seq"] for m in exported["messages"]] == [1, 3]
+    assert load_messages([m["message"] for m in exported["messages"]]) == messages[0:3:2]
+    assert [(r.seq, r.message) for r in records] == [(1, messages[0]), (3, messages[2])]
+    assert [(u["seq"], u["reason"][:14]) for u in exported["unreadable"]] == [
+        (2, "not valid JSON"),
+        (4, "message format"),
+    ]
+    assert [(e.seq, e.reason) for e in unreadable] == [
+        (u["seq"], u["reason"]) for u in exported["unreadable"]
+    ]
+    assert json.loads(json.dumps(exported)) == exported

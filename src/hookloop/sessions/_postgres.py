@@ -241,7 +241,9 @@ class PostgresSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(self, session_id: str) -> list[StoredMessage]:
+    async def records(
+        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    ) -> list[StoredMessage]:
         """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
         check_session_id(session_id)
         pool = await self._ensure()
@@ -250,7 +252,7 @@ class PostgresSessionStore(SessionStore):
             "WHERE session_id = $1 ORDER BY seq",
             session_id,
         )
-        return decode_rows(session_id, [(r[0], r[1], r[2], r[3]) for r in rows])
+        return decode_rows(session_id, [(r[0], r[1], r[2], r[3]) for r in rows], unreadable)
 
     async def info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""

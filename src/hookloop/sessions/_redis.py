@@ -217,7 +217,9 @@ class RedisSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(self, session_id: str) -> list[StoredMessage]:
+    async def records(
+        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    ) -> list[StoredMessage]:
         """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
         check_session_id(session_id)
         client = await self._ensure()
@@ -231,7 +233,7 @@ class RedisSessionStore(SessionStore):
         for entry_id, fields in entries:
             seq = _entry_seq(session_id, entry_id)
             rows.append((seq, fields.get(b"i"), fields.get(b"f"), fields.get(b"d")))
-        return decode_rows(session_id, rows)
+        return decode_rows(session_id, rows, unreadable)
 
     async def info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""

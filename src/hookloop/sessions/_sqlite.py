@@ -319,11 +319,13 @@ class SqliteSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(self, session_id: str) -> list[StoredMessage]:
+    async def records(
+        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    ) -> list[StoredMessage]:
         """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
         check_session_id(session_id)
         rows = await self._run(select_messages, session_id)
-        return decode_rows(session_id, rows)
+        return decode_rows(session_id, rows, unreadable)
 
     async def info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
