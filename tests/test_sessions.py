@@ -30,7 +30,7 @@ from hookloop import (
     ToolMessage,
     UserMessage,
 )
-from hookloop.errors import HookloopError, RunError, UsageError
+from hookloop.errors import CorruptStoreError, HookloopError, RunError, UsageError
 from hookloop.messages import load_messages
 from hookloop.models.testing import ScriptedModel
 from hookloop.sessions import (
@@ -626,3 +626,42 @@ async def test_export_readable_only_keeps_every_readable_message_and_names_the_r
         (u["seq"], u["reason"]) for u in exported["unreadable"]
     ]
     assert json.loads(json.dumps(exported)) == exported
+
+
+def damage_file(path: Path, how: str) -> None:
+    """Damage a SQLite file as a disk or a stray write would."""
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        if how == "truncated":
+            f.truncate(size // 2)
+        elif how == "header overwritten":
+            f.write(b"not a database " * 8)
+        else:  # the rest of the first page: the tables' schema
+            f.seek(100)
+            f.write(b"\xa5" * (4096 - 100))
+
+
+@pytest.mark.parametrize("how", ["truncated", "header overwritten", "page overwritten"])
+async def test_a_damaged_sqlite_file_is_a_typed_error_naming_it(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as store:
+        for n in range(300):
+            await store.append("s", UserMessage(content=f"message {n} " * 20))
+    assert not (tmp_path / "sessions.db-wal").exists()  # all in the file itself
+    damage_file(path, how)
+    async with SqliteSessionStore(path) as store:
+        for call in (
+            lambda: store.load("s"),
+            lambda: store.append("s", UserMessage(content="more")),
+            lambda: store.export("s"),
+        ):
+            with pytest.raises(CorruptStoreError) as caught:
+                await call()
+            error = caught.value
+            assert isinstance(error, RunError)
+            assert error.store == str(path)
+            assert error.reason in ("database disk image is malformed", "file is not a database")
+            assert str(error) == (
+                f"the store's database file {path} is damaged ({error.reason}): restore it "
+                "from a backup or start a new file"
+            )

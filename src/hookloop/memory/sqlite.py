@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
-from .._sqlite import use_wal
+from .._sqlite import naming_damage, use_wal
 from ._naming import check_identifier
 from ._text import indexed_text
 from .base import (
@@ -50,7 +50,9 @@ class SQLiteMemoryStore(MemoryStore):
 
     The file is created on first use; several stores (and processes) may share it, each
     with its own ``table``. Files use write-ahead logging, so readers never wait for a
-    writer. Search ranks with BM25 over the words of each entry.
+    writer. Search ranks with BM25 over the words of each entry. A damaged file (truncated,
+    or a header or page overwritten) makes each call raise
+    :class:`~hookloop.errors.CorruptStoreError` naming it.
 
     Args:
         path: The database file, or ``":memory:"`` for a store that lives as long as the
@@ -145,7 +147,7 @@ class SQLiteMemoryStore(MemoryStore):
         return await asyncio.to_thread(self._locked, fn, *args)
 
     def _locked(self, fn: Callable[..., _T], *args: object) -> _T:
-        with self._lock:
+        with self._lock, naming_damage(self.path):
             return fn(self._connect(), *args)
 
     def _connect(self) -> sqlite3.Connection:
@@ -172,7 +174,7 @@ class SQLiteMemoryStore(MemoryStore):
                     f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}_fts" USING fts5('
                     "words, tokenize = 'unicode61 remove_diacritics 0')"
                 )
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             conn.close()
             if "fts5" in str(exc):
                 exc.add_note("this Python's sqlite3 was built without FTS5, which the store needs")

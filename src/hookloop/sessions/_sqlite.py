@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from .._sqlite import use_wal
+from .._sqlite import naming_damage, use_wal
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -75,6 +75,8 @@ class SqliteSessionStore(SessionStore):
     transactions before it may be missing, but the file is never corrupted (SQLite's WAL
     guarantee). ``synchronous="full"`` also survives power loss, at the price of an
     ``fsync`` per append (a few hundred appends/s on a typical disk instead of thousands).
+    A file damaged from outside (truncated, a header or page overwritten) makes each call
+    that reaches the damage raise :class:`~hookloop.errors.CorruptStoreError` naming it.
 
     Args:
         path: The database file; it is created if missing (its directory must exist).
@@ -129,9 +131,10 @@ class SqliteSessionStore(SessionStore):
         return await worker.run(partial(self._call, fn, args))
 
     def _call(self, fn: Callable[..., _T], args: tuple[object, ...]) -> _T:
-        if self._conn is None:
-            self._conn = self._connect()
-        return fn(self._conn, *args)
+        with naming_damage(self.path):
+            if self._conn is None:
+                self._conn = self._connect()
+            return fn(self._conn, *args)
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit transactions; each method says BEGIN itself.
@@ -209,7 +212,10 @@ class SqliteSessionStore(SessionStore):
         check_expected_seq(expected_seq)
         data = encode_message(message)
         args = (session_id, message.id, MESSAGE_FORMAT, data, self._clock(), expected_seq)
-        seq = self._append_now(args) if self._ready and self._synchronous == "normal" else None
+        seq = None
+        if self._ready and self._synchronous == "normal":
+            with naming_damage(self.path):
+                seq = self._append_now(args)
         if seq is None:
             return await self._run(self._append, args)
         if self.retention.max_messages is not None:
