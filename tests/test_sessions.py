@@ -17,6 +17,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from _session_backends import Backend, FakeClock, backend, kill
 from hookloop import (
@@ -48,6 +50,7 @@ from hookloop.sessions import (
     SqliteSessionStore,
     StoredMessage,
 )
+from hookloop.sessions._consistency import RecordState
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -218,6 +221,17 @@ def test_a_line_the_kill_cut_is_the_append_in_flight_not_a_report() -> None:
     assert reported_appends("1 w-0\n2 w-1\n3 w-") == [(1, "w-0"), (2, "w-1")]
     assert reported_appends("1 w-0\n2 w-1\n") == [(1, "w-0"), (2, "w-1")]
     assert reported_appends("1 w") == []
+
+
+@given(st.lists(st.integers(1, 10**6), max_size=30), st.data())
+def test_a_cut_anywhere_leaves_exactly_the_lines_printed_in_full(
+    seqs: list[int], data: st.DataObject
+) -> None:
+    lines = [f"{seq} w-{n}\n" for n, seq in enumerate(seqs)]
+    output = "".join(lines)
+    cut = data.draw(st.integers(0, len(output)))
+    whole = output[:cut].count("\n")
+    assert reported_appends(output[:cut]) == [(seq, f"w-{n}") for n, seq in enumerate(seqs[:whole])]
 
 
 def run_writer(backend: Backend, session_id: str, count: int, tag: str) -> subprocess.Popen[str]:
@@ -547,6 +561,26 @@ INCONSISTENT = {
     "at the limit": (MAX_SEQ, f"its last_seq {MAX_SEQ} leaves no seq for another message"),
     "missing": (None, "its record is missing while 3 messages remain (seq 1 to 3)"),
 }
+
+
+@given(
+    st.booleans(),
+    st.one_of(st.integers(0, MAX_SEQ), st.just("many"), st.none()),
+    st.lists(st.integers(1, MAX_SEQ - 1), max_size=5, unique=True),
+)
+def test_a_repaired_record_always_agrees_with_its_log(
+    has_record: bool, last_seq: object, seqs: list[int]
+) -> None:
+    if not has_record and not seqs:
+        return  # nothing to repair: repair() says the session is not there
+    state = RecordState(
+        "s", has_record, last_seq, min(seqs, default=None), max(seqs, default=None), len(seqs)
+    )
+    repaired = state.repaired_last_seq()
+    after = RecordState("s", True, repaired, state.first, state.top, state.count)
+    assert after.problem() is None
+    if state.problem() is None:
+        assert repaired == last_seq  # a sound record is left as it is
 
 
 @pytest.mark.parametrize("damage", sorted(INCONSISTENT))
