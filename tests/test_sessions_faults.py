@@ -110,13 +110,16 @@ async def test_an_on_message_handler_that_raises_does_not_keep_a_message_from_th
         assert await store.load("s") == list(agent.messages)
 
 
-async def lock_waiters(conn: Any, count: int) -> None:
-    """Wait until ``count`` other sessions of the server wait for a lock on our tables."""
+async def lock_waiters(holder: Any, count: int) -> None:
+    """Wait until ``count`` sessions wait for ``holder``, or for one that waits for it."""
     for _ in range(6000):  # a minute, then the test fails instead of hanging
-        await conn.execute("SELECT pg_stat_clear_snapshot()")  # inside a transaction, too
-        waiting = await conn.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND datname = current_database() AND query LIKE '%hookloop_%'"
+        await holder.execute("SELECT pg_stat_clear_snapshot()")  # inside a transaction, too
+        waiting = await holder.fetchval(
+            "WITH first AS (SELECT pid FROM pg_stat_activity "
+            "WHERE $1::int = ANY(pg_blocking_pids(pid))) "
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE pg_blocking_pids(pid) && (ARRAY(SELECT pid FROM first) || $1::int)",
+            holder.get_server_pid(),
         )
         if waiting >= count:
             return
