@@ -42,6 +42,7 @@ from .base import (
 __all__ = ["SQLiteMemoryStore"]
 
 _T = TypeVar("_T")
+_BUSY_TIMEOUT: Final = 30.0  # seconds to wait for another connection's write lock
 _COLUMNS: Final = "id, memory_type, content, metadata, created_us, updated_us"
 
 
@@ -155,9 +156,11 @@ class SQLiteMemoryStore(MemoryStore):
             return self._conn
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
-            conn.execute("PRAGMA busy_timeout = 5000")
+            # As long as the session store waits: on a busy machine another process's
+            # write (or its switch to WAL) can hold the file for seconds.
+            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
             if self.path != ":memory:" and not self.path.startswith("file::memory:"):
-                use_wal(conn)
+                use_wal(conn, timeout=_BUSY_TIMEOUT)
             conn.create_function("hookloop_contains", 2, _contains, deterministic=True)
             table = self.table
             with _transaction(conn):
