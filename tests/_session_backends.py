@@ -128,6 +128,43 @@ class Backend:
 
             await _redis(self.address, set_field)
 
+    async def set_record(self, session_id: str, last_seq: int | None) -> None:
+        """Set the session record's ``last_seq``; ``None`` deletes the record (not the log)."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.address) as conn:
+                if last_seq is None:
+                    conn.execute(
+                        "DELETE FROM hookloop_sessions WHERE session_id = ?", (session_id,)
+                    )
+                else:
+                    conn.execute(
+                        "UPDATE hookloop_sessions SET last_seq = ? WHERE session_id = ?",
+                        (last_seq, session_id),
+                    )
+        elif self.kind == "postgres":
+            if last_seq is None:
+                await _pg(
+                    self.address, "DELETE FROM hookloop_sessions WHERE session_id = $1", session_id
+                )
+            else:
+                await _pg(
+                    self.address,
+                    "UPDATE hookloop_sessions SET last_seq = $1 WHERE session_id = $2",
+                    last_seq,
+                    session_id,
+                )
+        else:
+            record = f"{self.prefix}session:{session_id}"
+
+            async def set_field(client: Any) -> None:
+                if last_seq is None:
+                    await client.delete(record)
+                    await client.zrem(f"{self.prefix}sessions", session_id)
+                else:
+                    await client.hset(record, "last_seq", str(last_seq))
+
+            await _redis(self.address, set_field)
+
 
 def open_store(
     spec: dict[str, str],

@@ -654,6 +654,37 @@ async def test_switch_session_sets_the_id_and_fires_with_every_argument() -> Non
     ] == [("s2", "s1", False, "s1"), ("s3", None, True, "s2")]
 
 
+async def test_a_continuation_names_the_session_it_continues_from_as_its_parent() -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    class Sessions:
+        def on_session_switch(
+            self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False
+        ) -> None:
+            calls.append((new_session_id, parent_session_id, reset))
+
+    agent = make_agent(Sessions(), session_id="s1")
+    contexts: list[SessionSwitchContext] = []
+    agent.add_hook("on_session_switch", contexts.append)
+    await agent.switch_session("s2")  # no reset: the conversation goes on from s1
+    await agent.switch_session("s2")  # the same session: it continues from nothing new
+    await agent.switch_session("s3", reset=True)  # a fresh start has no parent
+    await agent.switch_session("s4", parent_session_id="s1")  # the caller's choice stays
+
+    assert calls == [
+        ("s2", "s1", False),
+        ("s2", "", False),
+        ("s3", "", True),
+        ("s4", "s1", False),
+    ]
+    assert [(c.new_session_id, c.parent_session_id, c.previous_session_id) for c in contexts] == [
+        ("s2", "s1", "s1"),
+        ("s2", None, "s2"),
+        ("s3", None, "s2"),
+        ("s4", "s1", "s3"),
+    ]
+
+
 def test_switch_session_sync_and_a_generated_first_session_id() -> None:
     agent = make_agent()
     first = agent.session_id
@@ -926,3 +957,87 @@ def test_importing_the_memory_package_needs_no_database_driver() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'hookloop[postgres]'" in done.stdout
+
+
+class Misshapen:
+    """A provider whose update method is shaped like its store method."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+
+    def store_long_term(self, content: str, metadata: dict[str, Any] | None = None) -> None:
+        self.calls.append(("store", content, metadata))
+
+    def update_long_term(self, content: str, metadata: dict[str, Any] | None = None) -> None:
+        self.calls.append(("update", content, metadata))
+
+
+def test_a_provider_whose_replace_takes_no_target_is_refused_when_attached() -> None:
+    with pytest.raises(UsageError) as caught:
+        make_agent(Misshapen())
+    assert str(caught.value) == (
+        "memory provider method update_long_term must take (target, content) as its first "
+        "positional parameters, then optional ones (metadata and limit are passed by name); "
+        "its signature is (content, metadata=None)"
+    )
+    with pytest.raises(UsageError, match="update_long_term"):
+        ProviderMemoryStore(Misshapen())
+
+
+@pytest.mark.parametrize(
+    ("source", "refused"),
+    [
+        ("def store_long_term(self, content): pass", False),
+        ("def store_long_term(self, content, metadata=None): pass", False),
+        ("def store_long_term(self, *args, **kwargs): pass", False),
+        ("def store_long_term(self): pass", True),  # nowhere to put the content
+        ("def store_long_term(self, metadata, content): pass", True),  # metadata first
+        ("def store_long_term(self, content, source): pass", True),  # a second required one
+        ("def store_long_term(self, content, *, tag): pass", True),  # a required keyword
+        ("def remove_long_term(self, target, reason=''): pass", False),
+        ("def remove_long_term(self): pass", True),
+        ("def replace_long_term(self, target, content, metadata=None): pass", False),
+        ("def replace_long_term(self, target, metadata, content): pass", True),
+        ("def search_long_term(self, query, limit=5): pass", False),
+        ("def search_long_term(self, limit=5): pass", True),
+    ],
+)
+def test_every_provider_method_is_checked_for_what_it_is_passed(source: str, refused: bool) -> None:
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # a method of a given shape, written out
+    members = {k: v for k, v in namespace.items() if k != "__builtins__"}
+    if "store_long_term" not in members:
+        members["store_long_term"] = lambda self, content: None
+    provider = type("Provider", (), members)()
+    (name,) = namespace.keys() - {"__builtins__"}
+    if refused:
+        with pytest.raises(UsageError, match=f"method {name} must take"):
+            ProviderMemoryStore(provider)
+    else:
+        ProviderMemoryStore(provider)
+
+
+async def test_remove_passes_the_callers_metadata_to_on_memory_write(
+    store: SQLiteMemoryStore,
+) -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    class Mirror:
+        def on_memory_write(
+            self, action: str, target: str, content: str, metadata: dict[str, Any] | None = None
+        ) -> None:
+            calls.append((action, target, content, metadata))
+
+    for memory in (store, NotesProvider()):
+        calls.clear()
+        agent = make_agent(memory)
+        agent.use(MemoryHooksPlugin(Mirror()))
+        seen = writes(agent)
+        await agent.store_memory("Ann likes tea", metadata={"src": "chat"})
+        await agent.store_memory(
+            "likes tea", action="remove", metadata={"reason": "user asked", "src": "gdpr"}
+        )
+        await agent.aclose()
+        expected = {"src": "gdpr", "reason": "user asked"}  # the caller's keys win
+        assert dict(seen[-1].metadata) == expected
+        assert calls[-1] == ("remove", "long_term", seen[-1].content, expected)

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from hookloop import Agent, MemoryNotFoundError, MemoryRequestError
+from hookloop.errors import CorruptStoreError, RunError
 from hookloop.memory import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
@@ -481,3 +482,40 @@ async def test_redis_gives_up_on_an_entry_that_keeps_changing_with_a_memory_requ
             await store.remove(target)
         monkeypatch.undo()
         assert await store.entries() == [entry]
+
+
+@pytest.mark.parametrize("how", ["truncated", "header overwritten", "page overwritten"])
+async def test_a_damaged_sqlite_memory_file_is_a_typed_error_naming_it(
+    tmp_path: Path, how: str
+) -> None:
+    path = tmp_path / "memory.db"
+    store = SQLiteMemoryStore(path)
+    for n in range(300):
+        await store.add(f"fact number {n} " * 20, "long_term")
+    await store.close()
+    assert not (tmp_path / "memory.db-wal").exists()  # all in the file itself
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        if how == "truncated":
+            f.truncate(size // 2)
+        elif how == "header overwritten":
+            f.write(b"not a database " * 8)
+        else:  # the rest of the first page: the tables' schema
+            f.seek(100)
+            f.write(b"\xa5" * (4096 - 100))
+    agent = Agent(ScriptedModel([]), memory=SQLiteMemoryStore(path))
+    for call in (
+        lambda: agent.search_memory("fact"),
+        lambda: agent.store_memory("one more fact"),
+        lambda: agent.store_memory("fact number 3", action="remove"),
+    ):
+        with pytest.raises(CorruptStoreError) as caught:
+            await call()
+        error = caught.value
+        assert isinstance(error, RunError)
+        assert error.store == str(path)
+        assert error.reason in ("database disk image is malformed", "file is not a database")
+        assert str(error) == (
+            f"the store's database file {path} is damaged ({error.reason}): restore it "
+            "from a backup or start a new file"
+        )

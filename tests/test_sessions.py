@@ -17,9 +17,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from _session_backends import Backend, FakeClock, backend, kill
 from hookloop import (
+    Agent,
     AssistantMessage,
     ImagePart,
     Message,
@@ -29,8 +32,9 @@ from hookloop import (
     ToolMessage,
     UserMessage,
 )
-from hookloop.errors import HookloopError, RunError, UsageError
+from hookloop.errors import CorruptStoreError, HookloopError, RunError, UsageError
 from hookloop.messages import load_messages
+from hookloop.models.testing import ScriptedModel
 from hookloop.sessions import (
     EXPORT_FORMAT,
     MESSAGE_FORMAT,
@@ -46,6 +50,7 @@ from hookloop.sessions import (
     SqliteSessionStore,
     StoredMessage,
 )
+from hookloop.sessions._consistency import RecordState
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -202,6 +207,33 @@ async def test_concurrent_appends_without_expected_seq_all_land_in_order(
         }
 
 
+def reported_appends(output: str) -> list[tuple[int, str]]:
+    """The ``seq id`` lines a writer printed in full.
+
+    A kill can cut the last line mid-write: that append returned, but it was not reported, so
+    it counts as the append in flight.
+    """
+    complete = output[: output.rfind("\n") + 1]
+    return [(int(seq), message_id) for seq, message_id in map(str.split, complete.splitlines())]
+
+
+def test_a_line_the_kill_cut_is_the_append_in_flight_not_a_report() -> None:
+    assert reported_appends("1 w-0\n2 w-1\n3 w-") == [(1, "w-0"), (2, "w-1")]
+    assert reported_appends("1 w-0\n2 w-1\n") == [(1, "w-0"), (2, "w-1")]
+    assert reported_appends("1 w") == []
+
+
+@given(st.lists(st.integers(1, 10**6), max_size=30), st.data())
+def test_a_cut_anywhere_leaves_exactly_the_lines_printed_in_full(
+    seqs: list[int], data: st.DataObject
+) -> None:
+    lines = [f"{seq} w-{n}\n" for n, seq in enumerate(seqs)]
+    output = "".join(lines)
+    cut = data.draw(st.integers(0, len(output)))
+    whole = output[:cut].count("\n")
+    assert reported_appends(output[:cut]) == [(seq, f"w-{n}") for n, seq in enumerate(seqs[:whole])]
+
+
 def run_writer(backend: Backend, session_id: str, count: int, tag: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, str(WORKER), backend.spec_json(), session_id, "append", str(count), tag],
@@ -214,19 +246,16 @@ def run_writer(backend: Backend, session_id: str, count: int, tag: str) -> subpr
 async def test_a_killed_writer_loses_nothing_it_committed(backend: Backend) -> None:
     writer = run_writer(backend, "crash", 0, "w")  # appends until killed
     assert writer.stdout is not None
-    reported: list[tuple[int, str]] = []
+    printed = ""
     deadline = time.monotonic() + 60
-    while len(reported) < 150 and time.monotonic() < deadline:
+    while printed.count("\n") < 150 and time.monotonic() < deadline:
         line = await asyncio.to_thread(writer.stdout.readline)
         if not line:
             break
-        seq, message_id = line.split()
-        reported.append((int(seq), message_id))
+        printed += line
     rest, errors = await asyncio.to_thread(kill, writer)
     assert writer.returncode == -signal.SIGKILL, errors
-    for line in rest.splitlines():  # printed before the kill: committed too
-        seq, message_id = line.split()
-        reported.append((int(seq), message_id))
+    reported = reported_appends(printed + rest)  # printed before the kill: committed too
     assert len(reported) >= 150, errors
     async with backend.store() as store:
         stored = [(r.seq, r.message.id) for r in await store.records("crash")]
@@ -520,3 +549,153 @@ async def test_sqlite_full_synchronous_round_trips(tmp_path: Path) -> None:
         assert await store.load("s") == messages
     with pytest.raises(UsageError):
         SqliteSessionStore(tmp_path / "s.db", synchronous="off")  # type: ignore[arg-type]
+
+
+# --- an inconsistent record: CorruptSessionError, and repair() -------------------------------
+
+MAX_SEQ = 2**63 - 1
+
+INCONSISTENT = {
+    # what the record says -> what the error says
+    "behind the log": (2, "a message is stored at seq 3, above its record's last_seq 2"),
+    "at the limit": (MAX_SEQ, f"its last_seq {MAX_SEQ} leaves no seq for another message"),
+    "missing": (None, "its record is missing while 3 messages remain (seq 1 to 3)"),
+}
+
+
+@given(
+    st.booleans(),
+    st.one_of(st.integers(0, MAX_SEQ), st.just("many"), st.none()),
+    st.lists(st.integers(1, MAX_SEQ - 1), max_size=5, unique=True),
+)
+def test_a_repaired_record_always_agrees_with_its_log(
+    has_record: bool, last_seq: object, seqs: list[int]
+) -> None:
+    if not has_record and not seqs:
+        return  # nothing to repair: repair() says the session is not there
+    state = RecordState(
+        "s", has_record, last_seq, min(seqs, default=None), max(seqs, default=None), len(seqs)
+    )
+    repaired = state.repaired_last_seq()
+    after = RecordState("s", True, repaired, state.first, state.top, state.count)
+    assert after.problem() is None
+    if state.problem() is None:
+        assert repaired == last_seq  # a sound record is left as it is
+
+
+@pytest.mark.parametrize("damage", sorted(INCONSISTENT))
+async def test_an_inconsistent_record_is_corrupt_not_a_conflict_and_repair_mends_it(
+    backend: Backend, damage: str
+) -> None:
+    last_seq, reason = INCONSISTENT[damage]
+    messages = [UserMessage(content=f"m{n}", id=f"m{n}") for n in range(3)]
+    async with backend.store() as store:
+        await append_all(store, "s", messages)
+        await store.append("other", UserMessage(content="fine"))
+    await backend.set_record("s", last_seq)
+    async with backend.store() as store:
+        for expected in (3, None):  # a recorder's append, and a plain one
+            with pytest.raises(CorruptSessionError) as caught:
+                await store.append("s", UserMessage(content="more", id="m3"), expected_seq=expected)
+            error = caught.value
+            assert (error.session_id, error.seq, error.reason) == ("s", None, reason)
+            assert str(error) == f"session 's' is corrupt at its record: {reason}"
+        assert await store.load("s") == messages  # nothing was written
+        repaired = await store.repair("s")
+        assert (repaired.session_id, repaired.message_count, repaired.last_seq) == ("s", 3, 3)
+        assert await store.info("s") == repaired
+        assert await store.repair("s") == repaired  # a sound session is left as it is
+        assert await store.append("s", UserMessage(content="more", id="m3"), expected_seq=3) == 4
+        assert [r.seq for r in await store.records("s")] == [1, 2, 3, 4]
+        assert len(await store.load("other")) == 1
+
+
+async def test_an_agent_on_an_inconsistent_session_fails_with_corrupt_and_goes_on_after_repair(
+    backend: Backend,
+) -> None:
+    async with backend.store() as store:
+        agent = Agent(ScriptedModel(["one", "two", "three"]), plugins=[store.session("s")])
+        await agent.chat("hello")
+        await backend.set_record("s", None)
+        with pytest.raises(CorruptSessionError, match="its record is missing"):
+            await agent.chat("again")
+        await store.repair("s")
+        await agent.chat("once more")  # "again", kept unsaved, is stored first
+        users = [m.text for m in agent.messages if isinstance(m, UserMessage)]
+        assert users == ["hello", "again", "once more"]
+        assert await store.load("s") == list(agent.messages)
+        assert [r.seq for r in await store.records("s")] == [1, 2, 3, 4, 5]
+
+
+async def test_repair_of_an_unknown_session_is_not_found(backend: Backend) -> None:
+    async with backend.store() as store:
+        with pytest.raises(SessionNotFoundError):
+            await store.repair("nobody")
+        with pytest.raises(UsageError):
+            await store.repair("")
+
+
+async def test_export_readable_only_keeps_every_readable_message_and_names_the_rest(
+    backend: Backend,
+) -> None:
+    messages = [UserMessage(content=f"m{n}", id=f"m{n}") for n in range(4)]
+    async with backend.store() as store:
+        await append_all(store, "s", messages)
+    await backend.set_row("s", 2, data="{broken")
+    await backend.set_row("s", 4, format=7)
+    async with backend.store() as store:
+        with pytest.raises(CorruptSessionError):
+            await store.export("s")
+        exported = await store.export("s", readable_only=True)
+        unreadable: list[CorruptSessionError] = []
+        records = await store.records("s", unreadable=unreadable)
+    assert [m["seq"] for m in exported["messages"]] == [1, 3]
+    assert load_messages([m["message"] for m in exported["messages"]]) == messages[0:3:2]
+    assert [(r.seq, r.message) for r in records] == [(1, messages[0]), (3, messages[2])]
+    assert [(u["seq"], u["reason"][:14]) for u in exported["unreadable"]] == [
+        (2, "not valid JSON"),
+        (4, "message format"),
+    ]
+    assert [(e.seq, e.reason) for e in unreadable] == [
+        (u["seq"], u["reason"]) for u in exported["unreadable"]
+    ]
+    assert json.loads(json.dumps(exported)) == exported
+
+
+def damage_file(path: Path, how: str) -> None:
+    """Damage a SQLite file as a disk or a stray write would."""
+    size = path.stat().st_size
+    with path.open("r+b") as f:
+        if how == "truncated":
+            f.truncate(size // 2)
+        elif how == "header overwritten":
+            f.write(b"not a database " * 8)
+        else:  # the rest of the first page: the tables' schema
+            f.seek(100)
+            f.write(b"\xa5" * (4096 - 100))
+
+
+@pytest.mark.parametrize("how", ["truncated", "header overwritten", "page overwritten"])
+async def test_a_damaged_sqlite_file_is_a_typed_error_naming_it(tmp_path: Path, how: str) -> None:
+    path = tmp_path / "sessions.db"
+    async with SqliteSessionStore(path) as store:
+        for n in range(300):
+            await store.append("s", UserMessage(content=f"message {n} " * 20))
+    assert not (tmp_path / "sessions.db-wal").exists()  # all in the file itself
+    damage_file(path, how)
+    async with SqliteSessionStore(path) as store:
+        for call in (
+            lambda: store.load("s"),
+            lambda: store.append("s", UserMessage(content="more")),
+            lambda: store.export("s"),
+        ):
+            with pytest.raises(CorruptStoreError) as caught:
+                await call()
+            error = caught.value
+            assert isinstance(error, RunError)
+            assert error.store == str(path)
+            assert error.reason in ("database disk image is malformed", "file is not a database")
+            assert str(error) == (
+                f"the store's database file {path} is damaged ({error.reason}): restore it "
+                "from a backup or start a new file"
+            )

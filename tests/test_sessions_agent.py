@@ -214,6 +214,19 @@ async def test_the_recorder_follows_switch_session(backend: Backend) -> None:
         assert len(await store.load("main")) == 2
 
 
+async def test_a_continuation_without_a_parent_records_the_session_it_came_from(
+    backend: Backend,
+) -> None:
+    async with backend.store() as store:
+        agent = Agent(ScriptedModel(["first"]), session_id="main", plugins=[store.session()])
+        await agent.chat("one")
+        await agent.switch_session("next")  # no reset: it goes on from main
+        info = await store.info("next")
+        assert info is not None
+        assert (info.parent_id, info.message_count) == ("main", 2)
+        assert await store.load("next") == await store.load("main")
+
+
 def test_chat_sync_twice_uses_the_store_from_two_event_loops(backend: Backend) -> None:
     store = backend.store()
     agent = Agent(ScriptedModel(["a", "b"]), plugins=[store.session("sync")])

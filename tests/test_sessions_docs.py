@@ -24,3 +24,20 @@ def test_the_first_example_prints_what_the_page_shows(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == shown
     assert (tmp_path / "sessions.db").is_file()
+
+
+def test_the_repair_example_prints_what_the_page_shows(tmp_path: Path) -> None:
+    section = DOC.read_text().split("### Repairing a session\n", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    shown = section.split("prints\n\n```\n", 1)[1].split("```", 1)[0]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == shown
+    assert list(tmp_path.iterdir()) == []  # it leaves nothing behind

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +64,14 @@ async def test_a_sqlite_append_committed_after_the_cancel_is_counted(tmp_path: P
     class SlowStore(SqliteSessionStore):
         slow = False
         started = threading.Event()
+        release = threading.Event()
 
         def _append(self, conn: Any, args: Any) -> int:  # on the store's thread
             if self.slow:
                 self.started.set()
-                time.sleep(0.2)
+                # Held until the cancel has landed: a timer could run out first on a
+                # loaded machine, and the chat would end before the cancel.
+                self.release.wait(timeout=60)
             return super()._append(conn, args)
 
     async with SlowStore(tmp_path / "s.db", synchronous="full") as store:
@@ -78,7 +80,8 @@ async def test_a_sqlite_append_committed_after_the_cancel_is_counted(tmp_path: P
         store.slow = True
         chat = asyncio.create_task(agent.chat("second"))
         await asyncio.to_thread(store.started.wait)
-        agent.cancel("stop")
+        assert agent.cancel("stop")  # while the append waits on the store's thread
+        store.release.set()
         with pytest.raises(ChatCancelledError):
             await chat
         store.slow = False
@@ -107,6 +110,23 @@ async def test_an_on_message_handler_that_raises_does_not_keep_a_message_from_th
         assert await store.load("s") == list(agent.messages)
 
 
+async def lock_waiters(holder: Any, count: int) -> None:
+    """Wait until ``count`` sessions wait for ``holder``, or for one that waits for it."""
+    for _ in range(6000):  # a minute, then the test fails instead of hanging
+        await holder.execute("SELECT pg_stat_clear_snapshot()")  # inside a transaction, too
+        waiting = await holder.fetchval(
+            "WITH first AS (SELECT pid FROM pg_stat_activity "
+            "WHERE $1::int = ANY(pg_blocking_pids(pid))) "
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE pg_blocking_pids(pid) && (ARRAY(SELECT pid FROM first) || $1::int)",
+            holder.get_server_pid(),
+        )
+        if waiting >= count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"fewer than {count} sessions came to wait for the lock")
+
+
 async def test_postgres_delete_racing_an_append_leaves_no_orphan(
     postgres_isolated_dsn: str,
 ) -> None:
@@ -124,9 +144,9 @@ async def test_postgres_delete_racing_an_append_leaves_no_orphan(
                     "SELECT 1 FROM hookloop_sessions WHERE session_id = 's' FOR UPDATE"
                 )
                 append = asyncio.create_task(store.append("s", UserMessage(content="late")))
-                await asyncio.sleep(0.2)
+                await lock_waiters(holder, 1)  # not a timer: a loaded machine may be slower
                 delete = asyncio.create_task(store.delete("s"))
-                await asyncio.sleep(0.2)
+                await lock_waiters(holder, 2)
         finally:
             await holder.close()
         assert await append == 4

@@ -22,7 +22,7 @@ def test_the_switch_waits_for_a_connection_that_holds_the_file(tmp_path: Path) -
         opener.execute("PRAGMA journal_mode = WAL")  # busy_timeout does not apply here
     release = threading.Timer(0.2, lambda: holder.execute("COMMIT"))
     release.start()
-    use_wal(opener)
+    use_wal(opener, timeout=60)  # the timer thread may start late on a loaded machine
     release.join()
     assert opener.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     holder.close()

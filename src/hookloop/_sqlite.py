@@ -4,8 +4,26 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
 
-__all__ = ["use_wal"]
+from .errors import CorruptStoreError
+
+__all__ = ["naming_damage", "use_wal"]
+
+_DAMAGED: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+
+
+@contextmanager
+def naming_damage(path: object) -> Iterator[None]:
+    """Raise SQLite's "malformed" and "not a database" as :class:`CorruptStoreError`."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _DAMAGED:
+            raise CorruptStoreError(store=str(path), reason=str(exc)) from exc
+        raise
 
 
 def use_wal(conn: sqlite3.Connection, *, timeout: float = 5.0) -> None:

@@ -432,7 +432,8 @@ class Agent(HookHost):
         Args:
             new_session_id: The session to be in from now on.
             parent_session_id: The session the new one continues from, if any (for
-                session stores that keep lineage).
+                session stores that keep lineage). Without ``reset`` the conversation goes
+                on, so by default it is the session the agent was in.
             reset: Clear the conversation (the system prompt stays) before the event.
 
         Raises:
@@ -447,6 +448,8 @@ class Agent(HookHost):
                 f"agent {self.name!r} cannot switch sessions while a chat is running"
             )
         previous, self.session_id = self.session_id, checked
+        if parent_session_id is None and not reset and previous != checked:
+            parent_session_id = previous  # a continuation: it goes on from there
         if reset:
             self.history.clear_history()
         if hs := self.hooks.handlers.get(ON_SESSION_SWITCH):

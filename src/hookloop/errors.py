@@ -43,6 +43,8 @@ while a chat runs, and a correct program still has to expect them::
         │   └── ToolExecutionError     the tool's function raised (the cause is chained)
         ├── MaxIterationsError         the model kept calling tools past ``max_iterations``
         ├── ChatCancelledError         ``agent.cancel()`` ended the chat
+        ├── StoreError                 a store's database cannot be used (store: where it is)
+        │   └── CorruptStoreError      a SQLite store's file is damaged (truncated, overwritten)
         └── SessionError               a session store cannot do what was asked (session_id)
             ├── SessionNotFoundError   (also LookupError) no session has that id
             ├── SessionExistsError     the new id of a fork is taken already
@@ -67,6 +69,7 @@ __all__ = [
     "ConcurrentChatError",
     "ContextOverflowError",
     "CorruptSessionError",
+    "CorruptStoreError",
     "DuplicateMessageIdError",
     "DuplicateNameError",
     "HistoryError",
@@ -97,6 +100,7 @@ __all__ = [
     "SessionExistsError",
     "SessionNotFoundError",
     "SessionSchemaError",
+    "StoreError",
     "ToolDefinitionError",
     "ToolDisabledError",
     "ToolError",
@@ -416,6 +420,39 @@ class ChatCancelledError(RunError):
 
     def __init__(self, reason: object = None) -> None:
         super().__init__("the chat was cancelled" + ("" if reason is None else f": {reason}"))
+        self.reason = reason
+
+
+class StoreError(RunError):
+    """A store's database cannot be used.
+
+    Attributes:
+        store: Where the store is (a file path or a server address).
+    """
+
+    def __init__(self, message: str, *, store: str) -> None:
+        super().__init__(message)
+        self.store = store
+
+
+class CorruptStoreError(StoreError):
+    """The store's database file is damaged (truncated, or a header or page overwritten).
+
+    Every call on the store raises it until the file is replaced (from a backup, or by a new
+    file); a SQLite file that is only partly damaged can often be saved with the ``sqlite3``
+    shell's ``.recover`` command.
+
+    Attributes:
+        store: The file.
+        reason: What SQLite said.
+    """
+
+    def __init__(self, *, store: str, reason: str) -> None:
+        super().__init__(
+            f"the store's database file {store} is damaged ({reason}): restore it from a "
+            "backup or start a new file",
+            store=store,
+        )
         self.reason = reason
 
 

@@ -324,7 +324,8 @@ class SessionSwitchContext:
 
     Attributes:
         new_session_id: The session the agent is in now.
-        parent_session_id: The session the new one continues from, if the caller said so.
+        parent_session_id: The session the new one continues from: the caller's, else (no
+            ``reset``) the session the agent was in; ``None`` for a fresh start.
         reset: Whether the conversation history was cleared.
         previous_session_id: The session the agent was in before.
     """

@@ -68,11 +68,14 @@ async def write_memory(
         target = _target(checked_type, memory_id, match)
         entry = await store.remove(target)
     if hs := agent.hooks.handlers.get(ON_MEMORY_WRITE):
+        reported = entry.metadata
+        if checked_action == "remove" and metadata:  # e.g. why it was removed
+            reported = {**entry.metadata, **metadata}
         ctx = MemoryWriteContext(
             action=checked_action,
             memory_type=checked_type,
             content=entry.content,
-            metadata=entry.metadata,
+            metadata=reported,
             entry=entry,
             source=source,
         )

@@ -121,7 +121,7 @@ class MemoryHooks(Protocol):
     def on_session_switch(
         self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False
     ) -> None:
-        """The agent switched to session ``new_session_id`` (``""`` parent: none given)."""
+        """The agent switched to session ``new_session_id`` (``""`` parent: a fresh start)."""
 
     async def aon_session_switch(
         self, new_session_id: str, *, parent_session_id: str = "", reset: bool = False

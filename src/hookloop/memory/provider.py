@@ -45,17 +45,29 @@ def is_memory_provider(obj: object) -> bool:
     return any(callable(getattr(obj, f"store_{t}", None)) for t in MEMORY_TYPES)
 
 
+# What the adapter passes by position to each action's method, as the seed names them.
+_POSITIONAL: dict[MemoryAction | str, tuple[str, ...]] = {
+    "add": ("content",),
+    "replace": ("target", "content"),
+    "remove": ("target",),
+    "search": ("query",),
+}
+_KEYWORDS = frozenset({"metadata", "limit"})
+
+
 class _Method:
     """One provider method, with what it accepts decided once."""
 
     __slots__ = ("fn", "takes_limit", "takes_metadata")
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], name: str, action: MemoryAction | str) -> None:
         self.fn = fn
         try:
             params = list(inspect.signature(fn).parameters.values())
         except (TypeError, ValueError):  # a builtin without a signature: pass the basics
             params = []
+        else:
+            _check_shape(name, params, _POSITIONAL[action])
         var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
         names = {p.name for p in params}
         self.takes_metadata = var_kw or "metadata" in names
@@ -87,6 +99,11 @@ class ProviderMemoryStore(MemoryStore):
     Args:
         provider: The object with ``store_<type>`` methods.
         clock: Returns the current time (UTC), for the entries this adapter reports.
+
+    Raises:
+        UsageError: ``provider`` has no ``store_<type>`` method, or one of its methods cannot
+            take what is passed by position (say a ``replace_<type>(content, metadata)``,
+            which would take the target as its content).
     """
 
     def __init__(self, provider: object, *, clock: Callable[[], datetime] = utc_now) -> None:
@@ -101,9 +118,10 @@ class ProviderMemoryStore(MemoryStore):
         for action, prefixes in _METHOD_NAMES.items():
             for memory_type in MEMORY_TYPES:
                 for prefix in prefixes:
-                    fn = getattr(provider, f"{prefix}{memory_type}", None)
+                    name = f"{prefix}{memory_type}"
+                    fn = getattr(provider, name, None)
                     if callable(fn):
-                        self._methods[action, memory_type] = _Method(fn)
+                        self._methods[action, memory_type] = _Method(fn, name, action)
                         break
         self.memory_types = tuple(t for t in MEMORY_TYPES if ("add", t) in self._methods)
 
@@ -228,6 +246,34 @@ class ProviderMemoryStore(MemoryStore):
             content=str(item),
             created_at=now,
             updated_at=now,
+        )
+
+
+def _check_shape(name: str, params: list[inspect.Parameter], passed: tuple[str, ...]) -> None:
+    """Refuse a method that would not receive ``passed`` by position, in that order.
+
+    A ``replace_<type>(content, metadata)`` would otherwise take the target as its content and
+    the new text as its metadata.
+    """
+    positional = [
+        p
+        for p in params
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in _KEYWORDS
+    ]
+    takes_more = any(p.kind is p.VAR_POSITIONAL for p in params)
+    unfilled = [p.name for p in positional[len(passed) :] if p.default is p.empty] + [
+        p.name
+        for p in params
+        if p.kind is p.KEYWORD_ONLY and p.default is p.empty and p.name not in _KEYWORDS
+    ]
+    misplaced = [p.name for p in params[: len(passed)] if p.name in _KEYWORDS]
+    if (len(positional) < len(passed) and not takes_more) or unfilled or misplaced:
+        wanted = ", ".join(passed)
+        shown = ", ".join(str(p.replace(annotation=p.empty)) for p in params)
+        raise UsageError(
+            f"memory provider method {name} must take ({wanted}) as its first positional "
+            f"parameters, then optional ones (metadata and limit are passed by name); its "
+            f"signature is ({shown})"
         )
 
 

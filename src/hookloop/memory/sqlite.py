@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final, TypeVar
 
-from .._sqlite import use_wal
+from .._sqlite import naming_damage, use_wal
 from ._naming import check_identifier
 from ._text import indexed_text
 from .base import (
@@ -42,6 +42,7 @@ from .base import (
 __all__ = ["SQLiteMemoryStore"]
 
 _T = TypeVar("_T")
+_BUSY_TIMEOUT: Final = 30.0  # seconds to wait for another connection's write lock
 _COLUMNS: Final = "id, memory_type, content, metadata, created_us, updated_us"
 
 
@@ -50,7 +51,9 @@ class SQLiteMemoryStore(MemoryStore):
 
     The file is created on first use; several stores (and processes) may share it, each
     with its own ``table``. Files use write-ahead logging, so readers never wait for a
-    writer. Search ranks with BM25 over the words of each entry.
+    writer. Search ranks with BM25 over the words of each entry. A damaged file (truncated,
+    or a header or page overwritten) makes each call raise
+    :class:`~hookloop.errors.CorruptStoreError` naming it.
 
     Args:
         path: The database file, or ``":memory:"`` for a store that lives as long as the
@@ -145,7 +148,7 @@ class SQLiteMemoryStore(MemoryStore):
         return await asyncio.to_thread(self._locked, fn, *args)
 
     def _locked(self, fn: Callable[..., _T], *args: object) -> _T:
-        with self._lock:
+        with self._lock, naming_damage(self.path):
             return fn(self._connect(), *args)
 
     def _connect(self) -> sqlite3.Connection:
@@ -153,9 +156,11 @@ class SQLiteMemoryStore(MemoryStore):
             return self._conn
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
-            conn.execute("PRAGMA busy_timeout = 5000")
+            # As long as the session store waits: on a busy machine another process's
+            # write (or its switch to WAL) can hold the file for seconds.
+            conn.execute(f"PRAGMA busy_timeout = {int(_BUSY_TIMEOUT * 1000)}")
             if self.path != ":memory:" and not self.path.startswith("file::memory:"):
-                use_wal(conn)
+                use_wal(conn, timeout=_BUSY_TIMEOUT)
             conn.create_function("hookloop_contains", 2, _contains, deterministic=True)
             table = self.table
             with _transaction(conn):
@@ -172,7 +177,7 @@ class SQLiteMemoryStore(MemoryStore):
                     f'CREATE VIRTUAL TABLE IF NOT EXISTS "{table}_fts" USING fts5('
                     "words, tokenize = 'unicode61 remove_diacritics 0')"
                 )
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:
             conn.close()
             if "fts5" in str(exc):
                 exc.add_note("this Python's sqlite3 was built without FTS5, which the store needs")

@@ -33,6 +33,7 @@ from ._types import (
     Retention,
     SessionInfo,
     StoredMessage,
+    UnreadableMessage,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ __all__ = [
     "SessionStore",
     "SqliteSessionStore",
     "StoredMessage",
+    "UnreadableMessage",
 ]
 
 # The server backends import their client library, which is an optional extra: load them on

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from ..errors import SessionNotFoundError, UsageError
+from ..errors import CorruptSessionError, SessionNotFoundError, UsageError
 from ..messages import Message, dump_messages
 from ._codec import MESSAGE_FORMAT
 from ._types import (
@@ -85,13 +85,21 @@ class SessionStore(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def records(self, session_id: str) -> list[StoredMessage]:
+    async def records(
+        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    ) -> list[StoredMessage]:
         """Every message of the session with its sequence number, oldest first.
 
         An unknown session has no messages: the result is ``[]``.
 
+        Args:
+            session_id: The session.
+            unreadable: When given, a message that cannot be decoded is left out of the
+                result and its error added to this list, instead of raised.
+
         Raises:
-            CorruptSessionError: A stored message cannot be decoded.
+            CorruptSessionError: A stored message cannot be decoded (without
+                ``unreadable``).
         """
 
     @abc.abstractmethod
@@ -142,6 +150,23 @@ class SessionStore(abc.ABC):
         Stores also prune when they first connect. Returns how many sessions were deleted.
         """
 
+    async def repair(self, session_id: str) -> SessionInfo:
+        """Make the session's record agree with its stored messages, and return it.
+
+        A record that is behind its messages, at the largest sequence number, not a number,
+        or missing while messages remain makes every append fail with
+        :class:`~hookloop.errors.CorruptSessionError`. Repair sets ``last_seq`` to the last
+        stored message (recreating a missing record, without a parent) and the message
+        count to what is stored; the messages are not touched. A sound session is left as
+        it is. Run it when no other writer is appending to the session.
+
+        Raises:
+            SessionNotFoundError: The store has neither a record nor messages for it.
+            CorruptSessionError: The messages themselves reach the largest sequence number.
+            UsageError: The store cannot repair sessions (a store of your own).
+        """
+        raise UsageError(f"{type(self).__name__} cannot repair sessions")
+
     async def close(self) -> None:
         """Release the connection; the store connects again if it is used afterwards."""
         return
@@ -156,19 +181,27 @@ class SessionStore(abc.ABC):
         """
         return [record.message for record in await self.records(session_id)]
 
-    async def export(self, session_id: str) -> ExportedSession:
+    async def export(self, session_id: str, *, readable_only: bool = False) -> ExportedSession:
         """The session as plain JSON values (``json.dumps`` takes it as it is).
+
+        Args:
+            session_id: The session.
+            readable_only: Leave out the messages that cannot be decoded, and list them
+                (``seq`` and ``reason``) under the export's ``"unreadable"`` key, instead of
+                raising: to save what can be saved of a damaged session.
 
         Raises:
             SessionNotFoundError: There is no such session.
-            CorruptSessionError: A stored message cannot be decoded.
+            CorruptSessionError: A stored message cannot be decoded (without
+                ``readable_only``), or the session's record is broken.
         """
         info = await self.info(session_id)
         if info is None:
             raise SessionNotFoundError(session_id)
-        records = await self.records(session_id)
+        unreadable: list[CorruptSessionError] | None = [] if readable_only else None
+        records = await self.records(session_id, unreadable=unreadable)
         dumped = dump_messages(record.message for record in records)
-        return {
+        exported: ExportedSession = {
             "format": EXPORT_FORMAT,
             "version": 1,
             "message_format": MESSAGE_FORMAT,
@@ -181,6 +214,11 @@ class SessionStore(abc.ABC):
                 for record, data in zip(records, dumped, strict=True)
             ],
         }
+        if unreadable is not None:
+            exported["unreadable"] = [
+                {"seq": error.seq, "reason": error.reason} for error in unreadable
+            ]
+        return exported
 
     def session(
         self, session_id: str | None = None, *, check_conflicts: bool = True

@@ -45,8 +45,15 @@ def encode_message(message: Message) -> str:
     return text
 
 
-def decode_rows(session_id: str, rows: Sequence[Row]) -> list[StoredMessage]:
+def decode_rows(
+    session_id: str,
+    rows: Sequence[Row],
+    unreadable: list[CorruptSessionError] | None = None,
+) -> list[StoredMessage]:
     """Decode a session's rows, in the order given.
+
+    With an ``unreadable`` list, a row that cannot be read is left out and its error added
+    to the list instead of raised.
 
     Raises:
         CorruptSessionError: A row is not a message this hookloop can read; names the first
@@ -56,10 +63,18 @@ def decode_rows(session_id: str, rows: Sequence[Row]) -> list[StoredMessage]:
         messages = _decode_all(rows)
     except (ValueError, TypeError, RecursionError):
         messages = None
-    if messages is None:
-        # Something is wrong somewhere: find the first bad row, to name it.
-        messages = [_decode_one(session_id, row) for row in rows]
-    return [StoredMessage(seq=row[0], message=m) for row, m in zip(rows, messages, strict=True)]
+    if messages is not None:
+        return [StoredMessage(seq=row[0], message=m) for row, m in zip(rows, messages, strict=True)]
+    # Something is wrong somewhere: find the bad rows, to name them.
+    out: list[StoredMessage] = []
+    for row in rows:
+        try:
+            out.append(StoredMessage(seq=row[0], message=_decode_one(session_id, row)))
+        except CorruptSessionError as exc:
+            if unreadable is None:
+                raise
+            unreadable.append(exc)
+    return out
 
 
 def _decode_all(rows: Sequence[Row]) -> list[Message] | None:

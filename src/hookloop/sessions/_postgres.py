@@ -36,6 +36,7 @@ from ..errors import (
 from ..messages import Message
 from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
 from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
+from ._consistency import RecordState
 from ._postgres_sql import INFO_COLUMNS, SCHEMA, SCHEMA_LOCK
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
@@ -209,11 +210,15 @@ class PostgresSessionStore(SessionStore):
             except asyncpg.UniqueViolationError as exc:
                 if exc.constraint_name == "hookloop_messages_id" and attempt == 1:
                     continue  # the same message appended concurrently: now it is a duplicate
+                (await _record_state(pool, session_id)).check()
                 raise CorruptSessionError(
                     session_id=session_id,
                     seq=None,
                     reason=f"its record's last_seq is behind the messages stored ({exc})",
                 ) from None
+            except asyncpg.NumericValueOutOfRangeError:  # last_seq + 1 beyond bigint
+                (await _record_state(pool, session_id)).check()
+                raise
         assert row is not None
         status, seq = row[0], int(row[1])
         if status in ("ok", "duplicate"):
@@ -224,6 +229,8 @@ class PostgresSessionStore(SessionStore):
                 f"{message.id!r} (seq {seq}); nothing was written",
                 session_id=session_id,
             )
+        # A record that disagrees with the log refuses every append: say so, not "conflict".
+        (await _record_state(pool, session_id)).check()
         raise SessionConflictError(
             f"session {session_id!r} is at seq {seq}, not at the expected {expected_seq}: "
             "another writer appended first; nothing was written",
@@ -234,7 +241,9 @@ class PostgresSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(self, session_id: str) -> list[StoredMessage]:
+    async def records(
+        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    ) -> list[StoredMessage]:
         """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
         check_session_id(session_id)
         pool = await self._ensure()
@@ -243,7 +252,7 @@ class PostgresSessionStore(SessionStore):
             "WHERE session_id = $1 ORDER BY seq",
             session_id,
         )
-        return decode_rows(session_id, [(r[0], r[1], r[2], r[3]) for r in rows])
+        return decode_rows(session_id, [(r[0], r[1], r[2], r[3]) for r in rows], unreadable)
 
     async def info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
@@ -331,6 +340,35 @@ class PostgresSessionStore(SessionStore):
         async with pool.acquire() as conn, conn.transaction():
             return await _delete_rows(conn, session_id)
 
+    async def repair(self, session_id: str) -> SessionInfo:
+        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
+        check_session_id(session_id)
+        pool = await self._ensure()
+        async with pool.acquire() as conn, conn.transaction():
+            # Appends wait for this lock (their UPDATE), so the log stays as it is read here.
+            await conn.execute(
+                "SELECT 1 FROM hookloop_sessions WHERE session_id = $1 FOR UPDATE", session_id
+            )
+            state = await _record_state(conn, session_id)
+            if not state.has_record and not state.count:
+                raise SessionNotFoundError(session_id)
+            last_seq = state.repaired_last_seq()
+            now = self._now()
+            await conn.execute(
+                "INSERT INTO hookloop_sessions VALUES ($1, NULL, $2, $2, $3, $4) "
+                "ON CONFLICT (session_id) DO UPDATE SET message_count = EXCLUDED.message_count, "
+                "last_seq = EXCLUDED.last_seq",
+                session_id,
+                now,
+                state.count,
+                last_seq,
+            )
+            row = await conn.fetchrow(
+                f"SELECT {INFO_COLUMNS} FROM hookloop_sessions WHERE session_id = $1", session_id
+            )
+        assert row is not None
+        return _info(row)
+
     async def prune(self) -> int:
         """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""
         pool = await self._ensure()
@@ -392,6 +430,19 @@ async def _delete_rows(conn: _Conn, session_id: str) -> bool:
     )
     await conn.execute("DELETE FROM hookloop_messages WHERE session_id = $1", session_id)
     return status != "DELETE 0"
+
+
+async def _record_state(conn: _Conn | asyncpg.Pool, session_id: str) -> RecordState:
+    """The session's record against its log, read in one statement (one snapshot)."""
+    row = await conn.fetchrow(
+        "SELECT (SELECT last_seq FROM hookloop_sessions WHERE session_id = $1), "
+        "EXISTS (SELECT 1 FROM hookloop_sessions WHERE session_id = $1), "
+        "min(seq), max(seq), count(*) FROM hookloop_messages WHERE session_id = $1",
+        session_id,
+    )
+    assert row is not None
+    last_seq, has_record, first, top, count = tuple(row)
+    return RecordState(session_id, bool(has_record), last_seq, first, top, int(count))
 
 
 def _info(row: asyncpg.Record) -> SessionInfo:

@@ -43,19 +43,23 @@ from ..errors import (
 from ..messages import Message
 from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
 from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
+from ._consistency import RecordState
 from ._redis_lua import APPEND, CREATE, FORK, PRUNE
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
 try:
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
-    from redis.exceptions import ResponseError
+    from redis.exceptions import ResponseError, WatchError
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("RedisSessionStore needs redis: pip install 'hookloop[redis]'") from exc
 
 __all__ = ["RedisSessionStore"]
 
 logger = logging.getLogger(__name__)
+
+# The scripts compute seqs with Lua's numbers (doubles): integers are exact up to 2**53.
+_MAX_SEQ = 2**53
 
 
 class RedisSessionStore(SessionStore):
@@ -185,9 +189,12 @@ class RedisSessionStore(SessionStore):
                 ],
             )
         except ResponseError as exc:
+            await self._check_record(client, session_id)
             raise _corrupt(session_id, exc) from exc
         if status in (0, 1):
             return int(seq)
+        # A record that disagrees with the log refuses every append: say so, not "conflict".
+        await self._check_record(client, session_id)
         if status == 2:
             raise SessionConflictError(
                 f"session {session_id!r} is at seq {seq}, not at the expected {expected_seq}: "
@@ -210,7 +217,9 @@ class RedisSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(self, session_id: str) -> list[StoredMessage]:
+    async def records(
+        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    ) -> list[StoredMessage]:
         """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
         check_session_id(session_id)
         client = await self._ensure()
@@ -224,7 +233,7 @@ class RedisSessionStore(SessionStore):
         for entry_id, fields in entries:
             seq = _entry_seq(session_id, entry_id)
             rows.append((seq, fields.get(b"i"), fields.get(b"f"), fields.get(b"d")))
-        return decode_rows(session_id, rows)
+        return decode_rows(session_id, rows, unreadable)
 
     async def info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
@@ -306,6 +315,62 @@ class RedisSessionStore(SessionStore):
         if done == -2:
             raise SessionExistsError(new_id)
         return await self._info_after(client, new_id)
+
+    async def _check_record(self, client: Redis, session_id: str) -> None:
+        try:
+            async with client.pipeline(transaction=True) as pipe:
+                state = await self._record_state(pipe, session_id)
+        except ResponseError:
+            return  # keys of another type: the caller reports what Redis said
+        state.check()
+
+    async def _record_state(self, pipe: Any, session_id: str) -> RecordState:
+        """The session's record against its log, read in one transaction (or under WATCH)."""
+        record, log, _ = self._keys(session_id)
+        replies = []
+        for command in (
+            ("EXISTS", record),
+            ("HGET", record, "last_seq"),
+            ("XLEN", log),
+            ("XRANGE", log, "-", "+", "COUNT", 1),
+            ("XREVRANGE", log, "+", "-", "COUNT", 1),
+        ):
+            replies.append(pipe.execute_command(*command))
+        if pipe.explicit_transaction or not pipe.watching:  # queued: run them together
+            replies = await pipe.execute()
+        else:  # watching, before MULTI: each command ran at once
+            replies = [await reply for reply in replies]
+        exists, raw_last, count, oldest, newest = replies
+        last: object = raw_last
+        if isinstance(raw_last, bytes) and raw_last.isdigit():
+            last = int(raw_last)
+        first = _entry_seq(session_id, oldest[0][0]) if oldest else None
+        top = _entry_seq(session_id, newest[0][0]) if newest else None
+        return RecordState(session_id, bool(exists), last, first, top, int(count), _MAX_SEQ)
+
+    async def repair(self, session_id: str) -> SessionInfo:
+        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
+        check_session_id(session_id)
+        client = await self._ensure()
+        record, log, _ = self._keys(session_id)
+        while True:
+            async with client.pipeline(transaction=True) as pipe:
+                await pipe.watch(record, log)  # an append meanwhile: read again
+                state = await self._record_state(pipe, session_id)
+                if not state.has_record and not state.count:
+                    raise SessionNotFoundError(session_id)
+                last_seq = state.repaired_last_seq()
+                pipe.multi()  # type: ignore[no-untyped-call]  # redis-py leaves it untyped
+                if not state.has_record:
+                    now = repr(self._clock())
+                    _ = pipe.hset(record, mapping={"created_at": now, "updated_at": now})
+                    _ = pipe.zadd(self._index, {session_id: float(now)})
+                _ = pipe.hset(record, "last_seq", last_seq)  # queued: the pipeline returns itself
+                try:
+                    await pipe.execute()
+                except WatchError:
+                    continue
+            return await self._info_after(client, session_id)
 
     async def _info_after(self, client: Redis, session_id: str) -> SessionInfo:
         info = (await self._infos(client, [session_id]))[0]

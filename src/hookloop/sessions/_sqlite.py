@@ -22,7 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from .._sqlite import use_wal
+from .._sqlite import naming_damage, use_wal
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -47,6 +47,7 @@ from ._sqlite_sql import (
     existing,
     info_from_row,
     insert,
+    record_state,
     select_info,
     select_infos,
     select_messages,
@@ -74,6 +75,8 @@ class SqliteSessionStore(SessionStore):
     transactions before it may be missing, but the file is never corrupted (SQLite's WAL
     guarantee). ``synchronous="full"`` also survives power loss, at the price of an
     ``fsync`` per append (a few hundred appends/s on a typical disk instead of thousands).
+    A file damaged from outside (truncated, a header or page overwritten) makes each call
+    that reaches the damage raise :class:`~hookloop.errors.CorruptStoreError` naming it.
 
     Args:
         path: The database file; it is created if missing (its directory must exist).
@@ -128,9 +131,10 @@ class SqliteSessionStore(SessionStore):
         return await worker.run(partial(self._call, fn, args))
 
     def _call(self, fn: Callable[..., _T], args: tuple[object, ...]) -> _T:
-        if self._conn is None:
-            self._conn = self._connect()
-        return fn(self._conn, *args)
+        with naming_damage(self.path):
+            if self._conn is None:
+                self._conn = self._connect()
+            return fn(self._conn, *args)
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit transactions; each method says BEGIN itself.
@@ -208,7 +212,10 @@ class SqliteSessionStore(SessionStore):
         check_expected_seq(expected_seq)
         data = encode_message(message)
         args = (session_id, message.id, MESSAGE_FORMAT, data, self._clock(), expected_seq)
-        seq = self._append_now(args) if self._ready and self._synchronous == "normal" else None
+        seq = None
+        if self._ready and self._synchronous == "normal":
+            with naming_damage(self.path):
+                seq = self._append_now(args)
         if seq is None:
             return await self._run(self._append, args)
         if self.retention.max_messages is not None:
@@ -296,9 +303,9 @@ class SqliteSessionStore(SessionStore):
             found = existing(conn, session_id, message_id, data)
             if found is not None:
                 raise Done(found)
-            row = conn.execute(
-                "SELECT last_seq FROM hookloop_sessions WHERE session_id = ?", (session_id,)
-            ).fetchone()
+            state = record_state(conn, session_id)
+            state.check()
+            row = (state.last_seq,) if state.has_record else None
             if row is None and not expected_seq:
                 conn.execute(
                     "INSERT INTO hookloop_sessions VALUES (?, NULL, ?, ?, 0, 0)",
@@ -318,11 +325,13 @@ class SqliteSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(self, session_id: str) -> list[StoredMessage]:
+    async def records(
+        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    ) -> list[StoredMessage]:
         """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
         check_session_id(session_id)
         rows = await self._run(select_messages, session_id)
-        return decode_rows(session_id, rows)
+        return decode_rows(session_id, rows, unreadable)
 
     async def info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
@@ -399,6 +408,37 @@ class SqliteSessionStore(SessionStore):
         """Delete the session and its messages; see :meth:`SessionStore.delete`."""
         check_session_id(session_id)
         return await self._run(delete_session, session_id)
+
+    async def repair(self, session_id: str) -> SessionInfo:
+        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
+        check_session_id(session_id)
+        return info_from_row(await self._run(self._repair, session_id))
+
+    def _repair(self, conn: sqlite3.Connection, session_id: str) -> InfoRow:
+        with transaction(conn):
+            state = record_state(conn, session_id)
+            if not state.has_record and not state.count:
+                raise SessionNotFoundError(session_id)
+            last_seq = state.repaired_last_seq()
+            if not state.has_record:  # its times, as well as the log tells them
+                first, last = conn.execute(
+                    "SELECT min(created_at), max(created_at) FROM hookloop_messages "
+                    "WHERE session_id = ?",
+                    (session_id,),
+                ).fetchone()
+                conn.execute(
+                    "INSERT INTO hookloop_sessions VALUES (?, NULL, ?, ?, ?, ?)",
+                    (session_id, first, last, state.count, last_seq),
+                )
+            else:
+                conn.execute(
+                    "UPDATE hookloop_sessions SET last_seq = ?, message_count = ? "
+                    "WHERE session_id = ?",
+                    (last_seq, state.count, session_id),
+                )
+            row = select_info(conn, session_id)
+            assert row is not None
+            return row
 
     async def prune(self) -> int:
         """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""

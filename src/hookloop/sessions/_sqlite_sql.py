@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from ..errors import CorruptSessionError, SessionConflictError
 from ._base import utc
 from ._codec import Row
+from ._consistency import MAX_SEQ, RecordState
 from ._types import SessionInfo
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "existing",
     "info_from_row",
     "insert",
+    "record_state",
     "select_info",
     "select_infos",
     "select_messages",
@@ -69,10 +71,12 @@ END;
 # An append is this one statement, so one implicit transaction: it takes the next seq from
 # the session's record, and the trigger above moves the record on. No row comes back for a
 # session that does not exist yet or is not at ?6 (expected_seq).
+# A record at the largest integer matches nothing either: last_seq + 1 would be a REAL.
 APPEND = (
     "INSERT INTO hookloop_messages "
     "SELECT session_id, last_seq + 1, ?2, ?3, ?4, ?5 FROM hookloop_sessions "
-    "WHERE session_id = ?1 AND (?6 IS NULL OR last_seq = ?6) RETURNING seq"
+    f"WHERE session_id = ?1 AND (?6 IS NULL OR last_seq = ?6) AND last_seq < {MAX_SEQ} "
+    "RETURNING seq"
 )
 AppendArgs = tuple[str, str, int, str, float, int | None]
 
@@ -130,12 +134,24 @@ def insert(conn: sqlite3.Connection, args: AppendArgs) -> int | None:
         found = existing(conn, session_id, message_id, data)
         if found is not None:
             raise Done(found) from None
+        record_state(conn, session_id).check()
         raise CorruptSessionError(
             session_id=session_id,
             seq=None,
             reason="its record's last_seq is behind the messages stored",
         ) from None
     return as_int(rows[0][0], session_id, "last_seq") if rows else None
+
+
+def record_state(conn: sqlite3.Connection, session_id: str) -> RecordState:
+    """The session's record against its log, read in one statement."""
+    last_seq, has_record, first, top, count = conn.execute(
+        "SELECT (SELECT last_seq FROM hookloop_sessions WHERE session_id = ?1), "
+        "EXISTS (SELECT 1 FROM hookloop_sessions WHERE session_id = ?1), "
+        "min(seq), max(seq), count(*) FROM hookloop_messages WHERE session_id = ?1",
+        (session_id,),
+    ).fetchone()
+    return RecordState(session_id, bool(has_record), last_seq, first, top, count)
 
 
 def statements(script: str) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Final, Literal, TypedDict
+from typing import Any, Final, Literal, NotRequired, TypedDict
 
 from ..errors import UsageError
 from ..messages import Message
@@ -18,6 +18,7 @@ __all__ = [
     "Retention",
     "SessionInfo",
     "StoredMessage",
+    "UnreadableMessage",
 ]
 
 SCHEMA_VERSION = 1
@@ -112,8 +113,18 @@ class ExportedMessage(TypedDict):
     message: dict[str, Any]
 
 
+class UnreadableMessage(TypedDict):
+    """A message ``export(readable_only=True)`` left out: where it is and what is wrong."""
+
+    seq: int | None
+    reason: str
+
+
 class ExportedSession(TypedDict):
-    """A session as :meth:`SessionStore.export` returns it: plain JSON values only."""
+    """A session as :meth:`SessionStore.export` returns it: plain JSON values only.
+
+    ``unreadable`` is there only in an export with ``readable_only=True``.
+    """
 
     format: Literal["hookloop.session"]
     version: int
@@ -123,3 +134,4 @@ class ExportedSession(TypedDict):
     created_at: str
     updated_at: str
     messages: list[ExportedMessage]
+    unreadable: NotRequired[list[UnreadableMessage]]
