@@ -33,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from _provider_server import ProviderServer, shared_server
+from _provider_server import ProviderServer, Reply, answer, shared_server
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
@@ -43,6 +43,13 @@ _FENCE = re.compile(
     r"^(?P<indent>[ ]*)```(?P<lang>\w*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.M | re.S
 )
 _MARK = "<<docs: end of block {}>>"
+
+# What the local provider server answers, per run, to the pages whose examples need a key.
+PROVIDER_REPLIES: dict[str, list[Reply]] = {
+    "docs/agent.md": [
+        answer("chat.completions", "The chart shows sales rising every month from January to June.")
+    ],
+}
 
 
 @dataclass(frozen=True)
@@ -184,17 +191,34 @@ def test_the_page_runs_and_prints_what_it_shows(
     workdir = tmp_path / "empty"
     workdir.mkdir()
     name = page.relative_to(ROOT).as_posix()
+    server = shared_server()
     for run in ("first run", "second run in the same directory"):
+        server.reset()
+        server.add(*PROVIDER_REPLIES.get(name, []))
         done = subprocess.run(
             [sys.executable, str(source)],
             cwd=workdir,
-            env=_environment(shared_server(), postgres_isolated_dsn, redis_url),
+            env=_environment(server, postgres_isolated_dsn, redis_url),
             capture_output=True,
             text=True,
             timeout=300,
             check=False,
         )
         _check_run(f"{name} ({run})", page_blocks, done)
+        assert len(server.received) == len(PROVIDER_REPLIES.get(name, [])), name
+    if name == "docs/agent.md":  # the image went out as an OpenAI image_url part
+        assert server.received[0].body["messages"] == [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What does this chart show?"},
+                    {
+                        "type": "image_url",
+                        "image_url": {"url": "https://example.com/sales-chart.png"},
+                    },
+                ],
+            }
+        ]
 
 
 def _check_run(name: str, page_blocks: list[Block], done: subprocess.CompletedProcess[str]) -> None:
