@@ -46,6 +46,10 @@ _MARK = "<<docs: end of block {}>>"
 
 # What the local provider server answers, per run, to the pages whose examples need a key.
 PROVIDER_REPLIES: dict[str, list[Reply]] = {
+    "docs/providers.md": [
+        answer("messages", calls=(("toolu_1", "calculator", '{"expression": "17 * 23"}'),)),
+        answer("messages", "17 * 23 = 391."),
+    ],
     "docs/agent.md": [
         answer("chat.completions", "The chart shows sales rising every month from January to June.")
     ],
