@@ -20,11 +20,14 @@ from hookloop import (
     Agent,
     AssistantMessage,
     ChatErrorContext,
+    ContextBeforeRequestResult,
+    ContextHooks,
     ContextOverflowError,
     Message,
     ModelSettings,
     PreCompressContext,
     ProviderRequest,
+    ServerError,
     UsageError,
     UserMessage,
     tool,
@@ -37,6 +40,7 @@ from hookloop.context import (
     count_request,
 )
 from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.retry import FallbackStrategy
 from test_context_policies import problems, text
 from test_context_strategies import valid_histories
 
@@ -149,6 +153,70 @@ async def test_an_overflow_nothing_can_shrink_ends_the_chat_with_the_providers_e
 
     assert caught.value is overflow
     assert len(model.requests) == 1
+
+
+async def test_a_fallback_model_gets_requests_that_fit_its_own_window() -> None:
+    primary = ScriptedModel(
+        ["a1", "a2", "a3", ServerError("down")], name="big", context_window=100_000
+    )
+    small = ScriptedModel(["f1"], name="small", context_window=400)
+    agent = Agent(primary, retry=FallbackStrategy([small]))
+    for i in range(3):
+        await agent.chat(f"question {i}: {text(150)}")
+
+    assert (await agent.chat("question 4")).text == "f1"
+    assert size(small.requests[-1], agent) <= 400 - 100  # its window minus a quarter for the answer
+
+
+async def test_overflow_recovery_applies_the_request_rewrites_once() -> None:
+    docs = UserMessage(content="[retrieved] refunds: 30 days", id="docs")
+
+    def add_docs(*, messages: Any, **_: Any) -> ContextBeforeRequestResult:
+        return ContextBeforeRequestResult(messages=[*messages, docs])
+
+    overflow = ContextOverflowError("prompt is too long", status=400)
+    model = ScriptedModel(["a1", "a2", "a3", overflow, "a4"])
+    agent = Agent(model, plugins=[ContextHooks(before_request=add_docs)])
+    for i in range(4):
+        await agent.chat(f"question {i}: {text(50)}")
+
+    failed, retried = model.requests[-2], model.requests[-1]
+    assert [m.id for m in retried.messages].count("docs") == 1
+    assert size(retried, agent) < size(failed, agent)
+
+
+async def test_a_budget_is_learned_only_from_an_overflow_the_smaller_request_cured() -> None:
+    # An overflow that trimming cannot cure (the answer's room is what is too large) must not
+    # leave the agent sending a sliver of its history for good.
+    too_large = ContextOverflowError("'max_tokens' is too large: 5000", status=400)
+    script: list[Any] = [f"answer {i}" for i in range(6)] + [too_large] * 5 + ["fine"]
+    model = ScriptedModel(script)
+    agent = Agent(model, retry=None)
+    for i in range(6):
+        await agent.chat(f"question {i}: {text(20)}")
+    agent.settings = ModelSettings(max_tokens=500)
+    with pytest.raises(ContextOverflowError):
+        await agent.chat("question 7")
+
+    agent.settings = ModelSettings()
+    assert (await agent.chat("question 8")).text == "fine"
+    assert len(model.requests[-1].messages) == len(agent.messages) - 1  # everything went
+
+
+async def test_a_learned_budget_belongs_to_the_model_that_taught_it() -> None:
+    overflow = ContextOverflowError("prompt is too long: 9000 tokens > 8000 maximum", status=400)
+    small = ScriptedModel([overflow, "small fits"], name="small")
+    big = ScriptedModel(["b1", "b2", "b3", "big again"], name="big")
+    agent = Agent(big, retry=None)
+    for i in range(3):
+        await agent.chat(f"turn {i}: {text(100)}")
+    agent.model = small
+    assert (await agent.chat("to the small one")).text == "small fits"
+    assert len(small.requests[1].messages) < len(small.requests[0].messages)
+
+    agent.model = big
+    assert (await agent.chat("back to the big one")).text == "big again"
+    assert len(big.requests[-1].messages) == len(agent.messages) - 1
 
 
 # --- a budget too small for the turn in progress (item 18) ---------------------------------
@@ -296,7 +364,7 @@ def test_sliding_window_properties(messages: list[Message], window: int, reserve
     agent.history.import_history(messages)
     request = ProviderRequest(model="m", system="Be brief.", messages=agent.history.messages)
     counter = agent.history.token_counter
-    budget = window_policy._budget(request)
+    budget = window_policy._budget(request, agent.model)
 
     overhead = count_overhead(request, counter=counter)
     error: ContextOverflowError | None = None

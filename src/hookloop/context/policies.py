@@ -46,8 +46,9 @@ SUMMARY_PROMPT = (
 """The summariser's system prompt."""
 
 
-def _window(agent: Agent, max_tokens: int | None) -> int | None:
-    return max_tokens if max_tokens is not None else agent.model.context_window
+def _window(model: Model, max_tokens: int | None) -> int | None:
+    """The window to fit: ``max_tokens``, else that of the model this attempt calls."""
+    return max_tokens if max_tokens is not None else model.context_window
 
 
 async def _before_discarding(agent: Agent, going: Sequence[Message]) -> list[str]:
@@ -81,8 +82,11 @@ class SlidingWindow:
 
     With ``recover`` (the default), a provider's overflow error is recovered from: the
     request is trimmed to a smaller budget (the provider's own figures when its error gives
-    them, else ``shrink`` of the request's size) and sent again, and later requests keep to
-    that smaller budget. When nothing can be left out, the provider's error ends the chat.
+    them, else ``shrink`` of the request's size) and sent again, rebuilt from the history so
+    that ``pre_request`` rewrites apply once. Once such a smaller request goes through, later
+    requests to that model (with the same room for the answer) keep to its budget. When
+    nothing can be left out, the provider's error ends the chat. The window is that of the
+    model each attempt calls (a fallback's own).
 
     This is the policy every :class:`~hookloop.Agent` uses unless told otherwise
     (``Agent(context=...)``).
@@ -117,7 +121,10 @@ class SlidingWindow:
         self.recover = recover
         self.shrink = shrink
         self._agent: Agent | None = None
-        self._ceiling: int | None = None  # a budget a provider's overflow taught us
+        # Budgets a provider's overflow taught us, per model and room for the answer; one is
+        # kept only once a request trimmed to it went through (_pending until then).
+        self._ceilings: dict[tuple[str, int], int] = {}
+        self._pending: tuple[tuple[str, int], int] | None = None
         self._shown: set[str] = set()  # ids already passed to on_pre_compress
 
     def init_agent(self, agent: Agent) -> None:
@@ -133,10 +140,10 @@ class SlidingWindow:
         if self.recover:
             agent.add_hook("after_model_call", self._recover, order=-500)
 
-    def _budget(self, request: ProviderRequest) -> _Budget:
-        """The token budget of ``request`` and which limit sets it."""
+    def _budget(self, request: ProviderRequest, model: Model) -> _Budget:
+        """The token budget of ``request`` to ``model`` and which limit sets it."""
         agent = self._require_agent()
-        window = _window(agent, self.max_tokens)
+        window = _window(model, self.max_tokens)
         answer = request.settings.max_tokens
         if answer is None:
             answer = self.reserve
@@ -145,16 +152,22 @@ class SlidingWindow:
         budget = _Budget(agent.history.max_context_tokens, "history", window, answer)
         if window is not None and window - answer < budget.total:
             budget = _Budget(window - answer, "window", window, answer)
-        if self._ceiling is not None and self._ceiling < budget.total:
-            budget = _Budget(self._ceiling, "ceiling", window, answer)
+        key = (model.name, answer)
+        ceiling = self._ceilings.get(key)
+        if self._pending is not None and self._pending[0] == key:
+            ceiling = min(ceiling or self._pending[1], self._pending[1])
+        if ceiling is not None and ceiling < budget.total:
+            budget = _Budget(ceiling, "ceiling", window, answer)
         return budget
 
     async def _trim(self, ctx: PreRequestContext) -> ProviderRequest | None:
         agent = self._require_agent()
         request = ctx.request
+        if ctx.attempt == 1:
+            self._pending = None  # a new model call: an unconfirmed ceiling is forgotten
         history = agent.history
         counter = history.token_counter
-        budget = self._budget(request)
+        budget = self._budget(request, ctx.model)
         overhead = count_overhead(request, counter=counter)
         messages = request.messages
         if messages == history.messages:  # the usual case: no need to count every message
@@ -195,7 +208,13 @@ class SlidingWindow:
 
     async def _recover(self, ctx: AfterModelCallContext) -> None:
         error = ctx.error
-        if error is None or ctx.retry or not is_context_overflow(error):
+        if error is None:
+            if self._pending is not None:  # the smaller request went through: keep its budget
+                key, ceiling = self._pending
+                self._ceilings[key] = ceiling
+                self._pending = None
+            return
+        if ctx.retry or not is_context_overflow(error):
             return
         agent = self._require_agent()
         counter = agent.history.token_counter
@@ -214,7 +233,8 @@ class SlidingWindow:
         if count_request(smaller, counter=counter) >= size:
             return  # nothing left out or cut: sending it again cannot help
         await self._announce(request.messages, kept)
-        self._ceiling = target
+        answer = self._budget(request, ctx.model).answer
+        self._pending = ((ctx.model.name, answer), target)
         logger.info(
             "the provider said the request (about %d tokens) does not fit; retrying with %d "
             "of its %d messages",
@@ -222,7 +242,9 @@ class SlidingWindow:
             len(kept),
             len(request.messages),
         )
-        ctx.request = smaller
+        # The next attempt starts again from the built request, which _trim fits to the new
+        # budget; handing it `smaller` would run the pre_request rewrites (ContextHooks'
+        # before_request) a second time on a request that already has them.
         ctx.retry = True
 
     def _require_agent(self) -> Agent:
@@ -362,8 +384,7 @@ class Compaction:
         return count_request(request, counter=counter)
 
     async def _proactive(self, ctx: PreRequestContext) -> ProviderRequest | None:
-        agent = self._require_agent()
-        window = _window(agent, self.max_tokens)
+        window = _window(ctx.model, self.max_tokens)
         if ctx.attempt != 1 or window is None:
             return None
         if self.estimate(ctx.request) < self.compact_threshold * window:
@@ -401,7 +422,7 @@ class Compaction:
             ctx.request = summarised[0]
             ctx.retry = True
             return
-        window = _window(agent, self.max_tokens)
+        window = _window(ctx.model, self.max_tokens)
         raise ContextOverflowError(
             f"the request ({size} tokens) does not fit the model's context window "
             f"({window if window is not None else 'unknown'} tokens) and nothing in it can "
