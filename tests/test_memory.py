@@ -984,6 +984,38 @@ def test_a_provider_whose_replace_takes_no_target_is_refused_when_attached() -> 
         ProviderMemoryStore(Misshapen())
 
 
+class NeedsMetadata:
+    """Seed-shaped, with a ``metadata`` that has no default in every method."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[object, ...]] = []
+
+    def store_long_term(self, content: str, metadata: dict[str, Any]) -> str:
+        self.calls.append(("store", content, metadata))
+        return "m1"
+
+    def replace_long_term(self, target: str, content: str, metadata: dict[str, Any]) -> bool:
+        self.calls.append(("replace", target, content, metadata))
+        return True
+
+    def remove_long_term(self, target: str, metadata: dict[str, Any]) -> bool:
+        self.calls.append(("remove", target, metadata))
+        return True
+
+
+async def test_a_provider_whose_methods_require_metadata_always_gets_it() -> None:
+    provider = NeedsMetadata()
+    agent = make_agent(provider)
+    await agent.store_memory("Ann likes tea")
+    await agent.store_memory("Ann likes coffee", action="replace", match="Ann likes tea")
+    await agent.store_memory("Ann likes coffee", action="remove", metadata={"why": "asked"})
+    assert provider.calls == [
+        ("store", "Ann likes tea", {}),
+        ("replace", "Ann likes tea", "Ann likes coffee", {}),
+        ("remove", "Ann likes coffee", {}),
+    ]
+
+
 @pytest.mark.parametrize(
     ("source", "refused"),
     [

@@ -58,7 +58,7 @@ _KEYWORDS = frozenset({"metadata", "limit"})
 class _Method:
     """One provider method, with what it accepts decided once."""
 
-    __slots__ = ("fn", "takes_limit", "takes_metadata")
+    __slots__ = ("fn", "needs_metadata", "takes_limit", "takes_metadata")
 
     def __init__(self, fn: Callable[..., Any], name: str, action: MemoryAction | str) -> None:
         self.fn = fn
@@ -71,6 +71,8 @@ class _Method:
         var_kw = any(p.kind is p.VAR_KEYWORD for p in params)
         names = {p.name for p in params}
         self.takes_metadata = var_kw or "metadata" in names
+        # A `metadata` without a default must always be passed, even when the caller gave none.
+        self.needs_metadata = any(p.name == "metadata" and p.default is p.empty for p in params)
         self.takes_limit = var_kw or "limit" in names
 
     async def __call__(self, *args: object, **kwargs: object) -> object:
@@ -160,7 +162,8 @@ class ProviderMemoryStore(MemoryStore):
         method = self._method("replace", target.memory_type)
         check_content(content)
         meta = check_metadata(metadata)
-        kwargs = {"metadata": meta} if method.takes_metadata and metadata is not None else {}
+        given = metadata is not None or method.needs_metadata
+        kwargs = {"metadata": meta} if method.takes_metadata and given else {}
         result = await method(target.text, content, **kwargs)
         _check_found(result, target)
         return self._reported(result, target.memory_id, target.memory_type, content, meta)
@@ -168,7 +171,8 @@ class ProviderMemoryStore(MemoryStore):
     async def remove(self, target: MemoryTarget) -> MemoryEntry:
         """Call ``remove_<type>`` (or ``delete_<type>``) with the target."""
         method = self._method("remove", target.memory_type)
-        result = await method(target.text)
+        kwargs: dict[str, object] = {"metadata": {}} if method.needs_metadata else {}
+        result = await method(target.text, **kwargs)
         _check_found(result, target)
         return self._reported(result, target.memory_id, target.memory_type, target.text, {})
 
