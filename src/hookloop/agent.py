@@ -163,20 +163,24 @@ class Agent(HookHost):
             raise UsageError(f"retry must be a ModelRetryStrategy or None, got {retry!r}")
         self.retry_strategy = retry
         """The model retry strategy in use, or ``None``."""
-        if retry is not None:
-            self.use(retry)
         if context is Default.DEFAULT:
             context = SlidingWindow()
         elif context is not None and not isinstance(context, Plugin):
             raise UsageError(f"context must be a context policy plugin or None, got {context!r}")
         self.context_policy = context
         """The context policy in use, or ``None``."""
-        if context is not None:
-            self.use(context)
-        for plugin in plugins:
-            self.use(plugin)
-        self.memory: MemoryStore | None = attach_memory(self, memory)
-        """Where memory writes go, or ``None``; see ``docs/memory.md``."""
+        attached: list[Disposer] = []
+        try:
+            for plugin in (retry, context, *plugins):
+                if plugin is not None:
+                    attached.append(self.use(plugin))
+            self.memory: MemoryStore | None = attach_memory(self, memory)
+            """Where memory writes go, or ``None``; see ``docs/memory.md``."""
+        except BaseException:
+            # The agent is never returned: hand the plugins back, so they can serve another.
+            for dispose in reversed(attached):
+                dispose()
+            raise
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model.name!r})"
@@ -582,8 +586,6 @@ class ChatStream:
                     run.cancel("the stream was closed before the chat finished")
                     await _wait_closed(task)
             finally:
-                if task.done():  # a task cancelled before it started never ran drive()
-                    slot.release(run)
                 if task.done() and not task.cancelled():
                     task.exception()  # retrieved: the consumer has seen it or chose to leave
 
