@@ -16,6 +16,8 @@ Layout of this module:
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -594,3 +596,14 @@ async def test_delegating_to_a_sub_agent_that_is_chatting_fails_and_leaves_no_tr
     # busy does not work for boss: what it delegates itself does not reach boss.
     await busy.delegate("a task of its own", to=agent("helper", ["done"]))
     assert seen == []
+
+
+async def test_what_delegation_keeps_about_a_sub_agent_goes_with_it() -> None:
+    boss = agent("boss", [])
+    boss.add_hook("on_subagent_event", lambda ctx: None)
+    helper = agent("helper", ["done"])
+    assert (await boss.delegate("a task", to=helper)).text == "done"
+    gone = weakref.ref(helper)
+    del helper
+    gc.collect()
+    assert gone() is None

@@ -269,6 +269,72 @@ async def test_a_second_concurrent_chat_is_refused_without_disturbing_the_first(
     assert [m.content for m in agent.messages] == ["first", "done"]
 
 
+HOLDERS = ("chat", "stream", "delegation")
+
+
+async def start_chat(how: str, worker: Agent, text: str) -> None:
+    """One chat of ``worker``, started the way ``how`` names."""
+    if how == "chat":
+        await worker.chat(text)
+    elif how == "stream":
+        async with worker.chat_stream(text) as events:
+            async for _ in events:
+                pass
+    elif how == "delegation":
+        await Agent(ScriptedModel([]), name=f"boss-{text}").delegate(text, to=worker)
+    else:
+        await worker.switch_session(f"session-{text}")
+
+
+@pytest.mark.parametrize(
+    ("holder", "intruder"),
+    [
+        (holder, intruder)
+        for holder in HOLDERS
+        for intruder in (*HOLDERS, "switch_session")
+        # Delegations to one sub-agent take turns instead (test_delegation.py, turns).
+        if (holder, intruder) != ("delegation", "delegation")
+    ],
+)
+async def test_chat_stream_and_delegation_share_one_chat_slot(holder: str, intruder: str) -> None:
+    model = BlockingModel()
+    worker = Agent(model, name="worker")
+    starts: list[str] = []
+    worker.add_hook("on_chat_start", lambda ctx: starts.append(ctx.message.text))
+    first = asyncio.ensure_future(start_chat(holder, worker, "first"))
+    await model.started.wait()
+    assert worker.is_running
+
+    with pytest.raises(ConcurrentChatError, match="'worker'"):
+        await start_chat(intruder, worker, "second")
+
+    assert (worker.is_running, first.done(), starts) == (True, False, ["first"])
+    assert worker.cancel("enough") is True
+    with pytest.raises(ChatCancelledError, match="enough"):
+        await first
+    assert (worker.is_running, worker.cancel(), roles(worker.messages)) == (False, False, ["user"])
+    worker.model = ScriptedModel(["again"])
+    assert (await worker.chat("third")).text == "again"
+    assert not worker.is_running
+
+
+async def test_a_chat_runs_with_the_model_and_settings_it_started_with() -> None:
+    first_model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}), "done"])
+    agent = Agent(first_model, tools=[add], settings=ModelSettings(temperature=0.1))
+    later_model = ScriptedModel(["later"])
+
+    @agent.hook("on_tool_call_result")
+    def swap(ctx: object) -> None:
+        agent.model = later_model
+        agent.settings = ModelSettings(temperature=0.9)
+
+    assert (await agent.chat("add")).text == "done"
+    assert [r.settings.temperature for r in first_model.requests] == [0.1, 0.1]
+    assert later_model.requests == []
+    assert (await agent.chat("again")).text == "later"
+    assert [r.settings.temperature for r in later_model.requests] == [0.9]
+
+
 def test_chat_sync_runs_a_chat_without_an_event_loop() -> None:
     agent = Agent(ScriptedModel(["hello"]))
     assert agent.chat_sync("hi").text == "hello"

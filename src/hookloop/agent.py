@@ -60,6 +60,10 @@ class Default(enum.Enum):
 class Agent(HookHost):
     """An LLM agent whose every step can be watched and steered with hooks.
 
+    A chat runs with the ``model``, ``settings``, ``max_iterations`` and
+    ``reset_tool_choice`` the agent had when it started; changing them takes effect from the
+    next chat (a ``pre_request`` hook chooses the model of one attempt).
+
     Args:
         model: The model to call; see :mod:`hookloop.models`.
         name: A name for logs and for delegation paths.
