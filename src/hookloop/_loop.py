@@ -82,9 +82,9 @@ if TYPE_CHECKING:
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
 class ChatSetup:
-    """What one chat runs with, taken from its agent when the chat starts.
+    """What one chat runs with, taken from its agent when the chat starts; read-only.
 
     Attributes:
         handlers: The hook handlers by event (the registry's live mapping: a hook added
