@@ -1,7 +1,8 @@
 """The agent: configuration plus ``chat`` / ``chat_stream`` / ``chat_sync`` / ``cancel``.
 
 The agent composes its collaborators (the hook registry, the scope registry, the model, the
-memory store) and hands each chat to the loop in ``_loop.py``, each memory write to
+memory store, the chat slot of ``_slot.py`` that keeps one chat at a time) and hands each chat
+to the loop in ``_loop.py`` with what it needs (a ``ChatSetup``), each memory write to
 ``memory/_write.py`` and each delegation to ``_delegation.py``; it holds no logic of its own.
 """
 
