@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hookloop import (
     AfterModelCallContext,
@@ -316,6 +318,59 @@ async def test_chat_stream_and_delegation_share_one_chat_slot(holder: str, intru
     worker.model = ScriptedModel(["again"])
     assert (await worker.chat("third")).text == "again"
     assert not worker.is_running
+
+
+def gated_model(*, fail: bool) -> tuple[Model, asyncio.Event, asyncio.Event]:
+    """A model that says when it is called, then answers (or fails) once the gate opens."""
+    called, gate = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: ProviderRequest) -> str:
+        called.set()
+        await gate.wait()
+        if fail:
+            raise ServerError("boom", status=500)
+        return "ok"
+
+    return FunctionModel(answer), called, gate
+
+
+ENDINGS: dict[str, type[BaseException] | None] = {
+    "answer": None,
+    "error": ServerError,
+    "agent.cancel": ChatCancelledError,
+    "task.cancel": asyncio.CancelledError,
+}
+
+
+@settings(max_examples=40)
+@given(
+    chats=st.lists(
+        st.tuples(st.sampled_from(HOLDERS), st.sampled_from(sorted(ENDINGS))),
+        min_size=1,
+        max_size=5,
+    )
+)
+async def test_the_slot_is_held_exactly_while_each_chat_runs(chats: list[tuple[str, str]]) -> None:
+    """However a chat starts and ends, the agent is busy until it has ended, then free."""
+    worker = Agent(ScriptedModel([]), name="worker", retry=None)
+    for how, ending in chats:
+        worker.model, called, gate = gated_model(fail=ending == "error")
+        chat = asyncio.ensure_future(start_chat(how, worker, "go"))
+        await called.wait()
+        assert worker.is_running
+        with pytest.raises(ConcurrentChatError):
+            await worker.chat("intruder")
+        if ending == "agent.cancel":
+            worker.cancel("stop")
+        elif ending == "task.cancel":
+            chat.cancel()
+        else:
+            gate.set()
+        [outcome] = await asyncio.gather(chat, return_exceptions=True)
+        expected = ENDINGS[ending]
+        assert outcome is None if expected is None else isinstance(outcome, expected)
+        assert not worker.is_running
+        assert_valid_history(worker.messages)
 
 
 async def test_a_chat_runs_with_the_model_and_settings_it_started_with() -> None:
