@@ -16,6 +16,8 @@ Layout of this module:
 from __future__ import annotations
 
 import asyncio
+import gc
+import weakref
 from typing import Any
 
 import pytest
@@ -579,7 +581,8 @@ async def test_delegating_to_a_sub_agent_that_is_chatting_fails_and_leaves_no_tr
     started = asyncio.Event()
     busy = Agent(blocking_model(started), name="busy", retry=None, context=None)
     boss = agent("boss", [])
-    boss.add_hook("on_subagent_event", lambda ctx: None)
+    seen: list[tuple[tuple[str, ...], str]] = []
+    boss.add_hook("on_subagent_event", lambda ctx: seen.append((ctx.path, ctx.event)))
     own_chat = asyncio.ensure_future(busy.chat("working"))
     await started.wait()
 
@@ -587,7 +590,20 @@ async def test_delegating_to_a_sub_agent_that_is_chatting_fails_and_leaves_no_tr
         await boss.delegate("more work", to=busy)
 
     assert busy.hooks.handlers == {}  # no forwarder left behind
-    assert busy._relay is None
     own_chat.cancel()
     with pytest.raises(asyncio.CancelledError):
         await own_chat
+    # busy does not work for boss: what it delegates itself does not reach boss.
+    await busy.delegate("a task of its own", to=agent("helper", ["done"]))
+    assert seen == []
+
+
+async def test_what_delegation_keeps_about_a_sub_agent_goes_with_it() -> None:
+    boss = agent("boss", [])
+    boss.add_hook("on_subagent_event", lambda ctx: None)
+    helper = agent("helper", ["done"])
+    assert (await boss.delegate("a task", to=helper)).text == "done"
+    gone = weakref.ref(helper)
+    del helper
+    gc.collect()
+    assert gone() is None

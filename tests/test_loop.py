@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hookloop import (
     AfterModelCallContext,
@@ -267,6 +269,125 @@ async def test_a_second_concurrent_chat_is_refused_without_disturbing_the_first(
     assert (await first).text == "done"
     assert starts == ["first"]
     assert [m.content for m in agent.messages] == ["first", "done"]
+
+
+HOLDERS = ("chat", "stream", "delegation")
+
+
+async def start_chat(how: str, worker: Agent, text: str) -> None:
+    """One chat of ``worker``, started the way ``how`` names."""
+    if how == "chat":
+        await worker.chat(text)
+    elif how == "stream":
+        async with worker.chat_stream(text) as events:
+            async for _ in events:
+                pass
+    elif how == "delegation":
+        await Agent(ScriptedModel([]), name=f"boss-{text}").delegate(text, to=worker)
+    else:
+        await worker.switch_session(f"session-{text}")
+
+
+@pytest.mark.parametrize(
+    ("holder", "intruder"),
+    [
+        (holder, intruder)
+        for holder in HOLDERS
+        for intruder in (*HOLDERS, "switch_session")
+        # Delegations to one sub-agent take turns instead (test_delegation.py, turns).
+        if (holder, intruder) != ("delegation", "delegation")
+    ],
+)
+async def test_chat_stream_and_delegation_share_one_chat_slot(holder: str, intruder: str) -> None:
+    model = BlockingModel()
+    worker = Agent(model, name="worker")
+    starts: list[str] = []
+    worker.add_hook("on_chat_start", lambda ctx: starts.append(ctx.message.text))
+    first = asyncio.ensure_future(start_chat(holder, worker, "first"))
+    await model.started.wait()
+    assert worker.is_running
+
+    with pytest.raises(ConcurrentChatError, match="'worker'"):
+        await start_chat(intruder, worker, "second")
+
+    assert (worker.is_running, first.done(), starts) == (True, False, ["first"])
+    assert worker.cancel("enough") is True
+    with pytest.raises(ChatCancelledError, match="enough"):
+        await first
+    assert (worker.is_running, worker.cancel(), roles(worker.messages)) == (False, False, ["user"])
+    worker.model = ScriptedModel(["again"])
+    assert (await worker.chat("third")).text == "again"
+    assert not worker.is_running
+
+
+def gated_model(*, fail: bool) -> tuple[Model, asyncio.Event, asyncio.Event]:
+    """A model that says when it is called, then answers (or fails) once the gate opens."""
+    called, gate = asyncio.Event(), asyncio.Event()
+
+    async def answer(request: ProviderRequest) -> str:
+        called.set()
+        await gate.wait()
+        if fail:
+            raise ServerError("boom", status=500)
+        return "ok"
+
+    return FunctionModel(answer), called, gate
+
+
+ENDINGS: dict[str, type[BaseException] | None] = {
+    "answer": None,
+    "error": ServerError,
+    "agent.cancel": ChatCancelledError,
+    "task.cancel": asyncio.CancelledError,
+}
+
+
+@settings(max_examples=40)
+@given(
+    chats=st.lists(
+        st.tuples(st.sampled_from(HOLDERS), st.sampled_from(sorted(ENDINGS))),
+        min_size=1,
+        max_size=5,
+    )
+)
+async def test_the_slot_is_held_exactly_while_each_chat_runs(chats: list[tuple[str, str]]) -> None:
+    """However a chat starts and ends, the agent is busy until it has ended, then free."""
+    worker = Agent(ScriptedModel([]), name="worker", retry=None)
+    for how, ending in chats:
+        worker.model, called, gate = gated_model(fail=ending == "error")
+        chat = asyncio.ensure_future(start_chat(how, worker, "go"))
+        await called.wait()
+        assert worker.is_running
+        with pytest.raises(ConcurrentChatError):
+            await worker.chat("intruder")
+        if ending == "agent.cancel":
+            worker.cancel("stop")
+        elif ending == "task.cancel":
+            chat.cancel()
+        else:
+            gate.set()
+        [outcome] = await asyncio.gather(chat, return_exceptions=True)
+        expected = ENDINGS[ending]
+        assert outcome is None if expected is None else isinstance(outcome, expected)
+        assert not worker.is_running
+        assert_valid_history(worker.messages)
+
+
+async def test_a_chat_runs_with_the_model_and_settings_it_started_with() -> None:
+    first_model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}), "done"])
+    agent = Agent(first_model, tools=[add], settings=ModelSettings(temperature=0.1))
+    later_model = ScriptedModel(["later"])
+
+    @agent.hook("on_tool_call_result")
+    def swap(ctx: object) -> None:
+        agent.model = later_model
+        agent.settings = ModelSettings(temperature=0.9)
+
+    assert (await agent.chat("add")).text == "done"
+    assert [r.settings.temperature for r in first_model.requests] == [0.1, 0.1]
+    assert later_model.requests == []
+    assert (await agent.chat("again")).text == "later"
+    assert [r.settings.temperature for r in later_model.requests] == [0.9]
 
 
 def test_chat_sync_runs_a_chat_without_an_event_loop() -> None:

@@ -336,6 +336,56 @@ def test_one_instance_serves_one_agent() -> None:
         Agent(ScriptedModel([]), retry=shared)
 
 
+async def test_a_disposed_strategy_serves_another_agent_and_no_longer_the_first() -> None:
+    clock = FakeClock()
+    shared = strategy(clock)
+    error = ServerError("boom", status=500)
+    first = Agent(ScriptedModel([error, "never"]), retry=None, context=None)
+    dispose = first.use(shared)
+    dispose()
+
+    second = Agent(ScriptedModel([error, "done"]), retry=shared, context=None)
+
+    assert (await second.chat("hi")).text == "done"
+    assert clock.waits == [0.5]
+    with pytest.raises(ServerError, match="boom"):
+        await first.chat("hi")  # not retried any more
+    assert clock.waits == [0.5]
+    assert (first.plugins, first.hooks.handlers) == ((), {})
+    assert (second.plugins, second.retry_strategy) == ((shared,), shared)
+
+
+class _Refusing:
+    """A plugin whose init_agent fails; it keeps the agent it was given."""
+
+    name = "refusing"
+
+    def __init__(self) -> None:
+        self.agent: Agent | None = None
+
+    def init_agent(self, agent: Agent) -> None:
+        self.agent = agent
+        raise RuntimeError("refused")
+
+
+def test_an_agent_that_fails_to_build_hands_its_retry_strategy_back() -> None:
+    shared = DefaultRetryStrategy()
+    refusing = _Refusing()
+    with pytest.raises(RuntimeError, match="refused"):
+        Agent(ScriptedModel([]), retry=shared, plugins=[refusing])
+    with pytest.raises(UsageError, match="context must be"):
+        Agent(ScriptedModel([]), retry=shared, context="sliding")  # type: ignore[arg-type]
+
+    half_built = refusing.agent
+    assert half_built is not None
+    assert (half_built.retry_strategy, half_built.plugins, half_built.hooks.handlers) == (
+        None,
+        (),
+        {},
+    )
+    assert Agent(ScriptedModel([]), retry=shared).retry_strategy is shared
+
+
 async def test_cancelling_during_a_backoff_ends_the_chat_at_once() -> None:
     waiting = asyncio.Event()
 

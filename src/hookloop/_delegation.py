@@ -18,10 +18,13 @@ What a delegation guarantees:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ._loop import CURRENT_RUN, ChatRun
+from ._loop import ChatRun
+from ._slot import current_slot
 from .errors import UsageError
 from .hooks import (
     EVENTS,
@@ -54,6 +57,20 @@ _FORWARDED: Final = tuple(
 )
 
 
+@dataclasses.dataclass(slots=True, eq=False)
+class _SubAgent:
+    """What delegation keeps about an agent it hands tasks to."""
+
+    relay: Relay | None = None
+    """Set while the agent works for a parent whose side listens to its events."""
+    lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+    """Makes delegations to the agent take turns (one lock per event loop)."""
+
+
+# Weak: an agent that is gone takes its entry with it.
+_SUB_AGENTS: weakref.WeakKeyDictionary[Agent, _SubAgent] = weakref.WeakKeyDictionary()
+
+
 async def delegate(
     parent: Agent, task: str, sub: Agent, *, metadata: Mapping[str, Any] | None = None
 ) -> AgentResponse:
@@ -69,19 +86,20 @@ async def delegate(
     if not isinstance(task, str) or not task.strip():
         raise UsageError(f"a delegated task must be a non-empty str, got {task!r:.80}")
     info = dict(metadata or {})
-    async with _lock_for(sub):
+    state = _SUB_AGENTS.setdefault(sub, _SubAgent())
+    async with _lock_for(state):
+        slot = sub._slot
         run = sub._start(UserMessage(content=task), None)  # ConcurrentChatError if it chats
         relay = _relay_for(parent)
-        previous_relay, sub._relay = sub._relay, relay
+        previous_relay, state.relay = state.relay, relay
         forwarding: list[Disposer] = []
         try:
             if relay is not None:
                 forwarding = _forward(sub, relay)
-            response = await asyncio.ensure_future(sub._drive(run))
+            response = await asyncio.ensure_future(slot.drive(run))
         finally:
-            if sub._run is run:  # cancelled before its task even started
-                sub._run = None
-            sub._relay = previous_relay
+            slot.release(run)  # cancelled before its task even started
+            state.relay = previous_relay
             for dispose in forwarding:
                 dispose()
             _roll_up(parent, run)
@@ -118,10 +136,10 @@ def as_tool(
     )
 
     async def run(task: str) -> str:
-        parent_run = CURRENT_RUN.get()
-        if parent_run is None or parent_run.agent is sub:
+        slot = current_slot()
+        if slot is None or slot.owner is sub:
             return (await sub.chat(task)).text
-        return (await delegate(parent_run.agent, task, sub, metadata=metadata)).text
+        return (await delegate(slot.owner, task, sub, metadata=metadata)).text
 
     run.__doc__ = f"""{summary}
 
@@ -131,19 +149,20 @@ def as_tool(
     return Tool.from_function(run, name=tool_name, description=summary)
 
 
-def _lock_for(sub: Agent) -> asyncio.Lock:
-    """The lock that gives delegations to ``sub`` one at a time (one per event loop)."""
+def _lock_for(state: _SubAgent) -> asyncio.Lock:
+    """The lock that gives delegations to a sub-agent one at a time (one per event loop)."""
     loop = asyncio.get_running_loop()
-    held = sub._delegation_lock
+    held = state.lock
     if held is None or held[0] is not loop:
         held = (loop, asyncio.Lock())
-        sub._delegation_lock = held
+        state.lock = held
     return held[1]
 
 
 def _relay_for(parent: Agent) -> Relay | None:
     """How the sub-agent's events reach ``parent`` and above; ``None`` if nobody listens."""
-    upstream = parent._relay
+    working_for = _SUB_AGENTS.get(parent)
+    upstream = working_for.relay if working_for is not None else None
     if ON_SUBAGENT_EVENT not in parent.hooks.handlers and upstream is None:
         return None
 
@@ -172,7 +191,7 @@ def _forward(sub: Agent, relay: Relay) -> list[Disposer]:
 
 
 def _roll_up(parent: Agent, run: ChatRun) -> None:
-    parent_run = parent._run
+    parent_run = parent._slot.run
     if parent_run is not None and run.usage.total_tokens:
         parent_run.add_usage(run.usage)
 

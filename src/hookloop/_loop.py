@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from .context.history import ChatHistory
@@ -78,23 +77,42 @@ from .models.base import (
 from .tools import exception_text, serialize_result
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .tools import Scope, Tool
+    from .tools import Scope, ScopeRegistry, Tool
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
 
-CURRENT_RUN: ContextVar[ChatRun | None] = ContextVar("hookloop_current_run", default=None)
-"""The chat whose task (or tool) is running: how a sub-agent tool finds its parent."""
+
+@dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
+class ChatSetup:
+    """What one chat runs with, taken from its agent when the chat starts; read-only.
+
+    Attributes:
+        handlers: The hook handlers by event (the registry's live mapping: a hook added
+            during the chat fires from its next event on).
+        model: The model each model call starts from.
+        scopes: The tools and context (live: see ``docs/tools.md``).
+        settings: Sampling and tool-choice settings.
+        max_iterations: The most model calls the chat may make.
+        reset_tool_choice: Whether a forcing tool choice holds for the first call only.
+        history: The conversation the chat appends to.
+    """
+
+    handlers: dict[str, tuple[Handler, ...]]
+    model: Model
+    scopes: ScopeRegistry
+    settings: ModelSettings
+    max_iterations: int
+    reset_tool_choice: bool
+    history: ChatHistory
 
 
 class ChatRun:
-    """The state of one chat on one agent.
+    """The state of one chat.
 
     ``emit`` is ``None`` for ``chat()``; for ``chat_stream()`` it receives every event.
     """
 
     __slots__ = (
-        "_agent",
         "_finished_results",
         "_handlers",
         "_history",
@@ -102,6 +120,7 @@ class ChatRun:
         "_last_response",
         "_message",
         "_new",
+        "_setup",
         "_unanswered",
         "_usage",
         "cancel_reason",
@@ -114,14 +133,13 @@ class ChatRun:
 
     def __init__(
         self,
-        agent: Agent,
+        setup: ChatSetup,
         message: UserMessage,
-        history: ChatHistory,
         emit: Callable[[AgentEvent], Awaitable[None]] | None = None,
     ) -> None:
-        self._agent = agent
-        self._handlers: dict[str, tuple[Handler, ...]] = agent.hooks.handlers
-        self._history = history
+        self._setup = setup
+        self._handlers = setup.handlers
+        self._history = setup.history
         self._message = message
         self._new: list[Message] = []
         self._unanswered: dict[str, ToolCall] = {}
@@ -134,11 +152,6 @@ class ChatRun:
         self.cancel_reason: object = None
         self.task_cancelled = False
         self.finished = False
-
-    @property
-    def agent(self) -> Agent:
-        """The agent running this chat."""
-        return self._agent
 
     @property
     def usage(self) -> Usage:
@@ -191,11 +204,7 @@ class ChatRun:
         handlers = self._handlers
         emit = self.emit
         self.task = asyncio.current_task()
-        token = CURRENT_RUN.set(self)
-        try:
-            return await self._run(handlers, emit)
-        finally:
-            CURRENT_RUN.reset(token)
+        return await self._run(handlers, emit)
 
     async def _run(
         self,
@@ -241,11 +250,11 @@ class ChatRun:
         return response
 
     async def _iterate(self) -> AgentResponse:
-        agent = self._agent
-        for iteration in range(agent.max_iterations):
+        setup = self._setup
+        for iteration in range(setup.max_iterations):
             self._iteration = iteration
             self._checkpoint()
-            await self._call_model(iteration, build_request(agent, self._history, iteration))
+            await self._call_model(iteration, build_request(setup, iteration))
             self._checkpoint()
             response = self._last_response
             message = response.to_message()
@@ -262,7 +271,7 @@ class ChatRun:
                     finish_reason=response.finish_reason,
                 )
             await self._run_tools(iteration, message.tool_calls)
-        raise MaxIterationsError(agent.max_iterations)
+        raise MaxIterationsError(setup.max_iterations)
 
     async def _commit(self, message: Message, iteration: int = 0) -> None:
         """Append ``message`` to the history and announce it, as one step.
@@ -357,7 +366,7 @@ class ChatRun:
 
     async def _call_model(self, iteration: int, request: ProviderRequest) -> None:
         handlers = self._handlers
-        model = self._agent.model
+        model = self._setup.model
         emit = self.emit
         base = request  # what every attempt's pre_request chain starts from
         attempt = 0
@@ -488,9 +497,10 @@ class ChatRun:
     async def _execute(self, call: ToolCall) -> ToolMessage:
         """Run one tool call through its hooks; always returns the tool message."""
         error: ToolError
-        found = self._agent.scopes.lookup(call.name)
+        scopes = self._setup.scopes
+        found = scopes.lookup(call.name)
         if found is None:
-            known = ", ".join(sorted(self._agent.scopes.tool_names)) or "none"
+            known = ", ".join(sorted(scopes.tool_names)) or "none"
             error = UnknownToolError(
                 f"unknown tool {call.name!r}; available tools: {known}",
                 tool_name=call.name,
@@ -587,7 +597,7 @@ def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
     )
 
 
-def build_request(agent: Agent, history: ChatHistory, iteration: int = 0) -> ProviderRequest:
+def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
     """The request for the next model call: history plus the enabled scopes' context.
 
     When the history was changed from outside the loop since it was last checked (an edit,
@@ -595,15 +605,16 @@ def build_request(agent: Agent, history: ChatHistory, iteration: int = 0) -> Pro
     call, no call without a result. The stored history stays as it is.
 
     A tool choice that forces a call (``"required"`` or a tool's name) holds for the first
-    model call of a chat only when ``agent.reset_tool_choice`` is set: later iterations
+    model call of a chat only when ``setup.reset_tool_choice`` is set: later iterations
     follow tool results and go back to ``"auto"``, or the model could never answer.
     """
+    history = setup.history
     system_message = history.system_message
     system = system_message.content if system_message is not None else None
     system_parts: list[str] = []
     user_parts: list[str] = []
     tools: list[ToolDefinition] = []
-    for scope in agent.scopes.enabled():
+    for scope in setup.scopes.enabled():
         tools.extend([t.definition for t in scope.tools if t.is_enabled()])
         if scope.context is not None and (text := scope.render_context()):
             (system_parts if scope.context_placement == "system" else user_parts).append(text)
@@ -623,17 +634,17 @@ def build_request(agent: Agent, history: ChatHistory, iteration: int = 0) -> Pro
         else:
             messages = extended
     return ProviderRequest(
-        model=agent.model.name,
+        model=setup.model.name,
         system=system,
         messages=messages,
         tools=tuple(tools),
-        settings=_settings_for(agent, iteration),
+        settings=_settings_for(setup, iteration),
     )
 
 
-def _settings_for(agent: Agent, iteration: int) -> ModelSettings:
-    settings = agent.settings
-    if iteration and agent.reset_tool_choice and settings.tool_choice not in ("auto", "none"):
+def _settings_for(setup: ChatSetup, iteration: int) -> ModelSettings:
+    settings = setup.settings
+    if iteration and setup.reset_tool_choice and settings.tool_choice not in ("auto", "none"):
         return dataclasses.replace(settings, tool_choice="auto")
     return settings
 

@@ -1,7 +1,8 @@
 """The agent: configuration plus ``chat`` / ``chat_stream`` / ``chat_sync`` / ``cancel``.
 
 The agent composes its collaborators (the hook registry, the scope registry, the model, the
-memory store) and hands each chat to the loop in ``_loop.py``, each memory write to
+memory store, the chat slot of ``_slot.py`` that keeps one chat at a time) and hands each chat
+to the loop in ``_loop.py`` with what it needs (a ``ChatSetup``), each memory write to
 ``memory/_write.py`` and each delegation to ``_delegation.py``; it holds no logic of its own.
 """
 
@@ -14,12 +15,13 @@ from types import TracebackType
 from typing import Any, Literal
 
 from ._background import BackgroundTasks, run_sync
-from ._delegation import Relay, as_tool, delegate
-from ._loop import ChatRun
+from ._delegation import as_tool, delegate
+from ._loop import ChatRun, ChatSetup
+from ._slot import ChatSlot
 from .context.history import ChatHistory, _check_message
 from .context.policies import SlidingWindow
 from .context.tokens import counter_for_model
-from .errors import ConcurrentChatError, InvalidMessageError, MemoryRequestError, UsageError
+from .errors import InvalidMessageError, MemoryRequestError, UsageError
 from .events import AgentEvent, AgentResponse
 from .hooks import (
     ON_SESSION_SWITCH,
@@ -58,6 +60,10 @@ class Default(enum.Enum):
 
 class Agent(HookHost):
     """An LLM agent whose every step can be watched and steered with hooks.
+
+    A chat runs with the ``model``, ``settings``, ``max_iterations`` and
+    ``reset_tool_choice`` the agent had when it started; changing them takes effect from the
+    next chat (a ``pre_request`` hook chooses the model of one attempt).
 
     Args:
         model: The model to call; see :mod:`hookloop.models`.
@@ -151,11 +157,8 @@ class Agent(HookHost):
             new_id("session") if session_id is None else session_id
         )
         """The session the agent is in; change it with :meth:`switch_session`."""
-        self._run: ChatRun | None = None
+        self._slot = ChatSlot(self)
         self._plugins: list[Plugin] = []
-        # Set while this agent works for a parent whose side listens to its events.
-        self._relay: Relay | None = None
-        self._delegation_lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
         tool_list = list(tools)
         if tool_list:
             self.scopes.register(Scope(DEFAULT_SCOPE, tools=tool_list))
@@ -165,20 +168,24 @@ class Agent(HookHost):
             raise UsageError(f"retry must be a ModelRetryStrategy or None, got {retry!r}")
         self.retry_strategy = retry
         """The model retry strategy in use, or ``None``."""
-        if retry is not None:
-            self.use(retry)
         if context is Default.DEFAULT:
             context = SlidingWindow()
         elif context is not None and not isinstance(context, Plugin):
             raise UsageError(f"context must be a context policy plugin or None, got {context!r}")
         self.context_policy = context
         """The context policy in use, or ``None``."""
-        if context is not None:
-            self.use(context)
-        for plugin in plugins:
-            self.use(plugin)
-        self.memory: MemoryStore | None = attach_memory(self, memory)
-        """Where memory writes go, or ``None``; see ``docs/memory.md``."""
+        attached: list[Disposer] = []
+        try:
+            for plugin in (retry, context, *plugins):
+                if plugin is not None:
+                    attached.append(self.use(plugin))
+            self.memory: MemoryStore | None = attach_memory(self, memory)
+            """Where memory writes go, or ``None``; see ``docs/memory.md``."""
+        except BaseException:
+            # The agent is never returned: hand the plugins back, so they can serve another.
+            for dispose in reversed(attached):
+                dispose()
+            raise
 
     def __repr__(self) -> str:
         return f"Agent(name={self.name!r}, model={self.model.name!r})"
@@ -201,7 +208,7 @@ class Agent(HookHost):
     @property
     def is_running(self) -> bool:
         """Whether a chat is running now."""
-        return self._run is not None
+        return self._slot.run is not None
 
     @property
     def plugins(self) -> tuple[Plugin, ...]:
@@ -245,7 +252,7 @@ class Agent(HookHost):
             ChatCancelledError: :meth:`cancel` ended the chat.
             asyncio.CancelledError: The task running the chat was cancelled.
         """
-        return await self._drive(self._start(_user_message(message), None))
+        return await self._slot.drive(self._start(_user_message(message), None))
 
     def chat_stream(self, message: UserInput) -> ChatStream:
         """Run a chat like :meth:`chat`, yielding its events as they happen.
@@ -272,8 +279,7 @@ class Agent(HookHost):
         task or thread; from a hook or tool of the chat itself it takes effect at the next
         step. Returns ``False`` when no chat is running.
         """
-        run = self._run
-        return run.cancel(reason) if run is not None else False
+        return self._slot.cancel(reason)
 
     # -- delegation --------------------------------------------------------------------------
 
@@ -443,10 +449,7 @@ class Agent(HookHost):
         checked = _checked_session_id(new_session_id)
         if parent_session_id is not None:
             _checked_session_id(parent_session_id)
-        if self._run is not None:
-            raise ConcurrentChatError(
-                f"agent {self.name!r} cannot switch sessions while a chat is running"
-            )
+        self._slot.refuse("switch sessions")
         previous, self.session_id = self.session_id, checked
         if parent_session_id is None and not reset and previous != checked:
             parent_session_id = previous  # a continuation: it goes on from there
@@ -499,22 +502,24 @@ class Agent(HookHost):
     ) -> None:
         await self.aclose()
 
-    async def _drive(self, run: ChatRun) -> AgentResponse:
-        try:
-            return await run.run()
-        finally:
-            self._run = None
-
     def _start(
         self, message: UserMessage, emit: Callable[[AgentEvent], Awaitable[None]] | None
     ) -> ChatRun:
-        if self._run is not None:
-            raise ConcurrentChatError(
-                f"agent {self.name!r} is already running a chat; one chat at a time per agent "
-                "(wait for it, cancel it, or close its stream first)"
-            )
-        self._run = ChatRun(self, message, self.history, emit)
-        return self._run
+        """A chat of ``message`` holding this agent's slot; run it with ``_slot.drive``.
+
+        Raises:
+            ConcurrentChatError: A chat is running on this agent.
+        """
+        setup = ChatSetup(
+            handlers=self.hooks.handlers,
+            model=self.model,
+            scopes=self.scopes,
+            settings=self.settings,
+            max_iterations=self.max_iterations,
+            reset_tool_choice=self.reset_tool_choice,
+            history=self.history,
+        )
+        return self._slot.claim(ChatRun(setup, message, emit))
 
 
 class ChatStream:
@@ -566,13 +571,13 @@ class ChatStream:
             queue.put_nowait(event)
             await asyncio.sleep(0)
 
+        slot = self._agent._slot
         run = self._agent._start(self._message, emit)
 
         async def drive() -> AgentResponse:
             try:
-                return await run.run()
+                return await slot.drive(run)
             finally:
-                self._agent._run = None
                 queue.put_nowait(None)
 
         task = asyncio.ensure_future(drive())

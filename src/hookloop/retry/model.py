@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..errors import ProviderError, RetryAttempt, UsageError
-from ..hooks import AfterModelCallContext
+from ..hooks import AfterModelCallContext, Disposer
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -48,7 +48,8 @@ class ModelRetryStrategy(abc.ABC):
        (``ProviderError.attempts`` and a note) before the loop raises it.
 
     One instance holds per-call state, so it serves exactly one agent: using it on a
-    second agent raises :class:`~hookloop.UsageError`.
+    second agent raises :class:`~hookloop.UsageError`. Disposing it (calling the disposer
+    ``agent.use`` returned) hands it back: it can then serve another agent.
 
     Args:
         sleep: The async sleep to wait with (``asyncio.sleep``).
@@ -107,6 +108,8 @@ class ModelRetryStrategy(abc.ABC):
             )
         self._agent = agent
         agent.add_hook("after_model_call", self.retry_model)
+        # Goes into the disposer agent.use() returns, next to the hook's own.
+        agent.hooks.adopt(Disposer(lambda: self._release(agent)))
 
     async def retry_model(self, event: AfterModelCallContext) -> None:
         """The ``after_model_call`` handler; override the methods above instead."""
@@ -129,6 +132,12 @@ class ModelRetryStrategy(abc.ABC):
         if decision.wait > 0:
             await self._sleep(decision.wait)
         event.retry = True
+
+    def _release(self, agent: Agent) -> None:
+        if self._agent is agent:
+            self._agent = None
+        if agent.retry_strategy is self:
+            agent.retry_strategy = None
 
     def _give_up(self, attempt: int, error: Exception) -> None:
         if not self._history:

@@ -1,0 +1,89 @@
+"""The chat slot: one chat at a time per agent, shared by ``chat``, ``chat_stream`` and delegation.
+
+Each agent has one :class:`ChatSlot`. A chat claims it before its first step (a second claim
+raises :class:`~hookloop.ConcurrentChatError` and changes nothing), runs through
+:meth:`ChatSlot.drive`, and gives it back when it ends, however it ends.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+from .errors import ConcurrentChatError
+
+if TYPE_CHECKING:
+    from ._loop import ChatRun
+    from .agent import Agent
+    from .events import AgentResponse
+
+__all__ = ["ChatSlot", "current_slot"]
+
+_CURRENT: ContextVar[ChatSlot | None] = ContextVar("hookloop_current_slot", default=None)
+
+
+def current_slot() -> ChatSlot | None:
+    """The slot of the chat running in this context (its task, tools and hooks), or ``None``.
+
+    It is how a sub-agent tool finds the agent it works for.
+    """
+    return _CURRENT.get()
+
+
+class ChatSlot:
+    """Whether a chat is running on one agent, and which.
+
+    Attributes:
+        owner: The agent the slot belongs to.
+        run: The chat holding the slot, or ``None``.
+    """
+
+    __slots__ = ("owner", "run")
+
+    def __init__(self, owner: Agent) -> None:
+        self.owner = owner
+        self.run: ChatRun | None = None
+
+    def claim(self, run: ChatRun) -> ChatRun:
+        """Make ``run`` the agent's chat; returns it.
+
+        Raises:
+            ConcurrentChatError: Another chat holds the slot.
+        """
+        if self.run is not None:
+            raise ConcurrentChatError(
+                f"agent {self.owner.name!r} is already running a chat; one chat at a time per "
+                "agent (wait for it, cancel it, or close its stream first)"
+            )
+        self.run = run
+        return run
+
+    def release(self, run: ChatRun) -> None:
+        """Free the slot if ``run`` holds it; calling it again does nothing."""
+        if self.run is run:
+            self.run = None
+
+    async def drive(self, run: ChatRun) -> AgentResponse:
+        """Run the claimed ``run`` to its end, then release the slot."""
+        token = _CURRENT.set(self)
+        try:
+            return await run.run()
+        finally:
+            _CURRENT.reset(token)
+            self.release(run)
+
+    def cancel(self, reason: object) -> bool:
+        """Ask the running chat to end; ``False`` when none is running."""
+        run = self.run
+        return run.cancel(reason) if run is not None else False
+
+    def refuse(self, action: str) -> None:
+        """Raise if a chat is running: ``action`` must wait until it has ended.
+
+        Raises:
+            ConcurrentChatError: A chat holds the slot.
+        """
+        if self.run is not None:
+            raise ConcurrentChatError(
+                f"agent {self.owner.name!r} cannot {action} while a chat is running"
+            )
