@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from .errors import ContextOverflowError, ProviderError, RateLimitError
-from .hooks import AfterModelCallContext, PreRequestContext
+from .hooks import AfterModelCallContext, Phase, PreRequestContext
 from .messages import Message
 from .models.base import ProviderRequest
 
@@ -165,9 +165,9 @@ class ContextHooks:
     def init_agent(self, agent: Agent) -> None:
         """Register on ``pre_request`` (last, right before the model) and ``after_model_call``."""
         if self.before_request is not None:
-            agent.add_hook("pre_request", self._before, order=2_000_000)
+            agent.add_hook("pre_request", self._before, order=Phase.LAST)
         if self.on_error is not None:
-            agent.add_hook("after_model_call", self._after, order=-1_000)
+            agent.add_hook("after_model_call", self._after, order=Phase.CONTEXT_RECOVER)
 
     async def _before(self, ctx: PreRequestContext) -> None:
         assert self.before_request is not None

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import CircuitOpenError, UsageError
-from ..hooks import AfterModelCallContext, PreRequestContext
+from ..hooks import AfterModelCallContext, Phase, PreRequestContext
 from ..models.base import Model
 from .default import TRANSIENT_ERRORS
 from .model import ModelRetryStrategy, RetryDecision, Sleep
@@ -116,8 +116,8 @@ class FallbackStrategy(ModelRetryStrategy):
     def init_agent(self, agent: Agent) -> None:
         """Attach, and pick the first model whose circuit is closed before each call."""
         super().init_agent(agent)
-        agent.add_hook("pre_request", self._choose_model, order=-1_000_000)
-        agent.add_hook("after_model_call", self._record_success, order=1_000_000)
+        agent.add_hook("pre_request", self._choose_model, order=Phase.ROUTE)
+        agent.add_hook("after_model_call", self._record_success, order=Phase.OBSERVE)
 
     def _choose_model(self, ctx: PreRequestContext) -> None:
         if ctx.attempt == 1:

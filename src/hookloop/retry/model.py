@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import ProviderError, RetryAttempt, UsageError
-from ..hooks import AfterModelCallContext
+from ..errors import ProviderError, RetryAttempt
+from ..hooks import AfterModelCallContext, attach_once
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -100,12 +100,9 @@ class ModelRetryStrategy(abc.ABC):
         Raises:
             UsageError: This instance already serves another agent.
         """
-        if self._agent is not None and self._agent is not agent:
-            raise UsageError(
-                f"retry strategy {self.name!r} is already attached to agent "
-                f"{self._agent.name!r}; it keeps per-call state, so give each agent its own"
-            )
-        self._agent = agent
+        self._agent = attach_once(
+            f"retry strategy {self.name!r}", self._agent, agent, "it keeps per-call state"
+        )
         agent.add_hook("after_model_call", self.retry_model)
 
     async def retry_model(self, event: AfterModelCallContext) -> None:
