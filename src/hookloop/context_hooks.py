@@ -169,7 +169,7 @@ class ContextHooks:
         if self.on_error is not None:
             agent.add_hook("after_model_call", self._after, order=Phase.CONTEXT_RECOVER)
 
-    async def _before(self, ctx: PreRequestContext) -> None:
+    async def _before(self, ctx: PreRequestContext) -> ProviderRequest | None:
         assert self.before_request is not None
         request = ctx.request
         result: ContextBeforeRequestResult | None = await _maybe_await(
@@ -180,8 +180,7 @@ class ContextHooks:
                 system_prompt=request.system or "",
             )
         )
-        if result is not None:
-            ctx.request = _apply(request, result.messages, result.system_prompt)
+        return None if result is None else _apply(request, result.messages, result.system_prompt)
 
     async def _after(self, ctx: AfterModelCallContext) -> None:
         assert self.on_error is not None
