@@ -1,9 +1,13 @@
 """Hook events, their typed contexts, the registry that holds handlers, and plugins.
 
-Observers watch (their return value is ignored); interceptors may return a new in-flight
-value, and ``pre_request`` / ``pre_tool_call`` may short-circuit the step after them.
-Handlers run one at a time in ascending ``order``, then registration order. The full
-contract, with the firing order drawn once, is in ``docs/hooks.md``.
+Every event is one row of :data:`EVENT_TABLE` (its context type, kind, what a handler may
+return and set, what stops the chain, sync-only or not, forwarded to a parent agent or not,
+how the trace prints it); registration, :func:`dispatch`, sub-agent forwarding, the trace
+plugin and the table in ``docs/hooks.md`` read that row. Observers watch (their return
+value is ignored); interceptors may return a new in-flight value, and ``pre_request`` /
+``pre_tool_call`` may short-circuit the step after them. Handlers run one at a time in
+ascending ``order`` (built-in plugins name a :class:`Phase`), then registration order. The
+full contract, with the firing order drawn once, is in ``docs/hooks.md``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ __all__ = [
     "ToolErrorContext",
     "ToolResultContext",
     "ToolReturn",
+    "TraceFormat",
     "attach_once",
 ]
 
@@ -878,9 +883,8 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
     Raises:
         HookReturnError: A collector or interceptor returned a value of another type.
     """
-    spec = handlers[0].spec
     cancelled: asyncio.CancelledError | None = None
-    texts: list[str] = []
+    texts: list[str] = []  # only collect mode fills it
     for handler in handlers:
         try:
             result = handler.fn(ctx)
@@ -916,6 +920,7 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                 raise _bad_return(handler, result, (str,), ())
             texts.append(result)
         elif mode == "chain":
+            spec = handler.spec
             if spec.stop and isinstance(result, spec.stop):
                 return result
             if not isinstance(result, spec.accept):
@@ -1108,7 +1113,9 @@ class HookHost:
         Args:
             event: The event's name, e.g. ``"pre_request"``; see ``docs/hooks.md``.
             handler: A sync or async function taking the event's context.
-            order: Lower runs first; equal orders run in registration order.
+            order: Lower runs first; equal orders run in registration order. ``0`` is the
+                user phase; the built-in plugins sit in named phases around it
+                (:class:`Phase`).
 
         Raises:
             HookRegistrationError: The event is unknown or the handler cannot be used.
