@@ -284,7 +284,10 @@ class ChatRun:
         )
         if self.emit is not None:
             cancelled = await self._announce(message, call, iteration)
-        elif hs := self._handlers.get(ON_MESSAGE):  # _announce without a stream, inlined
+        # _announce without a stream, inlined: calling _announce instead cost 5% per
+        # iteration (bench/loop.py, back to back: 9.24 vs 8.80 us bare, 18.2 vs 17.7 us
+        # with 10 handlers per event).
+        elif hs := self._handlers.get(ON_MESSAGE):
             cancelled = await notify_each(hs, MessageContext(message=message))
         else:
             return
