@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Any, get_args, get_overloads, get_type_hints
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import hookloop.hooks as hooks_module
 from hookloop import (
     Agent,
     AssistantMessage,
     HookRegistrationError,
+    HookReturnError,
     TracePlugin,
     UsageError,
     UserMessage,
@@ -36,9 +39,10 @@ from hookloop.hooks import (
     Phase,
     PreCompressContext,
     PreRequestContext,
+    ResponseContext,
     attach_once,
 )
-from hookloop.models.base import ProviderRequest
+from hookloop.models.base import ProviderRequest, ProviderResponse
 from hookloop.models.testing import ScriptedModel
 from hookloop.retry import DefaultRetryStrategy, FallbackStrategy, ToolRetryStrategy
 from hookloop.sessions import SessionRecorder, SqliteSessionStore
@@ -285,6 +289,54 @@ async def test_the_loop_commits_a_replacement_and_fires_on_pre_compress_first() 
     assert agent.history.messages[1] == UserMessage(content="second", id=agent.messages[1].id)
     # The request sent is built from the amended summary too.
     assert model.requests[1].messages[0] == summary
+
+
+async def test_a_replacement_of_another_type_is_a_hook_return_error() -> None:
+    agent = Agent(ScriptedModel(["unused"]), retry=None, context=None)
+
+    def bad(ctx: PreRequestContext) -> None:
+        ctx.replace_history = ["not", "a", "replacement"]  # type: ignore[assignment]
+
+    agent.add_hook("pre_request", bad)
+    with pytest.raises(HookReturnError, match="replace_history must be a HistoryReplacement"):
+        await agent.chat("hi")
+    assert [m.role for m in agent.history.messages] == ["user"]  # the history is untouched
+
+
+# --- dispatch order, for any orders ------------------------------------------------------------
+
+_ORDERS = st.one_of(st.sampled_from(list(Phase)), st.integers(min_value=-(2**40), max_value=2**40))
+
+
+@settings(max_examples=60, deadline=None)
+@given(orders=st.lists(_ORDERS, max_size=12), returns=st.lists(st.booleans(), max_size=12))
+async def test_handlers_fire_by_order_then_registration_and_a_chain_passes_values_on(
+    orders: list[int], returns: list[bool]
+) -> None:
+    """Whatever the orders: handlers run sorted by (order, registration); in a chain every
+    handler sees what the ones before it returned."""
+    agent = Agent(ScriptedModel(["done"]), retry=None, context=None)
+    fired: list[tuple[int, int, int]] = []
+
+    def handler(index: int, order: int) -> Callable[[ResponseContext], object]:
+        def run(ctx: ResponseContext) -> ProviderResponse | None:
+            fired.append((order, index, len(ctx.response.content)))
+            if index < len(returns) and returns[index]:
+                return dataclasses.replace(ctx.response, content=ctx.response.content + "+")
+            return None
+
+        return run
+
+    for index, order in enumerate(orders):
+        agent.add_hook("on_response", handler(index, order), order=order)
+    response = await agent.chat("hi")
+
+    assert [(o, i) for o, i, _ in fired] == sorted((o, i) for i, o in enumerate(orders))
+    grown = 0
+    for _, index, seen in fired:
+        assert seen == len("done") + grown
+        grown += index < len(returns) and returns[index]
+    assert response.text == "done" + "+" * grown
 
 
 if __name__ == "__main__":

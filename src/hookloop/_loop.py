@@ -438,7 +438,14 @@ class ChatRun:
         """Commit a policy's new conversation; returns ``request`` with the final summary.
 
         ``on_pre_compress`` sees the messages that go; the texts it returns join the summary.
+
+        Raises:
+            HookReturnError: ``replace_history`` was set to something else.
         """
+        if not isinstance(change, HistoryReplacement):
+            raise HookReturnError(
+                f"replace_history must be a HistoryReplacement, got {type(change).__name__}"
+            )
         summary = change.summary
         if change.removed and (hs := self._handlers.get(ON_PRE_COMPRESS)):
             texts = await collect_texts(hs, PreCompressContext(messages=change.removed))
