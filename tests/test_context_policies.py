@@ -332,8 +332,9 @@ async def test_compaction_properties(messages: list[Message], window: int, keep:
     before = history.messages
 
     summarised = await compaction._summarise(request, int(window * keep))
-    if summarised is not None:
-        compaction._store(summarised[1])
+    if summarised is not None:  # what the loop commits (ChatRun._replace_history)
+        change = summarised[1]
+        history.replace_committed((change.summary, *change.kept))
     smaller = summarised[0] if summarised is not None else None
 
     after = history.messages

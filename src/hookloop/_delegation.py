@@ -27,13 +27,12 @@ from ._loop import ChatRun
 from ._slot import current_slot
 from .errors import UsageError
 from .hooks import (
-    EVENTS,
+    EVENT_TABLE,
     ON_DELEGATION,
-    ON_SCOPE_REGISTER,
-    ON_SCOPE_UNREGISTER,
     ON_SUBAGENT_EVENT,
     DelegationContext,
     Disposer,
+    Phase,
     SubAgentEventContext,
     notify,
     notify_reporting,
@@ -50,11 +49,7 @@ __all__ = ["Relay", "as_tool", "delegate"]
 Relay = Callable[[tuple[str, ...], str, object], Awaitable[None]]
 """Passes a sub-agent's event (path below the receiver, event name, context) upwards."""
 
-# After every handler of the sub-agent's own, so the parent sees the final values.
-_FORWARD_ORDER: Final = 2**62
-_FORWARDED: Final = tuple(
-    sorted(EVENTS - {ON_SCOPE_REGISTER, ON_SCOPE_UNREGISTER, ON_SUBAGENT_EVENT})
-)
+_FORWARDED: Final = tuple(sorted(spec.name for spec in EVENT_TABLE.values() if spec.forwarded))
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -187,7 +182,7 @@ def _forward(sub: Agent, relay: Relay) -> list[Disposer]:
         forward.__qualname__ = f"delegation.forward[{event}]"
         return forward
 
-    return [sub.hooks.add(event, forwarder(event), order=_FORWARD_ORDER) for event in _FORWARDED]
+    return [sub.hooks.add(event, forwarder(event), order=Phase.FORWARD) for event in _FORWARDED]
 
 
 def _roll_up(parent: Agent, run: ChatRun) -> None:

@@ -41,6 +41,7 @@ from .hooks import (
     ON_CHAT_ERROR,
     ON_CHAT_START,
     ON_MESSAGE,
+    ON_PRE_COMPRESS,
     ON_RESPONSE,
     ON_TOOL_CALL_ERROR,
     ON_TOOL_CALL_RESULT,
@@ -52,13 +53,16 @@ from .hooks import (
     ChatErrorContext,
     ChatStartContext,
     Handler,
+    HistoryReplacement,
     MessageContext,
+    PreCompressContext,
     PreRequestContext,
     PreToolCallContext,
     ResponseContext,
     ToolErrorContext,
     ToolResultContext,
     ToolReturn,
+    collect_texts,
     notify,
     notify_each,
     run_chain,
@@ -289,7 +293,10 @@ class ChatRun:
         )
         if self.emit is not None:
             cancelled = await self._announce(message, call, iteration)
-        elif hs := self._handlers.get(ON_MESSAGE):  # _announce without a stream, inlined
+        # _announce without a stream, inlined: calling _announce instead cost 5% per
+        # iteration (bench/loop.py, back to back: 9.24 vs 8.80 us bare, 18.2 vs 17.7 us
+        # with 10 handlers per event).
+        elif hs := self._handlers.get(ON_MESSAGE):
             cancelled = await notify_each(hs, MessageContext(message=message))
         else:
             return
@@ -377,9 +384,11 @@ class ChatRun:
                 pre = PreRequestContext(
                     iteration=iteration, attempt=attempt, request=request, model=model
                 )
-                supplied = await run_chain(hs, pre, "request", ProviderRequest, ProviderResponse)
+                supplied = await run_chain(hs, pre)
                 request = pre.request
                 model = _checked_model(pre.model)
+                if pre.replace_history is not None:
+                    request = await self._replace_history(pre.replace_history, request)
                 if request is not base:
                     # A hook rewrote the request: make sure it still pairs every tool call.
                     request = _repaired(request)
@@ -409,6 +418,10 @@ class ChatRun:
                     model=model,
                 )
                 await notify(hs, after)
+                if after.replace_history is not None:
+                    after.request = await self._replace_history(
+                        after.replace_history, after.request
+                    )
                 if after.retry:
                     if after.request is not request:
                         # A handler chose the next attempt's request (smaller, say): the next
@@ -427,6 +440,33 @@ class ChatRun:
             else:
                 self._keep_response(response)
             return
+
+    async def _replace_history(
+        self, change: HistoryReplacement, request: ProviderRequest
+    ) -> ProviderRequest:
+        """Commit a policy's new conversation; returns ``request`` with the final summary.
+
+        ``on_pre_compress`` sees the messages that go; the texts it returns join the summary.
+
+        Raises:
+            HookReturnError: ``replace_history`` was set to something else.
+        """
+        if not isinstance(change, HistoryReplacement):
+            raise HookReturnError(
+                f"replace_history must be a HistoryReplacement, got {type(change).__name__}"
+            )
+        summary = change.summary
+        if change.removed and (hs := self._handlers.get(ON_PRE_COMPRESS)):
+            texts = await collect_texts(hs, PreCompressContext(messages=change.removed))
+            if kept := [text.strip() for text in texts if text.strip()]:
+                amended = dataclasses.replace(summary, content="\n\n".join([summary.text, *kept]))
+                request = dataclasses.replace(
+                    request,
+                    messages=tuple(amended if m.id == summary.id else m for m in request.messages),
+                )
+                summary = amended
+        self._history.replace_committed((summary, *change.kept))
+        return request
 
     async def _stream_model(
         self,
@@ -453,7 +493,7 @@ class ChatRun:
     ) -> None:
         if hs := self._handlers.get(ON_RESPONSE):
             ctx = ResponseContext(iteration=iteration, request=request, response=response)
-            await run_chain(hs, ctx, "response", ProviderResponse)
+            await run_chain(hs, ctx)
             response = _checked(ctx.response)
         self._keep_response(response)
 
@@ -511,7 +551,7 @@ class ChatRun:
         original = call
         if hs := self._handlers.get(PRE_TOOL_CALL):
             ctx = PreToolCallContext(call=call, tool=tool, scope=scope)
-            supplied = await run_chain(hs, ctx, "call", ToolCall, (ToolReturn, Exception))
+            supplied = await run_chain(hs, ctx)
             call = ctx.call
             self._checkpoint()
             if isinstance(supplied, ToolReturn):
@@ -559,7 +599,7 @@ class ChatRun:
     ) -> ToolMessage:
         if hs := self._handlers.get(ON_TOOL_CALL_RESULT):
             ctx = ToolResultContext(call=call, tool=tool, scope=scope, result=result)
-            await run_chain(hs, ctx, "result", ToolReturn)
+            await run_chain(hs, ctx)
             result = ctx.result
         return ToolMessage(
             tool_call_id=original.id, tool_name=original.name, content=serialize_result(result)
@@ -584,7 +624,7 @@ class ChatRun:
         if not hs:
             return error, False
         ctx = ToolErrorContext(call=call, tool=tool, scope=scope, error=error, attempt=attempt)
-        await run_chain(hs, ctx, "error", Exception)
+        await run_chain(hs, ctx)
         return ctx.error, ctx.retry
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from .errors import ContextOverflowError, ProviderError, RateLimitError
-from .hooks import AfterModelCallContext, PreRequestContext
+from .hooks import AfterModelCallContext, Phase, PreRequestContext
 from .messages import Message
 from .models.base import ProviderRequest
 
@@ -165,11 +165,11 @@ class ContextHooks:
     def init_agent(self, agent: Agent) -> None:
         """Register on ``pre_request`` (last, right before the model) and ``after_model_call``."""
         if self.before_request is not None:
-            agent.add_hook("pre_request", self._before, order=2_000_000)
+            agent.add_hook("pre_request", self._before, order=Phase.LAST)
         if self.on_error is not None:
-            agent.add_hook("after_model_call", self._after, order=-1_000)
+            agent.add_hook("after_model_call", self._after, order=Phase.CONTEXT_RECOVER)
 
-    async def _before(self, ctx: PreRequestContext) -> None:
+    async def _before(self, ctx: PreRequestContext) -> ProviderRequest | None:
         assert self.before_request is not None
         request = ctx.request
         result: ContextBeforeRequestResult | None = await _maybe_await(
@@ -180,8 +180,7 @@ class ContextHooks:
                 system_prompt=request.system or "",
             )
         )
-        if result is not None:
-            ctx.request = _apply(request, result.messages, result.system_prompt)
+        return None if result is None else _apply(request, result.messages, result.system_prompt)
 
     async def _after(self, ctx: AfterModelCallContext) -> None:
         assert self.on_error is not None

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from ..context_hooks import is_context_overflow
 from ..errors import ContextOverflowError, UsageError
-from ..hooks import ON_PRE_COMPRESS, AfterModelCallContext, PreCompressContext, PreRequestContext
+from ..hooks import (
+    ON_PRE_COMPRESS,
+    AfterModelCallContext,
+    HistoryReplacement,
+    Phase,
+    PreCompressContext,
+    PreRequestContext,
+    attach_once,
+)
 from ..hooks import collect_texts as _collect_texts
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
 from ..models.base import Model, ProviderRequest
@@ -133,12 +141,10 @@ class SlidingWindow:
         The recovery runs in ``after_model_call`` after ContextHooks (a user's ``on_error``
         decides first) and before retry strategies.
         """
-        if self._agent is not None and self._agent is not agent:
-            raise UsageError("a SlidingWindow keeps per-agent state; give each agent its own")
-        self._agent = agent
-        agent.add_hook("pre_request", self._trim, order=1_500_000)
+        self._agent = attach_once("a SlidingWindow", self._agent, agent, "it keeps per-agent state")
+        agent.add_hook("pre_request", self._trim, order=Phase.TRIM)
         if self.recover:
-            agent.add_hook("after_model_call", self._recover, order=-500)
+            agent.add_hook("after_model_call", self._recover, order=Phase.WINDOW_RECOVER)
 
     def _budget(self, request: ProviderRequest, model: Model) -> _Budget:
         """The token budget of ``request`` to ``model`` and which limit sets it."""
@@ -368,11 +374,9 @@ class Compaction:
         The check runs first in ``pre_request``; the recovery runs early in
         ``after_model_call``, before retry strategies.
         """
-        if self._agent is not None and self._agent is not agent:
-            raise UsageError("a Compaction keeps per-agent state; give each agent its own")
-        self._agent = agent
-        agent.add_hook("pre_request", self._proactive, order=-1_500_000)
-        agent.add_hook("after_model_call", self._after, order=-2_000)
+        self._agent = attach_once("a Compaction", self._agent, agent, "it keeps per-agent state")
+        agent.add_hook("pre_request", self._proactive, order=Phase.COMPACT)
+        agent.add_hook("after_model_call", self._after, order=Phase.COMPACT_RECOVER)
 
     # -- proactive ---------------------------------------------------------------------------
 
@@ -392,8 +396,8 @@ class Compaction:
         summarised = await self._summarise(ctx.request, int(window * self.keep_recent))
         if summarised is None:
             return None
-        smaller, stored = summarised
-        self._store(stored)
+        smaller, ctx.replace_history = summarised
+        self._count(ctx.replace_history)
         return smaller
 
     # -- reactive ----------------------------------------------------------------------------
@@ -418,8 +422,8 @@ class Compaction:
                 return
         summarised = await self._summarise(request, int(size * self.keep_recent))
         if summarised is not None and count_request(summarised[0], counter=counter) < size:
-            self._store(summarised[1])  # only now, when it is known to help
-            ctx.request = summarised[0]
+            ctx.request, ctx.replace_history = summarised  # only now, when it is known to help
+            self._count(ctx.replace_history)
             ctx.retry = True
             return
         window = _window(ctx.model, self.max_tokens)
@@ -454,12 +458,13 @@ class Compaction:
 
     async def _summarise(
         self, request: ProviderRequest, keep_tokens: int
-    ) -> tuple[ProviderRequest, list[Message]] | None:
+    ) -> tuple[ProviderRequest, HistoryReplacement] | None:
         """Summarise the oldest turns: the smaller request and the new stored conversation.
 
-        Nothing is changed yet; :meth:`_store` commits the conversation. The newest turns
-        worth ``keep_tokens`` stay. So does the last user message, the task in hand: when it
-        falls among the old turns, it moves to just after the summary.
+        Nothing is changed here: the loop commits the conversation, after ``on_pre_compress``
+        (whose texts join the summary). The newest turns worth ``keep_tokens`` stay. So does
+        the last user message, the task in hand: when it falls among the old turns, it moves
+        to just after the summary.
         """
         agent = self._require_agent()
         history = agent.history
@@ -475,25 +480,21 @@ class Compaction:
                 kept.insert(0, old.pop(last_user))
         if not old:
             return None
-        kept_texts: list[str] = []
-        if hs := agent.hooks.handlers.get(ON_PRE_COMPRESS):
-            kept_texts = await _collect_texts(hs, PreCompressContext(messages=tuple(old)))
         summary = await self._write_summary(old)
-        parts = [SUMMARY_HEADER, summary.strip()]
-        parts.extend(text.strip() for text in kept_texts if text.strip())
-        message = UserMessage(content="\n\n".join(parts))
+        message = UserMessage(content=f"{SUMMARY_HEADER}\n\n{summary.strip()}")
         # The request's own copies of the kept messages (context added to the last user
         # message, truncated results) stay as they are; messages it had left out stay out.
         in_request = {m.id: m for m in request.messages}
         smaller = _with(request, (message, *(in_request[m.id] for m in kept if m.id in in_request)))
-        return smaller, [message, *kept]
+        return smaller, HistoryReplacement(removed=tuple(old), summary=message, kept=tuple(kept))
 
-    def _store(self, conversation: list[Message]) -> None:
-        agent = self._require_agent()
-        replaced = len(agent.history) - len(conversation) + 1
-        agent.history.replace_committed(conversation)
+    def _count(self, change: HistoryReplacement) -> None:
         self.compactions += 1
-        logger.info("compacted %d messages of agent %r into a summary", replaced, agent.name)
+        logger.info(
+            "compacting %d messages of agent %r into a summary",
+            len(change.removed),
+            self._require_agent().name,
+        )
 
     async def _write_summary(self, messages: Sequence[Message]) -> str:
         agent = self._require_agent()

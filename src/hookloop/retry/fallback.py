@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import CircuitOpenError, UsageError
-from ..hooks import AfterModelCallContext, PreRequestContext
-from ..models.base import Model
+from ..hooks import AfterModelCallContext, Phase, PreRequestContext
+from ..models.base import Model, ProviderRequest
 from .default import TRANSIENT_ERRORS
 from .model import ModelRetryStrategy, RetryDecision, Sleep
 
@@ -116,10 +116,10 @@ class FallbackStrategy(ModelRetryStrategy):
     def init_agent(self, agent: Agent) -> None:
         """Attach, and pick the first model whose circuit is closed before each call."""
         super().init_agent(agent)
-        agent.add_hook("pre_request", self._choose_model, order=-1_000_000)
-        agent.add_hook("after_model_call", self._record_success, order=1_000_000)
+        agent.add_hook("pre_request", self._choose_model, order=Phase.ROUTE)
+        agent.add_hook("after_model_call", self._record_success, order=Phase.OBSERVE)
 
-    def _choose_model(self, ctx: PreRequestContext) -> None:
+    def _choose_model(self, ctx: PreRequestContext) -> ProviderRequest | None:
         if ctx.attempt == 1:
             chain = self.chain()
             chosen = next((m for m in chain if self.breaker.allows(m)), None)
@@ -133,7 +133,8 @@ class FallbackStrategy(ModelRetryStrategy):
             ctx.model = chosen
         # Every attempt names the model it goes to; the built request names the agent's.
         if ctx.request.model != ctx.model.name:
-            ctx.request = dataclasses.replace(ctx.request, model=ctx.model.name)
+            return dataclasses.replace(ctx.request, model=ctx.model.name)
+        return None
 
     def _record_success(self, ctx: AfterModelCallContext) -> None:
         if ctx.error is None:

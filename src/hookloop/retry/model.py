@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import ProviderError, RetryAttempt, UsageError
-from ..hooks import AfterModelCallContext, Disposer
+from ..errors import ProviderError, RetryAttempt
+from ..hooks import AfterModelCallContext, Disposer, attach_once
 
 if TYPE_CHECKING:
     from ..agent import Agent
@@ -101,12 +101,9 @@ class ModelRetryStrategy(abc.ABC):
         Raises:
             UsageError: This instance already serves another agent.
         """
-        if self._agent is not None and self._agent is not agent:
-            raise UsageError(
-                f"retry strategy {self.name!r} is already attached to agent "
-                f"{self._agent.name!r}; it keeps per-call state, so give each agent its own"
-            )
-        self._agent = agent
+        self._agent = attach_once(
+            f"retry strategy {self.name!r}", self._agent, agent, "it keeps per-call state"
+        )
         agent.add_hook("after_model_call", self.retry_model)
         # Goes into the disposer agent.use() returns, next to the hook's own.
         agent.hooks.adopt(Disposer(lambda: self._release(agent)))

@@ -7,8 +7,8 @@ import random
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from ..errors import ToolExecutionError, UsageError
-from ..hooks import ToolErrorContext
+from ..errors import ToolExecutionError
+from ..hooks import ToolErrorContext, attach_once
 from .backoff import Backoff
 from .model import Sleep
 
@@ -67,12 +67,7 @@ class ToolRetryStrategy:
         Raises:
             UsageError: This instance already serves another agent.
         """
-        if self._agent is not None and self._agent is not agent:
-            raise UsageError(
-                f"{self.name!r} is already attached to agent {self._agent.name!r}; "
-                "give each agent its own"
-            )
-        self._agent = agent
+        self._agent = attach_once(repr(self.name), self._agent, agent, "it keeps per-agent state")
         agent.add_hook("on_tool_call_error", self.retry_tool)
 
     def should_retry(self, ctx: ToolErrorContext) -> bool:

@@ -6,7 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from ..errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
-from ..hooks import ChatStartContext, MessageContext, SessionSwitchContext
+from ..hooks import ChatStartContext, MessageContext, Phase, SessionSwitchContext, attach_once
 from ..messages import Message
 from ._base import SessionStore, check_session_id
 from ._types import StoredMessage
@@ -15,12 +15,6 @@ if TYPE_CHECKING:
     from ..agent import Agent
 
 __all__ = ["SessionRecorder"]
-
-# The order of the recorder's on_message handler: before every other handler. The message
-# is in agent.history before on_message fires, and a handler that raises ends the chat and
-# skips the handlers after it; one running before the recorder would leave a committed
-# message out of the store, and the next chat would append after it without noticing.
-RECORD_ORDER = -1_000_000_000
 
 
 class SessionRecorder:
@@ -111,13 +105,15 @@ class SessionRecorder:
         Raises:
             UsageError: The recorder serves another agent already.
         """
-        if self._agent is not None and self._agent is not agent:
-            raise UsageError("a SessionRecorder serves one agent; make one per agent")
-        self._agent = agent
+        self._agent = attach_once("a SessionRecorder", self._agent, agent, "it serves one agent")
         if self._session_id is None:
             self._session_id = check_session_id(agent.session_id)
         agent.add_hook("on_chat_start", self._on_chat_start)
-        agent.add_hook("on_message", self._on_message, order=RECORD_ORDER)
+        # Before every other handler: the message is in agent.history before on_message
+        # fires, and a handler that raises ends the chat and skips the handlers after it;
+        # one running before the recorder would leave a committed message out of the store,
+        # and the next chat would append after it without noticing.
+        agent.add_hook("on_message", self._on_message, order=Phase.RECORD)
         agent.add_hook("on_session_switch", self._on_session_switch)
 
     async def restore(self) -> list[Message]:
