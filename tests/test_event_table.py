@@ -342,3 +342,28 @@ async def test_handlers_fire_by_order_then_registration_and_a_chain_passes_value
 if __name__ == "__main__":
     DOCS.write_text(_with_table(DOCS.read_text(encoding="utf-8")), encoding="utf-8")
     sys.exit(0)
+
+
+class _Inner:
+    name = "inner"
+
+    def init_agent(self, agent: Agent) -> None:
+        agent.add_hook("on_chat_start", lambda ctx: None)
+
+
+class _Outer:
+    """Uses another plugin before it registers a hook of its own."""
+
+    name = "outer"
+
+    def init_agent(self, agent: Agent) -> None:
+        agent.use(_Inner())
+        agent.add_hook("on_chat_done", lambda ctx: None)
+
+
+def test_a_plugin_that_uses_another_before_its_own_hooks_is_disposed_whole() -> None:
+    agent = Agent(ScriptedModel([]), retry=None, context=None)
+    dispose = agent.use(_Outer())
+    assert set(agent.hooks.handlers) == {"on_chat_start", "on_chat_done"}
+    dispose()
+    assert agent.hooks.handlers == {}

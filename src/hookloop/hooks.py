@@ -823,7 +823,10 @@ class HookRegistry:
         try:
             yield collected
         finally:
-            self._collectors.remove(collected)
+            # By identity: list.remove compares by value, and an outer collection that is
+            # still empty equals this one (a plugin that uses another before its own hooks).
+            index = next(i for i, c in enumerate(self._collectors) if c is collected)
+            del self._collectors[index]
 
     def fire_sync(self, event: str, scope: Scope) -> None:
         """Fire a sync-only scope event; the first handler that raises stops the rest."""
