@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Literal, TypeAlias
 
+from .._stores._checks import check_limit
 from ..errors import MemoryNotFoundError, MemoryRequestError
 from ..messages import new_id
 from ._text import query_words
@@ -255,13 +256,6 @@ def check_content(content: object) -> str:
     return content
 
 
-def check_limit(limit: object) -> int:
-    """Return ``limit`` if it is a positive int, else raise MemoryRequestError."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise MemoryRequestError(f"limit must be a positive int, got {limit!r}")
-    return limit
-
-
 def check_metadata(metadata: object) -> dict[str, Any]:
     """A JSON-compatible copy of ``metadata`` (``None`` is ``{}``).
 
@@ -288,7 +282,8 @@ def search_terms(query: str, memory_type: object, limit: object) -> list[str]:
     """
     if memory_type is not None:
         check_type(memory_type)
-    check_limit(limit)
+    if check_limit(limit, error=MemoryRequestError) is None:
+        raise MemoryRequestError("a search's limit must be a positive int, got None")
     return query_words(query)
 
 

@@ -23,7 +23,7 @@ from ._types import (
 if TYPE_CHECKING:
     from ._recorder import SessionRecorder
 
-__all__ = ["SessionStore", "check_expected_seq", "check_limit", "check_session_id", "utc"]
+__all__ = ["SessionStore", "check_expected_seq", "check_session_id", "utc"]
 
 
 class SessionStore(abc.ABC):
@@ -38,7 +38,7 @@ class SessionStore(abc.ABC):
     connection) is safe.
 
     A store connects on first use and is used from one event loop; ``async with store:``
-    closes it. Backends: :class:`~hookloop.sessions.SqliteSessionStore` (a file, the
+    closes it. Backends: :class:`~hookloop.sessions.SQLiteSessionStore` (a file, the
     default), :class:`~hookloop.sessions.PostgresSessionStore` and
     :class:`~hookloop.sessions.RedisSessionStore` (several processes or machines).
 
@@ -266,12 +266,6 @@ def check_expected_seq(expected_seq: object) -> None:
         isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
     ):
         raise UsageError(f"expected_seq must be None or an int >= 0, got {expected_seq!r}")
-
-
-def check_limit(limit: object) -> None:
-    """Raise :class:`UsageError` unless ``limit`` is ``None`` or a positive int."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise UsageError(f"limit must be None or a positive int, got {limit!r}")
 
 
 def utc(timestamp: float) -> datetime:
