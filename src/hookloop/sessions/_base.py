@@ -37,8 +37,9 @@ class SessionStore(abc.ABC):
     idempotent by message id, so retrying one whose outcome is unknown (a dropped
     connection) is safe.
 
-    A store connects on first use and is used from one event loop; ``async with store:``
-    closes it. Backends: :class:`~hookloop.sessions.SQLiteSessionStore` (a file, the
+    A store connects on first use, once per event loop (threads running their own loops
+    may share one store); ``async with store:`` closes the running loop's connections.
+    Backends: :class:`~hookloop.sessions.SQLiteSessionStore` (a file, the
     default), :class:`~hookloop.sessions.PostgresSessionStore` and
     :class:`~hookloop.sessions.RedisSessionStore` (several processes or machines).
 
