@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -315,6 +315,28 @@ def replaced_entry(
         created_at=entry.created_at,
         updated_at=now,
     )
+
+
+async def replacement(
+    store: MemoryStore,
+    target: MemoryTarget,
+    content: object,
+    metadata: object,
+    clock: Callable[[], datetime],
+) -> tuple[MemoryEntry, MemoryEntry]:
+    """Check a replace's arguments and find its entry: the entry, and the entry to store.
+
+    What every backend's :meth:`MemoryStore.replace` does before it writes.
+
+    Raises:
+        MemoryRequestError: The content or metadata is not acceptable, or the target's text
+            is in several entries.
+        MemoryNotFoundError: No entry of the target's type has that id or text.
+    """
+    checked = check_content(content)
+    new_metadata = None if metadata is None else check_metadata(metadata)
+    entry = await store.resolve(target)
+    return entry, replaced_entry(entry, checked, new_metadata, clock())
 
 
 def dump_metadata(metadata: Mapping[str, Any]) -> str:

@@ -22,13 +22,11 @@ from .base import (
     MemoryStore,
     MemoryTarget,
     MemoryType,
-    check_content,
-    check_metadata,
     check_type,
     dump_metadata,
     finite,
     new_entry,
-    replaced_entry,
+    replacement,
     search_terms,
     utc_now,
     vanished,
@@ -198,11 +196,8 @@ class PostgresMemoryStore(MemoryStore):
         self, target: MemoryTarget, content: str, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
         """Change an entry's text (and metadata, unless ``None``); returns it as stored."""
-        check_content(content)
-        new_metadata = None if metadata is None else check_metadata(metadata)
-        _refuse_nul(content, new_metadata)
-        entry = await self.resolve(target)
-        changed = replaced_entry(entry, content, new_metadata, self._clock())
+        _refuse_nul(str(content), metadata)
+        entry, changed = await replacement(self, target, content, metadata, self._clock)
         pool = await self._pool.get()
         status = await pool.execute(
             f"UPDATE {self._name} SET content = $2, metadata = $3::jsonb, updated_at = $4, "

@@ -24,13 +24,11 @@ from .base import (
     MemoryStore,
     MemoryTarget,
     MemoryType,
-    check_content,
-    check_metadata,
     check_type,
     dump_metadata,
     from_micros,
     new_entry,
-    replaced_entry,
+    replacement,
     search_terms,
     to_micros,
     utc_now,
@@ -170,10 +168,7 @@ class RedisMemoryStore(MemoryStore):
         self, target: MemoryTarget, content: str, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
         """Change an entry's text (and metadata, unless ``None``); returns it as stored."""
-        check_content(content)
-        new_metadata = None if metadata is None else check_metadata(metadata)
-        entry = await self.resolve(target)
-        changed = replaced_entry(entry, content, new_metadata, self._clock())
+        entry, changed = await replacement(self, target, content, metadata, self._clock)
         new_words = words(content)
 
         def write(pipe: Any, old_content: str) -> None:

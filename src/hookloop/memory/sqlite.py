@@ -25,14 +25,12 @@ from .base import (
     MemoryStore,
     MemoryTarget,
     MemoryType,
-    check_content,
-    check_metadata,
     check_type,
     dump_metadata,
     finite,
     from_micros,
     new_entry,
-    replaced_entry,
+    replacement,
     search_terms,
     to_micros,
     utc_now,
@@ -122,10 +120,7 @@ class SQLiteMemoryStore(MemoryStore):
         self, target: MemoryTarget, content: str, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
         """Change an entry's text (and metadata, unless ``None``); returns it as stored."""
-        check_content(content)
-        new_metadata = None if metadata is None else check_metadata(metadata)
-        entry = await self.resolve(target)
-        changed = replaced_entry(entry, content, new_metadata, self._clock())
+        entry, changed = await replacement(self, target, content, metadata, self._clock)
         if not await self._thread.run(self._update, changed):
             raise vanished(entry)
         return changed
