@@ -1,9 +1,11 @@
 """One SQLite connection on a thread of its own: how both SQLite stores reach their file.
 
-Measured against the memory store's former model (``asyncio.to_thread`` around a lock, one
-connection shared by the executor's threads): a dedicated thread fed by a queue costs one
-queue put and one ``call_soon_threadsafe`` per call instead of an executor hand-off, and
-keeps calls in submission order without a lock (figures in the commit that introduced it).
+The session store's model, chosen over the memory store's former one (``asyncio.to_thread``
+around a lock, one connection passed between the executor's threads): a dedicated thread fed
+by a queue costs one queue put and one ``call_soon_threadsafe`` per call instead of an
+executor hand-off, and keeps calls in submission order without a lock. Measured on a shared
+2-core machine, a memory store's ``get()`` took 20-65 us this way against 41-115 us before;
+adds and searches, dominated by SQLite's own work, were the same within the noise.
 """
 
 from __future__ import annotations
