@@ -24,9 +24,10 @@ from hypothesis import strategies as st
 
 import hookloop.sessions
 from _session_backends import Backend, backend
-from hookloop import UserMessage
+from hookloop import Message, UserMessage
 from hookloop._stores._checks import check_limit
 from hookloop.errors import (
+    CorruptSessionError,
     MemoryNotFoundError,
     MemoryRequestError,
     MissingExtraError,
@@ -35,7 +36,7 @@ from hookloop.errors import (
     UsageError,
 )
 from hookloop.memory import MemoryTarget, SQLiteMemoryStore
-from hookloop.sessions import SessionStore, SQLiteSessionStore
+from hookloop.sessions import SessionInfo, SessionStore, SQLiteSessionStore, StoredMessage
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -340,3 +341,77 @@ def test_a_session_store_shared_by_two_threads_with_their_own_loops(backend: Bac
             await store.close()
 
     assert asyncio.run(read()) == [[f"{n}.{i}" for i in range(per_thread)] for n in range(2)]
+
+
+# --- a backend implements storage only ---------------------------------------------------
+
+
+class ListStore(SessionStore):
+    """Sessions in a dict: only storage, no argument checks, every call recorded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[object, ...]] = []
+        self.logs: dict[str, list[StoredMessage]] = {}
+
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
+    ) -> int:
+        self.calls.append(("append", session_id, expected_seq))
+        log = self.logs.setdefault(session_id, [])
+        log.append(StoredMessage(seq=len(log) + 1, message=message))
+        return len(log)
+
+    async def _read_records(
+        self, session_id: str, unreadable: list[CorruptSessionError] | None
+    ) -> list[StoredMessage]:
+        self.calls.append(("records", session_id))
+        return list(self.logs.get(session_id, []))
+
+    async def _read_info(self, session_id: str) -> SessionInfo | None:
+        self.calls.append(("info", session_id))
+        return None
+
+    async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
+        self.calls.append(("list", limit))
+        return []
+
+    async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
+        raise AssertionError("not called in this test")
+
+    async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
+        raise AssertionError("not called in this test")
+
+    async def _delete_session(self, session_id: str) -> bool:
+        self.calls.append(("delete", session_id))
+        return self.logs.pop(session_id, None) is not None
+
+    async def prune(self) -> int:
+        return 0
+
+
+async def test_a_backend_gets_only_checked_arguments() -> None:
+    store = ListStore()
+    refused: list[Callable[[], Coroutine[Any, Any, object]]] = [
+        lambda: store.append("", UserMessage(content="hi")),
+        lambda: store.append("s", UserMessage(content="hi"), expected_seq=-1),
+        lambda: store.records("bad\nid"),
+        lambda: store.info(42),  # type: ignore[arg-type]
+        lambda: store.list_sessions(limit=0),
+        lambda: store.create("s", parent_id=""),
+        lambda: store.fork("s", ""),
+        lambda: store.delete("x" * 300),
+        lambda: store.repair(""),
+    ]
+    for call in refused:
+        with pytest.raises(UsageError):
+            await call()
+    assert store.calls == []
+
+    assert await store.append("s", UserMessage(content="hi"), expected_seq=0) == 1
+    assert [r.message.content for r in await store.records("s")] == ["hi"]
+    assert await store.list_sessions() == []
+    assert await store.delete("s") is True
+    with pytest.raises(UsageError, match="ListStore cannot repair sessions"):
+        await store.repair("s")
+    assert store.calls == [("append", "s", 0), ("records", "s"), ("list", None), ("delete", "s")]

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .._extras import extra_needed
 from .._loopbound import LoopBound
-from .._stores._checks import check_int, check_limit, check_text
+from .._stores._checks import check_int, check_text
 from .._stores._pools import abandon_pool, close_pool
 from .._stores._schema import check_schema_version
 from ..errors import (
@@ -36,7 +36,7 @@ from ..errors import (
     UsageError,
 )
 from ..messages import Message
-from ._base import SessionStore, check_expected_seq, check_session_id, utc
+from ._base import SessionStore, utc
 from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
 from ._consistency import RecordState
 from ._postgres_sql import INFO_COLUMNS, SCHEMA, SCHEMA_LOCK
@@ -163,12 +163,9 @@ class PostgresSessionStore(SessionStore):
 
     # --- appending ----------------------------------------------------------------------
 
-    async def append(
-        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
     ) -> int:
-        """Append ``message`` and commit it; see :meth:`SessionStore.append`."""
-        check_session_id(session_id)
-        check_expected_seq(expected_seq)
         data = encode_message(message)
         pool = await self._ensure()
         args = (
@@ -220,11 +217,9 @@ class PostgresSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(
-        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    async def _read_records(
+        self, session_id: str, unreadable: list[CorruptSessionError] | None
     ) -> list[StoredMessage]:
-        """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
-        check_session_id(session_id)
         pool = await self._ensure()
         rows = await pool.fetch(
             "SELECT seq, message_id, format, data FROM hookloop_messages "
@@ -233,18 +228,14 @@ class PostgresSessionStore(SessionStore):
         )
         return decode_rows(session_id, [(r[0], r[1], r[2], r[3]) for r in rows], unreadable)
 
-    async def info(self, session_id: str) -> SessionInfo | None:
-        """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
-        check_session_id(session_id)
+    async def _read_info(self, session_id: str) -> SessionInfo | None:
         pool = await self._ensure()
         row = await pool.fetchrow(
             f"SELECT {INFO_COLUMNS} FROM hookloop_sessions WHERE session_id = $1", session_id
         )
         return None if row is None else _info(row)
 
-    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
-        """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
-        check_limit(limit)
+    async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         pool = await self._ensure()
         rows = await pool.fetch(
             f"SELECT {INFO_COLUMNS} FROM hookloop_sessions "
@@ -261,11 +252,7 @@ class PostgresSessionStore(SessionStore):
 
     # --- sessions as a whole ------------------------------------------------------------
 
-    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
-        """Create an empty session; see :meth:`SessionStore.create`."""
-        check_session_id(session_id)
-        if parent_id is not None:
-            check_session_id(parent_id, "parent_id")
+    async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
         pool = await self._ensure()
         row = await pool.fetchrow(
             "INSERT INTO hookloop_sessions VALUES ($1, $2, $3, $3, 0, 0) "
@@ -278,10 +265,7 @@ class PostgresSessionStore(SessionStore):
             raise SessionExistsError(session_id)
         return _info(row)
 
-    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
-        """Copy a session under a new id; see :meth:`SessionStore.fork`."""
-        check_session_id(session_id)
-        check_session_id(new_id, "new_id")
+    async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
             # FOR SHARE: appends to the source wait until the copy is made.
@@ -312,16 +296,12 @@ class PostgresSessionStore(SessionStore):
             )
             return _info(row)
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the session and its messages; see :meth:`SessionStore.delete`."""
-        check_session_id(session_id)
+    async def _delete_session(self, session_id: str) -> bool:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
             return await _delete_rows(conn, session_id)
 
-    async def repair(self, session_id: str) -> SessionInfo:
-        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
-        check_session_id(session_id)
+    async def _repair_session(self, session_id: str) -> SessionInfo:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
             # Appends wait for this lock (their UPDATE), so the log stays as it is read here.

@@ -31,7 +31,7 @@ from typing import Any
 
 from .._extras import extra_needed
 from .._loopbound import LoopBound
-from .._stores._checks import check_limit, check_text
+from .._stores._checks import check_text
 from .._stores._pools import abandon_client, close_client
 from .._stores._schema import check_schema_version
 from ..errors import (
@@ -42,7 +42,7 @@ from ..errors import (
     SessionNotFoundError,
 )
 from ..messages import Message
-from ._base import SessionStore, check_expected_seq, check_session_id, utc
+from ._base import SessionStore, utc
 from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
 from ._consistency import RecordState
 from ._redis_lua import APPEND, CREATE, FORK, PRUNE
@@ -153,12 +153,9 @@ class RedisSessionStore(SessionStore):
 
     # --- appending ----------------------------------------------------------------------
 
-    async def append(
-        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
     ) -> int:
-        """Append ``message`` and commit it; see :meth:`SessionStore.append`."""
-        check_session_id(session_id)
-        check_expected_seq(expected_seq)
         data = encode_message(message)
         client = await self._ensure()
         limit = self.retention.max_messages
@@ -204,11 +201,9 @@ class RedisSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(
-        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    async def _read_records(
+        self, session_id: str, unreadable: list[CorruptSessionError] | None
     ) -> list[StoredMessage]:
-        """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
-        check_session_id(session_id)
         client = await self._ensure()
         try:
             entries: list[tuple[bytes, dict[bytes, bytes]]] = await client.xrange(
@@ -222,9 +217,7 @@ class RedisSessionStore(SessionStore):
             rows.append((seq, fields.get(b"i"), fields.get(b"f"), fields.get(b"d")))
         return decode_rows(session_id, rows, unreadable)
 
-    async def info(self, session_id: str) -> SessionInfo | None:
-        """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
-        check_session_id(session_id)
+    async def _read_info(self, session_id: str) -> SessionInfo | None:
         client = await self._ensure()
         found = await self._infos(client, [session_id])
         info = found[0]
@@ -232,9 +225,7 @@ class RedisSessionStore(SessionStore):
             raise info
         return info
 
-    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
-        """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
-        check_limit(limit)
+    async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         client = await self._ensure()
         try:
             ids: Sequence[object] = await client.zrevrange(
@@ -271,11 +262,7 @@ class RedisSessionStore(SessionStore):
 
     # --- sessions as a whole ------------------------------------------------------------
 
-    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
-        """Create an empty session; see :meth:`SessionStore.create`."""
-        check_session_id(session_id)
-        if parent_id is not None:
-            check_session_id(parent_id, "parent_id")
+    async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
         client = await self._ensure()
         now = repr(self._clock())
         created = await self._script(client, CREATE)(
@@ -285,10 +272,7 @@ class RedisSessionStore(SessionStore):
             raise SessionExistsError(session_id)
         return await self._info_after(client, session_id)
 
-    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
-        """Copy a session under a new id; see :meth:`SessionStore.fork`."""
-        check_session_id(session_id)
-        check_session_id(new_id, "new_id")
+    async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
         client = await self._ensure()
         try:
             done = await self._script(client, FORK)(
@@ -335,9 +319,7 @@ class RedisSessionStore(SessionStore):
         top = _entry_seq(session_id, newest[0][0]) if newest else None
         return RecordState(session_id, bool(exists), last, first, top, int(count), _MAX_SEQ)
 
-    async def repair(self, session_id: str) -> SessionInfo:
-        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
-        check_session_id(session_id)
+    async def _repair_session(self, session_id: str) -> SessionInfo:
         client = await self._ensure()
         record, log, _ = self._keys(session_id)
         while True:
@@ -367,9 +349,7 @@ class RedisSessionStore(SessionStore):
             raise SessionNotFoundError(session_id)
         return info
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the session and its messages; see :meth:`SessionStore.delete`."""
-        check_session_id(session_id)
+    async def _delete_session(self, session_id: str) -> bool:
         client = await self._ensure()
         return await self._delete(client, [session_id]) > 0
 

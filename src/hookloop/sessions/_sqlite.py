@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Literal
 
 from .._sqlite import naming_damage, use_wal
-from .._stores._checks import check_limit
 from .._stores._schema import check_schema_version
 from .._stores._sqlite import SQLiteThread
 from ..errors import (
@@ -33,7 +32,7 @@ from ..errors import (
     UsageError,
 )
 from ..messages import Message
-from ._base import SessionStore, check_expected_seq, check_session_id
+from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
 from ._sqlite_sql import (
     CHECKPOINT_EVERY,
@@ -167,12 +166,9 @@ class SQLiteSessionStore(SessionStore):
 
     # --- appending ----------------------------------------------------------------------
 
-    async def append(
-        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
     ) -> int:
-        """Append ``message`` and commit it; see :meth:`SessionStore.append`."""
-        check_session_id(session_id)
-        check_expected_seq(expected_seq)
         data = encode_message(message)
         args = (session_id, message.id, MESSAGE_FORMAT, data, self._clock(), expected_seq)
         seq = None
@@ -288,23 +284,17 @@ class SQLiteSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(
-        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    async def _read_records(
+        self, session_id: str, unreadable: list[CorruptSessionError] | None
     ) -> list[StoredMessage]:
-        """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
-        check_session_id(session_id)
         rows = await self._thread.run(select_messages, session_id)
         return decode_rows(session_id, rows, unreadable)
 
-    async def info(self, session_id: str) -> SessionInfo | None:
-        """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
-        check_session_id(session_id)
+    async def _read_info(self, session_id: str) -> SessionInfo | None:
         row = await self._thread.run(select_info, session_id)
         return None if row is None else info_from_row(row)
 
-    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
-        """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
-        check_limit(limit)
+    async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         rows = await self._thread.run(select_infos, -1 if limit is None else limit)
         out: list[SessionInfo] = []
         for row in rows:
@@ -316,11 +306,7 @@ class SQLiteSessionStore(SessionStore):
 
     # --- sessions as a whole ------------------------------------------------------------
 
-    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
-        """Create an empty session; see :meth:`SessionStore.create`."""
-        check_session_id(session_id)
-        if parent_id is not None:
-            check_session_id(parent_id, "parent_id")
+    async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
         return info_from_row(await self._thread.run(self._create, session_id, parent_id))
 
     def _create(self, conn: sqlite3.Connection, session_id: str, parent_id: str | None) -> InfoRow:
@@ -335,10 +321,7 @@ class SQLiteSessionStore(SessionStore):
                 raise SessionExistsError(session_id) from None
             return (session_id, parent_id, now, now, 0, 0)
 
-    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
-        """Copy a session under a new id; see :meth:`SessionStore.fork`."""
-        check_session_id(session_id)
-        check_session_id(new_id, "new_id")
+    async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
         return info_from_row(await self._thread.run(self._fork, session_id, new_id))
 
     def _fork(self, conn: sqlite3.Connection, session_id: str, new_id: str) -> InfoRow:
@@ -367,14 +350,10 @@ class SQLiteSessionStore(SessionStore):
             assert row is not None
             return row
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the session and its messages; see :meth:`SessionStore.delete`."""
-        check_session_id(session_id)
+    async def _delete_session(self, session_id: str) -> bool:
         return await self._thread.run(delete_session, session_id)
 
-    async def repair(self, session_id: str) -> SessionInfo:
-        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
-        check_session_id(session_id)
+    async def _repair_session(self, session_id: str) -> SessionInfo:
         return info_from_row(await self._thread.run(self._repair, session_id))
 
     def _repair(self, conn: sqlite3.Connection, session_id: str) -> InfoRow:
