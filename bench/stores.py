@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from hookloop import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
-from hookloop.sessions import SessionStore, SqliteSessionStore
+from hookloop.sessions import SessionStore, SQLiteSessionStore
 
 RESTORE_SIZE = 10_000
 APPEND_AIM_PER_S = 5_000
@@ -93,7 +93,7 @@ def address(flag: str | None, variable: str) -> str | None:
 async def sqlite_place(synchronous: str) -> AsyncIterator[Callable[[], SessionStore]]:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "bench.db"
-        yield lambda: SqliteSessionStore(path, synchronous=synchronous)  # type: ignore[arg-type]
+        yield lambda: SQLiteSessionStore(path, synchronous=synchronous)  # type: ignore[arg-type]
 
 
 @asynccontextmanager

@@ -25,7 +25,7 @@ from hookloop.sessions import (
     RedisSessionStore,
     Retention,
     SessionStore,
-    SqliteSessionStore,
+    SQLiteSessionStore,
 )
 
 BACKENDS = ["sqlite", "postgres", "redis"]
@@ -178,7 +178,7 @@ def open_store(
         extra["clock"] = clock
     kind, address = spec["kind"], spec["address"]
     if kind == "sqlite":
-        return SqliteSessionStore(address, **extra)
+        return SQLiteSessionStore(address, **extra)
     if kind == "postgres":
         return PostgresSessionStore(address, max_connections=4, **extra)
     return RedisSessionStore(address, prefix=spec["prefix"], **extra)

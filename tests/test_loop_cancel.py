@@ -29,7 +29,7 @@ from hookloop import (
 )
 from hookloop.context import repair
 from hookloop.models.testing import FunctionModel, ScriptedModel, text_response, tool_calls
-from hookloop.sessions import SessionStore, SqliteSessionStore
+from hookloop.sessions import SessionStore, SQLiteSessionStore
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -78,7 +78,7 @@ async def test_a_stream_left_at_a_tool_result_still_records_the_result(tmp_path:
     # message's commit and its on_message: it was in the history and never in the store.
     model = ScriptedModel([tool_calls(ToolCall.create("add", {"a": 1, "b": 2}, id="c1")), "3"])
     seen = Seen()
-    async with SqliteSessionStore(tmp_path / "s.db") as store:
+    async with SQLiteSessionStore(tmp_path / "s.db") as store:
         agent = Agent(model, tools=[add], session_id="s", plugins=[store.session()])
         agent.add_hook("on_message", seen)
         async with agent.chat_stream("1 + 2?") as stream:
@@ -114,7 +114,7 @@ async def test_a_second_cancel_while_closing_still_records_every_answer(tmp_path
             await asyncio.sleep(0)
             await asyncio.sleep(0)
 
-    async with SqliteSessionStore(tmp_path / "s.db") as store:
+    async with SQLiteSessionStore(tmp_path / "s.db") as store:
         agent = Agent(model, tools=[wait], session_id="s", plugins=[store.session()])
         agent.add_hook("on_message", seen)
         agent.add_hook("on_message", slow_observer)
@@ -202,7 +202,7 @@ async def _run_once(agent: Agent, plan: Plan) -> None:
 
 
 async def test_no_committed_message_is_lost_wherever_cancellations_land(tmp_path: Path) -> None:
-    async with SqliteSessionStore(tmp_path / "s.db") as store:
+    async with SQLiteSessionStore(tmp_path / "s.db") as store:
         await _stress(store, STRESS_RUNS, STRESS_SEED)
 
 
@@ -260,12 +260,12 @@ def test_a_tool_that_interrupts_propagates_with_its_call_answered(
     stop = tool(name="stop")(_interrupting(exc))
 
     async def first() -> None:
-        async with SqliteSessionStore(tmp_path / "s.db") as store:
+        async with SQLiteSessionStore(tmp_path / "s.db") as store:
             agent.use(store.session())
             await agent.chat("go")
 
     async def second() -> None:
-        async with SqliteSessionStore(tmp_path / "s.db") as store:
+        async with SQLiteSessionStore(tmp_path / "s.db") as store:
             again = Agent(model, tools=[stop], session_id="s", plugins=[store.session()])
             assert (await again.chat("again")).text == "after"
             assert again.messages == agent.messages + again.messages[len(agent.messages) :]

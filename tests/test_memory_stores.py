@@ -363,25 +363,23 @@ def test_the_sync_api_uses_a_store_in_one_event_loop_after_another(
 # -- SQLite: an entry and its index row commit together ----------------------------------------
 
 
-def _deny_writes_to(store: SQLiteMemoryStore, table: str) -> None:
+async def _deny_writes_to(store: SQLiteMemoryStore, table: str) -> None:
     """Make every write to ``table`` fail, as if the process died right before it."""
     import sqlite3
 
-    conn = store._conn
-    assert conn is not None
     writes = {sqlite3.SQLITE_INSERT, sqlite3.SQLITE_UPDATE, sqlite3.SQLITE_DELETE}
 
     def authorizer(action: int, arg1: str | None, *_: object) -> int:
         return sqlite3.SQLITE_DENY if action in writes and arg1 == table else sqlite3.SQLITE_OK
 
-    conn.set_authorizer(authorizer)
+    await store._thread.run(lambda conn: conn.set_authorizer(authorizer))
 
 
 async def test_sqlite_writes_are_atomic_when_the_index_write_fails(tmp_path: Path) -> None:
     path = str(tmp_path / "m.db")
     async with SQLiteMemoryStore(path) as store:
         kept = await store.add("Kim prefers green tea", "entity")
-        _deny_writes_to(store, f"{store.table}_fts")
+        await _deny_writes_to(store, f"{store.table}_fts")
         with pytest.raises(Exception, match="not authorized"):
             await store.add("Sam likes black coffee", "entity")
         with pytest.raises(Exception, match="not authorized"):
@@ -412,9 +410,9 @@ def test_sqlite_add_killed_before_the_index_write_leaves_no_entry(tmp_path: Path
         async def main():
             store = SQLiteMemoryStore({path!r})
             await store.add("warm up entry", "long_term")
-            store._conn.set_trace_callback(
+            await store._thread.run(lambda conn: conn.set_trace_callback(
                 lambda sql: os._exit(9) if sql.startswith("INSERT") and "_fts" in sql else None
-            )
+            ))
             await store.add("Kim prefers green tea", "entity")
 
         asyncio.run(main())

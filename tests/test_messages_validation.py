@@ -38,7 +38,7 @@ from hookloop import (
 )
 from hookloop.context import ChatHistory
 from hookloop.models.testing import ScriptedModel
-from hookloop.sessions import SqliteSessionStore
+from hookloop.sessions import SQLiteSessionStore
 
 JUNK = st.one_of(
     st.none(),
@@ -275,7 +275,7 @@ async def test_an_empty_user_message_is_refused_in_every_form(message: Any) -> N
 async def test_a_bad_message_never_reaches_the_store_and_the_session_stays_readable(
     tmp_path: Path,
 ) -> None:
-    async with SqliteSessionStore(tmp_path / "s.db") as store:
+    async with SQLiteSessionStore(tmp_path / "s.db") as store:
         agent = Agent(ScriptedModel(["one", "two"]), session_id="s", plugins=[store.session()])
         await agent.chat("hello")
         with pytest.raises(InvalidMessageError):

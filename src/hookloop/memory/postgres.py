@@ -6,29 +6,27 @@ Several processes may share one table: every write is one statement, so none is 
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .._extras import import_extra
 from .._loopbound import LoopBound
-from ..errors import MemoryRequestError, UsageError
-from ._naming import check_identifier
+from .._stores._checks import check_identifier, check_limit, check_text
+from .._stores._pools import abandon_pool, close_pool
+from ..errors import MemoryRequestError
 from ._text import indexed_text
 from .base import (
     MemoryEntry,
     MemoryStore,
     MemoryTarget,
     MemoryType,
-    check_content,
-    check_limit,
-    check_metadata,
     check_type,
     dump_metadata,
     finite,
     new_entry,
-    replaced_entry,
+    replacement,
     search_terms,
     utc_now,
     vanished,
@@ -40,16 +38,6 @@ if TYPE_CHECKING:
 __all__ = ["PostgresMemoryStore"]
 
 _COLUMNS = "id, memory_type, content, metadata::text, created_at, updated_at"
-
-
-def _asyncpg() -> Any:
-    try:
-        import asyncpg
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError(
-            "PostgresMemoryStore needs asyncpg: pip install 'hookloop[postgres]'"
-        ) from exc
-    return asyncpg
 
 
 class PostgresMemoryStore(MemoryStore):
@@ -78,14 +66,12 @@ class PostgresMemoryStore(MemoryStore):
         min_size: int = 1,
         max_size: int = 10,
     ) -> None:
-        if not isinstance(dsn, str) or not dsn:
-            raise UsageError("PostgresMemoryStore needs a DSN, e.g. 'postgresql://localhost/db'")
-        self.dsn = dsn
+        self.dsn = check_text(dsn, "dsn", empty=False)
         self.table = check_identifier(table, "table")
         self.schema = None if schema is None else check_identifier(schema, "schema")
         self._name = f'"{table}"' if schema is None else f'"{schema}"."{table}"'
         self._clock = clock
-        self._pool: LoopBound[asyncpg.Pool] = LoopBound(self._open, _close_pool, _terminate)
+        self._pool: LoopBound[asyncpg.Pool] = LoopBound(self._open, close_pool, abandon_pool)
         self._min_size = min_size
         self._max_size = max_size
 
@@ -93,9 +79,9 @@ class PostgresMemoryStore(MemoryStore):
         return f"PostgresMemoryStore(table={self._name!r})"
 
     async def _open(self) -> asyncpg.Pool:
-        pool: asyncpg.Pool = await _asyncpg().create_pool(
-            self.dsn, min_size=self._min_size, max_size=self._max_size
-        )
+        pool: asyncpg.Pool = await import_extra(
+            "asyncpg", extra="postgres", by=type(self).__name__
+        ).create_pool(self.dsn, min_size=self._min_size, max_size=self._max_size)
         try:
             async with pool.acquire() as conn, conn.transaction():
                 # Two processes creating the table at once would collide in the catalog.
@@ -185,8 +171,9 @@ class PostgresMemoryStore(MemoryStore):
             sql += " WHERE memory_type = $1"
             args.append(check_type(memory_type))
         sql += " ORDER BY seq DESC"
-        if limit is not None:
-            sql += f" LIMIT {check_limit(limit)}"
+        checked = check_limit(limit, error=MemoryRequestError)
+        if checked is not None:
+            sql += f" LIMIT {checked}"
         pool = await self._pool.get()
         return [_entry(row) for row in await pool.fetch(sql, *args)]
 
@@ -209,11 +196,8 @@ class PostgresMemoryStore(MemoryStore):
         self, target: MemoryTarget, content: str, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
         """Change an entry's text (and metadata, unless ``None``); returns it as stored."""
-        check_content(content)
-        new_metadata = None if metadata is None else check_metadata(metadata)
-        _refuse_nul(content, new_metadata)
-        entry = await self.resolve(target)
-        changed = replaced_entry(entry, content, new_metadata, self._clock())
+        _refuse_nul(str(content), metadata)
+        entry, changed = await replacement(self, target, content, metadata, self._clock)
         pool = await self._pool.get()
         status = await pool.execute(
             f"UPDATE {self._name} SET content = $2, metadata = $3::jsonb, updated_at = $4, "
@@ -275,13 +259,3 @@ def _entry(row: asyncpg.Record, *, score: float | None = None) -> MemoryEntry:
 def _json(text: str) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(text)
     return value
-
-
-async def _close_pool(pool: asyncpg.Pool) -> None:
-    await pool.close()
-
-
-def _terminate(pool: asyncpg.Pool) -> None:
-    # Its event loop may be closed already; then the sockets go with the objects.
-    with contextlib.suppress(RuntimeError):
-        pool.terminate()

@@ -24,9 +24,9 @@ from .base import (
     MemoryTarget,
     MemoryType,
     check_content,
-    check_limit,
     check_metadata,
     check_type,
+    search_terms,
     utc_now,
 )
 
@@ -180,7 +180,7 @@ class ProviderMemoryStore(MemoryStore):
         self, query: str, *, memory_type: MemoryType | None = None, limit: int = 10
     ) -> list[MemoryEntry]:
         """Ask ``search_<type>`` of each type (or the one given) and merge the answers."""
-        check_limit(limit)
+        search_terms(query, memory_type, limit)  # checks the type and the limit
         types = MEMORY_TYPES if memory_type is None else (check_type(memory_type),)
         found: list[MemoryEntry] = []
         for t in types:

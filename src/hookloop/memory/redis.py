@@ -13,22 +13,22 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from .._extras import import_extra
 from .._loopbound import LoopBound
-from ..errors import MemoryRequestError, UsageError
+from .._stores._checks import check_limit, check_text
+from .._stores._pools import abandon_client, close_client
+from ..errors import MemoryRequestError
 from ._text import bm25, words
 from .base import (
     MemoryEntry,
     MemoryStore,
     MemoryTarget,
     MemoryType,
-    check_content,
-    check_limit,
-    check_metadata,
     check_type,
     dump_metadata,
     from_micros,
     new_entry,
-    replaced_entry,
+    replacement,
     search_terms,
     to_micros,
     utc_now,
@@ -39,14 +39,6 @@ __all__ = ["RedisMemoryStore"]
 
 _FIELDS: Final = ("memory_type", "content", "metadata", "created_us", "updated_us", "seq")
 _WATCH_ATTEMPTS: Final = 20
-
-
-def _redis() -> Any:
-    try:
-        import redis.asyncio
-    except ImportError as exc:  # pragma: no cover - depends on the installed extras
-        raise ImportError("RedisMemoryStore needs redis: pip install 'hookloop[redis]'") from exc
-    return redis.asyncio
 
 
 class RedisMemoryStore(MemoryStore):
@@ -70,21 +62,18 @@ class RedisMemoryStore(MemoryStore):
         prefix: str = "hookloop:memory:",
         clock: Callable[[], datetime] = utc_now,
     ) -> None:
-        if not isinstance(url, str) or not url:
-            raise UsageError("RedisMemoryStore needs a URL, e.g. 'redis://localhost:6379/0'")
-        if not isinstance(prefix, str):
-            raise UsageError(f"prefix must be a str, got {prefix!r}")
-        self.url = url
-        self.prefix = prefix
+        self.url = check_text(url, "url", empty=False)
+        self.prefix = check_text(prefix, "prefix")
         self._clock = clock
         # redis-py's async pipeline methods are typed as awaitables; here they are queued calls.
-        self._client: LoopBound[Any] = LoopBound(self._open, _close_client, _forget_client)
+        self._client: LoopBound[Any] = LoopBound(self._open, close_client, abandon_client)
 
     def __repr__(self) -> str:
         return f"RedisMemoryStore(prefix={self.prefix!r})"
 
     async def _open(self) -> Any:
-        return _redis().Redis.from_url(self.url, decode_responses=True)
+        redis = import_extra("redis.asyncio", extra="redis", by=type(self).__name__)
+        return redis.Redis.from_url(self.url, decode_responses=True)
 
     def _key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -168,7 +157,8 @@ class RedisMemoryStore(MemoryStore):
     ) -> list[MemoryEntry]:
         """Entries, newest first."""
         key = self._key("all") if memory_type is None else self._key("t", check_type(memory_type))
-        stop = -1 if limit is None else check_limit(limit) - 1
+        checked = check_limit(limit, error=MemoryRequestError)
+        stop = -1 if checked is None else checked - 1
         client = await self._client.get()
         ids: list[str] = await client.zrevrange(key, 0, stop)
         fetched = await self._fetch(client, ids)
@@ -178,10 +168,7 @@ class RedisMemoryStore(MemoryStore):
         self, target: MemoryTarget, content: str, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
         """Change an entry's text (and metadata, unless ``None``); returns it as stored."""
-        check_content(content)
-        new_metadata = None if metadata is None else check_metadata(metadata)
-        entry = await self.resolve(target)
-        changed = replaced_entry(entry, content, new_metadata, self._clock())
+        entry, changed = await replacement(self, target, content, metadata, self._clock)
         new_words = words(content)
 
         def write(pipe: Any, old_content: str) -> None:
@@ -242,7 +229,9 @@ class RedisMemoryStore(MemoryStore):
         ``write`` gets the pipeline and the content the entry has right now (its index words
         are what must be taken out). Retried when another writer got in between.
         """
-        watch_error = _redis_watch_error()
+        watch_error = import_extra(
+            "redis.exceptions", extra="redis", by=type(self).__name__
+        ).WatchError
         key = self._key("e", entry.id)
         client = await self._client.get()
         for _ in range(_WATCH_ATTEMPTS):
@@ -275,17 +264,3 @@ def _entry(memory_id: str, fields: list[str], *, score: float | None = None) -> 
         updated_at=from_micros(int(updated_us)),
         score=score,
     )
-
-
-def _redis_watch_error() -> type[Exception]:
-    from redis.exceptions import WatchError
-
-    return WatchError
-
-
-async def _close_client(client: Any) -> None:
-    await client.aclose()
-
-
-def _forget_client(client: Any) -> None:
-    """A client of a finished loop: its sockets went with that loop; nothing to await."""

@@ -1,38 +1,36 @@
 """The embedded default memory store: one SQLite file, searched with FTS5.
 
-Only the standard library is needed. Every call runs in a worker thread, so a slow disk
-never blocks the event loop; one connection per store, used by one thread at a time.
+Only the standard library is needed. Every call runs on the store's own thread (the one
+the session store uses too, :class:`hookloop._stores._sqlite.SQLiteThread`), so a slow disk
+never blocks the event loop.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
-from .._sqlite import naming_damage, use_wal
-from ._naming import check_identifier
+from .._sqlite import use_wal
+from .._stores._checks import check_identifier, check_limit
+from .._stores._sqlite import SQLiteThread
+from ..errors import MemoryRequestError
 from ._text import indexed_text
 from .base import (
     MemoryEntry,
     MemoryStore,
     MemoryTarget,
     MemoryType,
-    check_content,
-    check_limit,
-    check_metadata,
     check_type,
     dump_metadata,
     finite,
     from_micros,
     new_entry,
-    replaced_entry,
+    replacement,
     search_terms,
     to_micros,
     utc_now,
@@ -41,7 +39,6 @@ from .base import (
 
 __all__ = ["SQLiteMemoryStore"]
 
-_T = TypeVar("_T")
 _BUSY_TIMEOUT: Final = 30.0  # seconds to wait for another connection's write lock
 _COLUMNS: Final = "id, memory_type, content, metadata, created_us, updated_us"
 
@@ -73,8 +70,7 @@ class SQLiteMemoryStore(MemoryStore):
         self.path = os.fspath(path)
         self.table = check_identifier(table, "table")
         self._clock = clock
-        self._conn: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
+        self._thread = SQLiteThread(self.path, self._connect, name="hookloop-sqlite-memory")
 
     def __repr__(self) -> str:
         return f"SQLiteMemoryStore({self.path!r}, table={self.table!r})"
@@ -87,7 +83,7 @@ class SQLiteMemoryStore(MemoryStore):
         """Store a new entry and return it."""
         now = self._clock()
         entry = new_entry(content, memory_type, metadata, now)
-        await self._run(self._insert, entry)
+        await self._thread.run(self._insert, entry)
         return entry
 
     async def search(
@@ -97,63 +93,52 @@ class SQLiteMemoryStore(MemoryStore):
         terms = search_terms(query, memory_type, limit)
         if not terms:
             return []
-        return await self._run(self._search, terms, memory_type, limit)
+        return await self._thread.run(self._search, terms, memory_type, limit)
 
     async def get(self, memory_id: str) -> MemoryEntry | None:
         """The entry with this id, or ``None``."""
-        rows = await self._run(self._select, "id = ?", (memory_id,), None)
+        rows = await self._thread.run(self._select, "id = ?", (memory_id,), None)
         return rows[0] if rows else None
 
     async def entries(
         self, *, memory_type: MemoryType | None = None, limit: int | None = None
     ) -> list[MemoryEntry]:
         """Entries, newest first."""
-        if limit is not None:
-            check_limit(limit)
+        check_limit(limit, error=MemoryRequestError)
         if memory_type is None:
-            return await self._run(self._select, "1", (), limit)
-        return await self._run(self._select, "memory_type = ?", (check_type(memory_type),), limit)
+            return await self._thread.run(self._select, "1", (), limit)
+        return await self._thread.run(
+            self._select, "memory_type = ?", (check_type(memory_type),), limit
+        )
 
     async def find(self, match: str, memory_type: MemoryType) -> list[MemoryEntry]:
         """Entries of ``memory_type`` containing ``match``, case-insensitively."""
         where = "memory_type = ? AND hookloop_contains(content, ?)"
-        return await self._run(self._select, where, (check_type(memory_type), match), None)
+        return await self._thread.run(self._select, where, (check_type(memory_type), match), None)
 
     async def replace(
         self, target: MemoryTarget, content: str, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
         """Change an entry's text (and metadata, unless ``None``); returns it as stored."""
-        check_content(content)
-        new_metadata = None if metadata is None else check_metadata(metadata)
-        entry = await self.resolve(target)
-        changed = replaced_entry(entry, content, new_metadata, self._clock())
-        if not await self._run(self._update, changed):
+        entry, changed = await replacement(self, target, content, metadata, self._clock)
+        if not await self._thread.run(self._update, changed):
             raise vanished(entry)
         return changed
 
     async def remove(self, target: MemoryTarget) -> MemoryEntry:
         """Delete an entry; returns it as it was."""
         entry = await self.resolve(target)
-        if not await self._run(self._delete, entry.id):
+        if not await self._thread.run(self._delete, entry.id):
             raise vanished(entry)
         return entry
 
     async def close(self) -> None:
         """Close the connection; the next call opens it again."""
-        await asyncio.to_thread(self._close)
+        await self._thread.close()
 
-    # -- in the worker thread ----------------------------------------------------------------
-
-    async def _run(self, fn: Callable[..., _T], *args: object) -> _T:
-        return await asyncio.to_thread(self._locked, fn, *args)
-
-    def _locked(self, fn: Callable[..., _T], *args: object) -> _T:
-        with self._lock, naming_damage(self.path):
-            return fn(self._connect(), *args)
+    # -- on the store's thread ---------------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
-        if self._conn is not None:
-            return self._conn
         conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
             # As long as the session store waits: on a busy machine another process's
@@ -182,14 +167,7 @@ class SQLiteMemoryStore(MemoryStore):
             if "fts5" in str(exc):
                 exc.add_note("this Python's sqlite3 was built without FTS5, which the store needs")
             raise
-        self._conn = conn
         return conn
-
-    def _close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
 
     def _insert(self, conn: sqlite3.Connection, entry: MemoryEntry) -> None:
         with _transaction(conn):

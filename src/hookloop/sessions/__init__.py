@@ -2,15 +2,19 @@
 
 - :class:`SessionStore`: the contract, an append-only log of messages per session with
   sequence numbers, listing, export, fork, deletion and retention.
-- Backends: :class:`SqliteSessionStore` (a file; the default, nothing to install),
+- Backends: :class:`SQLiteSessionStore` (a file; the default, nothing to install),
   :class:`PostgresSessionStore` (``pip install 'hookloop[postgres]'``) and
   :class:`RedisSessionStore` (``pip install 'hookloop[redis]'``).
 - :class:`SessionRecorder`: the plugin that restores a session into an agent and appends
   every message the agent commits (``agent.use(store.session("abc"))``).
 
+``SqliteSessionStore`` is the old name of :class:`SQLiteSessionStore`: it still works, with a
+``DeprecationWarning``, and goes in the next release (see ``docs/migration.md``).
+
 See ``docs/sessions.md``.
 """
 
+import warnings
 from typing import TYPE_CHECKING
 
 from ..errors import (
@@ -24,7 +28,7 @@ from ..errors import (
 from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT
 from ._recorder import SessionRecorder
-from ._sqlite import SqliteSessionStore
+from ._sqlite import SQLiteSessionStore
 from ._types import (
     EXPORT_FORMAT,
     SCHEMA_VERSION,
@@ -50,6 +54,7 @@ __all__ = [
     "PostgresSessionStore",
     "RedisSessionStore",
     "Retention",
+    "SQLiteSessionStore",
     "SessionConflictError",
     "SessionError",
     "SessionExistsError",
@@ -58,7 +63,6 @@ __all__ = [
     "SessionRecorder",
     "SessionSchemaError",
     "SessionStore",
-    "SqliteSessionStore",
     "StoredMessage",
     "UnreadableMessage",
 ]
@@ -67,8 +71,20 @@ __all__ = [
 # first use, so that `import hookloop.sessions` works without either installed.
 _LAZY = {"PostgresSessionStore": "._postgres", "RedisSessionStore": "._redis"}
 
+# Old names that keep working for one release, each with a DeprecationWarning.
+_RENAMED = {"SqliteSessionStore": "SQLiteSessionStore"}
+
 
 def __getattr__(name: str) -> object:
+    new_name = _RENAMED.get(name)
+    if new_name is not None:
+        warnings.warn(
+            f"hookloop.sessions.{name} is renamed {new_name}; the old name goes in the next "
+            "release (see docs/migration.md)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return globals()[new_name]
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

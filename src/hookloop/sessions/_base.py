@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .._stores._checks import check_limit
 from ..errors import CorruptSessionError, SessionNotFoundError, UsageError
 from ..messages import Message, dump_messages
 from ._codec import MESSAGE_FORMAT
@@ -23,7 +24,7 @@ from ._types import (
 if TYPE_CHECKING:
     from ._recorder import SessionRecorder
 
-__all__ = ["SessionStore", "check_expected_seq", "check_limit", "check_session_id", "utc"]
+__all__ = ["SessionStore", "check_expected_seq", "check_session_id", "utc"]
 
 
 class SessionStore(abc.ABC):
@@ -37,8 +38,9 @@ class SessionStore(abc.ABC):
     idempotent by message id, so retrying one whose outcome is unknown (a dropped
     connection) is safe.
 
-    A store connects on first use and is used from one event loop; ``async with store:``
-    closes it. Backends: :class:`~hookloop.sessions.SqliteSessionStore` (a file, the
+    A store connects on first use, once per event loop (threads running their own loops
+    may share one store); ``async with store:`` closes the running loop's connections.
+    Backends: :class:`~hookloop.sessions.SQLiteSessionStore` (a file, the
     default), :class:`~hookloop.sessions.PostgresSessionStore` and
     :class:`~hookloop.sessions.RedisSessionStore` (several processes or machines).
 
@@ -46,6 +48,12 @@ class SessionStore(abc.ABC):
     :class:`~hookloop.errors.CorruptSessionError` naming the session and the sequence
     number; the other sessions stay readable. A store whose schema a newer hookloop wrote
     raises :class:`~hookloop.errors.SessionSchemaError` on first use.
+
+    A backend implements storage only: ``_append_message``, ``_read_records``,
+    ``_read_info``, ``_read_infos``, ``_create_session``, ``_fork_session``,
+    ``_delete_session`` and :meth:`prune` (``_repair_session`` if it can repair). The
+    public methods check their arguments (raising :class:`~hookloop.errors.UsageError`)
+    before they call them, so every backend refuses the same bad input the same way.
 
     Args:
         retention: What to keep; see :class:`Retention`.
@@ -58,9 +66,8 @@ class SessionStore(abc.ABC):
             raise UsageError(f"retention must be a Retention, got {type(retention).__name__}")
         self.retention = retention or Retention()
 
-    # --- what a backend implements -------------------------------------------------------
+    # --- the API: arguments checked here, once, for every backend ------------------------
 
-    @abc.abstractmethod
     async def append(
         self, session_id: str, message: Message, *, expected_seq: int | None = None
     ) -> int:
@@ -82,9 +89,12 @@ class SessionStore(abc.ABC):
             SessionConflictError: Another writer appended first (``expected_seq``), or the
                 session holds another message with the same id.
             CorruptSessionError: The session's own record is broken.
+            UsageError: A session id or ``expected_seq`` that cannot be one.
         """
+        check_session_id(session_id)
+        check_expected_seq(expected_seq)
+        return await self._append_message(session_id, message, expected_seq)
 
-    @abc.abstractmethod
     async def records(
         self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
     ) -> list[StoredMessage]:
@@ -101,31 +111,39 @@ class SessionStore(abc.ABC):
             CorruptSessionError: A stored message cannot be decoded (without
                 ``unreadable``).
         """
+        check_session_id(session_id)
+        return await self._read_records(session_id, unreadable)
 
-    @abc.abstractmethod
     async def info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata, or ``None`` when there is no such session.
 
         Raises:
             CorruptSessionError: The session's record is broken.
         """
+        check_session_id(session_id)
+        return await self._read_info(session_id)
 
-    @abc.abstractmethod
     async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         """The sessions, most recently updated first (at most ``limit`` of them).
 
         A session whose record is broken is left out, with a warning in the log.
-        """
 
-    @abc.abstractmethod
+        Raises:
+            UsageError: ``limit`` is neither ``None`` nor a positive int.
+        """
+        return await self._read_infos(check_limit(limit))
+
     async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
         """Create an empty session (appending creates one too; this one records a parent).
 
         Raises:
             SessionExistsError: The id is taken.
         """
+        check_session_id(session_id)
+        if parent_id is not None:
+            check_session_id(parent_id, "parent_id")
+        return await self._create_session(session_id, parent_id)
 
-    @abc.abstractmethod
     async def fork(self, session_id: str, new_id: str) -> SessionInfo:
         """Copy a session under a new id, with ``parent_id`` set to ``session_id``.
 
@@ -135,13 +153,17 @@ class SessionStore(abc.ABC):
             SessionNotFoundError: There is no session ``session_id``.
             SessionExistsError: ``new_id`` is taken.
         """
+        check_session_id(session_id)
+        check_session_id(new_id, "new_id")
+        return await self._fork_session(session_id, new_id)
 
-    @abc.abstractmethod
     async def delete(self, session_id: str) -> bool:
         """Delete the session and its messages; ``False`` when there was no such session.
 
         Sessions forked from it keep its id as their ``parent_id``.
         """
+        check_session_id(session_id)
+        return await self._delete_session(session_id)
 
     @abc.abstractmethod
     async def prune(self) -> int:
@@ -165,6 +187,45 @@ class SessionStore(abc.ABC):
             CorruptSessionError: The messages themselves reach the largest sequence number.
             UsageError: The store cannot repair sessions (a store of your own).
         """
+        check_session_id(session_id)
+        return await self._repair_session(session_id)
+
+    # --- what a backend implements: storage only, on checked arguments --------------------
+
+    @abc.abstractmethod
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
+    ) -> int:
+        """Store the message as :meth:`append` describes."""
+
+    @abc.abstractmethod
+    async def _read_records(
+        self, session_id: str, unreadable: list[CorruptSessionError] | None
+    ) -> list[StoredMessage]:
+        """The session's messages as :meth:`records` describes."""
+
+    @abc.abstractmethod
+    async def _read_info(self, session_id: str) -> SessionInfo | None:
+        """The session's metadata as :meth:`info` describes."""
+
+    @abc.abstractmethod
+    async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
+        """The sessions as :meth:`list_sessions` describes."""
+
+    @abc.abstractmethod
+    async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
+        """Create the session as :meth:`create` describes."""
+
+    @abc.abstractmethod
+    async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
+        """Copy the session as :meth:`fork` describes."""
+
+    @abc.abstractmethod
+    async def _delete_session(self, session_id: str) -> bool:
+        """Delete the session as :meth:`delete` describes."""
+
+    async def _repair_session(self, session_id: str) -> SessionInfo:
+        """Repair the session as :meth:`repair` describes; by default the store cannot."""
         raise UsageError(f"{type(self).__name__} cannot repair sessions")
 
     async def close(self) -> None:
@@ -266,12 +327,6 @@ def check_expected_seq(expected_seq: object) -> None:
         isinstance(expected_seq, bool) or not isinstance(expected_seq, int) or expected_seq < 0
     ):
         raise UsageError(f"expected_seq must be None or an int >= 0, got {expected_seq!r}")
-
-
-def check_limit(limit: object) -> None:
-    """Raise :class:`UsageError` unless ``limit`` is ``None`` or a positive int."""
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-        raise UsageError(f"limit must be None or a positive int, got {limit!r}")
 
 
 def utc(timestamp: float) -> datetime:

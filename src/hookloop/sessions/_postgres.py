@@ -16,7 +16,6 @@ impossible even if the counter were wrong.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -24,28 +23,27 @@ from datetime import datetime
 from typing import TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
-from .._background import at_sync_exit
+from .._extras import extra_needed
+from .._loopbound import LoopBound
+from .._stores._checks import check_int, check_text
+from .._stores._pools import abandon_pool, close_pool
+from .._stores._schema import check_schema_version
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
     SessionExistsError,
     SessionNotFoundError,
-    SessionSchemaError,
     UsageError,
 )
 from ..messages import Message
-from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
+from ._base import SessionStore, utc
 from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
 from ._consistency import RecordState
 from ._postgres_sql import INFO_COLUMNS, SCHEMA, SCHEMA_LOCK
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
-try:
+with extra_needed("postgres", by="PostgresSessionStore"):
     import asyncpg
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "PostgresSessionStore needs asyncpg: pip install 'hookloop[postgres]'"
-    ) from exc
 
 __all__ = ["PostgresSessionStore"]
 
@@ -89,19 +87,14 @@ class PostgresSessionStore(SessionStore):
         super().__init__(retention=retention)
         if (dsn is None) == (pool is None):
             raise UsageError("PostgresSessionStore needs exactly one of dsn= or pool=")
-        if dsn is not None and not isinstance(dsn, str):
-            raise UsageError(f"dsn must be a str, got {type(dsn).__name__}")
-        if isinstance(max_connections, bool) or not isinstance(max_connections, int):
-            raise UsageError(f"max_connections must be an int, got {max_connections!r}")
-        if max_connections < 1:
-            raise UsageError(f"max_connections must be at least 1, got {max_connections}")
+        if dsn is not None:
+            check_text(dsn, "dsn", empty=False)
+        self._max_connections = check_int(max_connections, "max_connections", minimum=1)
         self._dsn = dsn
-        self._own_pool = pool is None
-        self._pool: asyncpg.Pool[asyncpg.Record] | None = pool
-        self._ready = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = asyncio.Lock()
-        self._max_connections = max_connections
+        self._given = pool
+        self._pools: LoopBound[asyncpg.Pool[asyncpg.Record]] = LoopBound(
+            self._open, self._close_pool, self._abandon_pool
+        )
         self._clock = clock
 
     def __repr__(self) -> str:
@@ -111,37 +104,32 @@ class PostgresSessionStore(SessionStore):
         return "a pool" if self._dsn is None else _redact(self._dsn)
 
     async def _ensure(self) -> asyncpg.Pool[asyncpg.Record]:
-        pool = self._pool
-        loop = asyncio.get_running_loop()
-        if pool is not None and self._ready and self._loop is loop:
-            return pool
-        if self._loop is not loop:
-            self._moved_to(loop)
-        async with self._lock:
-            if self._pool is None:
-                self._pool = await asyncpg.create_pool(
-                    self._dsn, min_size=1, max_size=self._max_connections, reset=_keep_session
-                )
-                at_sync_exit(self.close)  # under agent.*_sync(), the loop ends with the call
-            if not self._ready:
-                async with self._pool.acquire() as conn:
-                    await self._migrate(conn)
-                    if self.retention.prunes:
-                        await self._prune(conn)
-                self._ready = True
-            return self._pool
+        return await self._pools.get()
 
-    def _moved_to(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Used from another event loop (a new ``asyncio.run``): start afresh in this one.
+    async def _open(self) -> asyncpg.Pool[asyncpg.Record]:
+        """The running loop's pool, its schema checked (and pruned); once per loop."""
+        pool = self._given
+        if pool is None:
+            pool = await asyncpg.create_pool(
+                self._dsn, min_size=1, max_size=self._max_connections, reset=_keep_session
+            )
+        try:
+            async with pool.acquire() as conn:
+                await self._migrate(conn)
+                if self.retention.prunes:
+                    await self._prune(conn)
+        except BaseException:
+            await self._close_pool(pool)
+            raise
+        return pool
 
-        The old loop's connections cannot be used, nor closed politely, from this one.
-        """
-        if self._loop is not None and self._own_pool and self._pool is not None:
-            self._pool.terminate()
-            self._pool = None
-        self._loop = loop
-        self._lock = asyncio.Lock()
-        self._ready = False
+    async def _close_pool(self, pool: asyncpg.Pool[asyncpg.Record]) -> None:
+        if pool is not self._given:
+            await close_pool(pool)
+
+    def _abandon_pool(self, pool: asyncpg.Pool[asyncpg.Record]) -> None:
+        if pool is not self._given:
+            abandon_pool(pool)
 
     async def _migrate(self, conn: _Conn) -> None:
         async with conn.transaction():
@@ -159,37 +147,25 @@ class PostgresSessionStore(SessionStore):
                     "INSERT INTO hookloop_meta VALUES ('sessions_schema', $1)", str(SCHEMA_VERSION)
                 )
                 return
-            try:
-                version = int(found)
-            except ValueError:
-                raise SessionSchemaError(
-                    store=self._where(), found=str(found), supported=SCHEMA_VERSION
-                ) from None
-            if version > SCHEMA_VERSION or version < 1:
-                raise SessionSchemaError(
-                    store=self._where(), found=version, supported=SCHEMA_VERSION
-                )
+            check_schema_version(found, supported=SCHEMA_VERSION, store=self._where())
             # Migrations from older versions go here, one step per version.
 
     async def close(self) -> None:
-        """Close the store's pool (a pool passed in stays open)."""
-        pool = self._pool
-        self._ready = False
-        if pool is not None and self._own_pool:
-            self._pool = None
-            await pool.close()
+        """Close the running loop's pool (a pool passed in stays open).
+
+        Used from several event loops (threads), the store has a pool per loop; each is
+        closed in its own loop, or dropped once that loop has ended.
+        """
+        await self._pools.close()
 
     def _now(self) -> datetime:
         return utc(self._clock())
 
     # --- appending ----------------------------------------------------------------------
 
-    async def append(
-        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
     ) -> int:
-        """Append ``message`` and commit it; see :meth:`SessionStore.append`."""
-        check_session_id(session_id)
-        check_expected_seq(expected_seq)
         data = encode_message(message)
         pool = await self._ensure()
         args = (
@@ -241,11 +217,9 @@ class PostgresSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(
-        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    async def _read_records(
+        self, session_id: str, unreadable: list[CorruptSessionError] | None
     ) -> list[StoredMessage]:
-        """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
-        check_session_id(session_id)
         pool = await self._ensure()
         rows = await pool.fetch(
             "SELECT seq, message_id, format, data FROM hookloop_messages "
@@ -254,18 +228,14 @@ class PostgresSessionStore(SessionStore):
         )
         return decode_rows(session_id, [(r[0], r[1], r[2], r[3]) for r in rows], unreadable)
 
-    async def info(self, session_id: str) -> SessionInfo | None:
-        """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
-        check_session_id(session_id)
+    async def _read_info(self, session_id: str) -> SessionInfo | None:
         pool = await self._ensure()
         row = await pool.fetchrow(
             f"SELECT {INFO_COLUMNS} FROM hookloop_sessions WHERE session_id = $1", session_id
         )
         return None if row is None else _info(row)
 
-    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
-        """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
-        check_limit(limit)
+    async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         pool = await self._ensure()
         rows = await pool.fetch(
             f"SELECT {INFO_COLUMNS} FROM hookloop_sessions "
@@ -282,11 +252,7 @@ class PostgresSessionStore(SessionStore):
 
     # --- sessions as a whole ------------------------------------------------------------
 
-    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
-        """Create an empty session; see :meth:`SessionStore.create`."""
-        check_session_id(session_id)
-        if parent_id is not None:
-            check_session_id(parent_id, "parent_id")
+    async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
         pool = await self._ensure()
         row = await pool.fetchrow(
             "INSERT INTO hookloop_sessions VALUES ($1, $2, $3, $3, 0, 0) "
@@ -299,10 +265,7 @@ class PostgresSessionStore(SessionStore):
             raise SessionExistsError(session_id)
         return _info(row)
 
-    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
-        """Copy a session under a new id; see :meth:`SessionStore.fork`."""
-        check_session_id(session_id)
-        check_session_id(new_id, "new_id")
+    async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
             # FOR SHARE: appends to the source wait until the copy is made.
@@ -333,16 +296,12 @@ class PostgresSessionStore(SessionStore):
             )
             return _info(row)
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the session and its messages; see :meth:`SessionStore.delete`."""
-        check_session_id(session_id)
+    async def _delete_session(self, session_id: str) -> bool:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
             return await _delete_rows(conn, session_id)
 
-    async def repair(self, session_id: str) -> SessionInfo:
-        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
-        check_session_id(session_id)
+    async def _repair_session(self, session_id: str) -> SessionInfo:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
             # Appends wait for this lock (their UPDATE), so the log stays as it is read here.

@@ -24,35 +24,34 @@ keys and the session index live in different slots); Redis 6.2 or newer is neede
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._background import at_sync_exit
+from .._extras import extra_needed
+from .._loopbound import LoopBound
+from .._stores._checks import check_text
+from .._stores._pools import abandon_client, close_client
+from .._stores._schema import check_schema_version
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
     SessionError,
     SessionExistsError,
     SessionNotFoundError,
-    SessionSchemaError,
-    UsageError,
 )
 from ..messages import Message
-from ._base import SessionStore, check_expected_seq, check_limit, check_session_id, utc
+from ._base import SessionStore, utc
 from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
 from ._consistency import RecordState
 from ._redis_lua import APPEND, CREATE, FORK, PRUNE
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
-try:
+with extra_needed("redis", by="RedisSessionStore"):
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
     from redis.exceptions import ResponseError, WatchError
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError("RedisSessionStore needs redis: pip install 'hookloop[redis]'") from exc
 
 __all__ = ["RedisSessionStore"]
 
@@ -87,19 +86,13 @@ class RedisSessionStore(SessionStore):
         clock: Callable[[], float] = time.time,
     ) -> None:
         super().__init__(retention=retention)
-        if not isinstance(url, str):
-            raise UsageError(f"url must be a str, got {type(url).__name__}")
-        if not isinstance(prefix, str):
-            raise UsageError(f"prefix must be a str, got {type(prefix).__name__}")
-        self.url = url
-        self.prefix = prefix
+        self.url = check_text(url, "url", empty=False)
+        self.prefix = check_text(prefix, "prefix")
         self._clock = clock
-        self._client: Redis | None = None
-        self._ready = False
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._lock = asyncio.Lock()
+        self._clients: LoopBound[Redis] = LoopBound(self._open, self._close, self._abandon)
         self._index = f"{prefix}sessions"
-        self._scripts: dict[str, AsyncScript] = {}
+        # Each client's scripts (an AsyncScript is bound to its client), dropped with it.
+        self._scripts: dict[Redis, dict[str, AsyncScript]] = {}
 
     def __repr__(self) -> str:
         return f"RedisSessionStore({self.url!r}, prefix={self.prefix!r})"
@@ -109,69 +102,60 @@ class RedisSessionStore(SessionStore):
         return f"{p}session:{session_id}", f"{p}log:{session_id}", f"{p}ids:{session_id}"
 
     async def _ensure(self) -> Redis:
-        client = self._client
-        loop = asyncio.get_running_loop()
-        if client is not None and self._ready and self._loop is loop:
-            return client
-        if self._loop is not loop:
-            # Used from another event loop (a new asyncio.run): the old loop's connections
-            # cannot be used from this one; start afresh.
-            self._client = None
-            self._scripts = {}
-            self._loop = loop
-            self._lock = asyncio.Lock()
-            self._ready = False
-        async with self._lock:
-            if self._client is None:
-                self._client = Redis.from_url(self.url)
-                at_sync_exit(self.close)  # under agent.*_sync(), the loop ends with the call
-            if not self._ready:
-                await self._migrate(self._client)
-                if self.retention.prunes:
-                    await self._prune(self._client)
-                self._ready = True
-            return self._client
+        return await self._clients.get()
+
+    async def _open(self) -> Redis:
+        """The running loop's client, the schema checked (and pruned); once per loop."""
+        client = Redis.from_url(self.url)
+        self._scripts[client] = {}
+        try:
+            await self._migrate(client)
+            if self.retention.prunes:
+                await self._prune(client)
+        except BaseException:
+            await self._close(client)
+            raise
+        return client
+
+    async def _close(self, client: Redis) -> None:
+        self._scripts.pop(client, None)
+        await close_client(client)
+
+    def _abandon(self, client: Redis) -> None:
+        self._scripts.pop(client, None)
+        abandon_client(client)
 
     async def _migrate(self, client: Redis) -> None:
         key = f"{self.prefix}schema"
         await client.set(key, SCHEMA_VERSION, nx=True)
         found: object = await client.get(key)
-        try:
-            version = int(_text(found))
-        except (TypeError, ValueError):
-            raise SessionSchemaError(
-                store=self._where(), found=repr(found), supported=SCHEMA_VERSION
-            ) from None
-        if version > SCHEMA_VERSION or version < 1:
-            raise SessionSchemaError(store=self._where(), found=version, supported=SCHEMA_VERSION)
+        check_schema_version(found, supported=SCHEMA_VERSION, store=self._where())
         # Migrations from older versions go here, one step per version.
 
     def _script(self, client: Redis, source: str) -> AsyncScript:
         """The script, sent once and then run by its SHA1 (``EVALSHA``)."""
-        script = self._scripts.get(source)
+        scripts = self._scripts.setdefault(client, {})
+        script = scripts.get(source)
         if script is None:
-            script = self._scripts[source] = client.register_script(source)
+            script = scripts[source] = client.register_script(source)
         return script
 
     def _where(self) -> str:
         return f"{self.url} (prefix {self.prefix!r})"
 
     async def close(self) -> None:
-        """Close the connections to the server."""
-        client, self._client = self._client, None
-        self._ready = False
-        self._scripts = {}
-        if client is not None:
-            await client.aclose()
+        """Close the running loop's connections to the server.
+
+        Used from several event loops (threads), the store has a client per loop; each is
+        closed in its own loop, or dropped once that loop has ended.
+        """
+        await self._clients.close()
 
     # --- appending ----------------------------------------------------------------------
 
-    async def append(
-        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
     ) -> int:
-        """Append ``message`` and commit it; see :meth:`SessionStore.append`."""
-        check_session_id(session_id)
-        check_expected_seq(expected_seq)
         data = encode_message(message)
         client = await self._ensure()
         limit = self.retention.max_messages
@@ -217,11 +201,9 @@ class RedisSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(
-        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    async def _read_records(
+        self, session_id: str, unreadable: list[CorruptSessionError] | None
     ) -> list[StoredMessage]:
-        """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
-        check_session_id(session_id)
         client = await self._ensure()
         try:
             entries: list[tuple[bytes, dict[bytes, bytes]]] = await client.xrange(
@@ -235,9 +217,7 @@ class RedisSessionStore(SessionStore):
             rows.append((seq, fields.get(b"i"), fields.get(b"f"), fields.get(b"d")))
         return decode_rows(session_id, rows, unreadable)
 
-    async def info(self, session_id: str) -> SessionInfo | None:
-        """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
-        check_session_id(session_id)
+    async def _read_info(self, session_id: str) -> SessionInfo | None:
         client = await self._ensure()
         found = await self._infos(client, [session_id])
         info = found[0]
@@ -245,9 +225,7 @@ class RedisSessionStore(SessionStore):
             raise info
         return info
 
-    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
-        """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
-        check_limit(limit)
+    async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         client = await self._ensure()
         try:
             ids: Sequence[object] = await client.zrevrange(
@@ -284,11 +262,7 @@ class RedisSessionStore(SessionStore):
 
     # --- sessions as a whole ------------------------------------------------------------
 
-    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
-        """Create an empty session; see :meth:`SessionStore.create`."""
-        check_session_id(session_id)
-        if parent_id is not None:
-            check_session_id(parent_id, "parent_id")
+    async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
         client = await self._ensure()
         now = repr(self._clock())
         created = await self._script(client, CREATE)(
@@ -298,10 +272,7 @@ class RedisSessionStore(SessionStore):
             raise SessionExistsError(session_id)
         return await self._info_after(client, session_id)
 
-    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
-        """Copy a session under a new id; see :meth:`SessionStore.fork`."""
-        check_session_id(session_id)
-        check_session_id(new_id, "new_id")
+    async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
         client = await self._ensure()
         try:
             done = await self._script(client, FORK)(
@@ -348,9 +319,7 @@ class RedisSessionStore(SessionStore):
         top = _entry_seq(session_id, newest[0][0]) if newest else None
         return RecordState(session_id, bool(exists), last, first, top, int(count), _MAX_SEQ)
 
-    async def repair(self, session_id: str) -> SessionInfo:
-        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
-        check_session_id(session_id)
+    async def _repair_session(self, session_id: str) -> SessionInfo:
         client = await self._ensure()
         record, log, _ = self._keys(session_id)
         while True:
@@ -380,9 +349,7 @@ class RedisSessionStore(SessionStore):
             raise SessionNotFoundError(session_id)
         return info
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the session and its messages; see :meth:`SessionStore.delete`."""
-        check_session_id(session_id)
+    async def _delete_session(self, session_id: str) -> bool:
         client = await self._ensure()
         return await self._delete(client, [session_id]) > 0
 

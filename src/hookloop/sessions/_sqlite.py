@@ -3,7 +3,7 @@
 The file is in WAL mode. An append is one ``INSERT ... SELECT`` statement, so one
 transaction: it takes the next seq from the session's record and a trigger moves the record
 on. The common append runs right on the event loop's thread, on a connection that never
-waits (see ``SqliteSessionStore._append_now``); everything that may wait (opening, reads,
+waits (see ``SQLiteSessionStore._append_now``); everything that may wait (opening, reads,
 a lock held by another process, a new session, checkpoints) runs on one thread of the
 store's own, so the event loop never waits for the disk or for another process. Writers in
 several processes queue for SQLite's write lock (up to ``busy_timeout``) and never lose or
@@ -18,21 +18,21 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
 from .._sqlite import naming_damage, use_wal
+from .._stores._schema import check_schema_version
+from .._stores._sqlite import SQLiteThread
 from ..errors import (
     CorruptSessionError,
     SessionConflictError,
     SessionExistsError,
     SessionNotFoundError,
-    SessionSchemaError,
     UsageError,
 )
 from ..messages import Message
-from ._base import SessionStore, check_expected_seq, check_limit, check_session_id
+from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
 from ._sqlite_sql import (
     CHECKPOINT_EVERY,
@@ -54,17 +54,14 @@ from ._sqlite_sql import (
     statements,
     transaction,
 )
-from ._thread import Worker
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
-__all__ = ["SqliteSessionStore"]
+__all__ = ["SQLiteSessionStore"]
 
 logger = logging.getLogger(__name__)
 
-_T = TypeVar("_T")
 
-
-class SqliteSessionStore(SessionStore):
+class SQLiteSessionStore(SessionStore):
     """Sessions in a SQLite file: the default store, standard library only.
 
     Good for one process, and for a few processes on one machine sharing the file (they
@@ -110,8 +107,7 @@ class SqliteSessionStore(SessionStore):
         self._synchronous = synchronous
         self._busy_ms = max(0, int(busy_timeout * 1000))
         self._clock = clock
-        self._worker: Worker | None = None
-        self._conn: sqlite3.Connection | None = None  # touched on the worker thread only
+        self._thread = SQLiteThread(str(self.path), self._connect, name="hookloop-sqlite")
         # The event loop's own connection, for appends that cannot block (see _append_now).
         self._direct: sqlite3.Connection | None = None
         self._direct_lock = threading.Lock()
@@ -120,21 +116,9 @@ class SqliteSessionStore(SessionStore):
         self._checkpointing = False  # appends go to the thread, behind the checkpoint
 
     def __repr__(self) -> str:
-        return f"SqliteSessionStore({str(self.path)!r})"
+        return f"SQLiteSessionStore({str(self.path)!r})"
 
-    # --- the thread ---------------------------------------------------------------------
-
-    async def _run(self, fn: Callable[..., _T], *args: object) -> _T:
-        worker = self._worker
-        if worker is None:
-            worker = self._worker = Worker("hookloop-sqlite")
-        return await worker.run(partial(self._call, fn, args))
-
-    def _call(self, fn: Callable[..., _T], args: tuple[object, ...]) -> _T:
-        with naming_damage(self.path):
-            if self._conn is None:
-                self._conn = self._connect()
-            return fn(self._conn, *args)
+    # --- on the store's thread ----------------------------------------------------------
 
     def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit transactions; each method says BEGIN itself.
@@ -168,17 +152,7 @@ class SqliteSessionStore(SessionStore):
                     "INSERT INTO hookloop_meta VALUES ('sessions_schema', ?)", (SCHEMA_VERSION,)
                 )
                 return
-            found = row[0]
-            try:
-                version = int(found)
-            except (TypeError, ValueError):
-                raise SessionSchemaError(
-                    store=str(self.path), found=str(found), supported=SCHEMA_VERSION
-                ) from None
-            if version > SCHEMA_VERSION or version < 1:
-                raise SessionSchemaError(
-                    store=str(self.path), found=version, supported=SCHEMA_VERSION
-                )
+            check_schema_version(row[0], supported=SCHEMA_VERSION, store=str(self.path))
             # Migrations from older versions go here, one step per version.
 
     async def close(self) -> None:
@@ -188,28 +162,13 @@ class SqliteSessionStore(SessionStore):
             self._ready = False
             if direct is not None:
                 direct.close()
-        worker, self._worker = self._worker, None
-        if worker is None:
-            return
-
-        def close() -> None:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                conn.close()
-
-        try:
-            await worker.run(close)
-        finally:
-            worker.stop()
+        await self._thread.close()
 
     # --- appending ----------------------------------------------------------------------
 
-    async def append(
-        self, session_id: str, message: Message, *, expected_seq: int | None = None
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
     ) -> int:
-        """Append ``message`` and commit it; see :meth:`SessionStore.append`."""
-        check_session_id(session_id)
-        check_expected_seq(expected_seq)
         data = encode_message(message)
         args = (session_id, message.id, MESSAGE_FORMAT, data, self._clock(), expected_seq)
         seq = None
@@ -217,9 +176,9 @@ class SqliteSessionStore(SessionStore):
             with naming_damage(self.path):
                 seq = self._append_now(args)
         if seq is None:
-            return await self._run(self._append, args)
+            return await self._thread.run(self._append, args)
         if self.retention.max_messages is not None:
-            await self._run(self._trim, session_id, seq)
+            await self._thread.run(self._trim, session_id, seq)
         return seq
 
     def _append_now(self, args: AppendArgs) -> int | None:
@@ -251,10 +210,10 @@ class SqliteSessionStore(SessionStore):
             self._direct_lock.release()
         if seq is not None:
             self._unchecked += 1
-            if self._unchecked >= CHECKPOINT_EVERY and self._worker is not None:
+            if self._unchecked >= CHECKPOINT_EVERY and self._thread.started:
                 self._unchecked = 0
                 self._checkpointing = True
-                self._worker.post(partial(self._call, self._checkpoint, ()))
+                self._thread.post(self._checkpoint)
         return seq
 
     def _checkpoint(self, conn: sqlite3.Connection) -> None:
@@ -325,24 +284,18 @@ class SqliteSessionStore(SessionStore):
 
     # --- reading ------------------------------------------------------------------------
 
-    async def records(
-        self, session_id: str, *, unreadable: list[CorruptSessionError] | None = None
+    async def _read_records(
+        self, session_id: str, unreadable: list[CorruptSessionError] | None
     ) -> list[StoredMessage]:
-        """Every message of the session, oldest first; see :meth:`SessionStore.records`."""
-        check_session_id(session_id)
-        rows = await self._run(select_messages, session_id)
+        rows = await self._thread.run(select_messages, session_id)
         return decode_rows(session_id, rows, unreadable)
 
-    async def info(self, session_id: str) -> SessionInfo | None:
-        """The session's metadata, or ``None``; see :meth:`SessionStore.info`."""
-        check_session_id(session_id)
-        row = await self._run(select_info, session_id)
+    async def _read_info(self, session_id: str) -> SessionInfo | None:
+        row = await self._thread.run(select_info, session_id)
         return None if row is None else info_from_row(row)
 
-    async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
-        """The sessions, most recently updated first; see :meth:`SessionStore.list_sessions`."""
-        check_limit(limit)
-        rows = await self._run(select_infos, -1 if limit is None else limit)
+    async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
+        rows = await self._thread.run(select_infos, -1 if limit is None else limit)
         out: list[SessionInfo] = []
         for row in rows:
             try:
@@ -353,12 +306,8 @@ class SqliteSessionStore(SessionStore):
 
     # --- sessions as a whole ------------------------------------------------------------
 
-    async def create(self, session_id: str, *, parent_id: str | None = None) -> SessionInfo:
-        """Create an empty session; see :meth:`SessionStore.create`."""
-        check_session_id(session_id)
-        if parent_id is not None:
-            check_session_id(parent_id, "parent_id")
-        return info_from_row(await self._run(self._create, session_id, parent_id))
+    async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
+        return info_from_row(await self._thread.run(self._create, session_id, parent_id))
 
     def _create(self, conn: sqlite3.Connection, session_id: str, parent_id: str | None) -> InfoRow:
         now = self._clock()
@@ -372,11 +321,8 @@ class SqliteSessionStore(SessionStore):
                 raise SessionExistsError(session_id) from None
             return (session_id, parent_id, now, now, 0, 0)
 
-    async def fork(self, session_id: str, new_id: str) -> SessionInfo:
-        """Copy a session under a new id; see :meth:`SessionStore.fork`."""
-        check_session_id(session_id)
-        check_session_id(new_id, "new_id")
-        return info_from_row(await self._run(self._fork, session_id, new_id))
+    async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
+        return info_from_row(await self._thread.run(self._fork, session_id, new_id))
 
     def _fork(self, conn: sqlite3.Connection, session_id: str, new_id: str) -> InfoRow:
         now = self._clock()
@@ -404,15 +350,11 @@ class SqliteSessionStore(SessionStore):
             assert row is not None
             return row
 
-    async def delete(self, session_id: str) -> bool:
-        """Delete the session and its messages; see :meth:`SessionStore.delete`."""
-        check_session_id(session_id)
-        return await self._run(delete_session, session_id)
+    async def _delete_session(self, session_id: str) -> bool:
+        return await self._thread.run(delete_session, session_id)
 
-    async def repair(self, session_id: str) -> SessionInfo:
-        """Make the session's record agree with its messages; see :meth:`SessionStore.repair`."""
-        check_session_id(session_id)
-        return info_from_row(await self._run(self._repair, session_id))
+    async def _repair_session(self, session_id: str) -> SessionInfo:
+        return info_from_row(await self._thread.run(self._repair, session_id))
 
     def _repair(self, conn: sqlite3.Connection, session_id: str) -> InfoRow:
         with transaction(conn):
@@ -442,7 +384,7 @@ class SqliteSessionStore(SessionStore):
 
     async def prune(self) -> int:
         """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""
-        return await self._run(self._prune)
+        return await self._thread.run(self._prune)
 
     def _prune(self, conn: sqlite3.Connection) -> int:
         retention = self.retention
