@@ -45,7 +45,7 @@ from hookloop.hooks import (
 from hookloop.models.base import ProviderRequest, ProviderResponse
 from hookloop.models.testing import ScriptedModel
 from hookloop.retry import DefaultRetryStrategy, FallbackStrategy, ToolRetryStrategy
-from hookloop.sessions import SessionRecorder, SqliteSessionStore
+from hookloop.sessions import SessionRecorder, SQLiteSessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "hooks.md"
@@ -179,7 +179,7 @@ async def test_built_in_plugins_sit_in_their_phases_in_the_documented_order(
     agent.use(SlidingWindow())
     agent.use(FallbackStrategy([ScriptedModel([], name="backup")]))
     agent.use(Compaction())
-    async with SqliteSessionStore(tmp_path / "s.db") as store:
+    async with SQLiteSessionStore(tmp_path / "s.db") as store:
         agent.use(SessionRecorder(store))
         assert _labels(agent, "on_message")[:2] == [
             "SessionRecorder._on_message",
@@ -218,7 +218,7 @@ def _plugins(tmp_path: Path) -> list[Callable[[], Any]]:
         Compaction,
         DefaultRetryStrategy,
         ToolRetryStrategy,
-        lambda: SessionRecorder(SqliteSessionStore(tmp_path / "s.db")),
+        lambda: SessionRecorder(SQLiteSessionStore(tmp_path / "s.db")),
     ]
 
 
