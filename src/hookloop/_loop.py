@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 from .context.history import ChatHistory
+from .context.policies import SlidingWindow
 from .context.repair import repair
 from .errors import (
     ChatCancelledError,
@@ -609,13 +610,26 @@ def build_request(agent: Agent, history: ChatHistory, iteration: int = 0) -> Pro
             (system_parts if scope.context_placement == "system" else user_parts).append(text)
     if system_parts:
         system = "\n\n".join([system, *system_parts] if system else system_parts)
-    messages = history.messages
-    if history.version != history.checked_version:
-        repaired = repair(messages)
-        if repaired is messages:
-            history.checked_version = history.version
-        else:
-            messages = tuple(repaired)
+    settings = _settings_for(agent, iteration)
+    definitions = tuple(tools)
+    window = None
+    if isinstance(policy := agent.context_policy, SlidingWindow):
+        # Only the window, not the whole history: a turn costs the same however long the
+        # conversation grows (bench/loop.py, overhead_us_by_history).
+        bare = ProviderRequest(
+            model=agent.model.name, system=system, messages=(), tools=definitions, settings=settings
+        )
+        window = policy.request_messages(bare, history)
+    if window is not None:
+        messages = window
+    else:
+        messages = history.messages
+        if history.version != history.checked_version:
+            repaired = repair(messages)
+            if repaired is messages:
+                history.checked_version = history.version
+            else:
+                messages = tuple(repaired)
     if user_parts:
         extended = _extend_last_user(messages, "\n\n".join(user_parts))
         if extended is None:  # no user message to carry it: the system prompt does
@@ -626,8 +640,8 @@ def build_request(agent: Agent, history: ChatHistory, iteration: int = 0) -> Pro
         model=agent.model.name,
         system=system,
         messages=messages,
-        tools=tuple(tools),
-        settings=_settings_for(agent, iteration),
+        tools=definitions,
+        settings=settings,
     )
 
 

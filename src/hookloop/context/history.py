@@ -253,6 +253,20 @@ class ChatHistory:
             self._total += sum(added)
         return counts
 
+    def _checked_lists(self) -> tuple[list[Message], list[int]] | None:
+        """The conversation and its counts, not copied, if its tool calls pair up.
+
+        For the context policies, which must not copy the whole conversation per request.
+        ``None`` when the conversation needs :func:`~hookloop.context.repair`. The lists are
+        the history's own: read them, never change them.
+        """
+        messages = self._messages
+        if self.version != self.checked_version:
+            if repair(messages) is not messages:
+                return None
+            self.checked_version = self.version
+        return messages, self._counted()
+
     def add_system_prompt(self, prompt: str) -> None:
         """Set the system prompt, replacing any earlier one; ``""`` removes it.
 
