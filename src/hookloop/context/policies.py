@@ -99,6 +99,18 @@ class SlidingWindow:
 
     name = "sliding-window"
 
+    # Slots: every agent has one (bench/context.py, agent_kb_100_messages_*).
+    __slots__ = (
+        "_agent",
+        "_ceiling",
+        "_shown",
+        "_state",
+        "max_tokens",
+        "recover",
+        "reserve",
+        "shrink",
+    )
+
     def __init__(
         self,
         *,
@@ -119,7 +131,7 @@ class SlidingWindow:
         self.shrink = shrink
         self._agent: Agent | None = None
         self._ceiling: int | None = None  # a budget a provider's overflow taught us
-        self._shown: set[str] = set()  # ids already passed to on_pre_compress
+        self._shown: set[str] | None = None  # ids already passed to on_pre_compress
         self._state: _Window | None = None  # the window, kept from one request to the next
 
     def init_agent(self, agent: Agent) -> None:
@@ -328,6 +340,8 @@ class SlidingWindow:
         if not agent.hooks.handlers.get(ON_PRE_COMPRESS):
             return
         shown = self._shown
+        if shown is None:
+            shown = self._shown = set()
         going = [m for m in _left_out(messages, kept) if m.id not in shown]
         shown.update(m.id for m in going)
         await _before_discarding(agent, going)  # no summary is written to keep the texts in
