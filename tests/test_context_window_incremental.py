@@ -152,3 +152,22 @@ def test_the_incremental_window_equals_the_window_trimmed_from_scratch(
     if compared and len(compared[-1][0]) < stored:  # type: ignore[arg-type]
         event("the last request left messages out")
     event(f"{len(compared)} requests compared")
+
+
+async def test_a_request_is_built_with_only_the_window_not_the_whole_history() -> None:
+    """Handlers before the window see what will be sent: the stored history is not copied
+    into every request (a turn would cost more as the conversation grows)."""
+    seen: list[int] = []
+    model = FunctionModel(lambda request: "noted", context_window=600)
+    agent = Agent(model, retry=None, context=SlidingWindow(reserve=100))
+    agent.history.import_history(preloaded([5] * 1_000))
+    stored = len(agent.history)
+    agent.add_hook("pre_request", lambda ctx: seen.append(len(ctx.request.messages)), order=0)
+
+    await agent.chat("and now?")
+    await agent.chat("and then?")
+
+    sent = [len(request.messages) for request in model.requests]
+    assert seen == sent
+    assert all(0 < n < 100 for n in sent)
+    assert len(agent.history) == stored + 4  # and the stored history keeps everything
