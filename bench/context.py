@@ -11,6 +11,10 @@
   o200k_base count over a corpus of prose, code and JSON messages
   (``estimate_error_detail_pct`` adds the median and the worst single message).
 - ``session_kb_100_messages``: memory held by one idle agent with a 100-message history.
+- ``agent_kb_100_messages_rss`` / ``agent_kb_100_messages_tracemalloc``: the same, measured
+  the way peer frameworks are measured: 1,000 agents, each importing 100 messages made for
+  it, the growth of the process's resident memory (RSS) and of what tracemalloc traces,
+  divided by 1,000. Each is measured in a fresh process.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import argparse
 import gc
 import json
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -139,6 +144,54 @@ def session_kb(sessions: int = 200) -> float:
     return (grown / sessions + message_bytes) / 1024
 
 
+AGENTS = 1_000
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status (Linux only)")
+
+
+def _make_agents(count: int) -> list[Agent]:
+    agents = []
+    for _ in range(count):
+        agent = Agent(ScriptedModel([]), retry=None)
+        agent.history.import_history(make_history(100))
+        agents.append(agent)
+    return agents
+
+
+def agent_kb(how: str) -> float:
+    """KB per idle agent with 100 imported messages, over 1,000 agents (rss or tracemalloc)."""
+    _make_agents(5)  # imports and caches warmed up before the measurement
+    gc.collect()
+    if how == "rss":
+        before = _rss_kb()
+        agents = _make_agents(AGENTS)
+        gc.collect()
+        grown = float(_rss_kb() - before)
+    else:
+        tracemalloc.start()
+        before_bytes = tracemalloc.get_traced_memory()[0]
+        agents = _make_agents(AGENTS)
+        gc.collect()
+        grown = (tracemalloc.get_traced_memory()[0] - before_bytes) / 1024
+        tracemalloc.stop()
+    assert len(agents) == AGENTS
+    return grown / AGENTS
+
+
+def agent_kb_fresh(how: str) -> float:
+    """:func:`agent_kb` in a fresh interpreter, so earlier figures leave nothing behind."""
+    out = subprocess.run(
+        [sys.executable, __file__, "--agent-kb", how], check=True, capture_output=True, text=True
+    )
+    return float(out.stdout)
+
+
 def _deep_size(messages: list[Message]) -> int:
     seen: set[int] = set()
 
@@ -160,7 +213,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--repeat", type=int, default=5, help="runs per trim figure (best of)")
+    parser.add_argument("--agent-kb", choices=["rss", "tracemalloc"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.agent_kb:
+        print(agent_kb(args.agent_kb))
+        return
     trim = trim_figures(args.repeat)
     error = estimate_error()
     figures: dict[str, Any] = {
@@ -168,6 +225,8 @@ def main() -> None:
         "estimate_error_pct": error["total"] if error is not None else None,
         "estimate_error_detail_pct": error,
         "session_kb_100_messages": session_kb(),
+        "agent_kb_100_messages_rss": agent_kb_fresh("rss"),
+        "agent_kb_100_messages_tracemalloc": agent_kb_fresh("tracemalloc"),
         "budget_tokens": BUDGET,
         "python": sys.version.split()[0],
     }
@@ -188,6 +247,11 @@ def main() -> None:
             f"{error['median_message']:.1f}%, worst message {error['worst_message']:.1f}%"
         )
     print(f"  idle session with 100 messages: {figures['session_kb_100_messages']:.1f} KB")
+    print(
+        f"  idle agent with 100 messages, 1,000 agents: "
+        f"{figures['agent_kb_100_messages_rss']:.1f} KB (RSS), "
+        f"{figures['agent_kb_100_messages_tracemalloc']:.1f} KB (tracemalloc)"
+    )
     print("  for scale: peers trim 100k messages in 47-288 ms and hold 60-160 KB per session")
 
 

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .context.history import ChatHistory
+from .context.policies import SlidingWindow
 from .context.repair import repair
 from .errors import (
     ChatCancelledError,
@@ -99,6 +100,8 @@ class ChatSetup:
         max_iterations: The most model calls the chat may make.
         reset_tool_choice: Whether a forcing tool choice holds for the first call only.
         history: The conversation the chat appends to.
+        window: The agent's own sliding window, which builds each request from only the
+            messages that fit; ``None`` when the agent has another policy or none.
     """
 
     handlers: dict[str, tuple[Handler, ...]]
@@ -108,6 +111,7 @@ class ChatSetup:
     max_iterations: int
     reset_tool_choice: bool
     history: ChatHistory
+    window: SlidingWindow | None
 
 
 class ChatRun:
@@ -660,13 +664,26 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
             (system_parts if scope.context_placement == "system" else user_parts).append(text)
     if system_parts:
         system = "\n\n".join([system, *system_parts] if system else system_parts)
-    messages = history.messages
-    if history.version != history.checked_version:
-        repaired = repair(messages)
-        if repaired is messages:
-            history.checked_version = history.version
-        else:
-            messages = tuple(repaired)
+    settings = _settings_for(setup, iteration)
+    definitions = tuple(tools)
+    window = None
+    if (policy := setup.window) is not None:
+        # Only the window, not the whole history: a turn costs the same however long the
+        # conversation grows (bench/loop.py, overhead_us_by_history).
+        bare = ProviderRequest(
+            model=setup.model.name, system=system, messages=(), tools=definitions, settings=settings
+        )
+        window = policy.request_messages(bare, history, setup.model)
+    if window is not None:
+        messages = window
+    else:
+        messages = history.messages
+        if history.version != history.checked_version:
+            repaired = repair(messages)
+            if repaired is messages:
+                history.checked_version = history.version
+            else:
+                messages = tuple(repaired)
     if user_parts:
         extended = _extend_last_user(messages, "\n\n".join(user_parts))
         if extended is None:  # no user message to carry it: the system prompt does
@@ -677,8 +694,8 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
         model=setup.model.name,
         system=system,
         messages=messages,
-        tools=tuple(tools),
-        settings=_settings_for(setup, iteration),
+        tools=definitions,
+        settings=settings,
     )
 
 

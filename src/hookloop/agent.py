@@ -518,6 +518,7 @@ class Agent(HookHost):
             max_iterations=self.max_iterations,
             reset_tool_choice=self.reset_tool_choice,
             history=self.history,
+            window=policy if isinstance(policy := self.context_policy, SlidingWindow) else None,
         )
         return self._slot.claim(ChatRun(setup, message, emit))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ..errors import (
@@ -103,9 +104,13 @@ class ChatHistory:
         self._messages: list[Message] = []
         # Token count of each message, in step with _messages except for a tail of messages
         # the loop appended and nobody has asked about yet: _counted() fills it in.
-        self._counts: list[int] = []
+        # An array of C ints: half the size of a list (bench/context.py, agent_kb_*).
+        self._counts: array[int] = array("i")
         self._total = 0  # sum of _counts
-        self._index: dict[str, int] = {}  # message id -> position in _messages
+        # message id -> position in _messages; made when first needed, so an idle history
+        # (a restored session nobody talks to yet) does not hold it (bench/context.py,
+        # agent_kb_100_messages_*).
+        self._index: dict[str, int] | None = None
         self.version = 0
         self.checked_version = 0  # a new, empty history is valid
 
@@ -165,7 +170,7 @@ class ChatHistory:
         _check_id(message_id)
         if self._system is not None and self._system.id == message_id:
             return self._system
-        position = self._index.get(message_id)
+        position = self._ids().get(message_id)
         return None if position is None else self._messages[position]
 
     def get_remaining_budget(self) -> int:
@@ -189,7 +194,7 @@ class ChatHistory:
         logged. The stored history is not changed; the result is a new list each call.
         """
         conversation: Sequence[Message] = self._messages
-        counts: list[int] | None = self._counted()
+        counts: Sequence[int] | None = self._counted()
         if self.version != self.checked_version:
             repaired = repair(conversation)
             if repaired is conversation:
@@ -231,27 +236,42 @@ class ChatHistory:
         if not isinstance(message, _CONVERSATION):
             _check_message(message)  # raises: the right error for each wrong kind
         self._check_new_id(message.id)
-        self._index[message.id] = len(self._messages)
+        self._ids()[message.id] = len(self._messages)  # _ids: no duplicate (checked)
         self._messages.append(message)
 
     def _append(self, message: Message) -> None:
         self._check_new_id(message.id)
         counts = self._counted()
-        count = self._counter.count_message(message)
-        self._index[message.id] = len(self._messages)
+        count = _own_counter(self._counter).count_message(message)
+        self._ids()[message.id] = len(self._messages)
         self._messages.append(message)
         counts.append(count)
         self._total += count
 
-    def _counted(self) -> list[int]:
+    def _counted(self) -> array[int]:
         """The per-message counts, after counting messages appended without one."""
         counts = self._counts
         missing = len(self._messages) - len(counts)
         if missing:
-            added = [self._counter.count_message(m) for m in self._messages[-missing:]]
+            count = _own_counter(self._counter).count_message
+            added = [count(m) for m in self._messages[-missing:]]
             counts.extend(added)
             self._total += sum(added)
         return counts
+
+    def _checked_lists(self) -> tuple[list[Message], array[int]] | None:
+        """The conversation and its counts, not copied, if its tool calls pair up.
+
+        For the context policies, which must not copy the whole conversation per request.
+        ``None`` when the conversation needs :func:`~hookloop.context.repair`. The lists are
+        the history's own: read them, never change them.
+        """
+        messages = self._messages
+        if self.version != self.checked_version:
+            if repair(messages) is not messages:
+                return None
+            self.checked_version = self.version
+        return messages, self._counted()
 
     def add_system_prompt(self, prompt: str) -> None:
         """Set the system prompt, replacing any earlier one; ``""`` removes it.
@@ -281,9 +301,9 @@ class ChatHistory:
         For a complete reset, also call ``add_system_prompt("")``.
         """
         self._messages = []
-        self._counts = []
+        self._counts = array("i")
         self._total = 0
-        self._index = {}
+        self._index = None
         self.version += 1
 
     def delete_message_range(self, start_id: str, end_id: str) -> None:
@@ -338,7 +358,7 @@ class ChatHistory:
             self._system_tokens = self._counter.count_system(new_content)
             self._system = dataclasses.replace(self._system, content=new_content)
             return
-        position = self._index.get(message_id)
+        position = self._ids().get(message_id)
         if position is None:
             raise MessageNotFoundError(
                 f"no message with id {message_id!r} in the history", message_id=message_id
@@ -346,7 +366,7 @@ class ChatHistory:
         edited = _with_content(self._messages[position], new_content)
         _check_message(edited)
         counts = self._counted()  # before the change, while counts and messages line up
-        count = self._counter.count_message(edited)
+        count = _own_counter(self._counter).count_message(edited)
         self._messages[position] = edited
         self._total += count - counts[position]
         counts[position] = count
@@ -420,13 +440,15 @@ class ChatHistory:
                 )
             index[message.id] = len(conversation)
             conversation.append(message)
-        counts = [self._counter.count_message(m) for m in conversation]
+        conversation = conversation[:]  # no room to grow: a restored history may stay idle
+        count = _own_counter(self._counter).count_message
+        counts = array("i", map(count, conversation))
         system_tokens = self._counter.count_system(system.content) if system else None
         # Everything checked and counted: now commit, all at once.
         self._messages = conversation
         self._counts = counts
         self._total = sum(counts)
-        self._index = index
+        self._index = None  # made again when first needed: an idle history is smaller
         self.version += 1
         if system is not None and system_tokens is not None:
             self._system = system
@@ -435,7 +457,7 @@ class ChatHistory:
     # --- helpers ------------------------------------------------------------------------
 
     def _check_new_id(self, message_id: str) -> None:
-        if message_id in self._index or (
+        if message_id in self._ids() or (
             self._system is not None and self._system.id == message_id
         ):
             raise DuplicateMessageIdError(
@@ -444,7 +466,7 @@ class ChatHistory:
             )
 
     def _position(self, message_id: str, *, start_id: str, end_id: str) -> int:
-        position = self._index.get(message_id)
+        position = self._ids().get(message_id)
         if position is not None:
             return position
         if self._system is not None and self._system.id == message_id:
@@ -459,11 +481,27 @@ class ChatHistory:
         )
 
     def _reindex(self) -> None:
-        self._index = {m.id: i for i, m in enumerate(self._messages)}
+        self._index = None
+
+    def _ids(self) -> dict[str, int]:
+        """Message id -> position, made on first use."""
+        index = self._index
+        if index is None:
+            index = self._index = {m.id: i for i, m in enumerate(self._messages)}
+        return index
 
 
 _ROLES = "a UserMessage, AssistantMessage or ToolMessage"
 _CONVERSATION = (UserMessage, AssistantMessage, ToolMessage)
+
+
+def _own_counter(counter: TokenCounter) -> TokenCounter:
+    """The counter the history counts its own messages with: not a cache.
+
+    The history keeps every message's count itself; a :class:`CachingCounter` would keep
+    each a second time (bench/context.py, agent_kb_100_messages_*).
+    """
+    return counter.counter if isinstance(counter, CachingCounter) else counter
 
 
 def _check_id(message_id: object) -> None:

@@ -33,10 +33,11 @@ from ..hooks import collect_texts as _collect_texts
 from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
 from ..models.base import Model, ProviderRequest
 from .tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, count_request
-from .trim import cut_to_fit, group_units, trim_to_budget, truncate_tool_results
+from .trim import _unit_start, cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 
 if TYPE_CHECKING:
     from ..agent import Agent
+    from .history import ChatHistory
 
 __all__ = ["SUMMARY_HEADER", "SUMMARY_PROMPT", "Compaction", "SlidingWindow"]
 
@@ -110,6 +111,19 @@ class SlidingWindow:
 
     name = "sliding-window"
 
+    # Slots: every agent has one (bench/context.py, agent_kb_100_messages_*).
+    __slots__ = (
+        "_agent",
+        "_ceilings",
+        "_pending",
+        "_shown",
+        "_state",
+        "max_tokens",
+        "recover",
+        "reserve",
+        "shrink",
+    )
+
     def __init__(
         self,
         *,
@@ -133,7 +147,8 @@ class SlidingWindow:
         # kept only once a request trimmed to it went through (_pending until then).
         self._ceilings: dict[tuple[str, int], int] = {}
         self._pending: tuple[tuple[str, int], int] | None = None
-        self._shown: set[str] = set()  # ids already passed to on_pre_compress
+        self._shown: set[str] | None = None  # ids already passed to on_pre_compress
+        self._state: _Window | None = None  # the window, kept from one request to the next
 
     def init_agent(self, agent: Agent) -> None:
         """Trim in ``pre_request``, after the user's handlers and before ContextHooks.
@@ -166,6 +181,72 @@ class SlidingWindow:
             budget = _Budget(ceiling, "ceiling", window, answer)
         return budget
 
+    def request_messages(
+        self, request: ProviderRequest, history: ChatHistory, model: Model
+    ) -> tuple[Message, ...] | None:
+        """The messages of the next request: the window of the stored history that fits.
+
+        For the agent's loop, which builds every request with it (``request`` is the request
+        without its messages). The result is what trimming the whole history would keep,
+        found in time that does not grow with the history: the window's start and its token
+        sum are kept from one request to the next and moved over the messages added since
+        (and back, when the budget grew). ``None`` when the whole history must be sent and
+        trimmed as usual: the stored history needs repair, or ``history`` is not the history
+        of the agent this policy is attached to. ``model`` is the one the request goes to.
+        """
+        if self._agent is None or self._agent.history is not history:
+            return None
+        self._pending = None  # a new model call: an unconfirmed ceiling is forgotten
+        lists = history._checked_lists()
+        if lists is None:
+            self._state = None
+            return None
+        messages, counts = lists
+        n = len(messages)
+        state = self._state
+        if (
+            state is None
+            or state.history is not history
+            or state.version != history.version
+            or state.seen > n
+        ):
+            last_user = _last_user(messages, n, -1)
+            start = _guess_start(messages, last_user)
+            state = self._state = _Window(history, history.version, start, sum(counts[start:]), n)
+            state.last_user = last_user
+        elif state.seen < n:
+            state.last_user = _last_user(messages, n, state.seen - 1, state.last_user)
+            state.tokens += sum(counts[state.seen :])
+            state.seen = n
+        budget = self._budget(request, model)
+        room = budget.total - count_overhead(request, counter=history.token_counter)
+        start, tokens, last_user = state.start, state.tokens, state.last_user
+        # The trim keeps the longest run of whole turn units, from the newest back, that fits
+        # (token sums only grow towards the oldest): walk the start back while the unit before
+        # it fits, then forward while the window does not.
+        while start > 0:
+            before = _unit_start(messages, start)
+            size = sum(counts[before:start])
+            if tokens + size > room:
+                break
+            start, tokens = before, tokens + size
+        while tokens > room and start < last_user:
+            end = _unit_end(messages, start)
+            tokens -= sum(counts[start:end])
+            start = end
+        state.start, state.tokens = start, tokens
+        sent = start
+        if tokens <= room and start > 0:
+            # Something was left out: the window starts at a user message (trim's rule 4).
+            while sent < last_user and not isinstance(messages[sent], UserMessage):
+                sent += 1
+        state.sent = tuple(messages[sent:])
+        state.sent_start = sent
+        # Only a window that fits is exactly what the trim keeps; _trim finishes the others.
+        state.room = room if tokens <= room else None
+        state.bare, state.model = request, model
+        return state.sent
+
     async def _trim(self, ctx: PreRequestContext) -> ProviderRequest | None:
         agent = self._require_agent()
         request = ctx.request
@@ -173,27 +254,109 @@ class SlidingWindow:
             self._pending = None  # a new model call: an unconfirmed ceiling is forgotten
         history = agent.history
         counter = history.token_counter
-        budget = self._budget(request, ctx.model)
-        overhead = count_overhead(request, counter=counter)
         messages = request.messages
-        if messages == history.messages:  # the usual case: no need to count every message
-            size = history.conversation_tokens
-        else:
-            size = sum(map(counter.count_message, messages))
-        if overhead + size <= budget.total:
+        state = self._state
+        budget: _Budget | None = None
+        overhead = room = 0
+        if (
+            state is not None
+            and messages is state.sent
+            # A hook changed the frame, or this attempt goes to another model (a fallback), or
+            # with a budget an overflow just taught: the window may not be the right one.
+            and (
+                not _same_frame(request, state.bare)
+                or ctx.model is not state.model
+                or self._pending is not None
+            )
+        ):
+            budget = self._budget(request, ctx.model)
+            overhead = count_overhead(request, counter=counter)
+            room = budget.total - overhead
+        if (
+            state is not None
+            and messages is state.sent
+            and state.room is not None
+            and (budget is None or state.room == room)
+        ):
+            # The window the request was built with: it fits as it is; what it leaves out
+            # is everything older.
+            if agent.hooks.handlers.get(ON_PRE_COMPRESS) and state.announced < state.sent_start:
+                lists = history._checked_lists()
+                going = lists[0][state.announced : state.sent_start] if lists else ()
+                state.announced = state.sent_start
+                await self._announce(going, ())
             return None
-        kept = self._fit(request, budget, overhead)
+        if budget is None:
+            budget = self._budget(request, ctx.model)
+            overhead = count_overhead(request, counter=counter)
+            room = budget.total - overhead
+        size = sum(map(counter.count_message, messages))
+        trimmed: tuple[Message, ...] | None = None
+        while size > room > 0:
+            trimmed = trim_to_budget(messages, room, counter=counter)
+            if trimmed is not messages:
+                break  # it left something out: whatever is older would go too
+            # All of it fits: older messages the request was built without may fit too.
+            wider = self._widen(history, messages)
+            if wider is None:
+                break
+            messages, trimmed = wider, None
+            size = sum(map(counter.count_message, messages))
+        if messages is not request.messages:
+            request = dataclasses.replace(request, messages=messages)
+        if size <= room:
+            return None if request is ctx.request else request
+        kept = self._fit(request, budget, overhead, trimmed)
         await self._announce(messages, kept)
         return dataclasses.replace(request, messages=kept)
 
-    def _fit(self, request: ProviderRequest, budget: _Budget, overhead: int) -> tuple[Message, ...]:
-        """The messages of ``request`` that fit, with the turn in progress whole."""
+    def _widen(
+        self, history: ChatHistory, messages: tuple[Message, ...]
+    ) -> tuple[Message, ...] | None:
+        """``messages`` (a request built from the window) with older stored messages first.
+
+        Twice as many as the window has, from a unit boundary; ``None`` when the request
+        already starts at the oldest message, or was not built from the window (a hook gave
+        it other messages, or the history changed since).
+        """
+        state = self._state
+        if state is None or state.sent_start == 0 or state.history is not history:
+            return None
+        sent = state.sent
+        if messages is not sent and (
+            len(messages) != len(sent) or not messages or messages[0].id != sent[0].id
+        ):
+            return None
+        lists = history._checked_lists()
+        if lists is None or state.version != history.version:
+            return None
+        stored = lists[0]
+        end = state.sent_start
+        start = max(0, end - max(2 * len(messages), 64))
+        while start > 0 and isinstance(stored[start], ToolMessage):
+            start -= 1  # a unit boundary: a tool result stays with its call
+        wider = (*stored[start:end], *messages)
+        state.sent, state.sent_start, state.room = wider, start, None
+        return wider
+
+    def _fit(
+        self,
+        request: ProviderRequest,
+        budget: _Budget,
+        overhead: int,
+        kept: tuple[Message, ...] | None = None,
+    ) -> tuple[Message, ...]:
+        """The messages of ``request`` that fit, with the turn in progress whole.
+
+        ``kept``: what :func:`trim_to_budget` keeps of them, when already known.
+        """
         counter = self._require_agent().history.token_counter
         messages = request.messages
         room = budget.total - overhead
         turn = _current_turn(messages)
         if room > 0:
-            kept = trim_to_budget(messages, room, counter=counter)
+            if kept is None:
+                kept = trim_to_budget(messages, room, counter=counter)
             if _keeps_turn(kept, turn) and sum(map(counter.count_message, kept)) <= room:
                 return kept
             # Only the turn fits, if its texts are cut (tool results first).
@@ -208,6 +371,8 @@ class SlidingWindow:
         if not agent.hooks.handlers.get(ON_PRE_COMPRESS):
             return
         shown = self._shown
+        if shown is None:
+            shown = self._shown = set()
         going = [m for m in _left_out(messages, kept) if m.id not in shown]
         shown.update(m.id for m in going)
         await _before_discarding(agent, going)  # no summary is written to keep the texts in
@@ -279,6 +444,83 @@ class _Budget(NamedTuple):
         if self.source == "history":
             return "the history's max_context_tokens"
         return "the size the provider accepted after an overflow"
+
+
+def _same_frame(request: ProviderRequest, other: ProviderRequest | None) -> bool:
+    """Whether the two requests have the same system prompt, tools and settings objects."""
+    return (
+        other is not None
+        and request.system is other.system
+        and request.tools is other.tools
+        and request.settings is other.settings
+    )
+
+
+class _Window:
+    """Where the window of a history starts and what it holds (see ``request_messages``)."""
+
+    __slots__ = (
+        "announced",
+        "bare",
+        "history",
+        "last_user",
+        "model",
+        "room",
+        "seen",
+        "sent",
+        "sent_start",
+        "start",
+        "tokens",
+        "version",
+    )
+
+    def __init__(
+        self, history: ChatHistory, version: int, start: int, tokens: int, seen: int
+    ) -> None:
+        self.history = history
+        self.version = version  # the history's version it was kept for
+        self.start = start  # a unit boundary, at or before the first message the trim keeps
+        self.tokens = tokens  # tokens of the messages from start to seen
+        self.seen = seen  # how many stored messages it has counted
+        self.last_user = -1  # position of the last user message
+        self.sent: tuple[Message, ...] = ()  # the messages the last request was built with
+        self.sent_start = 0  # where they start in the history
+        self.room: int | None = None  # their room, when they are exactly what the trim keeps
+        self.announced = 0  # the stored messages before this were passed to on_pre_compress
+        self.bare: ProviderRequest | None = None  # the request the window was made for
+        self.model: Model | None = None  # and the model it goes to
+
+
+_GUESS = 64
+"""How many of the newest messages a window starts with when it knows nothing yet."""
+
+
+def _last_user(messages: Sequence[Message], end: int, stop: int, default: int = -1) -> int:
+    """The position of the last user message in ``messages[stop + 1 : end]``, else ``default``."""
+    for index in range(end - 1, stop, -1):
+        if isinstance(messages[index], UserMessage):
+            return index
+    return default
+
+
+def _guess_start(messages: Sequence[Message], last_user: int) -> int:
+    """A unit boundary at or before the last user message, near the newest messages."""
+    if last_user < 0:
+        return 0  # without a user message the whole history is the turn in progress
+    start = min(last_user, max(0, len(messages) - _GUESS))
+    while start > 0 and isinstance(messages[start], ToolMessage):
+        start -= 1
+    return start
+
+
+def _unit_end(messages: Sequence[Message], start: int) -> int:
+    """Where the turn unit starting at ``start`` ends (see :func:`group_units`)."""
+    end = start + 1
+    first = messages[start]
+    if isinstance(first, ToolMessage) or (isinstance(first, AssistantMessage) and first.tool_calls):
+        while end < len(messages) and isinstance(messages[end], ToolMessage):
+            end += 1
+    return end
 
 
 def _current_turn(messages: Sequence[Message]) -> Sequence[Message]:
