@@ -275,7 +275,18 @@ async def _answer(agent: Agent, line: str, screen: _Screen, args: argparse.Names
     screen.end()
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Refuse settings no model accepts before one is loaded."""
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise _Usage(f"--max-tokens must be at least 1 (got {args.max_tokens})")
+    if args.temperature is not None and not args.temperature >= 0:  # NaN included
+        raise _Usage(f"--temperature must be 0 or more (got {args.temperature:g})")
+    if args.max_iterations < 1:
+        raise _Usage(f"--max-iterations must be at least 1 (got {args.max_iterations})")
+
+
 async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
+    _check_numbers(args)
     tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or ["calculator"]]
     choice = args.tool_choice or "auto"
     if choice not in _CHOICES and choice not in {t.name for t in tools}:
@@ -345,6 +356,8 @@ def _load_tool(spec: str) -> Tool:
         value = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"cannot load tool {spec!r}: {exc}") from exc
+    except Exception as exc:  # the module itself fails: a syntax error, a raise at import
+        raise UsageError(f"cannot load tool {spec!r}: {type(exc).__name__}: {exc}") from exc
     if isinstance(value, Tool):
         return value
     if not callable(value):
