@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
 from .agent import Agent
-from .errors import ChatCancelledError, ProviderError, RunError, UsageError
+from .errors import (
+    AuthenticationError,
+    ChatCancelledError,
+    ProviderError,
+    RunError,
+    UsageError,
+)
 from .events import ModelRetry, ToolCallFinished
 from .hooks import AfterModelCallContext
 from .models.base import Model, ModelSettings, TextDelta
@@ -86,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
         default="local",
         help="local (default), local:FILE.gguf, openai:NAME, openai-responses:NAME, "
         "anthropic:NAME, or an OpenAI-compatible URL like http://localhost:11434/v1#NAME",
+    )
+    common.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="the environment variable holding the key for the --model server (default: the "
+        "provider's own variable, or HOOKLOOP_API_KEY for a URL)",
     )
     common.add_argument("--system", help="the system prompt")
     common.add_argument(
@@ -297,7 +309,7 @@ async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
     settings = ModelSettings(
         temperature=args.temperature, max_tokens=args.max_tokens, tool_choice=choice
     )
-    model = model_from_spec(args.model)
+    model = model_from_spec(args.model, api_key_env=args.api_key_env)
     agent = Agent(
         model,
         system_prompt=args.system,
@@ -334,7 +346,27 @@ def _failure(exc: BaseException, args: argparse.Namespace) -> str:
     if isinstance(exc, ProviderError):
         tries = len(exc.attempts) if exc.attempts else 1
         line += f" ({_where(args)}, {tries} attempt{'s' * (tries > 1)})"
+    if isinstance(exc, AuthenticationError) and args.api_key_env is None:
+        line += _key_hint(args)
     return line
+
+
+def _key_hint(args: argparse.Namespace) -> str:
+    """Why a compatible server refused the key: a provider's own is not sent to it."""
+    spec: str = args.model.strip()
+    if not spec.startswith(("http://", "https://")):
+        return ""
+    held = [name for name in _PROVIDER_KEYS if os.environ.get(name)]
+    if not held:
+        return ""
+    return (
+        f"; {' and '.join(held)} {'is' if len(held) == 1 else 'are'} sent only to the "
+        f"provider's own host, not to {_where(args)}: name this server's key with "
+        "--api-key-env VAR or HOOKLOOP_API_KEY"
+    )
+
+
+_PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
 def _one_line(exc: BaseException) -> str:
