@@ -131,11 +131,14 @@ async def test_a_streamed_chat_reads_the_tool_result_back(local_model: LocalMode
 
 
 @module_loop
+@pytest.mark.parametrize(
+    "greeting", ["Hello! Who are you?", "hi", "Thanks!", "Good morning.", "What is Python?"]
+)
 async def test_a_greeting_is_answered_in_words_not_with_a_tool_call(
-    local_model: LocalModel,
+    local_model: LocalModel, greeting: str
 ) -> None:
     agent = Agent(local_model, tools=[calculator])  # offered, not forced
-    response = await agent.chat("Hello! Who are you?")
+    response = await agent.chat(greeting)
     assert response.iterations == 1
     assert not response.message.tool_calls
     assert response.text
