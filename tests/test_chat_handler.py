@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookloop.models._chat_handler import render
+from hookloop.models._chat_handler import _arguments_grammar, render
 
 CALCULATOR = {
     "name": "calculator",
@@ -72,10 +73,10 @@ def test_a_system_prompt_comes_before_the_tool_guide_and_words_are_marked() -> N
 
 
 def test_without_tools_the_prompt_is_plain_chatml() -> None:
-    # The form text answers are written from: no guide for a small model to talk about.
+    # The form text answers are written from: no guide for a small model to talk about, and
+    # no earlier call for it to echo to the user.
     assert render(conversation(), []) == (
         "<|im_start|>user\nWhat is 17 * 23?<|im_end|>\n"
-        '<|im_start|>assistant\nfunctions.calculator:\n{"expression": "17 * 23"}<|im_end|>\n'
         "<|im_start|>user\nThe answer from calculator is 391.<|im_end|>\n"
         "<|im_start|>assistant\n"
     )
@@ -90,3 +91,40 @@ def test_arguments_are_written_back_exactly_and_stay_so_turn_after_turn(text: st
              {"role": "user", "content": "again"}]  # fmt: skip
     second = render(later, [CALCULATOR])
     assert second.startswith(first.removesuffix("<|im_start|>assistant\n"))
+
+
+def test_a_failed_tool_is_shown_as_a_failure_and_words_are_written_without_the_call_syntax() -> (
+    None
+):
+    messages = [
+        *conversation('{"expression": "1 / 0"}')[:2],
+        {"role": "tool", "tool_call_id": "c1",
+         "content": "tool 'calculator' failed: ZeroDivisionError: division by zero"},
+        {"role": "assistant", "content": "It cannot be divided."},
+        {"role": "user", "content": "Try 2 / 1."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c2", "type": "function",
+             "function": {"name": "calculator", "arguments": '{"expression": "2 /"}'}}]},
+        {"role": "tool", "tool_call_id": "c2",
+         "content": "invalid arguments for tool 'calculator': expression: bad"},
+    ]  # fmt: skip
+    assert render(messages, []) == (  # the prompt text answers are written from
+        "<|im_start|>user\nWhat is 17 * 23?<|im_end|>\n"
+        "<|im_start|>user\ncalculator failed: ZeroDivisionError: division by zero<|im_end|>\n"
+        "<|im_start|>assistant\nIt cannot be divided.<|im_end|>\n"
+        "<|im_start|>user\nTry 2 / 1.<|im_end|>\n"
+        "<|im_start|>user\ncalculator failed: invalid arguments: expression: bad<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+def test_a_calls_fixed_start_is_written_and_only_the_rest_is_generated() -> None:
+    pytest.importorskip("llama_cpp")
+    two_numbers = {
+        "type": "object",
+        "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+        "required": ["a", "b"],
+    }
+    schemas = [CALCULATOR["parameters"], two_numbers, {"type": "object", "properties": {}}]
+    starts = [_arguments_grammar(schema)[0] for schema in schemas]
+    assert starts == ['{"expression": "', '{"a": ', ""]

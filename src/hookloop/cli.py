@@ -29,7 +29,13 @@ from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
 from .agent import Agent
-from .errors import ChatCancelledError, ProviderError, RunError, UsageError
+from .errors import (
+    AuthenticationError,
+    ChatCancelledError,
+    ProviderError,
+    RunError,
+    UsageError,
+)
 from .events import ModelRetry, ToolCallFinished
 from .hooks import AfterModelCallContext
 from .models.base import Model, ModelSettings, TextDelta
@@ -86,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
         default="local",
         help="local (default), local:FILE.gguf, openai:NAME, openai-responses:NAME, "
         "anthropic:NAME, or an OpenAI-compatible URL like http://localhost:11434/v1#NAME",
+    )
+    common.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="the environment variable holding the key for the --model server (default: the "
+        "provider's own variable, or HOOKLOOP_API_KEY for a URL)",
     )
     common.add_argument("--system", help="the system prompt")
     common.add_argument(
@@ -275,7 +287,18 @@ async def _answer(agent: Agent, line: str, screen: _Screen, args: argparse.Names
     screen.end()
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Refuse settings no model accepts before one is loaded."""
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise _Usage(f"--max-tokens must be at least 1 (got {args.max_tokens})")
+    if args.temperature is not None and not args.temperature >= 0:  # NaN included
+        raise _Usage(f"--temperature must be 0 or more (got {args.temperature:g})")
+    if args.max_iterations < 1:
+        raise _Usage(f"--max-iterations must be at least 1 (got {args.max_iterations})")
+
+
 async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
+    _check_numbers(args)
     tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or ["calculator"]]
     choice = args.tool_choice or "auto"
     if choice not in _CHOICES and choice not in {t.name for t in tools}:
@@ -286,7 +309,7 @@ async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
     settings = ModelSettings(
         temperature=args.temperature, max_tokens=args.max_tokens, tool_choice=choice
     )
-    model = model_from_spec(args.model)
+    model = model_from_spec(args.model, api_key_env=args.api_key_env)
     agent = Agent(
         model,
         system_prompt=args.system,
@@ -323,7 +346,27 @@ def _failure(exc: BaseException, args: argparse.Namespace) -> str:
     if isinstance(exc, ProviderError):
         tries = len(exc.attempts) if exc.attempts else 1
         line += f" ({_where(args)}, {tries} attempt{'s' * (tries > 1)})"
+    if isinstance(exc, AuthenticationError) and args.api_key_env is None:
+        line += _key_hint(args)
     return line
+
+
+def _key_hint(args: argparse.Namespace) -> str:
+    """Why a compatible server refused the key: a provider's own is not sent to it."""
+    spec: str = args.model.strip()
+    if not spec.startswith(("http://", "https://")):
+        return ""
+    held = [name for name in _PROVIDER_KEYS if os.environ.get(name)]
+    if not held:
+        return ""
+    return (
+        f"; {' and '.join(held)} {'is' if len(held) == 1 else 'are'} sent only to the "
+        f"provider's own host, not to {_where(args)}: name this server's key with "
+        "--api-key-env VAR or HOOKLOOP_API_KEY"
+    )
+
+
+_PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
 
 
 def _one_line(exc: BaseException) -> str:
@@ -345,6 +388,8 @@ def _load_tool(spec: str) -> Tool:
         value = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"cannot load tool {spec!r}: {exc}") from exc
+    except Exception as exc:  # the module itself fails: a syntax error, a raise at import
+        raise UsageError(f"cannot load tool {spec!r}: {type(exc).__name__}: {exc}") from exc
     if isinstance(value, Tool):
         return value
     if not callable(value):

