@@ -264,10 +264,13 @@ class ToolErrorContext:
 
 @dataclass(slots=True, kw_only=True)
 class PreCompressContext:
-    """``on_pre_compress``: compaction is about to replace ``messages`` with a summary.
+    """``on_pre_compress``: a context policy is about to leave ``messages`` out.
 
-    Return a string to keep it in the summary message (facts the summariser must not lose,
-    or a note that you saved the messages elsewhere). Every handler runs.
+    It fires before any discard: compaction replacing them with a summary, its reactive tier
+    dropping old turns, and a sliding window leaving them out of a request (once per message).
+    Where a summary is written, a returned string is kept in it (facts the summariser must
+    not lose, or a note that you saved the messages elsewhere); elsewhere it is not used.
+    Every handler runs.
     """
 
     messages: tuple[Message, ...]
