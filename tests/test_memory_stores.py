@@ -34,6 +34,7 @@ from hookloop.memory import (
     SQLiteMemoryStore,
 )
 from hookloop.models.testing import ScriptedModel
+from test_sessions import damage_file
 
 BACKENDS = ["sqlite", "postgres", "redis"]
 
@@ -492,15 +493,7 @@ async def test_a_damaged_sqlite_memory_file_is_a_typed_error_naming_it(
         await store.add(f"fact number {n} " * 20, "long_term")
     await store.close()
     assert not (tmp_path / "memory.db-wal").exists()  # all in the file itself
-    size = path.stat().st_size
-    with path.open("r+b") as f:
-        if how == "truncated":
-            f.truncate(size // 2)
-        elif how == "header overwritten":
-            f.write(b"not a database " * 8)
-        else:  # the rest of the first page: the tables' schema
-            f.seek(100)
-            f.write(b"\xa5" * (4096 - 100))
+    damage_file(path, how)
     agent = Agent(ScriptedModel([]), memory=SQLiteMemoryStore(path))
     for call in (
         lambda: agent.search_memory("fact"),
