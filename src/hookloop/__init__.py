@@ -5,20 +5,13 @@ Every public name is importable from here; see ``docs/`` for the guides.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .agent import (
+from ._agent import (
     DEFAULT_SCOPE,
     Agent,
     ChatStream,
     Default,
 )
-from .context_hooks import (
-    OVERFLOW_MARKERS,
-    ContextBeforeRequestResult,
-    ContextHooks,
-    ContextOnErrorResult,
-    is_context_overflow,
-)
-from .errors import (
+from ._errors import (
     AuthenticationError,
     BadRequestError,
     ChatCancelledError,
@@ -66,7 +59,7 @@ from .errors import (
     UnknownToolError,
     UsageError,
 )
-from .events import (
+from ._events import (
     AgentEvent,
     AgentResponse,
     ChatDone,
@@ -75,7 +68,38 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from .hooks import (
+from ._messages import (
+    AssistantMessage,
+    ContentPart,
+    ImagePart,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+    dump_messages,
+    load_messages,
+    messages_from_json,
+    messages_to_json,
+    new_id,
+)
+from ._tools import (
+    Scope,
+    ScopeRegistry,
+    Tool,
+    tool,
+)
+from ._trace import TracePlugin
+from .context._context_hooks import (
+    OVERFLOW_MARKERS,
+    ContextBeforeRequestResult,
+    ContextHooks,
+    ContextOnErrorResult,
+    is_context_overflow,
+)
+from .hooks._hooks import (
     EVENT_TABLE,
     AfterModelCallContext,
     ChatAbortContext,
@@ -106,23 +130,6 @@ from .hooks import (
     TraceFormat,
     attach_once,
 )
-from .messages import (
-    AssistantMessage,
-    ContentPart,
-    ImagePart,
-    Message,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolMessage,
-    Usage,
-    UserMessage,
-    dump_messages,
-    load_messages,
-    messages_from_json,
-    messages_to_json,
-    new_id,
-)
 from .models import (
     FinishReason,
     Model,
@@ -152,13 +159,6 @@ from .retry import (
     backoff_delay,
     retry_after_seconds,
 )
-from .tools import (
-    Scope,
-    ScopeRegistry,
-    Tool,
-    tool,
-)
-from .trace import TracePlugin
 
 try:
     __version__ = version("hookloop")

@@ -16,14 +16,16 @@ from typing import Any, Literal
 
 from ._background import BackgroundTasks, run_sync
 from ._delegation import as_tool, delegate
+from ._errors import InvalidMessageError, MemoryRequestError, UsageError
+from ._events import AgentEvent, AgentResponse
 from ._loop import ChatRun, ChatSetup
+from ._messages import ContentPart, ImagePart, Message, TextPart, UserMessage, new_id
 from ._slot import ChatSlot
-from .context.history import ChatHistory, _check_message
-from .context.policies import SlidingWindow
-from .context.tokens import counter_for_model
-from .errors import InvalidMessageError, MemoryRequestError, UsageError
-from .events import AgentEvent, AgentResponse
-from .hooks import (
+from ._tools import Scope, ScopeRegistry, Tool, check_name
+from .context._history import ChatHistory, _check_message
+from .context._policies import SlidingWindow
+from .context._tokens import counter_for_model
+from .hooks._hooks import (
     ON_SESSION_SWITCH,
     Disposer,
     HookHost,
@@ -33,13 +35,11 @@ from .hooks import (
     notify_reporting,
 )
 from .memory._attach import attach_memory
+from .memory._base import MemoryAction, MemoryEntry, MemoryStore, MemoryType
+from .memory._tool import memory_tool
 from .memory._write import write_memory
-from .memory.base import MemoryAction, MemoryEntry, MemoryStore, MemoryType
-from .memory.tool import memory_tool
-from .messages import ContentPart, ImagePart, Message, TextPart, UserMessage, new_id
-from .models.base import Model, ModelSettings
+from .models._base import Model, ModelSettings
 from .retry import DefaultRetryStrategy, ModelRetryStrategy
-from .tools import Scope, ScopeRegistry, Tool, check_name
 
 __all__ = ["DEFAULT_SCOPE", "Agent", "ChatStream", "Default"]
 

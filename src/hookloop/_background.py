@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-from .errors import UsageError
+from ._errors import UsageError
 
 __all__ = ["BackgroundTasks", "at_sync_exit", "in_sync_entry", "run_sync"]
 

@@ -28,24 +28,24 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
-from .agent import Agent
-from .errors import (
+from ._agent import Agent
+from ._errors import (
     AuthenticationError,
     ChatCancelledError,
     ProviderError,
     RunError,
     UsageError,
 )
-from .events import ModelRetry, ToolCallFinished
-from .hooks import AfterModelCallContext
-from .models.base import Model, ModelSettings, TextDelta
-from .models.spec import model_from_spec
-from .toolbox import BUILTIN_TOOLS
-from .tools import Tool, tool
-from .trace import TracePlugin
+from ._events import ModelRetry, ToolCallFinished
+from ._toolbox import BUILTIN_TOOLS
+from ._tools import Tool, tool
+from ._trace import TracePlugin
+from .hooks._hooks import AfterModelCallContext
+from .models._base import Model, ModelSettings, TextDelta
+from .models._spec import model_from_spec
 
 if TYPE_CHECKING:
-    from .models.local import LocalModel
+    from .models._local import LocalModel
 
 __all__ = ["main"]
 

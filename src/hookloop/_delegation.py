@@ -23,10 +23,12 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ._errors import UsageError
 from ._loop import ChatRun
+from ._messages import UserMessage
 from ._slot import current_slot
-from .errors import UsageError
-from .hooks import (
+from ._tools import Tool
+from .hooks._hooks import (
     EVENT_TABLE,
     ON_DELEGATION,
     ON_SUBAGENT_EVENT,
@@ -37,12 +39,10 @@ from .hooks import (
     notify,
     notify_reporting,
 )
-from .messages import UserMessage
-from .tools import Tool
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .events import AgentResponse
+    from ._agent import Agent
+    from ._events import AgentResponse
 
 __all__ = ["Relay", "as_tool", "delegate"]
 

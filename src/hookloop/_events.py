@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
-from .messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
-from .models.base import FinishReason, TextDelta, ToolCallDelta
+from ._messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
+from .models._base import FinishReason, TextDelta, ToolCallDelta
 
 __all__ = [
     "AgentEvent",

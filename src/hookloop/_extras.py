@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import ModuleType
 
-from .errors import MissingExtraError
+from ._errors import MissingExtraError
 
 __all__ = ["extra_needed", "import_extra"]
 

@@ -13,10 +13,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from .context.history import ChatHistory
-from .context.policies import SlidingWindow
-from .context.repair import repair
-from .errors import (
+from ._errors import (
     ChatCancelledError,
     HookReturnError,
     InvalidResponseError,
@@ -26,7 +23,7 @@ from .errors import (
     ToolExecutionError,
     UnknownToolError,
 )
-from .events import (
+from ._events import (
     AgentEvent,
     AgentResponse,
     ChatDone,
@@ -35,7 +32,12 @@ from .events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from .hooks import (
+from ._messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
+from ._tools import exception_text, serialize_result
+from .context._history import ChatHistory
+from .context._policies import SlidingWindow
+from .context._repair import repair
+from .hooks._hooks import (
     AFTER_MODEL_CALL,
     ON_CHAT_ABORT,
     ON_CHAT_DONE,
@@ -68,8 +70,7 @@ from .hooks import (
     notify_each,
     run_chain,
 )
-from .messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
-from .models.base import (
+from .models._base import (
     Model,
     ModelSettings,
     ProviderRequest,
@@ -79,10 +80,9 @@ from .models.base import (
     ToolDefinition,
     response_parts,
 )
-from .tools import exception_text, serialize_result
 
 if TYPE_CHECKING:
-    from .tools import Scope, ScopeRegistry, Tool
+    from ._tools import Scope, ScopeRegistry, Tool
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 import pydantic
 
-from .errors import InvalidMessageError, ToolValidationError
+from ._errors import InvalidMessageError, ToolValidationError
 
 __all__ = [
     "AssistantMessage",

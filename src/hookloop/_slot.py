@@ -10,12 +10,12 @@ from __future__ import annotations
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from .errors import ConcurrentChatError
+from ._errors import ConcurrentChatError
 
 if TYPE_CHECKING:
+    from ._agent import Agent
+    from ._events import AgentResponse
     from ._loop import ChatRun
-    from .agent import Agent
-    from .events import AgentResponse
 
 __all__ = ["ChatSlot", "current_slot"]
 

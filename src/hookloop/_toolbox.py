@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from .tools import Tool, tool
+from ._tools import Tool, tool
 
 __all__ = ["BUILTIN_TOOLS", "calculator", "clock"]
 

@@ -21,13 +21,18 @@ import pydantic
 import pydantic_core
 
 from ._docstrings import parse_docstring
-from .errors import DuplicateNameError, ScopeNotFoundError, ToolDefinitionError, ToolValidationError
-from .hooks import is_async_callable
-from .messages import ToolCall
-from .models.base import ToolDefinition
+from ._errors import (
+    DuplicateNameError,
+    ScopeNotFoundError,
+    ToolDefinitionError,
+    ToolValidationError,
+)
+from ._messages import ToolCall
+from .hooks._hooks import is_async_callable
+from .models._base import ToolDefinition
 
 if TYPE_CHECKING:
-    from .hooks import Disposer, HookRegistry
+    from .hooks._hooks import Disposer, HookRegistry
 
 __all__ = ["Scope", "ScopeRegistry", "Tool", "tool"]
 
@@ -415,7 +420,7 @@ class ScopeRegistry:
         Raises:
             DuplicateNameError: The scope's name, or one of its tool names, is taken.
         """
-        from .hooks import ON_SCOPE_REGISTER, Disposer
+        from .hooks._hooks import ON_SCOPE_REGISTER, Disposer
 
         if scope.name in self._scopes:
             raise DuplicateNameError(f"a scope named {scope.name!r} is already registered")
@@ -444,7 +449,7 @@ class ScopeRegistry:
         Raises:
             ScopeNotFoundError: No scope has that name.
         """
-        from .hooks import ON_SCOPE_UNREGISTER
+        from .hooks._hooks import ON_SCOPE_UNREGISTER
 
         scope = self._scopes.pop(name, None)
         if scope is None:

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .hooks import EVENT_TABLE, Phase, TraceFormat
-from .messages import AssistantMessage, Message, ToolMessage, UserMessage
+from ._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from .hooks._hooks import EVENT_TABLE, Phase, TraceFormat
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from ._agent import Agent
 
 __all__ = ["TracePlugin"]
 

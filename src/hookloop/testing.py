@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from ..errors import ScriptExhaustedError
-from ..messages import ToolCall, Usage
-from .base import (
+from ._errors import ScriptExhaustedError
+from ._messages import ToolCall, Usage
+from .models._base import (
     Model,
     ProviderRequest,
     ProviderResponse,

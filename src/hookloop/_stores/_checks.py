@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from ..errors import UsageError
+from .._errors import UsageError
 
 __all__ = ["check_identifier", "check_int", "check_limit", "check_text"]
 

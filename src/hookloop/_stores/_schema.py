@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import SessionSchemaError
+from .._errors import SessionSchemaError
 
 __all__ = ["check_schema_version"]
 

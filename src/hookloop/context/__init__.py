@@ -8,10 +8,10 @@
   :func:`group_units` and :func:`repair`.
 """
 
-from .history import ChatHistory
-from .policies import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction, SlidingWindow
-from .repair import MISSING_RESULT_TEXT, repair
-from .tokens import (
+from ._history import ChatHistory
+from ._policies import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction, SlidingWindow
+from ._repair import MISSING_RESULT_TEXT, repair
+from ._tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD,
     REPLY_PRIMING,
@@ -25,7 +25,7 @@ from .tokens import (
     counter_for_model,
     encoding_for_model,
 )
-from .trim import cut_to_fit, group_units, trim_to_budget, truncate_tool_results
+from ._trim import cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 
 __all__ = [
     "IMAGE_TOKENS",

@@ -13,13 +13,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
-from .errors import ContextOverflowError, ProviderError, RateLimitError
-from .hooks import AfterModelCallContext, Phase, PreRequestContext
-from .messages import Message
-from .models.base import ProviderRequest
+from .._errors import ContextOverflowError, ProviderError, RateLimitError
+from .._messages import Message
+from ..hooks._hooks import AfterModelCallContext, Phase, PreRequestContext
+from ..models._base import ProviderRequest
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .._agent import Agent
 
 __all__ = [
     "OVERFLOW_MARKERS",

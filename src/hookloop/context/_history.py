@@ -6,14 +6,14 @@ import dataclasses
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from ..errors import (
+from .._errors import (
     DuplicateMessageIdError,
     InvalidMessageError,
     InvalidRangeError,
     MessageNotFoundError,
     UsageError,
 )
-from ..messages import (
+from .._messages import (
     AssistantMessage,
     ContentPart,
     ImagePart,
@@ -23,9 +23,9 @@ from ..messages import (
     ToolMessage,
     UserMessage,
 )
-from .repair import repair
-from .tokens import CachingCounter, EstimateCounter, TokenCounter
-from .trim import trim_to_budget
+from ._repair import repair
+from ._tokens import CachingCounter, EstimateCounter, TokenCounter
+from ._trim import trim_to_budget
 
 __all__ = ["ChatHistory"]
 

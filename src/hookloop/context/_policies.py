@@ -18,9 +18,9 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
-from ..context_hooks import is_context_overflow
-from ..errors import ContextOverflowError, UsageError
-from ..hooks import (
+from .._errors import ContextOverflowError, UsageError
+from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from ..hooks._hooks import (
     ON_PRE_COMPRESS,
     AfterModelCallContext,
     HistoryReplacement,
@@ -29,15 +29,15 @@ from ..hooks import (
     PreRequestContext,
     attach_once,
 )
-from ..hooks import collect_texts as _collect_texts
-from ..messages import AssistantMessage, Message, ToolMessage, UserMessage
-from ..models.base import Model, ProviderRequest
-from .tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, count_request
-from .trim import _unit_start, cut_to_fit, group_units, trim_to_budget, truncate_tool_results
+from ..hooks._hooks import collect_texts as _collect_texts
+from ..models._base import Model, ProviderRequest
+from ._context_hooks import is_context_overflow
+from ._tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, count_request
+from ._trim import _unit_start, cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from .history import ChatHistory
+    from .._agent import Agent
+    from ._history import ChatHistory
 
 __all__ = ["SUMMARY_HEADER", "SUMMARY_PROMPT", "Compaction", "SlidingWindow"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..messages import AssistantMessage, Message, ToolCall, ToolMessage
+from .._messages import AssistantMessage, Message, ToolCall, ToolMessage
 
 __all__ = ["MISSING_RESULT_TEXT", "repair"]
 

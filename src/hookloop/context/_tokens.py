@@ -35,9 +35,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from .._errors import MissingExtraError, UsageError
 from .._extras import extra_needed, import_extra
-from ..errors import MissingExtraError, UsageError
-from ..messages import (
+from .._messages import (
     AssistantMessage,
     Message,
     TextPart,
@@ -45,7 +45,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ..models.base import ProviderRequest, ToolDefinition
+from ..models._base import ProviderRequest, ToolDefinition
 
 __all__ = [
     "IMAGE_TOKENS",

@@ -16,8 +16,8 @@ import logging
 from collections.abc import Sequence
 from typing import overload
 
-from ..errors import UsageError
-from ..messages import (
+from .._errors import UsageError
+from .._messages import (
     AssistantMessage,
     ContentPart,
     Message,
@@ -26,7 +26,7 @@ from ..messages import (
     ToolMessage,
     UserMessage,
 )
-from .tokens import TokenCounter
+from ._tokens import TokenCounter
 
 __all__ = ["cut_to_fit", "group_units", "trim_to_budget", "truncate_tool_results"]
 

@@ -33,15 +33,15 @@ from typing import (
     runtime_checkable,
 )
 
-from .errors import HookRegistrationError, HookReturnError, UsageError
-from .messages import Message, ToolCall, UserMessage
-from .models.base import Model, ProviderRequest, ProviderResponse
+from .._errors import HookRegistrationError, HookReturnError, UsageError
+from .._messages import Message, ToolCall, UserMessage
+from ..models._base import Model, ProviderRequest, ProviderResponse
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .events import AgentResponse
-    from .memory.base import MemoryAction, MemoryEntry, MemoryType
-    from .tools import Scope, Tool
+    from .._agent import Agent
+    from .._events import AgentResponse
+    from .._tools import Scope, Tool
+    from ..memory._base import MemoryAction, MemoryEntry, MemoryType
 
 __all__ = [
     "EVENT_TABLE",

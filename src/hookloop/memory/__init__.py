@@ -12,7 +12,7 @@
 See ``docs/memory.md``.
 """
 
-from .base import (
+from ._base import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
     MemoryAction,
@@ -21,12 +21,12 @@ from .base import (
     MemoryTarget,
     MemoryType,
 )
-from .hooks import MEMORY_HOOK_NAMES, MemoryHooks, MemoryHooksPlugin, implements_memory_hooks
-from .postgres import PostgresMemoryStore
-from .provider import ProviderMemoryStore, is_memory_provider
-from .redis import RedisMemoryStore
-from .sqlite import SQLiteMemoryStore
-from .tool import memory_tool
+from ._hooks import MEMORY_HOOK_NAMES, MemoryHooks, MemoryHooksPlugin, implements_memory_hooks
+from ._postgres import PostgresMemoryStore
+from ._provider import ProviderMemoryStore, is_memory_provider
+from ._redis import RedisMemoryStore
+from ._sqlite import SQLiteMemoryStore
+from ._tool import memory_tool
 
 __all__ = [
     "MEMORY_ACTIONS",

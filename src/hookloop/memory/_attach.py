@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import UsageError
-from .base import MemoryStore
-from .hooks import MemoryHooksPlugin, implements_memory_hooks
-from .provider import ProviderMemoryStore, is_memory_provider
+from .._errors import UsageError
+from ._base import MemoryStore
+from ._hooks import MemoryHooksPlugin, implements_memory_hooks
+from ._provider import ProviderMemoryStore, is_memory_provider
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._agent import Agent
 
 
 def attach_memory(agent: Agent, memory: object) -> MemoryStore | None:

@@ -17,9 +17,9 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any, Final, Literal, TypeAlias
 
+from .._errors import MemoryNotFoundError, MemoryRequestError
+from .._messages import new_id
 from .._stores._checks import check_limit
-from ..errors import MemoryNotFoundError, MemoryRequestError
-from ..messages import new_id
 from ._text import query_words
 
 __all__ = [

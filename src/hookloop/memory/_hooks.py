@@ -25,8 +25,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from .._background import in_sync_entry
-from ..errors import UsageError
-from ..hooks import (
+from .._errors import UsageError
+from .._messages import dump_messages
+from ..hooks._hooks import (
     ON_DELEGATION,
     ON_MEMORY_WRITE,
     ON_PRE_COMPRESS,
@@ -36,10 +37,9 @@ from ..hooks import (
     PreCompressContext,
     SessionSwitchContext,
 )
-from ..messages import dump_messages
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._agent import Agent
 
 __all__ = ["MEMORY_HOOK_NAMES", "MemoryHooks", "MemoryHooksPlugin", "implements_memory_hooks"]
 

@@ -11,13 +11,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from .._errors import MemoryRequestError
 from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._stores._checks import check_identifier, check_limit, check_text
 from .._stores._pools import abandon_pool, close_pool
-from ..errors import MemoryRequestError
-from ._text import indexed_text
-from .base import (
+from ._base import (
     MemoryEntry,
     MemoryStore,
     MemoryTarget,
@@ -31,6 +30,7 @@ from .base import (
     utc_now,
     vanished,
 )
+from ._text import indexed_text
 
 if TYPE_CHECKING:
     import asyncpg

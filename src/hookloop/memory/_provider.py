@@ -14,9 +14,9 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from ..errors import MemoryNotFoundError, MemoryRequestError, UsageError
-from ..messages import new_id
-from .base import (
+from .._errors import MemoryNotFoundError, MemoryRequestError, UsageError
+from .._messages import new_id
+from ._base import (
     MEMORY_TYPES,
     MemoryAction,
     MemoryEntry,

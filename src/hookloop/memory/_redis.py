@@ -13,13 +13,12 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from .._errors import MemoryRequestError
 from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._stores._checks import check_limit, check_text
 from .._stores._pools import abandon_client, close_client
-from ..errors import MemoryRequestError
-from ._text import bm25, words
-from .base import (
+from ._base import (
     MemoryEntry,
     MemoryStore,
     MemoryTarget,
@@ -34,6 +33,7 @@ from .base import (
     utc_now,
     vanished,
 )
+from ._text import bm25, words
 
 __all__ = ["RedisMemoryStore"]
 

@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
+from .._errors import MemoryRequestError
 from .._sqlite import use_wal
 from .._stores._checks import check_identifier, check_limit
 from .._stores._sqlite import SQLiteThread
-from ..errors import MemoryRequestError
-from ._text import indexed_text
-from .base import (
+from ._base import (
     MemoryEntry,
     MemoryStore,
     MemoryTarget,
@@ -36,6 +35,7 @@ from .base import (
     utc_now,
     vanished,
 )
+from ._text import indexed_text
 
 __all__ = ["SQLiteMemoryStore"]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import UsageError
-from ..tools import Tool
+from .._errors import UsageError
+from .._tools import Tool
+from ._base import MEMORY_ACTIONS, MemoryType
 from ._write import write_memory
-from .base import MEMORY_ACTIONS, MemoryType
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._agent import Agent
 
 __all__ = ["memory_tool"]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import MemoryRequestError
-from ..hooks import ON_MEMORY_WRITE, MemoryWriteContext, notify_reporting
-from .base import (
+from .._errors import MemoryRequestError
+from ..hooks._hooks import ON_MEMORY_WRITE, MemoryWriteContext, notify_reporting
+from ._base import (
     MemoryEntry,
     MemoryTarget,
     MemoryType,
@@ -23,7 +23,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._agent import Agent
 
 
 async def write_memory(

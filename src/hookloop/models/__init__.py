@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .base import (
+from ._base import (
     FinishReason,
     Model,
     ModelSettings,
@@ -26,18 +26,18 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from .anthropic import AnthropicModel
-    from .local import LocalModel
-    from .openai import OpenAIModel
-    from .openai_responses import OpenAIResponsesModel
-    from .spec import model_from_spec
+    from ._anthropic import AnthropicModel
+    from ._local import LocalModel
+    from ._openai import OpenAIModel
+    from ._openai_responses import OpenAIResponsesModel
+    from ._spec import model_from_spec
 
 _LAZY = {
-    "AnthropicModel": ".anthropic",
-    "LocalModel": ".local",
-    "OpenAIModel": ".openai",
-    "OpenAIResponsesModel": ".openai_responses",
-    "model_from_spec": ".spec",
+    "AnthropicModel": "._anthropic",
+    "LocalModel": "._local",
+    "OpenAIModel": "._openai",
+    "OpenAIResponsesModel": "._openai_responses",
+    "model_from_spec": "._spec",
 }
 
 __all__ = [

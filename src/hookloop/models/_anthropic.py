@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .._errors import InvalidResponseError, ProviderConnectionError, UsageError
 from .._extras import extra_needed
-from ..errors import InvalidResponseError, ProviderConnectionError, UsageError
-from ..messages import (
+from .._messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -26,6 +26,16 @@ from ..messages import (
     ToolMessage,
     Usage,
     UserMessage,
+)
+from ._base import (
+    FinishReason,
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamEnd,
+    StreamPart,
+    TextDelta,
+    ToolCallDelta,
 )
 from ._client import (
     DEFAULT_TIMEOUT,
@@ -37,16 +47,6 @@ from ._client import (
     is_host,
     key_for,
     translated_errors,
-)
-from .base import (
-    FinishReason,
-    Model,
-    ProviderRequest,
-    ProviderResponse,
-    StreamEnd,
-    StreamPart,
-    TextDelta,
-    ToolCallDelta,
 )
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
-from ..errors import InvalidResponseError
-from ..messages import AssistantMessage, Message, ToolCall, Usage
+from .._errors import InvalidResponseError
+from .._messages import AssistantMessage, Message, ToolCall, Usage
 
 __all__ = [
     "FinishReason",

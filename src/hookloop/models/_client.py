@@ -24,14 +24,14 @@ from types import ModuleType
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
-from .._loopbound import LoopBound
-from ..errors import (
+from .._errors import (
     InvalidResponseError,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeoutError,
     UsageError,
 )
+from .._loopbound import LoopBound
 from ._errors import provider_error
 
 __all__ = [

@@ -11,8 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from ..context_hooks import is_overflow_text
-from ..errors import (
+from .._errors import (
     AuthenticationError,
     BadRequestError,
     ContextOverflowError,
@@ -23,7 +22,8 @@ from ..errors import (
     RateLimitError,
     ServerError,
 )
-from ..retry.hints import retry_after_seconds
+from ..context._context_hooks import is_overflow_text
+from ..retry._hints import retry_after_seconds
 
 __all__ = ["error_fields", "kept_headers", "provider_error"]
 

@@ -37,12 +37,12 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
-from ..errors import BadRequestError, ProviderConnectionError, UsageError
-from ..messages import AssistantMessage, UserMessage
+from .._errors import BadRequestError, ProviderConnectionError, UsageError
+from .._messages import AssistantMessage, UserMessage
+from ._base import Model, ProviderRequest, ProviderResponse, StreamPart
 from ._chat_handler import CHAT_FORMAT
+from ._openai import OpenAIModel
 from ._serve_local import LOAD_FAILED
-from .base import Model, ProviderRequest, ProviderResponse, StreamPart
-from .openai import OpenAIModel
 
 __all__ = ["DEFAULT_GGUF", "LocalModel", "LocalModelError", "default_model_path"]
 

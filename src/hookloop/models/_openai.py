@@ -12,9 +12,9 @@ import os
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
+from .._errors import InvalidResponseError, ProviderConnectionError, UsageError
 from .._extras import extra_needed, import_extra
-from ..errors import InvalidResponseError, ProviderConnectionError, UsageError
-from ..messages import (
+from .._messages import (
     AssistantMessage,
     ImagePart,
     Message,
@@ -24,6 +24,16 @@ from ..messages import (
     ToolMessage,
     Usage,
     UserMessage,
+)
+from ._base import (
+    FinishReason,
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamEnd,
+    StreamPart,
+    TextDelta,
+    ToolCallDelta,
 )
 from ._client import (
     DEFAULT_TIMEOUT,
@@ -37,16 +47,6 @@ from ._client import (
     translated_errors,
 )
 from ._errors import provider_error
-from .base import (
-    FinishReason,
-    Model,
-    ProviderRequest,
-    ProviderResponse,
-    StreamEnd,
-    StreamPart,
-    TextDelta,
-    ToolCallDelta,
-)
 
 if TYPE_CHECKING:
     import openai

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from .._errors import InvalidResponseError, ProviderConnectionError
 from .._extras import import_extra
-from ..errors import InvalidResponseError, ProviderConnectionError
-from ..messages import (
+from .._messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -22,6 +22,16 @@ from ..messages import (
     ToolMessage,
     Usage,
     UserMessage,
+)
+from ._base import (
+    FinishReason,
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamEnd,
+    StreamPart,
+    TextDelta,
+    ToolCallDelta,
 )
 from ._client import (
     DEFAULT_TIMEOUT,
@@ -33,17 +43,7 @@ from ._client import (
     translated_errors,
 )
 from ._errors import provider_error
-from .base import (
-    FinishReason,
-    Model,
-    ProviderRequest,
-    ProviderResponse,
-    StreamEnd,
-    StreamPart,
-    TextDelta,
-    ToolCallDelta,
-)
-from .openai import image_url, openai_client
+from ._openai import image_url, openai_client
 
 if TYPE_CHECKING:
     import openai

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import os
 
+from .._errors import UsageError
 from .._extras import import_extra
-from ..errors import UsageError
-from .base import Model
+from ._base import Model
 
 __all__ = ["ModelSpecError", "model_from_spec"]
 
@@ -66,26 +66,26 @@ def model_from_spec(
     key = _given_key(api_key, api_key_env)
     if spec.startswith(("http://", "https://")):
         url, _, name = spec.partition("#")
-        from .openai import OpenAIModel
+        from ._openai import OpenAIModel
 
         return OpenAIModel(name or "default", base_url=url, api_key=key)
     provider, sep, name = spec.partition(":")
     if provider == "local":
-        from .local import LocalModel
+        from ._local import LocalModel
 
         return LocalModel(os.path.expanduser(name)) if sep and name else LocalModel()
     if not sep or not name:
         raise ModelSpecError(f"unknown model spec {spec!r}; use {_FORMS}")
     if provider in ("openai", "openai-responses"):
-        from .openai import OpenAIModel
-        from .openai_responses import OpenAIResponsesModel
+        from ._openai import OpenAIModel
+        from ._openai_responses import OpenAIResponsesModel
 
         cls = OpenAIModel if provider == "openai" else OpenAIResponsesModel
         import_extra("openai", extra="openai", by=cls.__name__)  # before asking for a key
         _require_key(key, "OPENAI_API_KEY", spec)
         return cls(name, api_key=key)
     if provider == "anthropic":
-        from .anthropic import AnthropicModel
+        from ._anthropic import AnthropicModel
 
         import_extra("anthropic", extra="anthropic", by=AnthropicModel.__name__)
         _require_key(key, "ANTHROPIC_API_KEY", spec)

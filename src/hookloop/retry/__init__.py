@@ -3,12 +3,12 @@
 See ``docs/retries.md``.
 """
 
-from .backoff import Backoff, BackoffKind, JitterKind, apply_jitter, backoff_delay
-from .default import TRANSIENT_ERRORS, DefaultRetryStrategy
-from .fallback import CircuitBreaker, FallbackStrategy
-from .hints import retry_after_seconds
-from .model import ModelRetryStrategy, RetryDecision, Sleep
-from .tools import ToolRetryStrategy
+from ._backoff import Backoff, BackoffKind, JitterKind, apply_jitter, backoff_delay
+from ._default import TRANSIENT_ERRORS, DefaultRetryStrategy
+from ._fallback import CircuitBreaker, FallbackStrategy
+from ._hints import retry_after_seconds
+from ._model import ModelRetryStrategy, RetryDecision, Sleep
+from ._tools import ToolRetryStrategy
 
 __all__ = [
     "TRANSIENT_ERRORS",

@@ -7,7 +7,7 @@ import random
 import time
 from collections.abc import Callable
 
-from ..errors import (
+from .._errors import (
     OverloadedError,
     ProviderConnectionError,
     ProviderError,
@@ -15,10 +15,10 @@ from ..errors import (
     RateLimitError,
     ServerError,
 )
-from ..hooks import AfterModelCallContext
-from .backoff import Backoff
-from .hints import retry_after_seconds
-from .model import ModelRetryStrategy, RetryDecision, Sleep
+from ..hooks._hooks import AfterModelCallContext
+from ._backoff import Backoff
+from ._hints import retry_after_seconds
+from ._model import ModelRetryStrategy, RetryDecision, Sleep
 
 __all__ = ["TRANSIENT_ERRORS", "DefaultRetryStrategy"]
 

@@ -8,14 +8,14 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import CircuitOpenError, UsageError
-from ..hooks import AfterModelCallContext, Phase, PreRequestContext
-from ..models.base import Model, ProviderRequest
-from .default import TRANSIENT_ERRORS
-from .model import ModelRetryStrategy, RetryDecision, Sleep
+from .._errors import CircuitOpenError, UsageError
+from ..hooks._hooks import AfterModelCallContext, Phase, PreRequestContext
+from ..models._base import Model, ProviderRequest
+from ._default import TRANSIENT_ERRORS
+from ._model import ModelRetryStrategy, RetryDecision, Sleep
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._agent import Agent
 
 __all__ = ["CircuitBreaker", "FallbackStrategy"]
 

@@ -10,11 +10,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import ProviderError, RetryAttempt
-from ..hooks import AfterModelCallContext, Disposer, attach_once
+from .._errors import ProviderError, RetryAttempt
+from ..hooks._hooks import AfterModelCallContext, Disposer, attach_once
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._agent import Agent
 
 __all__ = ["ModelRetryStrategy", "RetryDecision", "Sleep"]
 

@@ -7,13 +7,13 @@ import random
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
-from ..errors import ToolExecutionError
-from ..hooks import ToolErrorContext, attach_once
-from .backoff import Backoff
-from .model import Sleep
+from .._errors import ToolExecutionError
+from ..hooks._hooks import ToolErrorContext, attach_once
+from ._backoff import Backoff
+from ._model import Sleep
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._agent import Agent
 
 __all__ = ["ToolRetryStrategy"]
 

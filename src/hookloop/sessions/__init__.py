@@ -17,7 +17,7 @@ See ``docs/sessions.md``.
 import warnings
 from typing import TYPE_CHECKING
 
-from ..errors import (
+from .._errors import (
     CorruptSessionError,
     SessionConflictError,
     SessionError,

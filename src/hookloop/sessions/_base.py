@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .._errors import CorruptSessionError, SessionNotFoundError, UsageError
+from .._messages import Message, dump_messages
 from .._stores._checks import check_limit
-from ..errors import CorruptSessionError, SessionNotFoundError, UsageError
-from ..messages import Message, dump_messages
 from ._codec import MESSAGE_FORMAT
 from ._types import (
     EXPORT_FORMAT,

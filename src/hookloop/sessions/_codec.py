@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from ..errors import CorruptSessionError, InvalidMessageError
-from ..messages import (
+from .._errors import CorruptSessionError, InvalidMessageError
+from .._messages import (
     AssistantMessage,
     Message,
     SystemMessage,

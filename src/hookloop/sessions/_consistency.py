@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from ..errors import CorruptSessionError
+from .._errors import CorruptSessionError
 
 __all__ = ["MAX_SEQ", "RecordState"]
 

@@ -23,19 +23,19 @@ from datetime import datetime
 from typing import TypeAlias
 from urllib.parse import urlsplit, urlunsplit
 
-from .._extras import extra_needed
-from .._loopbound import LoopBound
-from .._stores._checks import check_int, check_text
-from .._stores._pools import abandon_pool, close_pool
-from .._stores._schema import check_schema_version
-from ..errors import (
+from .._errors import (
     CorruptSessionError,
     SessionConflictError,
     SessionExistsError,
     SessionNotFoundError,
     UsageError,
 )
-from ..messages import Message
+from .._extras import extra_needed
+from .._loopbound import LoopBound
+from .._messages import Message
+from .._stores._checks import check_int, check_text
+from .._stores._pools import abandon_pool, close_pool
+from .._stores._schema import check_schema_version
 from ._base import SessionStore, utc
 from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
 from ._consistency import RecordState

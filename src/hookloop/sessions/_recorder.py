@@ -5,14 +5,20 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ..errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
-from ..hooks import ChatStartContext, MessageContext, Phase, SessionSwitchContext, attach_once
-from ..messages import Message
+from .._errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
+from .._messages import Message
+from ..hooks._hooks import (
+    ChatStartContext,
+    MessageContext,
+    Phase,
+    SessionSwitchContext,
+    attach_once,
+)
 from ._base import SessionStore, check_session_id
 from ._types import StoredMessage
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from .._agent import Agent
 
 __all__ = ["SessionRecorder"]
 

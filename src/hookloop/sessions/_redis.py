@@ -29,19 +29,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .._extras import extra_needed
-from .._loopbound import LoopBound
-from .._stores._checks import check_text
-from .._stores._pools import abandon_client, close_client
-from .._stores._schema import check_schema_version
-from ..errors import (
+from .._errors import (
     CorruptSessionError,
     SessionConflictError,
     SessionError,
     SessionExistsError,
     SessionNotFoundError,
 )
-from ..messages import Message
+from .._extras import extra_needed
+from .._loopbound import LoopBound
+from .._messages import Message
+from .._stores._checks import check_text
+from .._stores._pools import abandon_client, close_client
+from .._stores._schema import check_schema_version
 from ._base import SessionStore, utc
 from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
 from ._consistency import RecordState

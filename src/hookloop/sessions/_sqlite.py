@@ -21,17 +21,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
-from .._sqlite import naming_damage, use_wal
-from .._stores._schema import check_schema_version
-from .._stores._sqlite import SQLiteThread
-from ..errors import (
+from .._errors import (
     CorruptSessionError,
     SessionConflictError,
     SessionExistsError,
     SessionNotFoundError,
     UsageError,
 )
-from ..messages import Message
+from .._messages import Message
+from .._sqlite import naming_damage, use_wal
+from .._stores._schema import check_schema_version
+from .._stores._sqlite import SQLiteThread
 from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
 from ._sqlite_sql import (

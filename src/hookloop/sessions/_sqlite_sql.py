@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..errors import CorruptSessionError, SessionConflictError
+from .._errors import CorruptSessionError, SessionConflictError
 from ._base import utc
 from ._codec import Row
 from ._consistency import MAX_SEQ, RecordState

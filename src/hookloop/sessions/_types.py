@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, NotRequired, TypedDict
 
-from ..errors import UsageError
-from ..messages import Message
+from .._errors import UsageError
+from .._messages import Message
 
 __all__ = [
     "EXPORT_FORMAT",
