@@ -31,7 +31,7 @@ from ..hooks._hooks import (
 )
 from ..hooks._hooks import collect_texts as _collect_texts
 from ..models._base import Model, ProviderRequest
-from ._context_hooks import is_context_overflow
+from ..models._overflow import is_context_overflow
 from ._tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, count_request
 from ._trim import _unit_start, cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 

@@ -22,8 +22,8 @@ from .._errors import (
     RateLimitError,
     ServerError,
 )
-from ..context._context_hooks import is_overflow_text
 from ..retry._hints import retry_after_seconds
+from ._overflow import is_overflow_text
 
 __all__ = ["error_fields", "kept_headers", "provider_error"]
 
