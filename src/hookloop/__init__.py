@@ -1,10 +1,16 @@
 """hookloop: an LLM agent runtime whose whole lifecycle is under your control.
 
-Every public name is importable from here; see ``docs/`` for the guides.
+Every public name is importable from here (test doubles from :mod:`hookloop.testing`); the
+subpackages ``hookloop.context``, ``hookloop.hooks``, ``hookloop.memory``, ``hookloop.models``,
+``hookloop.retry`` and ``hookloop.sessions`` group the same names by family. The model
+adapters and the PostgreSQL and Redis session stores load on first use, so ``import
+hookloop`` needs none of the optional extras. See ``docs/`` for the guides.
 """
 
 from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
 
+from . import _deprecated
 from ._agent import (
     DEFAULT_SCOPE,
     Agent,
@@ -65,9 +71,12 @@ from ._events import (
     ChatDone,
     MessageCommitted,
     ModelRetry,
+    TextDelta,
+    ToolCallDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
+from ._extras import lazy_getattr
 from ._messages import (
     AssistantMessage,
     ContentPart,
@@ -85,21 +94,49 @@ from ._messages import (
     messages_to_json,
     new_id,
 )
+from ._toolbox import (
+    BUILTIN_TOOLS,
+    calculator,
+    clock,
+)
 from ._tools import (
     Scope,
     ScopeRegistry,
     Tool,
     tool,
 )
-from ._trace import TracePlugin
-from .context._context_hooks import (
-    OVERFLOW_MARKERS,
+from ._trace import (
+    TracePlugin,
+)
+from .context import (
+    IMAGE_TOKENS,
+    MESSAGE_OVERHEAD,
+    MISSING_RESULT_TEXT,
+    REPLY_PRIMING,
+    SUMMARY_HEADER,
+    SUMMARY_PROMPT,
+    CachingCounter,
+    Calibration,
+    ChatHistory,
+    Compaction,
     ContextBeforeRequestResult,
     ContextHooks,
     ContextOnErrorResult,
-    is_context_overflow,
+    EstimateCounter,
+    SlidingWindow,
+    TiktokenCounter,
+    TokenCounter,
+    count_overhead,
+    count_request,
+    counter_for_model,
+    cut_to_fit,
+    encoding_for_model,
+    group_units,
+    repair,
+    trim_to_budget,
+    truncate_tool_results,
 )
-from .hooks._hooks import (
+from .hooks import (
     EVENT_TABLE,
     AfterModelCallContext,
     ChatAbortContext,
@@ -130,7 +167,27 @@ from .hooks._hooks import (
     TraceFormat,
     attach_once,
 )
+from .memory import (
+    MEMORY_ACTIONS,
+    MEMORY_HOOK_NAMES,
+    MEMORY_TYPES,
+    MemoryAction,
+    MemoryEntry,
+    MemoryHooks,
+    MemoryHooksPlugin,
+    MemoryStore,
+    MemoryTarget,
+    MemoryType,
+    PostgresMemoryStore,
+    ProviderMemoryStore,
+    RedisMemoryStore,
+    SQLiteMemoryStore,
+    implements_memory_hooks,
+    is_memory_provider,
+    memory_tool,
+)
 from .models import (
+    OVERFLOW_MARKERS,
     FinishReason,
     Model,
     ModelSettings,
@@ -139,9 +196,8 @@ from .models import (
     ResponseAccumulator,
     StreamEnd,
     StreamPart,
-    TextDelta,
-    ToolCallDelta,
     ToolDefinition,
+    is_context_overflow,
 )
 from .retry import (
     TRANSIENT_ERRORS,
@@ -159,36 +215,86 @@ from .retry import (
     backoff_delay,
     retry_after_seconds,
 )
+from .sessions import (
+    ExportedMessage,
+    ExportedSession,
+    Retention,
+    SessionInfo,
+    SessionRecorder,
+    SessionStore,
+    SQLiteSessionStore,
+    StoredMessage,
+    UnreadableMessage,
+)
+
+if TYPE_CHECKING:
+    from .models import (
+        AnthropicModel,
+        LocalModel,
+        OpenAIModel,
+        OpenAIResponsesModel,
+        model_from_spec,
+    )
+    from .sessions import PostgresSessionStore, RedisSessionStore
 
 try:
     __version__ = version("hookloop")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
+_deprecated.install()
+
+# Names whose modules need an optional extra (or load a client): imported on first use.
+_LAZY = {
+    "AnthropicModel": ".models",
+    "LocalModel": ".models",
+    "OpenAIModel": ".models",
+    "OpenAIResponsesModel": ".models",
+    "PostgresSessionStore": ".sessions",
+    "RedisSessionStore": ".sessions",
+    "model_from_spec": ".models",
+}
+
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 __all__ = [
+    "BUILTIN_TOOLS",
     "DEFAULT_SCOPE",
     "EVENT_TABLE",
+    "IMAGE_TOKENS",
+    "MEMORY_ACTIONS",
+    "MEMORY_HOOK_NAMES",
+    "MEMORY_TYPES",
+    "MESSAGE_OVERHEAD",
+    "MISSING_RESULT_TEXT",
     "OVERFLOW_MARKERS",
+    "REPLY_PRIMING",
+    "SUMMARY_HEADER",
+    "SUMMARY_PROMPT",
     "TRANSIENT_ERRORS",
     "AfterModelCallContext",
     "Agent",
     "AgentEvent",
     "AgentResponse",
+    "AnthropicModel",
     "AssistantMessage",
     "AuthenticationError",
     "Backoff",
     "BackoffKind",
     "BadRequestError",
+    "CachingCounter",
+    "Calibration",
     "ChatAbortContext",
     "ChatCancelledError",
     "ChatDone",
     "ChatDoneContext",
     "ChatErrorContext",
+    "ChatHistory",
     "ChatStartContext",
     "ChatStream",
     "CircuitBreaker",
     "CircuitOpenError",
+    "Compaction",
     "ConcurrentChatError",
     "ContentPart",
     "ContextBeforeRequestResult",
@@ -203,7 +309,10 @@ __all__ = [
     "Disposer",
     "DuplicateMessageIdError",
     "DuplicateNameError",
+    "EstimateCounter",
     "EventSpec",
+    "ExportedMessage",
+    "ExportedSession",
     "FallbackStrategy",
     "FinishReason",
     "HistoryError",
@@ -219,9 +328,17 @@ __all__ = [
     "InvalidRangeError",
     "InvalidResponseError",
     "JitterKind",
+    "LocalModel",
     "MaxIterationsError",
+    "MemoryAction",
+    "MemoryEntry",
+    "MemoryHooks",
+    "MemoryHooksPlugin",
     "MemoryNotFoundError",
     "MemoryRequestError",
+    "MemoryStore",
+    "MemoryTarget",
+    "MemoryType",
     "MemoryWriteContext",
     "Message",
     "MessageCommitted",
@@ -233,23 +350,33 @@ __all__ = [
     "ModelRetryStrategy",
     "ModelSettings",
     "NotFoundError",
+    "OpenAIModel",
+    "OpenAIResponsesModel",
     "OverloadedError",
     "Phase",
     "Plugin",
+    "PostgresMemoryStore",
+    "PostgresSessionStore",
     "PreCompressContext",
     "PreRequestContext",
     "PreToolCallContext",
     "ProviderConnectionError",
     "ProviderError",
+    "ProviderMemoryStore",
     "ProviderRequest",
     "ProviderResponse",
     "ProviderTimeoutError",
     "RateLimitError",
+    "RedisMemoryStore",
+    "RedisSessionStore",
     "ResponseAccumulator",
     "ResponseContext",
+    "Retention",
     "RetryAttempt",
     "RetryDecision",
     "RunError",
+    "SQLiteMemoryStore",
+    "SQLiteSessionStore",
     "Scope",
     "ScopeContext",
     "ScopeNotFoundError",
@@ -259,17 +386,24 @@ __all__ = [
     "SessionConflictError",
     "SessionError",
     "SessionExistsError",
+    "SessionInfo",
     "SessionNotFoundError",
+    "SessionRecorder",
     "SessionSchemaError",
+    "SessionStore",
     "SessionSwitchContext",
     "Sleep",
+    "SlidingWindow",
     "StoreError",
+    "StoredMessage",
     "StreamEnd",
     "StreamPart",
     "SubAgentEventContext",
     "SystemMessage",
     "TextDelta",
     "TextPart",
+    "TiktokenCounter",
+    "TokenCounter",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
@@ -289,6 +423,7 @@ __all__ = [
     "TraceFormat",
     "TracePlugin",
     "UnknownToolError",
+    "UnreadableMessage",
     "Usage",
     "UsageError",
     "UserMessage",
@@ -296,12 +431,27 @@ __all__ = [
     "apply_jitter",
     "attach_once",
     "backoff_delay",
+    "calculator",
+    "clock",
+    "count_overhead",
+    "count_request",
+    "counter_for_model",
+    "cut_to_fit",
     "dump_messages",
+    "encoding_for_model",
+    "group_units",
+    "implements_memory_hooks",
     "is_context_overflow",
+    "is_memory_provider",
     "load_messages",
+    "memory_tool",
     "messages_from_json",
     "messages_to_json",
+    "model_from_spec",
     "new_id",
+    "repair",
     "retry_after_seconds",
     "tool",
+    "trim_to_budget",
+    "truncate_tool_results",
 ]

@@ -1,21 +1,26 @@
-"""The one guard around imports of optional dependencies (the package's extras).
+"""The one way hookloop imports something lazily: optional extras and names loaded on use.
 
-``import hookloop`` needs none of them; a class that does imports its library through
-:func:`import_extra` or :func:`extra_needed` when it is used, so a missing extra is one
-:class:`~hookloop.errors.MissingExtraError` naming the ``pip install`` line, never a
-``ModuleNotFoundError`` from deep inside a client library.
+``import hookloop`` needs none of the package's extras. Code that needs one imports it
+with :func:`import_extra` (or, for imports whose types a module needs, inside
+:func:`extra_needed`), so a missing extra is one
+:class:`~hookloop.MissingExtraError` naming the ``pip install`` line, never a
+``ModuleNotFoundError`` from deep inside a client library. A package whose names need an
+extra (or are costly to import) exposes them through :func:`lazy_getattr`, which also
+answers the package's deprecated module paths and renamed names.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 
+from ._deprecated import MOVED_MODULES, RENAMED, warn_deprecated
 from ._errors import MissingExtraError
 
-__all__ = ["extra_needed", "import_extra"]
+__all__ = ["extra_needed", "import_extra", "lazy_getattr"]
 
 
 @contextmanager
@@ -38,3 +43,33 @@ def import_extra(module: str, *, extra: str, by: str) -> ModuleType:
     """Import ``module`` of the ``extra``, or raise :class:`MissingExtraError`."""
     with extra_needed(extra, by=by):
         return importlib.import_module(module)
+
+
+def lazy_getattr(package: str, lazy: Mapping[str, str]) -> Callable[[str], object]:
+    """The module ``__getattr__`` of ``package``: its lazy names, old paths and old names.
+
+    Args:
+        package: The package's ``__name__``.
+        lazy: Each name loaded on first use -> the module (relative to ``package``) that
+            defines it; the value is then kept in the package's namespace.
+    """
+
+    def __getattr__(name: str) -> object:
+        source = lazy.get(name)
+        if source is not None:
+            value = getattr(importlib.import_module(source, package), name)
+            setattr(sys.modules[package], name, value)
+            return value
+        old = f"{package}.{name}"
+        if old in MOVED_MODULES:  # ``hookloop.errors`` used without importing it
+            return importlib.import_module(old)
+        new_name = RENAMED.get(old)
+        if new_name is not None:
+            warn_deprecated(
+                f"{old} is renamed {new_name}; the old name goes in the next release "
+                "(see docs/migration.md)"
+            )
+            return getattr(sys.modules[package], new_name)
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    return __getattr__

@@ -4,10 +4,14 @@
 - Token counting: the :class:`TokenCounter` protocol, :class:`TiktokenCounter` (exact,
   offline), :class:`EstimateCounter`, :class:`CachingCounter`, :func:`counter_for_model`,
   and :class:`Calibration` from the provider's reported usage.
+- :class:`ContextHooks`: rewrite the context before each attempt and recover from provider
+  errors with your own functions.
 - Pure steps over message sequences: :func:`trim_to_budget`, :func:`truncate_tool_results`,
   :func:`group_units` and :func:`repair`.
 """
 
+from .._extras import lazy_getattr
+from ._context_hooks import ContextBeforeRequestResult, ContextHooks, ContextOnErrorResult
 from ._history import ChatHistory
 from ._policies import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction, SlidingWindow
 from ._repair import MISSING_RESULT_TEXT, repair
@@ -38,6 +42,9 @@ __all__ = [
     "Calibration",
     "ChatHistory",
     "Compaction",
+    "ContextBeforeRequestResult",
+    "ContextHooks",
+    "ContextOnErrorResult",
     "EstimateCounter",
     "SlidingWindow",
     "TiktokenCounter",
@@ -52,3 +59,6 @@ __all__ = [
     "trim_to_budget",
     "truncate_tool_results",
 ]
+
+# Only the deprecated module paths of 0.1 (``hookloop.context.<module>``).
+__getattr__ = lazy_getattr(__name__, {})

@@ -12,6 +12,7 @@
 See ``docs/memory.md``.
 """
 
+from .._extras import lazy_getattr
 from ._base import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
@@ -47,3 +48,6 @@ __all__ = [
     "is_memory_provider",
     "memory_tool",
 ]
+
+# Only the deprecated module paths of 0.1 (``hookloop.memory.<module>``).
+__getattr__ = lazy_getattr(__name__, {})

@@ -1,16 +1,17 @@
-"""Models: the protocol, the provider adapters, and test doubles in ``models.testing``.
+"""Models: the protocol, the provider adapters, and what decides a context overflow.
 
 The adapters load on first use, and their clients only when a model is built: ``import
 hookloop`` and ``from hookloop.models import OpenAIModel`` work without any extra, and
 ``OpenAIModel(...)`` without the ``openai`` extra raises
-:class:`~hookloop.errors.MissingExtraError` naming it.
+:class:`~hookloop.MissingExtraError` naming it. Test doubles (``ScriptedModel``,
+``FunctionModel``) are in :mod:`hookloop.testing`.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from .._extras import lazy_getattr
 from ._base import (
     FinishReason,
     Model,
@@ -24,6 +25,7 @@ from ._base import (
     ToolCallDelta,
     ToolDefinition,
 )
+from ._overflow import OVERFLOW_MARKERS, is_context_overflow
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicModel
@@ -41,6 +43,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "OVERFLOW_MARKERS",
     "AnthropicModel",
     "FinishReason",
     "LocalModel",
@@ -56,11 +59,9 @@ __all__ = [
     "TextDelta",
     "ToolCallDelta",
     "ToolDefinition",
+    "is_context_overflow",
     "model_from_spec",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _LAZY)

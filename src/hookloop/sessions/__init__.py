@@ -14,7 +14,6 @@
 See ``docs/sessions.md``.
 """
 
-import warnings
 from typing import TYPE_CHECKING
 
 from .._errors import (
@@ -25,6 +24,7 @@ from .._errors import (
     SessionNotFoundError,
     SessionSchemaError,
 )
+from .._extras import lazy_getattr
 from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT
 from ._recorder import SessionRecorder
@@ -71,25 +71,4 @@ __all__ = [
 # first use, so that `import hookloop.sessions` works without either installed.
 _LAZY = {"PostgresSessionStore": "._postgres", "RedisSessionStore": "._redis"}
 
-# Old names that keep working for one release, each with a DeprecationWarning.
-_RENAMED = {"SqliteSessionStore": "SQLiteSessionStore"}
-
-
-def __getattr__(name: str) -> object:
-    new_name = _RENAMED.get(name)
-    if new_name is not None:
-        warnings.warn(
-            f"hookloop.sessions.{name} is renamed {new_name}; the old name goes in the next "
-            "release (see docs/migration.md)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return globals()[new_name]
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
