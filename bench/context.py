@@ -37,7 +37,7 @@ from hookloop.context import (
     TiktokenCounter,
     trim_to_budget,
 )
-from hookloop.models.testing import ScriptedModel
+from hookloop.testing import ScriptedModel
 
 BUDGET = 4_000
 SIZES = (1_000, 10_000, 100_000)

@@ -31,10 +31,19 @@ from typing import Any
 
 import pydantic
 
-from hookloop import Agent, AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, tool
-from hookloop.hooks import EVENTS
-from hookloop.models.base import ProviderRequest, ProviderResponse
-from hookloop.models.testing import FunctionModel, ScriptedModel, text_response, tool_calls
+from hookloop import (
+    Agent,
+    AssistantMessage,
+    Message,
+    ProviderRequest,
+    ProviderResponse,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    tool,
+)
+from hookloop.hooks._hooks import EVENTS
+from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 
 TOOL_CALLS = 10
 ITERATIONS = TOOL_CALLS + 1

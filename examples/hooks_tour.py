@@ -21,7 +21,7 @@ from hookloop import (
     TracePlugin,
     tool,
 )
-from hookloop.models.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
+from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
 
 
 @tool

@@ -1,5 +1,5 @@
 from hookloop import Agent, TracePlugin, tool
-from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.testing import ScriptedModel, tool_call
 
 
 @tool

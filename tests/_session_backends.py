@@ -238,14 +238,5 @@ def kill(process: subprocess.Popen[str]) -> tuple[str, str]:
     return rest, errors
 
 
-class FakeClock:
-    """A clock the test moves by hand (POSIX seconds)."""
-
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+POSIX_START = 1_800_000_000.0
+"""Where the session tests' FakeClock starts: 2027-01-15T08:00:00Z, as POSIX seconds."""

@@ -14,7 +14,7 @@ import sys
 
 from _session_backends import open_store
 from hookloop import Agent, UserMessage, tool
-from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.testing import ScriptedModel, tool_call
 
 
 async def append(spec: dict[str, str], session_id: str, count: int, tag: str) -> None:

@@ -13,11 +13,9 @@ import pytest
 
 import hookloop
 from _provider_server import ProviderServer, Reply
-from hookloop.cli import main
-from hookloop.errors import AuthenticationError
-from hookloop.models.spec import ModelSpecError, model_from_spec
-from hookloop.retry.backoff import Backoff
-from hookloop.toolbox import calculator
+from hookloop import AuthenticationError, Backoff, calculator, model_from_spec
+from hookloop._cli import main
+from hookloop.models._spec import ModelSpecError
 
 
 def completion(content: str | None = None, tool_calls: list[dict[str, object]] | None = None):
@@ -287,7 +285,7 @@ def test_a_missing_provider_package_is_one_line_with_exit_2(
 ) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
     monkeypatch.setitem(sys.modules, "anthropic", None)  # `import anthropic` now fails
-    monkeypatch.delitem(sys.modules, "hookloop.models.anthropic", raising=False)
+    monkeypatch.delitem(sys.modules, "hookloop.models._anthropic", raising=False)
     assert main(["run", "--model", "anthropic:claude-sonnet-4-5", "Hi"]) == 2
     out, err = capsys.readouterr()
     assert out == ""

@@ -39,8 +39,8 @@ from hookloop.context import (
     count_overhead,
     count_request,
 )
-from hookloop.models.testing import ScriptedModel, tool_call
 from hookloop.retry import FallbackStrategy
+from hookloop.testing import ScriptedModel, tool_call
 from test_context_policies import problems, text
 from test_context_strategies import valid_histories
 

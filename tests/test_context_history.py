@@ -13,9 +13,13 @@ from hypothesis import strategies as st
 
 from hookloop import (
     AssistantMessage,
+    DuplicateMessageIdError,
+    HistoryError,
     ImagePart,
     InvalidMessageError,
+    InvalidRangeError,
     Message,
+    MessageNotFoundError,
     SystemMessage,
     TextPart,
     ToolCall,
@@ -29,12 +33,6 @@ from hookloop.context import (
     ChatHistory,
     EstimateCounter,
     TokenCounter,
-)
-from hookloop.errors import (
-    DuplicateMessageIdError,
-    HistoryError,
-    InvalidRangeError,
-    MessageNotFoundError,
 )
 from test_context_strategies import histories, last_user, problems
 

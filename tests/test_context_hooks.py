@@ -18,7 +18,7 @@ from hookloop import (
     UserMessage,
     is_context_overflow,
 )
-from hookloop.models.testing import ScriptedModel
+from hookloop.testing import ScriptedModel
 
 OVERFLOW_TEXTS = [
     "This model's maximum context length is 128000 tokens. However, your messages resulted "

@@ -35,9 +35,9 @@ from hookloop import (
     UserMessage,
     is_context_overflow,
 )
-from hookloop.context_hooks import OVERFLOW_KEYWORDS
 from hookloop.models._errors import error_fields, provider_error
-from hookloop.models.testing import ScriptedModel
+from hookloop.models._overflow import OVERFLOW_KEYWORDS
+from hookloop.testing import ScriptedModel
 
 FIXTURES = Path(__file__).parent / "fixtures" / "overflow"
 CASES = sorted(FIXTURES.glob("*.json"))

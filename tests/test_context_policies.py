@@ -27,7 +27,7 @@ from hookloop.context import (
     SlidingWindow,
     count_request,
 )
-from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.testing import ScriptedModel, tool_call
 from test_context_strategies import last_user, valid_histories
 
 WORDS = "lorem ipsum dolor sit amet consectetur adipiscing elit "

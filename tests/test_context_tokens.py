@@ -26,6 +26,7 @@ from hookloop import (
     SystemMessage,
     TextPart,
     ToolCall,
+    ToolDefinition,
     ToolMessage,
     Usage,
     UsageError,
@@ -44,8 +45,7 @@ from hookloop.context import (
     counter_for_model,
     encoding_for_model,
 )
-from hookloop.context import tokens as tokens_module
-from hookloop.models.base import ToolDefinition
+from hookloop.context import _tokens as tokens_module
 
 TOOL = ToolDefinition(
     name="search",

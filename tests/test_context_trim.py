@@ -18,6 +18,7 @@ from hookloop import (
     SystemMessage,
     TextPart,
     ToolCall,
+    ToolDefinition,
     ToolMessage,
     UsageError,
     UserMessage,
@@ -31,7 +32,6 @@ from hookloop.context import (
     trim_to_budget,
     truncate_tool_results,
 )
-from hookloop.models.base import ToolDefinition
 from test_context_strategies import histories, last_user, problems
 
 MARKER = re.compile(r"\[truncated: (\d+) characters removed to fit the context window\]$")
@@ -256,7 +256,7 @@ def test_an_uncuttable_newest_unit_is_dropped_with_a_warning(
         AssistantMessage(tool_calls=(call,)),
         ToolMessage(tool_call_id="w1", tool_name="w", content=""),
     ]
-    with caplog.at_level(logging.WARNING, logger="hookloop.context.trim"):
+    with caplog.at_level(logging.WARNING, logger="hookloop.context._trim"):
         assert trim_to_budget([question, *unit], 100, counter=LenCounter()) == (question,)
     assert "cannot be cut" in caplog.text
 
@@ -289,7 +289,7 @@ def test_a_system_prompt_larger_than_the_budget_is_kept_with_a_warning(
 ) -> None:
     system = SystemMessage(content="s" * 500)
     question = user("q")
-    with caplog.at_level(logging.WARNING, logger="hookloop.context.trim"):
+    with caplog.at_level(logging.WARNING, logger="hookloop.context._trim"):
         out = trim_to_budget([system, said("a"), question], 100, counter=LenCounter())
     assert out == (system, question)
     assert "exceed the budget" in caplog.text

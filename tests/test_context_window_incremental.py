@@ -30,7 +30,7 @@ from hookloop import (
     tool,
 )
 from hookloop.context import SlidingWindow, count_overhead, count_request, repair
-from hookloop.models.testing import FunctionModel, text_response, tool_calls
+from hookloop.testing import FunctionModel, text_response, tool_calls
 from test_context_policies import text
 from test_context_strategies import valid_histories
 

@@ -36,7 +36,7 @@ from hookloop import (
     UsageError,
 )
 from hookloop.memory import MemoryHooksPlugin
-from hookloop.models.testing import FunctionModel, ScriptedModel, text_response, tool_call
+from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_call
 
 CHAT_EVENTS = ["on_chat_start", "on_message", "pre_request", "on_response", "on_chat_done"]
 
@@ -546,7 +546,7 @@ async def test_parallel_calls_of_one_sub_agent_take_turns() -> None:
         return f"answer to {request.messages[-1].content}"
 
     researcher = Agent(FunctionModel(answer), name="researcher", retry=None)
-    from hookloop.models.testing import tool_calls
+    from hookloop.testing import tool_calls
 
     boss = with_tool(
         agent(

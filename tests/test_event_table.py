@@ -18,19 +18,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import hookloop.hooks as hooks_module
+import hookloop.hooks._hooks as hooks_module
 from hookloop import (
     Agent,
     AssistantMessage,
+    ContextHooks,
     HookRegistrationError,
     HookReturnError,
+    ProviderRequest,
+    ProviderResponse,
     TracePlugin,
     UsageError,
     UserMessage,
 )
 from hookloop._delegation import _FORWARDED
 from hookloop.context import Compaction, SlidingWindow
-from hookloop.context_hooks import ContextHooks
 from hookloop.hooks import (
     EVENT_TABLE,
     HistoryReplacement,
@@ -42,10 +44,9 @@ from hookloop.hooks import (
     ResponseContext,
     attach_once,
 )
-from hookloop.models.base import ProviderRequest, ProviderResponse
-from hookloop.models.testing import ScriptedModel
 from hookloop.retry import DefaultRetryStrategy, FallbackStrategy, ToolRetryStrategy
 from hookloop.sessions import SessionRecorder, SQLiteSessionStore
+from hookloop.testing import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "hooks.md"

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 import hookloop._loop
-import hookloop.hooks
+import hookloop.hooks._hooks
 from hookloop import (
     AfterModelCallContext,
     Agent,
@@ -67,13 +67,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.models.testing import (
-    FunctionModel,
-    ScriptedModel,
-    text_response,
-    tool_call,
-    tool_calls,
-)
+from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_call, tool_calls
 
 CHAT_EVENTS = (
     "on_chat_start",
@@ -525,7 +519,7 @@ def built_contexts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     for name, cls in CONTEXT_CLASSES.items():
         monkeypatch.setattr(hookloop._loop, name, spy(name, cls))
-    monkeypatch.setattr(hookloop.hooks, "ScopeContext", spy("ScopeContext", ScopeContext))
+    monkeypatch.setattr(hookloop.hooks._hooks, "ScopeContext", spy("ScopeContext", ScopeContext))
     return built
 
 

@@ -24,17 +24,19 @@ from hookloop import (
     AssistantMessage,
     BadRequestError,
     ContextOverflowError,
+    LocalModel,
     Message,
     ModelSettings,
+    ProviderRequest,
     TextDelta,
     ToolCall,
     ToolMessage,
     UserMessage,
+    calculator,
+    clock,
     tool,
 )
-from hookloop.models.base import ProviderRequest
-from hookloop.models.local import LocalModel, LocalModelError, default_model_path
-from hookloop.toolbox import calculator, clock
+from hookloop.models._local import LocalModelError, default_model_path
 
 module_loop = pytest.mark.asyncio(loop_scope="module")  # the fixture's server client lives there
 
@@ -244,7 +246,7 @@ def test_the_command_runs_the_local_model_and_calls_the_calculator() -> None:
 def test_the_server_does_not_outlive_a_killed_parent() -> None:
     script = (
         "import asyncio, sys\n"
-        "from hookloop.models.local import LocalModel\n"
+        "from hookloop.models import LocalModel\n"
         "model = LocalModel(context_window=256)\n"
         "asyncio.run(model.start())\n"
         "print(model._process.pid, flush=True)\n"

@@ -42,7 +42,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.models.testing import (
+from hookloop.testing import (
     FunctionModel,
     ScriptedModel,
     ScriptStep,

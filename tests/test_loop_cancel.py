@@ -28,8 +28,8 @@ from hookloop import (
     tool,
 )
 from hookloop.context import repair
-from hookloop.models.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 from hookloop.sessions import SessionStore, SQLiteSessionStore
+from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 

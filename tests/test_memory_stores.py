@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from hookloop import Agent, MemoryNotFoundError, MemoryRequestError
-from hookloop.errors import CorruptStoreError, RunError
+from hookloop import Agent, CorruptStoreError, MemoryNotFoundError, MemoryRequestError, RunError
 from hookloop.memory import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
@@ -33,7 +32,7 @@ from hookloop.memory import (
     RedisMemoryStore,
     SQLiteMemoryStore,
 )
-from hookloop.models.testing import ScriptedModel
+from hookloop.testing import ScriptedModel
 from test_sessions import damage_file
 
 BACKENDS = ["sqlite", "postgres", "redis"]

@@ -37,8 +37,8 @@ from hookloop import (
     messages_to_json,
 )
 from hookloop.context import ChatHistory
-from hookloop.models.testing import ScriptedModel
 from hookloop.sessions import SQLiteSessionStore
+from hookloop.testing import ScriptedModel
 
 JUNK = st.one_of(
     st.none(),

@@ -28,7 +28,7 @@ from hookloop import (
     UsageError,
     UserMessage,
 )
-from hookloop.models.testing import (
+from hookloop.testing import (
     FunctionModel,
     ScriptedModel,
     ScriptStep,

@@ -39,7 +39,7 @@ from hookloop import (
 )
 from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel, model_from_spec
 from hookloop.models._client import SplitPairs, encodable, is_host
-from hookloop.models.spec import ModelSpecError
+from hookloop.models._spec import ModelSpecError
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
 KEY_VARIABLES = (

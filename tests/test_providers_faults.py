@@ -48,6 +48,7 @@ from hookloop import (
     tool,
 )
 from hookloop.context import Compaction
+from hookloop.testing import FakeClock
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
 # Seconds: the adapters' timeout in the timeout faults, and how long the server then hangs.
@@ -79,21 +80,6 @@ async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., Any]
     yield make
     for model in made:
         await model.aclose()  # an unclosed connection would fail the test (ResourceWarning)
-
-
-class FakeClock:
-    """A monotonic clock that only moves when the retry strategy sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture

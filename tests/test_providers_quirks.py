@@ -23,6 +23,8 @@ from _provider_server import (
 from hookloop import (
     Agent,
     ProviderConnectionError,
+    ProviderRequest,
+    ProviderResponse,
     RateLimitError,
     ResponseAccumulator,
     ServerError,
@@ -31,7 +33,6 @@ from hookloop import (
     UserMessage,
 )
 from hookloop.models import AnthropicModel, OpenAIModel
-from hookloop.models.base import ProviderRequest, ProviderResponse
 from hookloop.retry import DefaultRetryStrategy
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="hi"),))

@@ -33,7 +33,7 @@ from hookloop import (
     tool,
 )
 from hookloop.context import Compaction
-from hookloop.models.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
+from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
 
 
 async def no_sleep(seconds: float) -> None:

@@ -23,7 +23,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.testing import ScriptedModel, tool_call
 
 # --- helpers ------------------------------------------------------------------------------
 

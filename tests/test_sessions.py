@@ -20,21 +20,23 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _session_backends import Backend, FakeClock, backend, kill
+from _session_backends import POSIX_START, Backend, backend, kill
 from hookloop import (
     Agent,
     AssistantMessage,
+    CorruptStoreError,
+    HookloopError,
     ImagePart,
     Message,
+    RunError,
     SystemMessage,
     TextPart,
     ToolCall,
     ToolMessage,
+    UsageError,
     UserMessage,
+    load_messages,
 )
-from hookloop.errors import CorruptStoreError, HookloopError, RunError, UsageError
-from hookloop.messages import load_messages
-from hookloop.models.testing import ScriptedModel
 from hookloop.sessions import (
     EXPORT_FORMAT,
     MESSAGE_FORMAT,
@@ -51,6 +53,7 @@ from hookloop.sessions import (
     StoredMessage,
 )
 from hookloop.sessions._consistency import RecordState
+from hookloop.testing import FakeClock, ScriptedModel
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -291,7 +294,7 @@ async def test_two_processes_appending_to_one_session_lose_nothing(backend: Back
 
 
 async def test_create_records_a_parent_and_refuses_a_taken_id(backend: Backend) -> None:
-    clock = FakeClock()
+    clock = FakeClock(POSIX_START)
     async with backend.store(clock=clock) as store:
         info = await store.create("child", parent_id="parent")
         assert info.session_id == "child"
@@ -307,7 +310,7 @@ async def test_create_records_a_parent_and_refuses_a_taken_id(backend: Backend) 
 
 async def test_fork_copies_the_log_under_a_new_id_with_its_parent(backend: Backend) -> None:
     messages = every_kind()
-    clock = FakeClock()
+    clock = FakeClock(POSIX_START)
     async with backend.store(clock=clock) as store:
         await append_all(store, "main", messages)
         clock.advance(60)
@@ -329,7 +332,7 @@ async def test_fork_copies_the_log_under_a_new_id_with_its_parent(backend: Backe
 
 
 async def test_list_sessions_newest_first_with_counts(backend: Backend) -> None:
-    clock = FakeClock()
+    clock = FakeClock(POSIX_START)
     async with backend.store(clock=clock) as store:
         for name, count in (("old", 2), ("middle", 1), ("new", 3)):
             for n in range(count):
@@ -353,7 +356,7 @@ async def test_list_sessions_newest_first_with_counts(backend: Backend) -> None:
 
 async def test_export_is_plain_json_that_loads_back(backend: Backend) -> None:
     messages = every_kind()
-    clock = FakeClock()
+    clock = FakeClock(POSIX_START)
     async with backend.store(clock=clock) as store:
         await append_all(store, "s", messages)
         exported = await store.export("s")
@@ -403,7 +406,7 @@ async def test_max_messages_keeps_the_newest_and_never_reuses_a_seq(backend: Bac
 
 
 async def test_prune_applies_max_sessions_and_max_age(backend: Backend) -> None:
-    clock = FakeClock()
+    clock = FakeClock(POSIX_START)
     async with backend.store(clock=clock) as store:
         for name in ("a", "b", "c", "d", "e"):
             await store.append(name, UserMessage(content=name))

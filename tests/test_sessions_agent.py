@@ -20,8 +20,8 @@ from hookloop import (
     tool,
 )
 from hookloop.context import MISSING_RESULT_TEXT, ChatHistory
-from hookloop.models.testing import ScriptedModel, tool_call
 from hookloop.sessions import Retention, SessionConflictError, SessionRecorder, SessionStore
+from hookloop.testing import ScriptedModel, tool_call
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 

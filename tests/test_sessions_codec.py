@@ -16,11 +16,19 @@ from hypothesis import strategies as st
 
 import hookloop.sessions
 from _session_backends import Backend, backend
-from hookloop import Agent, AssistantMessage, Message, ToolCall, UserMessage
-from hookloop.errors import CorruptSessionError, RunError, SessionError
-from hookloop.models.testing import ScriptedModel
+from hookloop import (
+    Agent,
+    AssistantMessage,
+    CorruptSessionError,
+    Message,
+    RunError,
+    SessionError,
+    ToolCall,
+    UserMessage,
+)
 from hookloop.sessions import MESSAGE_FORMAT, StoredMessage
 from hookloop.sessions._codec import decode_rows, encode_message
+from hookloop.testing import ScriptedModel
 from test_context_strategies import histories
 
 __all__ = ["backend"]  # the fixture, imported for pytest
@@ -128,13 +136,13 @@ def test_public_names_have_docstrings_and_dataclasses_are_keyword_only() -> None
 
 
 def test_session_errors_live_in_the_one_error_tree() -> None:
-    import hookloop.errors
+    import hookloop._errors
 
     for name in hookloop.sessions.__all__:
         obj = getattr(hookloop.sessions, name)
         if inspect.isclass(obj) and issubclass(obj, Exception):
             assert issubclass(obj, SessionError), name
-            assert getattr(hookloop.errors, name) is obj
+            assert getattr(hookloop._errors, name) is obj
 
 
 def test_importing_sessions_needs_no_database_driver() -> None:

@@ -6,8 +6,15 @@ import json
 
 import pytest
 
-from hookloop import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from hookloop.errors import CorruptSessionError
+from hookloop import (
+    AssistantMessage,
+    CorruptSessionError,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from hookloop.sessions import MESSAGE_FORMAT, StoredMessage
 from hookloop.sessions._codec import decode_rows, encode_message
 

@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 
 import hookloop.sessions._postgres as pg_store
-from _session_backends import Backend, FakeClock, backend, backend_for
-from hookloop import Agent, AssistantMessage, ChatCancelledError
-from hookloop.messages import Message, UserMessage
-from hookloop.models.testing import ScriptedModel
+from _session_backends import POSIX_START, Backend, backend, backend_for
+from hookloop import Agent, AssistantMessage, ChatCancelledError, Message, UserMessage
 from hookloop.sessions import (
     PostgresSessionStore,
     RedisSessionStore,
@@ -21,6 +19,7 @@ from hookloop.sessions import (
     SessionStore,
     SQLiteSessionStore,
 )
+from hookloop.testing import FakeClock, ScriptedModel
 
 __all__ = ["backend"]  # the fixture, imported for pytest
 
@@ -169,7 +168,7 @@ async def test_prune_keeps_a_message_appended_while_it_deletes(
     """Another worker appends to a session prune chose, just before prune deletes it."""
     place = server_backend
     kind = place.kind
-    clock = FakeClock()
+    clock = FakeClock(POSIX_START)
     async with (
         place.store(clock=clock, retention=Retention(max_sessions=1)) as store,
         place.store(clock=clock) as other,
@@ -218,7 +217,7 @@ async def test_prune_keeps_a_message_appended_while_it_deletes(
 async def test_postgres_prune_skips_a_session_appended_to_after_the_choice(
     postgres_isolated_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    clock = FakeClock()
+    clock = FakeClock(POSIX_START)
     retention = Retention(max_sessions=1)
     async with (
         PostgresSessionStore(postgres_isolated_dsn, clock=clock, retention=retention) as store,
@@ -327,7 +326,7 @@ async def test_a_redis_index_of_the_wrong_type_is_a_session_error(
 ) -> None:
     from redis.asyncio import Redis
 
-    from hookloop.errors import SessionError
+    from hookloop import SessionError
 
     async with RedisSessionStore(redis_url, prefix=redis_namespace) as store:
         await store.list_sessions()  # opened

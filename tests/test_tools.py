@@ -27,7 +27,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.models.testing import ScriptedModel, tool_call, tool_calls
+from hookloop.testing import ScriptedModel, tool_call, tool_calls
 
 # --- helpers ------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@
 input); ``hookloop chat`` talks until you leave, streaming the answer as it comes and showing
 each tool call on a line of its own. In ``chat``, Ctrl-C during an answer stops that answer
 and keeps the conversation; Ctrl-C at the prompt, Ctrl-D or ``/exit`` leaves. ``--model``
-picks the model (see :func:`hookloop.models.spec.model_from_spec`; ``local`` is the default),
+picks the model (see :func:`hookloop.models.model_from_spec`; ``local`` is the default),
 ``--trace`` writes every hook event of each step to stderr as a timeline. The model gets the
 built-in calculator unless ``--tool`` or ``--no-tools`` says otherwise.
 
@@ -328,7 +328,7 @@ async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
     agent.add_hook("after_model_call", retrying)
     if args.trace:
         agent.use(TracePlugin(write=screen.note))
-    local = sys.modules.get("hookloop.models.local")  # imported only if the spec named it
+    local = sys.modules.get("hookloop.models._local")  # imported only if the spec named it
     if local is not None and isinstance(model, local.LocalModel):
         await _load(model, sys.stderr)
     return agent

@@ -3,7 +3,7 @@
 Messages are frozen, keyword-only dataclasses: a handler that holds one cannot change the
 history behind the agent's back. Make a changed copy with :func:`dataclasses.replace`.
 Every message gets a unique ``id`` when it is made. Each checks its fields' types when it
-is made (:class:`~hookloop.errors.InvalidMessageError`), so nothing malformed reaches a
+is made (:class:`~hookloop.InvalidMessageError`), so nothing malformed reaches a
 history or a session store; a list given for a tuple field is kept as a tuple.
 """
 

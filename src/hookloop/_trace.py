@@ -2,7 +2,7 @@
 
 Example:
     >>> from hookloop import Agent
-    >>> from hookloop.models.testing import ScriptedModel
+    >>> from hookloop.testing import ScriptedModel
     >>> agent = Agent(ScriptedModel(["Hello!"]))
     >>> _ = agent.use(TracePlugin(write=print, clock=lambda: 0.0))
     >>> _ = agent.chat_sync("Hi")  # doctest: +NORMALIZE_WHITESPACE

@@ -1,10 +1,11 @@
-"""Models for testing your own agents: no network, no keys, exact control.
+"""Test doubles for your own agents: no network, no keys, no waiting, exact control.
 
 :class:`ScriptedModel` answers from a list you give it, one step per model call, and records
 every request it received. :class:`FunctionModel` answers with a function of the request.
+:class:`FakeClock` is a clock and a sleep that never wait, for retry strategies and stores.
 
 Example:
-    >>> from hookloop.models.testing import ScriptedModel, tool_call
+    >>> from hookloop.testing import ScriptedModel, tool_call
     >>> model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}), "The sum is 3."])
 """
 
@@ -28,6 +29,7 @@ from .models._base import (
 )
 
 __all__ = [
+    "FakeClock",
     "FunctionModel",
     "ScriptStep",
     "ScriptedModel",
@@ -35,6 +37,56 @@ __all__ = [
     "tool_call",
     "tool_calls",
 ]
+
+
+class FakeClock:
+    """A clock whose time moves only when something sleeps on it or the test advances it.
+
+    Pass the clock itself where a clock is taken (it returns the current time) and its
+    :meth:`sleep` where a sleep is: :class:`~hookloop.DefaultRetryStrategy` (``clock=``,
+    ``sleep=``), the other retry strategies, and the session stores (``clock=``). A sleep
+    returns at once, moves the time on by its length and records it in :attr:`waits`, so a
+    test of retries runs in no time and can assert every wait.
+
+    Args:
+        now: The time to start at, in seconds (a monotonic or a POSIX time, as the user of
+            the clock expects).
+
+    Example:
+        >>> import asyncio
+        >>> from hookloop import Agent, Backoff, DefaultRetryStrategy, ServerError
+        >>> from hookloop.testing import FakeClock, ScriptedModel
+        >>> clock = FakeClock()
+        >>> retry = DefaultRetryStrategy(
+        ...     clock=clock, sleep=clock.sleep, backoff=Backoff(jitter="none")
+        ... )
+        >>> model = ScriptedModel([ServerError("busy", status=503), "done"])
+        >>> asyncio.run(Agent(model, retry=retry).chat("hi")).message.content
+        'done'
+        >>> clock.waits, clock.now
+        ([0.5], 0.5)
+    """
+
+    def __init__(self, now: float = 0.0) -> None:
+        self.now = now
+        self.waits: list[float] = []
+        """The length of every sleep, in order."""
+
+    def __call__(self) -> float:
+        """The current time, in seconds."""
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        """Move the time on by ``seconds`` and return at once, never yielding to the loop."""
+        self.waits.append(seconds)
+        self.now += seconds
+
+    def advance(self, seconds: float) -> None:
+        """Move the time on by ``seconds`` (a sleep of someone the test stands for)."""
+        self.now += seconds
+
+    def __repr__(self) -> str:
+        return f"FakeClock(now={self.now!r}, waits={self.waits!r})"
 
 
 def text_response(content: str, *, usage: Usage | None = None) -> ProviderResponse:

@@ -1,4 +1,4 @@
-"""Argument checks shared by every store, raising a :class:`~hookloop.errors.UsageError`."""
+"""Argument checks shared by every store, raising a :class:`~hookloop.UsageError`."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def check_limit(limit: object, *, error: type[UsageError] = UsageError) -> int |
 
     Args:
         limit: The value a caller passed as ``limit=``.
-        error: The :class:`~hookloop.errors.UsageError` subclass to raise (the memory
-            stores raise :class:`~hookloop.errors.MemoryRequestError`).
+        error: The :class:`~hookloop.UsageError` subclass to raise (the memory
+            stores raise :class:`~hookloop.MemoryRequestError`).
     """
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise error(f"limit must be None or a positive int, got {limit!r}")

@@ -27,7 +27,7 @@ _T = TypeVar("_T")
 class SQLiteThread:
     """Runs calls on one connection, on one thread, in order; connects on first use.
 
-    A call that finds the file damaged raises :class:`~hookloop.errors.CorruptStoreError`.
+    A call that finds the file damaged raises :class:`~hookloop.CorruptStoreError`.
     A connection that fails to open is opened again by the next call.
 
     Args:

@@ -436,7 +436,7 @@ class EventSpec:
         settable: The context fields a handler may set (the only mutation allowed).
         sync_only: The event fires inside a synchronous call: async handlers are refused.
         forwarded: A sub-agent hands the event on to the delegating agent.
-        trace: How :class:`~hookloop.trace.TracePlugin` describes the event in one line.
+        trace: How :class:`~hookloop.TracePlugin` describes the event in one line.
         field: For an interceptor, the context field a returned value replaces.
         accept: For an interceptor, the return types that replace ``field``.
         stop: For an interceptor, the return types that end the chain and are used.
@@ -1133,7 +1133,7 @@ class HookHost:
 
         Example:
             >>> from hookloop import Agent
-            >>> from hookloop.models.testing import ScriptedModel
+            >>> from hookloop.testing import ScriptedModel
             >>> agent = Agent(ScriptedModel(["Hi there."]))
             >>> @agent.hook("on_message")
             ... def log(ctx):

@@ -13,7 +13,7 @@ Rules, in the seed's words and ours:
   lone twin runs in either case (a lone async twin is awaited in line under a sync method).
 - ``on_pre_compress`` is the exception to "background": its text goes into the summary, so
   the chosen twin is awaited.
-- A failing hook is logged at WARNING (logger ``hookloop.memory.hooks``) and never breaks
+- A failing hook is logged at WARNING (logger ``hookloop.memory._hooks``) and never breaks
   the loop.
 """
 

@@ -50,7 +50,7 @@ class SQLiteMemoryStore(MemoryStore):
     with its own ``table``. Files use write-ahead logging, so readers never wait for a
     writer. Search ranks with BM25 over the words of each entry. A damaged file (truncated,
     or a header or page overwritten) makes each call raise
-    :class:`~hookloop.errors.CorruptStoreError` naming it.
+    :class:`~hookloop.CorruptStoreError` naming it.
 
     Args:
         path: The database file, or ``":memory:"`` for a store that lives as long as the

@@ -1,7 +1,7 @@
 """hookloop's chat handler for llama.cpp's server: ChatML with tool calls a small model follows.
 
 :mod:`hookloop.models._serve_local` registers :func:`handle` under :data:`CHAT_FORMAT` in the
-server process before the server starts; :class:`~hookloop.models.local.LocalModel` selects
+server process before the server starts; :class:`~hookloop.models.LocalModel` selects
 it by name. The prompt it writes:
 
 - the tools are listed in the system turn whether or not there is a system prompt, each with

@@ -1,7 +1,7 @@
 """A local model, the embedded default: llama.cpp serving a GGUF file on 127.0.0.1.
 
 :class:`LocalModel` starts ``llama_cpp.server`` (from ``llama-cpp-python``) in a child
-process on a free loopback port and talks to it with :class:`~hookloop.models.openai.OpenAIModel`,
+process on a free loopback port and talks to it with :class:`~hookloop.models.OpenAIModel`,
 so a local model goes through exactly the request path of a hosted one: same wire format,
 same error mapping, same streaming. The server writes prompts with hookloop's own ChatML
 chat format (``hookloop-tools``): tools are listed even without a system prompt, a tool's

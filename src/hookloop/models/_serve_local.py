@@ -3,7 +3,7 @@
 The server gets hookloop's chat format (:mod:`hookloop.models._chat_handler`) registered
 before it starts, so ``--chat_format hookloop-tools`` selects it.
 
-:class:`~hookloop.models.local.LocalModel` starts this module instead of
+:class:`~hookloop.models.LocalModel` starts this module instead of
 ``llama_cpp.server`` itself, with a pipe as its stdin. When the parent exits in any way
 (even ``kill -9``, when no ``atexit`` handler runs) the pipe closes, the read below returns,
 and the server ends with it instead of staying behind, holding a core and a gigabyte.

@@ -3,13 +3,13 @@
 ===================================  ==================================================
 Spec                                 Model
 ===================================  ==================================================
-``local``                            :class:`~hookloop.models.local.LocalModel`, the
+``local``                            :class:`~hookloop.models.LocalModel`, the
                                      bundled SmolLM2-135M-Instruct
-``local:/path/to/model.gguf``        :class:`~hookloop.models.local.LocalModel` on a file
-``openai:NAME``                      :class:`~hookloop.models.openai.OpenAIModel` (Chat
+``local:/path/to/model.gguf``        :class:`~hookloop.models.LocalModel` on a file
+``openai:NAME``                      :class:`~hookloop.models.OpenAIModel` (Chat
                                      Completions), key from ``OPENAI_API_KEY``
-``openai-responses:NAME``            :class:`~hookloop.models.openai_responses.OpenAIResponsesModel`
-``anthropic:NAME``                   :class:`~hookloop.models.anthropic.AnthropicModel`, key
+``openai-responses:NAME``            :class:`~hookloop.models.OpenAIResponsesModel`
+``anthropic:NAME``                   :class:`~hookloop.models.AnthropicModel`, key
                                      from ``ANTHROPIC_API_KEY``
 ``http://HOST:PORT/v1#NAME``         an OpenAI-compatible server (vLLM, Ollama, llama.cpp,
                                      LM Studio, ...); ``#NAME`` is the model it serves;

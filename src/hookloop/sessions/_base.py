@@ -34,7 +34,7 @@ class SessionStore(abc.ABC):
     before :meth:`append` returns. Appends never overwrite: two writers appending to one
     session both succeed with distinct sequence numbers, or, when a writer says which
     sequence number it expects to follow (``expected_seq``), the later one fails with
-    :class:`~hookloop.errors.SessionConflictError` and writes nothing. An append is
+    :class:`~hookloop.SessionConflictError` and writes nothing. An append is
     idempotent by message id, so retrying one whose outcome is unknown (a dropped
     connection) is safe.
 
@@ -45,14 +45,14 @@ class SessionStore(abc.ABC):
     :class:`~hookloop.sessions.RedisSessionStore` (several processes or machines).
 
     Reading a message that cannot be decoded raises
-    :class:`~hookloop.errors.CorruptSessionError` naming the session and the sequence
+    :class:`~hookloop.CorruptSessionError` naming the session and the sequence
     number; the other sessions stay readable. A store whose schema a newer hookloop wrote
-    raises :class:`~hookloop.errors.SessionSchemaError` on first use.
+    raises :class:`~hookloop.SessionSchemaError` on first use.
 
     A backend implements storage only: ``_append_message``, ``_read_records``,
     ``_read_info``, ``_read_infos``, ``_create_session``, ``_fork_session``,
     ``_delete_session`` and :meth:`prune` (``_repair_session`` if it can repair). The
-    public methods check their arguments (raising :class:`~hookloop.errors.UsageError`)
+    public methods check their arguments (raising :class:`~hookloop.UsageError`)
     before they call them, so every backend refuses the same bad input the same way.
 
     Args:
@@ -78,7 +78,7 @@ class SessionStore(abc.ABC):
             message: The message to append.
             expected_seq: The session's last sequence number as the caller last saw it
                 (0 for a session that should be new). When given and the session has moved
-                on, nothing is written and :class:`~hookloop.errors.SessionConflictError`
+                on, nothing is written and :class:`~hookloop.SessionConflictError`
                 is raised. When not given, the message simply goes last.
 
         Returns:
@@ -177,7 +177,7 @@ class SessionStore(abc.ABC):
 
         A record that is behind its messages, at the largest sequence number, not a number,
         or missing while messages remain makes every append fail with
-        :class:`~hookloop.errors.CorruptSessionError`. Repair sets ``last_seq`` to the last
+        :class:`~hookloop.CorruptSessionError`. Repair sets ``last_seq`` to the last
         stored message (recreating a missing record, without a parent) and the message
         count to what is stored; the messages are not touched. A sound session is left as
         it is. Run it when no other writer is appending to the session.

@@ -3,7 +3,7 @@
 Every backend keeps a record per session (its ``last_seq``) next to the log of messages. An
 append takes ``last_seq + 1``; if the record is behind the log, missing, or at the largest
 seq the backend can hold, no append can succeed. Backends look here when an append fails,
-so that the caller gets :class:`~hookloop.errors.CorruptSessionError` saying what is wrong
+so that the caller gets :class:`~hookloop.CorruptSessionError` saying what is wrong
 instead of a conflict that no restore can resolve.
 """
 

@@ -9,7 +9,7 @@ Concurrency: an append increments the session row's ``last_seq`` with an ``UPDAT
 which locks the row until the transaction ends. A second writer's ``UPDATE`` of the same
 session waits for that commit and then increments the new value, so two writers always get
 distinct, contiguous sequence numbers; a writer that passed ``expected_seq`` instead finds
-no row matching it and gets :class:`~hookloop.errors.SessionConflictError`. Messages are
+no row matching it and gets :class:`~hookloop.SessionConflictError`. Messages are
 inserted, never updated: a primary key on ``(session_id, seq)`` makes an overwrite
 impossible even if the counter were wrong.
 """

@@ -40,7 +40,7 @@ class SessionRecorder:
       goes on: a message the agent has committed is in the store when the process dies.
     - **Conflicts.** With ``check_conflicts`` (the default), each append says which
       sequence number it expects to follow. If another writer appended to the session
-      meanwhile, the append fails with :class:`~hookloop.errors.SessionConflictError`,
+      meanwhile, the append fails with :class:`~hookloop.SessionConflictError`,
       which ends the chat: the agent's history no longer matches the session, and
       interleaving two conversations in one log would corrupt both. Restore again (or use
       another session) to go on.

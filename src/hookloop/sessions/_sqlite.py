@@ -73,7 +73,7 @@ class SQLiteSessionStore(SessionStore):
     guarantee). ``synchronous="full"`` also survives power loss, at the price of an
     ``fsync`` per append (a few hundred appends/s on a typical disk instead of thousands).
     A file damaged from outside (truncated, a header or page overwritten) makes each call
-    that reaches the damage raise :class:`~hookloop.errors.CorruptStoreError` naming it.
+    that reaches the damage raise :class:`~hookloop.CorruptStoreError` naming it.
 
     Args:
         path: The database file; it is created if missing (its directory must exist).
