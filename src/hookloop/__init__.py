@@ -234,6 +234,8 @@ if TYPE_CHECKING:
     from .models import (
         AnthropicModel,
         LocalModel,
+        LocalModelError,
+        ModelSpecError,
         OpenAIModel,
         OpenAIResponsesModel,
         model_from_spec,
@@ -251,6 +253,8 @@ _deprecated.install()
 _LAZY = {
     "AnthropicModel": ".models",
     "LocalModel": ".models",
+    "LocalModelError": ".models",
+    "ModelSpecError": ".models",
     "OpenAIModel": ".models",
     "OpenAIResponsesModel": ".models",
     "PostgresSessionStore": ".sessions",
@@ -335,6 +339,7 @@ __all__ = [
     "InvalidResponseError",
     "JitterKind",
     "LocalModel",
+    "LocalModelError",
     "MaxIterationsError",
     "MemoryAction",
     "MemoryEntry",
@@ -355,6 +360,7 @@ __all__ = [
     "ModelRetry",
     "ModelRetryStrategy",
     "ModelSettings",
+    "ModelSpecError",
     "NotFoundError",
     "OpenAIModel",
     "OpenAIResponsesModel",

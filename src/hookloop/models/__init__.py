@@ -29,14 +29,16 @@ from ._overflow import OVERFLOW_MARKERS, is_context_overflow
 
 if TYPE_CHECKING:
     from ._anthropic import AnthropicModel
-    from ._local import LocalModel
+    from ._local import LocalModel, LocalModelError
     from ._openai import OpenAIModel
     from ._openai_responses import OpenAIResponsesModel
-    from ._spec import model_from_spec
+    from ._spec import ModelSpecError, model_from_spec
 
 _LAZY = {
     "AnthropicModel": "._anthropic",
     "LocalModel": "._local",
+    "LocalModelError": "._local",
+    "ModelSpecError": "._spec",
     "OpenAIModel": "._openai",
     "OpenAIResponsesModel": "._openai_responses",
     "model_from_spec": "._spec",
@@ -47,8 +49,10 @@ __all__ = [
     "AnthropicModel",
     "FinishReason",
     "LocalModel",
+    "LocalModelError",
     "Model",
     "ModelSettings",
+    "ModelSpecError",
     "OpenAIModel",
     "OpenAIResponsesModel",
     "ProviderRequest",
