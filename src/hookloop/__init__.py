@@ -7,8 +7,9 @@ adapters and the PostgreSQL and Redis session stores load on first use, so ``imp
 hookloop`` needs none of the optional extras. See ``docs/`` for the guides.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING
+from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
+from importlib.metadata import version as _version
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from . import _deprecated
 from ._agent import (
@@ -76,7 +77,7 @@ from ._events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ._extras import lazy_getattr
+from ._extras import lazy_getattr as _lazy_getattr
 from ._messages import (
     AssistantMessage,
     ContentPart,
@@ -230,7 +231,7 @@ from .sessions import (
     UnreadableMessage,
 )
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from .models import (
         AnthropicModel,
         LocalModel,
@@ -243,8 +244,8 @@ if TYPE_CHECKING:
     from .sessions import PostgresSessionStore, RedisSessionStore
 
 try:
-    __version__ = version("hookloop")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
+    __version__ = _version("hookloop")
+except _PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
 _deprecated.install()
@@ -262,7 +263,7 @@ _LAZY = {
     "model_from_spec": ".models",
 }
 
-__getattr__ = lazy_getattr(__name__, _LAZY)
+__getattr__ = _lazy_getattr(__name__, _LAZY)
 
 __all__ = [
     "BUILTIN_TOOLS",

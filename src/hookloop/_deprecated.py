@@ -101,6 +101,26 @@ def warn_deprecated(message: str) -> None:
     warnings.warn(message, DeprecationWarning, stacklevel=level)
 
 
+class _KeepsItsNames(ModuleType):
+    """A package where an old module path must not replace the public name it shares.
+
+    ``hookloop.context.repair`` was a module in 0.1 and is the function ``repair`` now; the
+    import system sets every imported submodule as an attribute of its package, which would
+    put the old module where the function is.
+    """
+
+    def __setattr__(self, name: str, value: object) -> None:
+        kept = self.__dict__.get(name)
+        if (
+            isinstance(value, ModuleType)
+            and f"{self.__name__}.{name}" in MOVED_MODULES
+            and kept is not None
+            and not isinstance(kept, ModuleType)
+        ):
+            return
+        super().__setattr__(name, value)
+
+
 class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Answers an import of an old module path with a module forwarding to the new one."""
 
@@ -122,6 +142,11 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         use = f"use {public}" if public.startswith("the ") else f"import from {public}"
         warn_deprecated(f"{module.__name__} is deprecated: {use}; {_AFTER_THIS_RELEASE}")
         target = importlib.import_module(new)
+        package, _, name = module.__name__.rpartition(".")
+        parent = sys.modules[package]
+        shared = parent.__dict__.get(name)
+        if shared is not None and not isinstance(shared, ModuleType):
+            parent.__class__ = _KeepsItsNames
 
         def forward(name: str) -> object:
             return getattr(target, name)

@@ -25,8 +25,8 @@ from .models._base import (
     StreamPart,
     TextDelta,
     ToolCallDelta,
-    response_parts,
 )
+from .models._base import response_parts as _response_parts
 
 __all__ = [
     "FakeClock",
@@ -276,7 +276,7 @@ def _as_step(item: ScriptItem) -> ScriptStep:
 
 def _chunked(response: ProviderResponse, size: int | None) -> list[StreamPart]:
     if not size:
-        return response_parts(response)
+        return _response_parts(response)
     parts: list[StreamPart] = [
         TextDelta(text=response.content[i : i + size])
         for i in range(0, len(response.content), size)
@@ -285,5 +285,5 @@ def _chunked(response: ProviderResponse, size: int | None) -> list[StreamPart]:
         pieces = [call.arguments[i : i + size] for i in range(0, len(call.arguments), size)] or [""]
         parts.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=pieces[0]))
         parts.extend(ToolCallDelta(index=index, arguments=p) for p in pieces[1:])
-    parts.append(response_parts(response)[-1])
+    parts.append(_response_parts(response)[-1])
     return parts

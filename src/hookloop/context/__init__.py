@@ -10,7 +10,7 @@
   :func:`group_units` and :func:`repair`.
 """
 
-from .._extras import lazy_getattr
+from .._extras import lazy_getattr as _lazy_getattr
 from ._context_hooks import ContextBeforeRequestResult, ContextHooks, ContextOnErrorResult
 from ._history import ChatHistory
 from ._policies import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction, SlidingWindow
@@ -61,4 +61,4 @@ __all__ = [
 ]
 
 # Only the deprecated module paths of 0.1 (``hookloop.context.<module>``).
-__getattr__ = lazy_getattr(__name__, {})
+__getattr__ = _lazy_getattr(__name__, {})

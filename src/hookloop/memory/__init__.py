@@ -12,7 +12,7 @@
 See ``docs/memory.md``.
 """
 
-from .._extras import lazy_getattr
+from .._extras import lazy_getattr as _lazy_getattr
 from ._base import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
@@ -50,4 +50,4 @@ __all__ = [
 ]
 
 # Only the deprecated module paths of 0.1 (``hookloop.memory.<module>``).
-__getattr__ = lazy_getattr(__name__, {})
+__getattr__ = _lazy_getattr(__name__, {})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._extras import lazy_getattr
+from .._extras import lazy_getattr as _lazy_getattr
 from ._base import (
     FinishReason,
     Model,
@@ -68,4 +68,4 @@ __all__ = [
 ]
 
 
-__getattr__ = lazy_getattr(__name__, _LAZY)
+__getattr__ = _lazy_getattr(__name__, _LAZY)

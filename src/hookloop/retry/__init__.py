@@ -3,7 +3,7 @@
 See ``docs/retries.md``.
 """
 
-from .._extras import lazy_getattr
+from .._extras import lazy_getattr as _lazy_getattr
 from ._backoff import Backoff, BackoffKind, JitterKind, apply_jitter, backoff_delay
 from ._default import TRANSIENT_ERRORS, DefaultRetryStrategy
 from ._fallback import CircuitBreaker, FallbackStrategy
@@ -29,4 +29,4 @@ __all__ = [
 ]
 
 # Only the deprecated module paths of 0.1 (``hookloop.retry.<module>``).
-__getattr__ = lazy_getattr(__name__, {})
+__getattr__ = _lazy_getattr(__name__, {})

@@ -24,7 +24,7 @@ from .._errors import (
     SessionNotFoundError,
     SessionSchemaError,
 )
-from .._extras import lazy_getattr
+from .._extras import lazy_getattr as _lazy_getattr
 from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT
 from ._recorder import SessionRecorder
@@ -71,4 +71,4 @@ __all__ = [
 # first use, so that `import hookloop.sessions` works without either installed.
 _LAZY = {"PostgresSessionStore": "._postgres", "RedisSessionStore": "._redis"}
 
-__getattr__ = lazy_getattr(__name__, _LAZY)
+__getattr__ = _lazy_getattr(__name__, _LAZY)

