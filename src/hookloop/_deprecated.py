@@ -13,6 +13,7 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -72,7 +73,7 @@ RENAMED: dict[str, str] = {
 }
 """Old ``package.Name`` -> the name it has now in the same package."""
 
-_PACKAGE_DIR = str(Path(__file__).parent)
+_PACKAGE_DIR = str(Path(__file__).parent) + os.sep
 _AFTER_THIS_RELEASE = "the old path goes in the next release (see docs/migration.md)"
 
 
@@ -142,9 +143,9 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         use = f"use {public}" if public.startswith("the ") else f"import from {public}"
         warn_deprecated(f"{module.__name__} is deprecated: {use}; {_AFTER_THIS_RELEASE}")
         target = importlib.import_module(new)
-        package, _, name = module.__name__.rpartition(".")
+        package, _, child = module.__name__.rpartition(".")
         parent = sys.modules[package]
-        shared = parent.__dict__.get(name)
+        shared = parent.__dict__.get(child)
         if shared is not None and not isinstance(shared, ModuleType):
             parent.__class__ = _KeepsItsNames
 
