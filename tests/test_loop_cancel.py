@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from _session_backends import Backend, backend
 from hookloop import (
     Agent,
     ChatCancelledError,
@@ -30,8 +29,7 @@ from hookloop import (
 from hookloop.context import repair
 from hookloop.models.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 from hookloop.sessions import SessionStore, SQLiteSessionStore
-
-__all__ = ["backend"]  # the fixture, imported for pytest
+from tests.sessions._backends import Backend
 
 # Long enough that one seed explores every step boundary of a chat; bounded by count, so the
 # run time does not depend on the machine's load, only its duration does (about a minute on

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 import hookloop
-from _provider_server import ProviderServer, Reply
 from hookloop.cli import main
 from hookloop.errors import AuthenticationError
 from hookloop.models.spec import ModelSpecError, model_from_spec
 from hookloop.retry.backoff import Backoff
 from hookloop.toolbox import calculator
+from tests.models._provider_server import ProviderServer, Reply
 
 
 def completion(content: str | None = None, tool_calls: list[dict[str, object]] | None = None):

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pexpect
 import pytest
 
-from _provider_server import ProviderServer, Reply
+from tests.models._provider_server import ProviderServer, Reply
 
 TIMEOUT = 60  # generous: the machine is shared; nothing here waits this long when it passes
 

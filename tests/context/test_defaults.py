@@ -41,8 +41,8 @@ from hookloop.context import (
 )
 from hookloop.models.testing import ScriptedModel, tool_call
 from hookloop.retry import FallbackStrategy
-from test_context_policies import problems, text
-from test_context_strategies import valid_histories
+from tests.context.test_policies import problems, text
+from tests.context.test_strategies import valid_histories
 
 
 def size(request: ProviderRequest, agent: Agent) -> int:

@@ -36,7 +36,7 @@ from hookloop.errors import (
     InvalidRangeError,
     MessageNotFoundError,
 )
-from test_context_strategies import histories, last_user, problems
+from tests.context.test_strategies import histories, last_user, problems
 
 Snapshot = tuple[list[Message], int, int, SystemMessage | None, tuple[Message, ...]]
 

@@ -28,7 +28,7 @@ from hookloop.context import (
     count_request,
 )
 from hookloop.models.testing import ScriptedModel, tool_call
-from test_context_strategies import last_user, valid_histories
+from tests.context.test_strategies import last_user, valid_histories
 
 WORDS = "lorem ipsum dolor sit amet consectetur adipiscing elit "
 

@@ -13,7 +13,7 @@ from hookloop import (
     UserMessage,
 )
 from hookloop.context import MISSING_RESULT_TEXT, repair
-from test_context_strategies import histories, problems
+from tests.context.test_strategies import histories, problems
 
 C1 = ToolCall(name="search", id="c1")
 C2 = ToolCall(name="read", id="c2")

@@ -32,7 +32,7 @@ from hookloop.context import (
     truncate_tool_results,
 )
 from hookloop.models.base import ToolDefinition
-from test_context_strategies import histories, last_user, problems
+from tests.context.test_strategies import histories, last_user, problems
 
 MARKER = re.compile(r"\[truncated: (\d+) characters removed to fit the context window\]$")
 

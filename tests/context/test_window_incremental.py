@@ -31,8 +31,8 @@ from hookloop import (
 )
 from hookloop.context import SlidingWindow, count_overhead, count_request, repair
 from hookloop.models.testing import FunctionModel, text_response, tool_calls
-from test_context_policies import text
-from test_context_strategies import valid_histories
+from tests.context.test_policies import text
+from tests.context.test_strategies import valid_histories
 
 
 async def fetch(size: int) -> str:

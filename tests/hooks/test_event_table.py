@@ -3,7 +3,7 @@
 Every event is one row of ``hookloop.hooks.EVENT_TABLE``; the ``HookEvent`` type, the typed
 ``add_hook`` overloads, registration, dispatch, sub-agent forwarding, ``TracePlugin`` and the
 table in ``docs/hooks.md`` follow it. Run this file as a script to regenerate the docs table:
-``python tests/test_event_table.py``.
+``python tests/hooks/test_event_table.py``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from hookloop.models.testing import ScriptedModel
 from hookloop.retry import DefaultRetryStrategy, FallbackStrategy, ToolRetryStrategy
 from hookloop.sessions import SessionRecorder, SQLiteSessionStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "hooks.md"
 BEGIN = "<!-- the event table: generated from hookloop.hooks.EVENT_TABLE -->"
 END = "<!-- end of the event table -->"
@@ -152,7 +152,7 @@ def _with_table(page: str) -> str:
 
 def test_the_docs_table_is_the_event_table() -> None:
     page = DOCS.read_text(encoding="utf-8")
-    assert page == _with_table(page), "run: python tests/test_event_table.py"
+    assert page == _with_table(page), "run: python tests/hooks/test_event_table.py"
 
 
 # --- named phases keep the built-ins' order --------------------------------------------------

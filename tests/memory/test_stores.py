@@ -34,7 +34,7 @@ from hookloop.memory import (
     SQLiteMemoryStore,
 )
 from hookloop.models.testing import ScriptedModel
-from test_sessions import damage_file
+from tests.sessions.test_stores import damage_file
 
 BACKENDS = ["sqlite", "postgres", "redis"]
 

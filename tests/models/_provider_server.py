@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-FIXTURES = Path(__file__).parent / "fixtures" / "provider-traffic"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "provider-traffic"
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """hookloop's llama.cpp chat format: the prompt the local model reads.
 
 The served behaviour (grammar, streaming, the model reading a result back) is tested against
-the real model in test_local_model.py; these check the prompt itself, whole.
+the real model in test_local.py; these check the prompt itself, whole.
 """
 
 from __future__ import annotations

@@ -15,14 +15,6 @@ from typing import Any
 
 import pytest
 
-from _provider_server import (
-    ProviderServer,
-    Reply,
-    adapter,
-    answer,
-    quick_client_tls,
-    shared_server,
-)
 from hookloop import (
     Agent,
     AssistantMessage,
@@ -38,8 +30,16 @@ from hookloop import (
 from hookloop.context_hooks import OVERFLOW_KEYWORDS
 from hookloop.models._errors import error_fields, provider_error
 from hookloop.models.testing import ScriptedModel
+from tests.models._provider_server import (
+    ProviderServer,
+    Reply,
+    adapter,
+    answer,
+    quick_client_tls,
+    shared_server,
+)
 
-FIXTURES = Path(__file__).parent / "fixtures" / "overflow"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "overflow"
 CASES = sorted(FIXTURES.glob("*.json"))
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
 

@@ -13,18 +13,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _provider_server import (
-    APIS,
-    ProviderServer,
-    Received,
-    Reply,
-    adapter,
-    answer,
-    answer_events,
-    quick_client_tls,
-    shared_server,
-    whole_answer,
-)
 from hookloop import (
     Agent,
     AssistantMessage,
@@ -40,6 +28,18 @@ from hookloop import (
 from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel, model_from_spec
 from hookloop.models._client import SplitPairs, encodable, is_host
 from hookloop.models.spec import ModelSpecError
+from tests.models._provider_server import (
+    APIS,
+    ProviderServer,
+    Received,
+    Reply,
+    adapter,
+    answer,
+    answer_events,
+    quick_client_tls,
+    shared_server,
+    whole_answer,
+)
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
 KEY_VARIABLES = (

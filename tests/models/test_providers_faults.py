@@ -11,17 +11,6 @@ from typing import Any
 
 import pytest
 
-from _provider_server import (
-    APIS,
-    ProviderServer,
-    Reply,
-    adapter,
-    answer,
-    answer_events,
-    quick_client_tls,
-    shared_server,
-    whole_answer,
-)
 from hookloop import (
     TRANSIENT_ERRORS,
     AfterModelCallContext,
@@ -48,6 +37,17 @@ from hookloop import (
     tool,
 )
 from hookloop.context import Compaction
+from tests.models._provider_server import (
+    APIS,
+    ProviderServer,
+    Reply,
+    adapter,
+    answer,
+    answer_events,
+    quick_client_tls,
+    shared_server,
+    whole_answer,
+)
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
 # Seconds: the adapters' timeout in the timeout faults, and how long the server then hangs.

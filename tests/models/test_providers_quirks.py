@@ -11,15 +11,6 @@ from typing import Any
 
 import pytest
 
-from _provider_server import (
-    _CHUNK,
-    ProviderServer,
-    Reply,
-    adapter,
-    answer,
-    answer_events,
-    whole_answer,
-)
 from hookloop import (
     Agent,
     ProviderConnectionError,
@@ -33,6 +24,15 @@ from hookloop import (
 from hookloop.models import AnthropicModel, OpenAIModel
 from hookloop.models.base import ProviderRequest, ProviderResponse
 from hookloop.retry import DefaultRetryStrategy
+from tests.models._provider_server import (
+    _CHUNK,
+    ProviderServer,
+    Reply,
+    adapter,
+    answer,
+    answer_events,
+    whole_answer,
+)
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="hi"),))
 

@@ -13,19 +13,6 @@ from typing import Any
 
 import pytest
 
-from _provider_server import (
-    APIS,
-    FIXTURES,
-    ProviderServer,
-    Reply,
-    adapter,
-    answer_events,
-    case_names,
-    load_case,
-    quick_client_tls,
-    shared_server,
-    whole_answer,
-)
 from hookloop import (
     TRANSIENT_ERRORS,
     BadRequestError,
@@ -41,6 +28,19 @@ from hookloop import (
     TextDelta,
     UserMessage,
     retry_after_seconds,
+)
+from tests.models._provider_server import (
+    APIS,
+    FIXTURES,
+    ProviderServer,
+    Reply,
+    adapter,
+    answer_events,
+    case_names,
+    load_case,
+    quick_client_tls,
+    shared_server,
+    whole_answer,
 )
 
 CASES: dict[str, dict[str, Any]] = {name: load_case(name) for name in case_names()}

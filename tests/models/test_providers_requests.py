@@ -11,15 +11,6 @@ from typing import Any
 
 import pytest
 
-from _provider_server import (
-    APIS,
-    ProviderServer,
-    Received,
-    adapter,
-    answer,
-    quick_client_tls,
-    shared_server,
-)
 from hookloop import (
     Agent,
     AgentEvent,
@@ -38,6 +29,15 @@ from hookloop import (
     ToolMessage,
     UserMessage,
     tool,
+)
+from tests.models._provider_server import (
+    APIS,
+    ProviderServer,
+    Received,
+    adapter,
+    answer,
+    quick_client_tls,
+    shared_server,
 )
 
 WEATHER = ToolDefinition(

@@ -13,6 +13,7 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from hookloop.sessions import (
 )
 
 BACKENDS = ["sqlite", "postgres", "redis"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,7 +207,7 @@ async def _redis(url: str, action: Callable[[Any], Any]) -> None:
 
 
 def backend_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    """The place for one test: the fixtures below make each one fresh and clean it up."""
+    """The place for one test: the database fixtures make each one fresh and clean it up."""
     if kind == "sqlite":
         return Backend(kind=kind, address=str(tmp_path / "sessions.db"))
     if kind == "postgres":
@@ -217,10 +219,15 @@ def backend_for(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Ba
     )
 
 
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
-    """Each test that takes it runs once per backend, on a fresh, private place."""
-    return backend_for(request.param, request, tmp_path)
+def start_worker(backend: Backend, *args: str) -> subprocess.Popen[str]:
+    """Start ``_worker.py`` (``SESSION MODE N TAG`` in ``args``) on ``backend``'s place."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.sessions._worker", backend.spec_json(), *args],
+        cwd=ROOT,  # where ``tests`` is importable as a package
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def kill(process: subprocess.Popen[str]) -> tuple[str, str]:

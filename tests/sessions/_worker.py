@@ -1,4 +1,4 @@
-"""A writer process for the session tests: python _session_worker.py SPEC SESSION MODE N TAG.
+"""A writer process for the session tests: python -m tests.sessions._worker SPEC SESSION MODE N TAG.
 
 - ``append``: append N user messages (ids ``TAG-0`` ...), printing ``seq id`` after each
   append has returned (so the parent knows it was committed); N = 0 means forever.
@@ -12,9 +12,9 @@ import asyncio
 import json
 import sys
 
-from _session_backends import open_store
 from hookloop import Agent, UserMessage, tool
 from hookloop.models.testing import ScriptedModel, tool_call
+from tests.sessions._backends import open_store
 
 
 async def append(spec: dict[str, str], session_id: str, count: int, tag: str) -> None:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from _session_backends import Backend, backend, kill
 from hookloop import (
     Agent,
     AssistantMessage,
@@ -22,10 +20,7 @@ from hookloop import (
 from hookloop.context import MISSING_RESULT_TEXT, ChatHistory
 from hookloop.models.testing import ScriptedModel, tool_call
 from hookloop.sessions import Retention, SessionConflictError, SessionRecorder, SessionStore
-
-__all__ = ["backend"]  # the fixture, imported for pytest
-
-WORKER = Path(__file__).with_name("_session_worker.py")
+from tests.sessions._backends import Backend, kill, start_worker
 
 
 @tool
@@ -86,12 +81,7 @@ async def test_the_session_is_restored_before_the_first_chat_without_being_asked
 
 
 def start_agent_process(backend: Backend, session_id: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), backend.spec_json(), session_id, "agent", "0", "-"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_worker(backend, session_id, "agent", "0", "-")
 
 
 async def test_a_tool_call_left_open_by_a_killed_process_is_repaired(backend: Backend) -> None:

@@ -15,15 +15,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hookloop.sessions
-from _session_backends import Backend, backend
 from hookloop import Agent, AssistantMessage, Message, ToolCall, UserMessage
 from hookloop.errors import CorruptSessionError, RunError, SessionError
 from hookloop.models.testing import ScriptedModel
 from hookloop.sessions import MESSAGE_FORMAT, StoredMessage
 from hookloop.sessions._codec import decode_rows, encode_message
-from test_context_strategies import histories
-
-__all__ = ["backend"]  # the fixture, imported for pytest
+from tests.context.test_strategies import histories
+from tests.sessions._backends import Backend
 
 
 def rows_for(messages: list[Message]) -> list[tuple[int, object, object, object]]:

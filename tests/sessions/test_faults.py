@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 import hookloop.sessions._postgres as pg_store
-from _session_backends import Backend, FakeClock, backend, backend_for
 from hookloop import Agent, AssistantMessage, ChatCancelledError
 from hookloop.messages import Message, UserMessage
 from hookloop.models.testing import ScriptedModel
@@ -21,8 +20,7 @@ from hookloop.sessions import (
     SessionStore,
     SQLiteSessionStore,
 )
-
-__all__ = ["backend"]  # the fixture, imported for pytest
+from tests.sessions._backends import Backend, FakeClock, backend_for
 
 
 def slow_appends(store: SessionStore) -> tuple[asyncio.Event, list[bool]]:

@@ -11,7 +11,6 @@ import asyncio
 import json
 import signal
 import subprocess
-import sys
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +19,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _session_backends import Backend, FakeClock, backend, kill
 from hookloop import (
     Agent,
     AssistantMessage,
@@ -51,10 +49,7 @@ from hookloop.sessions import (
     StoredMessage,
 )
 from hookloop.sessions._consistency import RecordState
-
-__all__ = ["backend"]  # the fixture, imported for pytest
-
-WORKER = Path(__file__).with_name("_session_worker.py")
+from tests.sessions._backends import Backend, FakeClock, kill, start_worker
 
 
 def every_kind() -> list[Message]:
@@ -235,12 +230,7 @@ def test_a_cut_anywhere_leaves_exactly_the_lines_printed_in_full(
 
 
 def run_writer(backend: Backend, session_id: str, count: int, tag: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), backend.spec_json(), session_id, "append", str(count), tag],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    return start_worker(backend, session_id, "append", str(count), tag)
 
 
 async def test_a_killed_writer_loses_nothing_it_committed(backend: Backend) -> None:

@@ -23,7 +23,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import hookloop.sessions
-from _session_backends import Backend, backend
 from hookloop import Message, UserMessage
 from hookloop._stores._checks import check_limit
 from hookloop.errors import (
@@ -37,8 +36,7 @@ from hookloop.errors import (
 )
 from hookloop.memory import MemoryTarget, SQLiteMemoryStore
 from hookloop.sessions import SessionInfo, SessionStore, SQLiteSessionStore, StoredMessage
-
-__all__ = ["backend"]  # the fixture, imported for pytest
+from tests.sessions._backends import Backend
 
 TIMEOUT = 60.0
 
