@@ -9,7 +9,7 @@ official client of its API and must come out as :class:`~hookloop.ContextOverflo
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,10 +33,7 @@ from hookloop.models.testing import ScriptedModel
 from tests.models._provider_server import (
     ProviderServer,
     Reply,
-    adapter,
     answer,
-    quick_client_tls,
-    shared_server,
 )
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "overflow"
@@ -59,30 +56,6 @@ SEED_KEYWORDS = (
 def load(path: Path) -> dict[str, Any]:
     case: dict[str, Any] = json.loads(path.read_text())
     return case
-
-
-@pytest.fixture(scope="module", autouse=True)
-def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with quick_client_tls(tmp_path_factory.mktemp("tls")):
-        yield
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
-
-
-@pytest.fixture
-async def make_model(server: ProviderServer) -> AsyncIterator[Callable[[str], Any]]:
-    made: list[Any] = []
-
-    def make(api: str) -> Any:
-        made.append(adapter(api, server, timeout=10))
-        return made[-1]
-
-    yield make
-    for model in made:
-        await model.aclose()
 
 
 # --- item 1: the seed's nine keywords ------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -33,11 +33,8 @@ from tests.models._provider_server import (
     ProviderServer,
     Received,
     Reply,
-    adapter,
     answer,
     answer_events,
-    quick_client_tls,
-    shared_server,
     whole_answer,
 )
 
@@ -50,32 +47,6 @@ KEY_VARIABLES = (
     "ANTHROPIC_BASE_URL",
     "HOOKLOOP_API_KEY",
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with quick_client_tls(tmp_path_factory.mktemp("tls")):
-        yield
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
-
-
-@pytest.fixture
-async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., Any]]:
-    """Builds adapters talking to ``server``; closed afterwards with ``aclose()``."""
-    made: list[Any] = []
-
-    def make(api: str, **kwargs: Any) -> Any:
-        kwargs.setdefault("timeout", 10)
-        made.append(adapter(api, server, **kwargs))
-        return made[-1]
-
-    yield make
-    for model in made:
-        await model.aclose()
 
 
 @pytest.fixture

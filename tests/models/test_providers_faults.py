@@ -5,7 +5,7 @@ strategy must retry exactly the transient ones (on a fake clock: no test really 
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,11 +41,8 @@ from tests.models._provider_server import (
     APIS,
     ProviderServer,
     Reply,
-    adapter,
     answer,
     answer_events,
-    quick_client_tls,
-    shared_server,
     whole_answer,
 )
 
@@ -53,32 +50,6 @@ REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content=
 # Seconds: the adapters' timeout in the timeout faults, and how long the server then hangs.
 SHORT_TIMEOUT = 0.3
 HANG = 1.0
-
-
-@pytest.fixture(scope="module", autouse=True)
-def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with quick_client_tls(tmp_path_factory.mktemp("tls")):
-        yield
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
-
-
-@pytest.fixture
-async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., Any]]:
-    """Builds adapters talking to ``server``; closed afterwards with ``aclose()``."""
-    made: list[Any] = []
-
-    def make(api: str, **kwargs: Any) -> Any:
-        kwargs.setdefault("timeout", 10)
-        made.append(adapter(api, server, **kwargs))
-        return made[-1]
-
-    yield make
-    for model in made:
-        await model.aclose()  # an unclosed connection would fail the test (ResourceWarning)
 
 
 class FakeClock:

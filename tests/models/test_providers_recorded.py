@@ -8,7 +8,7 @@ the adapter makes of it must be exactly what the case's ``expect`` says.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,12 +34,9 @@ from tests.models._provider_server import (
     FIXTURES,
     ProviderServer,
     Reply,
-    adapter,
     answer_events,
     case_names,
     load_case,
-    quick_client_tls,
-    shared_server,
     whole_answer,
 )
 
@@ -67,31 +64,6 @@ ENDPOINTS = {
 RATE_LIMIT_HEADERS = ("x-ratelimit-", "anthropic-ratelimit-")
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
-
-
-@pytest.fixture(scope="module", autouse=True)
-def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with quick_client_tls(tmp_path_factory.mktemp("tls")):
-        yield
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
-
-
-@pytest.fixture
-async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., Any]]:
-    """Builds adapters talking to ``server``; closed afterwards with ``aclose()``."""
-    made: list[Any] = []
-
-    def make(api: str, **kwargs: Any) -> Any:
-        made.append(adapter(api, server, **kwargs))
-        return made[-1]
-
-    yield make
-    for model in made:
-        await model.aclose()  # an unclosed connection would fail the test (ResourceWarning)
 
 
 def recorded_path(case: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ provider's format, and the final text, for every adapter, quick_client_tls, whol
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,10 +34,7 @@ from tests.models._provider_server import (
     APIS,
     ProviderServer,
     Received,
-    adapter,
     answer,
-    quick_client_tls,
-    shared_server,
 )
 
 WEATHER = ToolDefinition(
@@ -70,31 +67,6 @@ DATA_URL = "data:image/png;base64,iVBORw0KGgo="
 
 def headers_of(received: Received) -> dict[str, str]:
     return {key.lower(): value for key, value in received.headers.items()}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with quick_client_tls(tmp_path_factory.mktemp("tls")):
-        yield
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
-
-
-@pytest.fixture
-async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., Any]]:
-    """Builds adapters talking to ``server``; closed afterwards with ``aclose()``."""
-    made: list[Any] = []
-
-    def make(api: str, **kwargs: Any) -> Any:
-        made.append(adapter(api, server, timeout=10, **kwargs))
-        return made[-1]
-
-    yield make
-    for model in made:
-        await model.aclose()  # an unclosed connection would fail the test (ResourceWarning)
 
 
 @pytest.fixture
