@@ -12,13 +12,16 @@ from hookloop import (
     ContextHooks,
     ContextOnErrorResult,
     ContextOverflowError,
+    DefaultRetryStrategy,
     Message,
     RateLimitError,
     ServerError,
+    ToolMessage,
     UserMessage,
     is_context_overflow,
+    tool,
 )
-from hookloop.models.testing import ScriptedModel
+from hookloop.models.testing import ScriptedModel, tool_call
 
 OVERFLOW_TEXTS = [
     "This model's maximum context length is 128000 tokens. However, your messages resulted "
@@ -219,3 +222,69 @@ def test_requests_passed_to_before_request_are_lists() -> None:
     agent.chat_sync("hi")
     assert isinstance(captured[0], list)
     assert captured[0] == list(agent.messages[:1])
+
+
+async def no_sleep(seconds: float) -> None:
+    return None
+
+
+# Regression: before_request rewrites piled up on retries.
+async def test_before_request_of_context_hooks_sees_the_built_request_every_attempt() -> None:
+    seen: list[int] = []
+
+    def before(**kwargs: object) -> ContextBeforeRequestResult:
+        messages = kwargs["messages"]
+        assert isinstance(messages, list)
+        seen.append(len(messages))
+        return ContextBeforeRequestResult(messages=[*messages, UserMessage(content="(note)")])
+
+    model = ScriptedModel([ServerError("b", status=503), "ok"])
+    agent = Agent(
+        model,
+        retry=DefaultRetryStrategy(sleep=no_sleep),
+        plugins=[ContextHooks(before_request=before)],
+    )
+    await agent.chat("hi")
+    assert seen == [1, 1]
+    assert [len(r.messages) for r in model.requests] == [2, 2]
+
+
+# Regression: requests set in after_model_call were not repaired.
+async def test_a_request_rewritten_in_after_model_call_is_repaired() -> None:
+    @tool
+    async def f() -> str:
+        """Nothing."""
+        return "ok"
+
+    overflow = ContextOverflowError("prompt is too long")
+    model = ScriptedModel([tool_call("f", {}, id="c1"), overflow, "ok"])
+
+    def drop_two(**kwargs: object) -> ContextOnErrorResult:
+        messages = kwargs["messages"]
+        assert isinstance(messages, list)
+        return ContextOnErrorResult(retry=True, messages=messages[2:])  # leaves tool(c1) alone
+
+    agent = Agent(
+        model, tools=[f], retry=None, plugins=[ContextHooks(on_error=drop_two, max_retries=1)]
+    )
+    await agent.chat("go")
+    sent = model.requests[-1].messages
+    assert not any(isinstance(m, ToolMessage) for m in sent)
+
+
+# Regression: ContextHooks.max_retries counted other strategies' retries.
+async def test_context_hooks_count_their_own_retries_only() -> None:
+    calls: list[int] = []
+
+    def on_error(**kwargs: object) -> ContextOnErrorResult:
+        calls.append(1)
+        return ContextOnErrorResult(retry=True)
+
+    model = ScriptedModel([ServerError("b", status=503), ContextOverflowError("too long"), "ok"])
+    agent = Agent(
+        model,
+        retry=DefaultRetryStrategy(sleep=no_sleep),
+        plugins=[ContextHooks(on_error=on_error, max_retries=1)],
+    )
+    assert (await agent.chat("hi")).text == "ok"
+    assert calls == [1]

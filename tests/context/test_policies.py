@@ -27,7 +27,7 @@ from hookloop.context import (
     SlidingWindow,
     count_request,
 )
-from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.models.testing import FunctionModel, ScriptedModel, tool_call
 from tests.context.test_strategies import last_user, valid_histories
 
 WORDS = "lorem ipsum dolor sit amet consectetur adipiscing elit "
@@ -250,6 +250,26 @@ async def test_each_reactive_step_strictly_shrinks_the_request() -> None:
     sizes = [size(r, agent) for r in model.requests[3:]]
     assert sizes == sorted(sizes, reverse=True)
     assert len(set(sizes)) == len(sizes)  # strictly smaller every time
+
+
+# Regression: reactive compaction rewrote the history even when it could not help.
+async def test_reactive_compaction_leaves_the_history_alone_when_it_cannot_help() -> None:
+    overflow = ContextOverflowError("prompt is too long")
+    summarizer = FunctionModel(lambda request: "S" * 40_000, name="verbose")
+    model = FunctionModel(lambda request: "never")
+    agent = Agent(model, retry=None, plugins=[Compaction(summarizer=summarizer)])
+    for i in range(6):
+        agent.model = ScriptedModel([f"answer {i}"])
+        await agent.chat(f"question {i}")
+    before = agent.messages
+
+    def always_too_long(request: ProviderRequest) -> str:
+        raise overflow
+
+    agent.model = FunctionModel(always_too_long)
+    with pytest.raises(ContextOverflowError):
+        await agent.chat("one more")
+    assert agent.messages[: len(before)] == before
 
 
 # --- repair before every request -----------------------------------------------------------

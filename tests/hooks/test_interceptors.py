@@ -12,6 +12,8 @@ import pytest
 
 from hookloop import (
     AfterModelCallContext,
+    Agent,
+    DefaultRetryStrategy,
     HookReturnError,
     PreRequestContext,
     PreToolCallContext,
@@ -27,6 +29,7 @@ from hookloop import (
     tool,
 )
 from hookloop.models.testing import (
+    ScriptedModel,
     text_response,
     tool_call,
     tool_calls,
@@ -154,6 +157,23 @@ async def test_pre_request_short_circuit_with_tool_calls_runs_the_tools() -> Non
         ("tool", "c1", "5", False),
         ("assistant", "done", []),
     ]
+
+
+async def no_sleep(seconds: float) -> None:
+    return None
+
+
+# Regression: pre_request rewrites piled up on retries.
+async def test_pre_request_rewrites_do_not_pile_up_on_retries() -> None:
+    model = ScriptedModel([ServerError("b", status=503), ServerError("b", status=503), "ok"])
+    agent = Agent(model, system_prompt="You help.", retry=DefaultRetryStrategy(sleep=no_sleep))
+
+    def concise(ctx: PreRequestContext) -> ProviderRequest:
+        return dataclasses.replace(ctx.request, system=f"{ctx.request.system}\nBe concise.")
+
+    agent.add_hook("pre_request", concise)
+    await agent.chat("hi")
+    assert [r.system for r in model.requests] == ["You help.\nBe concise."] * 3
 
 
 # --- on_response --------------------------------------------------------------------------

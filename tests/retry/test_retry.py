@@ -17,6 +17,8 @@ from hookloop import (
     Backoff,
     BadRequestError,
     ChatCancelledError,
+    CircuitBreaker,
+    CircuitOpenError,
     ContextOverflowError,
     DefaultRetryStrategy,
     FallbackStrategy,
@@ -528,6 +530,38 @@ def test_fallback_needs_models() -> None:
         FallbackStrategy([])
     with pytest.raises(UsageError):
         FallbackStrategy(["gpt-4o"])  # type: ignore[list-item]
+
+
+# Regression: with every circuit open the primary model was still called.
+async def test_with_every_circuit_open_no_model_is_called() -> None:
+    primary = ScriptedModel([ServerError("p", status=500)] * 3, name="primary")
+    backup = ScriptedModel([ServerError("b", status=500)] * 3, name="backup")
+    agent = Agent(primary, retry=FallbackStrategy([backup], cooldown=60.0))
+    with pytest.raises(ServerError):
+        await agent.chat("one")
+    for _ in range(2):
+        with pytest.raises(CircuitOpenError):
+            await agent.chat("again")
+    assert (len(primary.requests), len(backup.requests)) == (1, 1)
+
+
+# Regression: a failed half-open trial did not reopen the circuit.
+def test_a_failed_trial_after_the_cool_down_reopens_the_circuit_at_once() -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(failure_threshold=3, cooldown=10.0, clock=lambda: now[0])
+    model = ScriptedModel([])
+    for _ in range(3):
+        breaker.record_failure(model)
+    assert not breaker.allows(model)
+    now[0] = 11.0
+    assert breaker.allows(model)  # one trial
+    breaker.record_failure(model)
+    assert not breaker.allows(model)  # reopened by a single failure
+    now[0] = 22.0
+    breaker.record_success(model)
+    assert breaker.allows(model)
+    breaker.record_failure(model)
+    assert breaker.allows(model)  # closed again: the threshold counts anew
 
 
 # --- tools --------------------------------------------------------------------------------
