@@ -6,7 +6,6 @@ import io
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -46,12 +45,6 @@ def calculator_call(expression: str) -> dict[str, object]:
         "type": "function",
         "function": {"name": "calculator", "arguments": f'{{"expression": "{expression}"}}'},
     }
-
-
-@pytest.fixture
-def server() -> Iterator[ProviderServer]:
-    with ProviderServer() as running:
-        yield running
 
 
 def test_run_prints_the_answer_and_the_trace_goes_to_stderr(

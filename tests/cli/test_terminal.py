@@ -34,12 +34,6 @@ def stalling(first: str, rest: str) -> Reply:
 
 
 @pytest.fixture
-def server() -> Iterator[ProviderServer]:
-    with ProviderServer() as running:
-        yield running
-
-
-@pytest.fixture
 def chat(server: ProviderServer) -> Iterator[pexpect.spawn]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     child = pexpect.spawn(
