@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from hookloop import (
     Agent,
     AssistantMessage,
+    ContextHooks,
+    ContextOnErrorResult,
     ContextOverflowError,
     Message,
     PreCompressContext,
@@ -329,6 +331,29 @@ async def test_a_well_formed_history_is_sent_as_it_is() -> None:
     await agent.chat("b")
     assert model.requests[1].messages == agent.messages[:3]
     assert all(x is y for x, y in zip(model.requests[1].messages, agent.messages, strict=False))
+
+
+# Regression: requests set in after_model_call were not repaired.
+async def test_a_request_rewritten_in_after_model_call_is_repaired() -> None:
+    @tool
+    async def f() -> str:
+        """Nothing."""
+        return "ok"
+
+    overflow = ContextOverflowError("prompt is too long")
+    model = ScriptedModel([tool_call("f", {}, id="c1"), overflow, "ok"])
+
+    def drop_two(**kwargs: object) -> ContextOnErrorResult:
+        messages = kwargs["messages"]
+        assert isinstance(messages, list)
+        return ContextOnErrorResult(retry=True, messages=messages[2:])  # leaves tool(c1) alone
+
+    agent = Agent(
+        model, tools=[f], retry=None, plugins=[ContextHooks(on_error=drop_two, max_retries=1)]
+    )
+    await agent.chat("go")
+    sent = model.requests[-1].messages
+    assert not any(isinstance(m, ToolMessage) for m in sent)
 
 
 # --- properties of compaction ----------------------------------------------------------------
