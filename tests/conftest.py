@@ -9,6 +9,9 @@ PostgreSQL and Redis are real servers on loopback, started by ``scripts/test-ser
   dropped after the test, so tests never see each other's tables.
 - ``redis_namespace`` (per test): a unique key prefix; every key under it is deleted after
   the test.
+- ``backend`` (per test, parametrised): a fresh place for session stores on SQLite,
+  PostgreSQL and Redis in turn (``tests/sessions/_backends.py``); used by the session, store
+  and cancellation tests.
 
 Without a server the fixtures skip the test on a developer's machine; under CI (``CI`` set
 to anything truthy) a missing server is a hard failure, never a skip.
@@ -27,6 +30,8 @@ from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.sessions._backends import BACKENDS, Backend, backend_for
 
 # Property tests build histories of thousands of messages: on a loaded 2-core CI machine a
 # single example can take longer than hypothesis's default 200 ms deadline, which would make
@@ -157,3 +162,9 @@ def redis_namespace(redis_url: str) -> Iterator[str]:
             await client.aclose()
 
     asyncio.run(cleanup())
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    """Each test that takes it runs once per backend, on a fresh, private place."""
+    return backend_for(request.param, request, tmp_path)

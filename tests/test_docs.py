@@ -37,7 +37,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from _provider_server import ProviderServer, Reply, answer, shared_server
+from tests.models._provider_server import ProviderServer, Reply, answer, shared_server
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]

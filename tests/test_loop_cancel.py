@@ -10,14 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
-from _session_backends import Backend, backend
 from hookloop import (
     Agent,
+    AssistantMessage,
     ChatCancelledError,
     Message,
     MessageContext,
@@ -29,9 +29,14 @@ from hookloop import (
 )
 from hookloop.context import repair
 from hookloop.sessions import SessionStore, SQLiteSessionStore
-from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
-
-__all__ = ["backend"]  # the fixture, imported for pytest
+from hookloop.testing import (
+    FunctionModel,
+    ScriptedModel,
+    text_response,
+    tool_call,
+    tool_calls,
+)
+from tests.sessions._backends import Backend
 
 # Long enough that one seed explores every step boundary of a chat; bounded by count, so the
 # run time does not depend on the machine's load, only its duration does (about a minute on
@@ -237,6 +242,85 @@ async def _stress(store: SessionStore, runs: int, seed: int) -> None:
             assert every_call_answered(agent.messages), where
         await agent.chat("last")  # stores what a cut-short append left unsaved
         await assert_nothing_lost(agent, seen, store)
+
+
+def unanswered(messages: Sequence[Message]) -> list[str]:
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    return [
+        c.id
+        for m in messages
+        if isinstance(m, AssistantMessage)
+        for c in m.tool_calls
+        if c.id not in answered
+    ]
+
+
+# Regression: a cancel after reused call ids resurrected an old result (no terminal event).
+async def test_cancel_after_call_ids_were_reused_still_ends_cleanly() -> None:
+    """A provider reusing call ids across turns must not resurrect an old result on cancel."""
+    started = asyncio.Event()
+
+    @tool
+    async def slow(x: int) -> str:
+        """Slow when x is 99."""
+        if x == 99:
+            started.set()
+            await asyncio.Event().wait()
+        return f"done {x}"
+
+    model = ScriptedModel(
+        [
+            tool_calls(
+                ToolCall(name="slow", arguments='{"x": 1}', id="call_0"),
+                ToolCall(name="slow", arguments='{"x": 2}', id="call_1"),
+            ),
+            tool_call("slow", {"x": 99}, id="call_0"),
+            "next",
+        ]
+    )
+    agent = Agent(model, tools=[slow], retry=None)
+    terminal: list[str] = []
+    agent.add_hook("on_chat_abort", lambda ctx: terminal.append("abort"))
+    agent.add_hook("on_chat_error", lambda ctx: terminal.append("error"))
+    chat = asyncio.create_task(agent.chat("go"))
+    await started.wait()
+    agent.cancel("stop")
+    with pytest.raises(ChatCancelledError):
+        await chat
+    assert terminal == ["abort"]
+    last = agent.messages[-1]
+    assert isinstance(last, ToolMessage)
+    assert (last.tool_call_id, last.is_error) == ("call_0", True)
+    assert "cancelled" in last.content
+
+
+# Regression: cancel() from a hook of the chat ran on until the next iteration.
+@pytest.mark.parametrize("where", ["on_response", "pre_tool_call"])
+async def test_cancel_from_a_hook_in_the_chat_task_ends_the_chat_at_the_next_step(
+    where: str,
+) -> None:
+    ran: list[str] = []
+
+    @tool
+    async def act() -> str:
+        """Acts."""
+        ran.append("act")
+        return "acted"
+
+    model = ScriptedModel([tool_call("act", {}), "final"])
+    agent = Agent(model, tools=[act], retry=None)
+
+    def stop(ctx: object) -> None:
+        agent.cancel("stop")
+
+    agent.add_hook(where, stop)  # type: ignore[call-overload]
+    done: list[str] = []
+    agent.add_hook("on_chat_done", lambda ctx: done.append("done"))
+    with pytest.raises(ChatCancelledError):
+        await agent.chat("go")
+    assert ran == []
+    assert done == []
+    assert unanswered(agent.messages) == []
 
 
 # --- item 8: a tool that raises KeyboardInterrupt or SystemExit ---------------------------

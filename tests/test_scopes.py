@@ -403,6 +403,19 @@ async def test_context_callable_that_raises_is_left_out(caplog: pytest.LogCaptur
     assert any("broken" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
 
 
+# Regression: a scope context that is not a str crashed the chat.
+async def test_a_scope_context_that_is_not_text_is_left_out(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = ScriptedModel(["ok"])
+    agent = Agent(model, system_prompt="base", retry=None)
+    agent.scopes.register(Scope("profile", context=lambda: {"name": "Ann"}))  # type: ignore[arg-type,return-value]
+    with caplog.at_level(logging.WARNING):
+        assert (await agent.chat("hi")).text == "ok"
+    assert model.requests[0].system == "base"
+    assert "not a str" in caplog.text
+
+
 @pytest.mark.parametrize("enabled", [False, lambda: False])
 async def test_disabled_scope_hides_tools_and_context(enabled: Any) -> None:
     agent, model = _agent([tool_call("lookup", {"a": "x"}, id="c1"), "ok"], system_prompt="P")

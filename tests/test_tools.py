@@ -898,3 +898,20 @@ def test_annotated_field_constraints_reach_the_schema_and_the_validation() -> No
     assert pick.validate("c1", '{"count": 2, "code": "EUR"}') == {"count": 2, "code": "EUR"}
     with pytest.raises(ToolValidationError):
         pick.validate("c1", '{"count": 9, "code": "EUR"}')
+
+
+# Regression: tools with an async __call__ never ran.
+async def test_a_tool_whose_function_has_an_async_call_runs() -> None:
+    class Lookup:
+        async def __call__(self, city: str) -> str:
+            return f"sunny in {city}"
+
+    weather = Tool(
+        name="weather",
+        description="Weather.",
+        parameters={"type": "object", "properties": {"city": {"type": "string"}}},
+        function=Lookup(),
+    )
+    agent = Agent(ScriptedModel([tool_call("weather", {"city": "Oslo"}), "ok"]), tools=[weather])
+    await agent.chat("weather?")
+    assert agent.messages[2].content == "sunny in Oslo"  # type: ignore[union-attr]

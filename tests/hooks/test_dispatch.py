@@ -1,0 +1,276 @@
+"""The hook contract: dispatch.
+
+Firing order, sync and async handlers, changes during a dispatch, no context object for an event
+without handlers.
+
+Part of DESIGN.md sections 2 and 3 (seed 002 "AG2B hooks").
+"""
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+
+import pytest
+
+import hookloop._loop
+import hookloop.hooks._hooks
+from hookloop import (
+    AfterModelCallContext,
+    ChatAbortContext,
+    ChatDoneContext,
+    ChatErrorContext,
+    ChatStartContext,
+    Disposer,
+    MessageContext,
+    PreRequestContext,
+    PreToolCallContext,
+    ProviderRequest,
+    ProviderResponse,
+    ResponseContext,
+    Scope,
+    ScopeContext,
+    ServerError,
+    ToolCall,
+    ToolErrorContext,
+    ToolResultContext,
+)
+from hookloop.testing import (
+    ScriptedModel,
+    tool_call,
+    tool_calls,
+)
+from tests.hooks._support import (
+    AsyncCallable,
+    add_call,
+    bare_agent,
+    fail,
+    make_add,
+    make_agent,
+)
+
+# --- dispatch ---------------------------------------------------------------------------
+
+
+async def test_handlers_fire_in_ascending_order_then_registration_order() -> None:
+    agent, _, _ = make_agent(["one"])
+    seen: list[str] = []
+    for name, order in [("a", 5), ("b", -1), ("c", 0), ("d", 0), ("e", -1), ("f", 5)]:
+        agent.add_hook("on_chat_start", lambda ctx, n=name: seen.append(n), order=order)
+
+    await agent.chat("hi")
+
+    assert seen == ["b", "e", "c", "d", "a", "f"]
+
+
+async def test_order_also_applies_to_interceptor_chains() -> None:
+    agent, model, _ = make_agent(["one"], system_prompt="base")
+
+    def append(suffix: str) -> Callable[[PreRequestContext], ProviderRequest]:
+        def handler(ctx: PreRequestContext) -> ProviderRequest:
+            return dataclasses.replace(ctx.request, system=f"{ctx.request.system}+{suffix}")
+
+        return handler
+
+    agent.add_hook("pre_request", append("late"), order=10)
+    agent.add_hook("pre_request", append("early"), order=-10)
+    agent.add_hook("pre_request", append("middle"))
+    await agent.chat("hi")
+
+    assert model.requests[0].system == "base+early+middle+late"
+
+
+async def test_async_handlers_are_awaited_one_at_a_time_in_order() -> None:
+    agent, _, _ = make_agent(["one"])
+    seen: list[str] = []
+
+    async def slow(ctx: MessageContext) -> None:
+        seen.append(f"slow-start:{ctx.message.role}")
+        for _ in range(3):
+            await asyncio.sleep(0)
+        seen.append(f"slow-end:{ctx.message.role}")
+
+    def fast(ctx: MessageContext) -> None:
+        seen.append(f"fast:{ctx.message.role}")
+
+    agent.add_hook("on_message", slow)
+    agent.add_hook("on_message", fast)
+    agent.add_hook("on_message", AsyncCallable(seen, "callable"))
+    await agent.chat("hi")
+
+    assert seen == [
+        "slow-start:user",
+        "slow-end:user",
+        "fast:user",
+        "callable",
+        "slow-start:assistant",
+        "slow-end:assistant",
+        "fast:assistant",
+        "callable",
+    ]
+
+
+async def test_async_interceptor_return_value_is_used() -> None:
+    agent, _, _ = make_agent(["hello"])
+
+    async def shout(ctx: ResponseContext) -> ProviderResponse:
+        await asyncio.sleep(0)
+        return dataclasses.replace(ctx.response, content=ctx.response.content.upper())
+
+    agent.add_hook("on_response", shout)
+    response = await agent.chat("hi")
+
+    assert response.text == "HELLO"
+
+
+async def test_sync_handler_returning_an_awaitable_is_awaited() -> None:
+    agent, _, _ = make_agent(["hello"])
+    seen: list[str] = []
+
+    async def record(ctx: MessageContext) -> None:
+        seen.append(ctx.message.role)
+
+    agent.add_hook("on_message", lambda ctx: record(ctx))
+    await agent.chat("hi")
+
+    assert seen == ["user", "assistant"]
+
+
+async def test_hook_added_during_a_dispatch_fires_from_the_next_dispatch() -> None:
+    agent, _, _ = make_agent(["one"])
+    seen: list[str] = []
+
+    def late(ctx: MessageContext) -> None:
+        seen.append(f"late:{ctx.message.role}")
+
+    def adder(ctx: MessageContext) -> None:
+        seen.append(f"adder:{ctx.message.role}")
+        if ctx.message.role == "user":
+            agent.add_hook("on_message", late)
+
+    agent.add_hook("on_message", adder)
+    await agent.chat("hi")
+
+    assert seen == ["adder:user", "adder:assistant", "late:assistant"]
+
+
+async def test_hook_for_a_later_event_added_during_a_chat_fires_in_that_chat() -> None:
+    agent, _, _ = make_agent(["one"])
+    seen: list[str] = []
+
+    def add_message_hook(ctx: ChatStartContext) -> None:
+        agent.add_hook("on_message", lambda ctx: seen.append(ctx.message.role))
+
+    agent.add_hook("on_chat_start", add_message_hook)
+    await agent.chat("hi")
+
+    assert seen == ["user", "assistant"]
+
+
+async def test_hook_removed_during_a_dispatch_still_runs_in_that_dispatch() -> None:
+    agent, _, _ = make_agent(["one"])
+    seen: list[str] = []
+    disposers: list[Disposer] = []
+
+    def remover(ctx: MessageContext) -> None:
+        seen.append(f"remover:{ctx.message.role}")
+        disposers[0]()
+
+    agent.add_hook("on_message", remover)
+    disposers.append(
+        agent.add_hook("on_message", lambda ctx: seen.append(f"victim:{ctx.message.role}"))
+    )
+    await agent.chat("hi")
+
+    assert seen == ["remover:user", "victim:user", "remover:assistant"]
+
+
+async def test_handler_that_disposes_itself_runs_once() -> None:
+    model = ScriptedModel([tool_call("add", {"a": 1, "b": 2}, id="c1"), "done"])
+    agent = bare_agent(model, tools=[make_add()])
+    seen: list[int] = []
+    disposers: list[Disposer] = []
+
+    def once(ctx: PreRequestContext) -> None:
+        seen.append(ctx.iteration)
+        disposers[0]()
+
+    disposers.append(agent.add_hook("pre_request", once))
+    await agent.chat("hi")
+
+    assert seen == [0]
+    assert "pre_request" not in agent.hooks.handlers
+
+
+def test_disposing_the_only_handler_removes_the_event_from_the_registry() -> None:
+    agent = bare_agent(ScriptedModel([]))
+    dispose = agent.add_hook("on_response", lambda ctx: None)
+    assert set(agent.hooks.handlers) == {"on_response"}
+
+    dispose()
+
+    assert agent.hooks.handlers == {}
+
+
+CONTEXT_CLASSES = {
+    "ChatStartContext": ChatStartContext,
+    "ChatDoneContext": ChatDoneContext,
+    "ChatAbortContext": ChatAbortContext,
+    "ChatErrorContext": ChatErrorContext,
+    "MessageContext": MessageContext,
+    "PreRequestContext": PreRequestContext,
+    "ResponseContext": ResponseContext,
+    "AfterModelCallContext": AfterModelCallContext,
+    "PreToolCallContext": PreToolCallContext,
+    "ToolResultContext": ToolResultContext,
+    "ToolErrorContext": ToolErrorContext,
+}
+
+
+@pytest.fixture
+def built_contexts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records the name of every hook context the loop (or the scope registry) builds."""
+    built: list[str] = []
+
+    def spy(name: str, cls: type) -> Callable[..., object]:
+        def build(**fields: object) -> object:
+            built.append(name)
+            return cls(**fields)
+
+        return build
+
+    for name, cls in CONTEXT_CLASSES.items():
+        monkeypatch.setattr(hookloop._loop, name, spy(name, cls))
+    monkeypatch.setattr(hookloop.hooks._hooks, "ScopeContext", spy("ScopeContext", ScopeContext))
+    return built
+
+
+async def test_events_without_handlers_build_no_context(built_contexts: list[str]) -> None:
+    script = [
+        tool_calls(
+            add_call("c1"), ToolCall.create("nope", {}, id="c2"), ToolCall(name="fail", id="c3")
+        ),
+        "done",
+    ]
+    agent = bare_agent(ScriptedModel(script), tools=[make_add(), fail])
+    agent.scopes.register(Scope("extra"))
+    agent.scopes.unregister("extra")
+    response = await agent.chat("hi")
+    failing = bare_agent(ScriptedModel([ServerError("boom", status=500)]))
+    with pytest.raises(ServerError):
+        await failing.chat("hi")
+
+    assert response.text == "done"
+    assert built_contexts == []
+
+
+async def test_only_events_with_handlers_build_a_context(built_contexts: list[str]) -> None:
+    agent = bare_agent(
+        ScriptedModel([tool_call("add", {"a": 1, "b": 2}, id="c1"), "done"]), tools=[make_add()]
+    )
+    dispose = agent.add_hook("on_tool_call_result", lambda ctx: None)
+    agent.add_hook("on_message", lambda ctx: None)
+    dispose()
+
+    await agent.chat("hi")
+
+    assert built_contexts == ["MessageContext"] * 4

@@ -1,0 +1,155 @@
+"""The hook contract: registration.
+
+Add_hook / dispose / @hook / registration errors.
+
+Part of DESIGN.md sections 2 and 3 (seed 002 "AG2B hooks").
+"""
+
+import pytest
+
+from hookloop import (
+    ChatStartContext,
+    Disposer,
+    HookRegistrationError,
+    HookReturnError,
+    ScopeContext,
+    UsageError,
+)
+from hookloop.testing import ScriptedModel
+from tests.hooks._support import (
+    SCOPE_EVENTS,
+    AsyncCallable,
+    bare_agent,
+    make_agent,
+)
+
+# --- registration -------------------------------------------------------------------------
+
+
+async def test_add_hook_returns_a_disposer_that_removes_the_handler() -> None:
+    agent, _, _ = make_agent(["one", "two"])
+    seen: list[str] = []
+    dispose = agent.add_hook("on_message", lambda ctx: seen.append(ctx.message.role))
+
+    assert isinstance(dispose, Disposer)
+    await agent.chat("first")
+    dispose()
+    await agent.chat("second")
+
+    assert seen == ["user", "assistant"]
+
+
+async def test_dispose_is_idempotent_and_leaves_other_registrations_alone() -> None:
+    agent, _, _ = make_agent(["one"])
+    seen: list[str] = []
+    dispose_a = agent.add_hook("on_chat_start", lambda ctx: seen.append("a"))
+    agent.add_hook("on_chat_start", lambda ctx: seen.append("b"))
+
+    assert dispose_a.disposed is False
+    dispose_a()
+    dispose_a()
+    dispose_a()
+    assert dispose_a.disposed is True
+    await agent.chat("hi")
+
+    assert seen == ["b"]
+
+
+async def test_same_function_registered_twice_is_two_registrations() -> None:
+    agent, _, _ = make_agent(["one", "two"])
+    seen: list[str] = []
+
+    def on_start(ctx: ChatStartContext) -> None:
+        seen.append(ctx.message.text)
+
+    first = agent.add_hook("on_chat_start", on_start)
+    agent.add_hook("on_chat_start", on_start)
+    await agent.chat("a")
+    first()
+    first()  # idempotent: must not remove the second registration
+    await agent.chat("b")
+
+    assert seen == ["a", "a", "b"]
+
+
+async def test_dispose_removes_exactly_its_own_registration() -> None:
+    agent, _, _ = make_agent(["one"])
+    seen: list[str] = []
+    agent.add_hook("on_chat_start", lambda ctx: seen.append("first"))
+    dispose_middle = agent.add_hook("on_chat_start", lambda ctx: seen.append("middle"))
+    agent.add_hook("on_chat_start", lambda ctx: seen.append("last"))
+
+    dispose_middle()
+    await agent.chat("hi")
+
+    assert seen == ["first", "last"]
+
+
+async def test_hook_decorator_registers_and_returns_the_function_unchanged() -> None:
+    agent, _, _ = make_agent(["one"])
+    seen: list[str] = []
+
+    def plain(ctx: ChatStartContext) -> None:
+        seen.append("plain")
+
+    decorated = agent.hook("on_chat_start")(plain)
+
+    @agent.hook("on_chat_start", order=-1)
+    def early(ctx: ChatStartContext) -> None:
+        seen.append("early")
+
+    await agent.chat("hi")
+
+    assert decorated is plain
+    assert callable(early)
+    assert early.__name__ == "early"
+    assert seen == ["early", "plain"]
+
+
+@pytest.mark.parametrize("event", ["onMessage", "on_messages", "", "before_request"])
+def test_unknown_event_raises_hook_registration_error(event: str) -> None:
+    agent = bare_agent(ScriptedModel([]))
+
+    with pytest.raises(HookRegistrationError, match="unknown hook event"):
+        agent.add_hook(event, lambda ctx: None)  # type: ignore[call-overload]
+    with pytest.raises(HookRegistrationError, match="unknown hook event"):
+        agent.hook(event)(lambda ctx: None)  # type: ignore[arg-type]
+
+    assert agent.hooks.handlers == {}
+
+
+def test_non_callable_handler_is_rejected() -> None:
+    agent = bare_agent(ScriptedModel([]))
+
+    with pytest.raises(HookRegistrationError, match="callable"):
+        agent.add_hook("on_message", "not a function")  # type: ignore[call-overload]
+    assert agent.hooks.handlers == {}
+
+
+@pytest.mark.parametrize("order", ["1", 1.0, True, None])
+def test_order_must_be_an_int(order: object) -> None:
+    agent = bare_agent(ScriptedModel([]))
+
+    with pytest.raises(HookRegistrationError, match="order"):
+        agent.add_hook("on_message", lambda ctx: None, order=order)  # type: ignore[call-overload]
+    assert agent.hooks.handlers == {}
+
+
+@pytest.mark.parametrize("event", SCOPE_EVENTS)
+def test_async_handler_for_a_scope_event_is_rejected(event: str) -> None:
+    agent = bare_agent(ScriptedModel([]))
+
+    async def handler(ctx: ScopeContext) -> None:
+        pass
+
+    with pytest.raises(HookRegistrationError, match="plain functions"):
+        agent.add_hook(event, handler)  # type: ignore[call-overload]
+    with pytest.raises(HookRegistrationError, match="plain functions"):
+        agent.add_hook(event, AsyncCallable([], "x"))  # type: ignore[call-overload]
+    assert agent.hooks.handlers == {}
+
+
+def test_registration_errors_are_usage_errors() -> None:
+    assert issubclass(HookRegistrationError, UsageError)
+    assert issubclass(HookReturnError, UsageError)
+    assert issubclass(HookReturnError, TypeError)
