@@ -93,6 +93,13 @@ class OpenAIResponsesModel(Model):
             lambda: openai_client(api_key=api_key, base_url=base_url, timeout=timeout), client
         )
 
+    provider_name = "openai"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._clients.first.base_url)
+
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel({self.name!r})"
 
@@ -159,7 +166,9 @@ class OpenAIResponsesModel(Model):
             )
         if rest := pairs.rest():
             yield TextDelta(text=rest)
-        yield StreamEnd(finish_reason=final.finish_reason, usage=final.usage, model=final.model)
+        yield StreamEnd(
+            finish_reason=final.finish_reason, usage=final.usage, model=final.model, id=final.id
+        )
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
         settings = request.settings
@@ -271,6 +280,7 @@ def _parse_response(response: Any, model: str) -> ProviderResponse:
             else None
         ),
         model=response.model,
+        id=response.id or None,
     )
 
 
