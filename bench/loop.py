@@ -18,7 +18,9 @@ both messages.
 ``overhead_us_per_iteration_otel`` is the same chat with ``OpenTelemetryPlugin`` on, exporting
 to the SDK (a ``TracerProvider`` with the in-memory exporter, a ``MeterProvider`` with the
 in-memory reader); ``otel_sdk_us_per_span`` is what the SDK alone takes to start, fill and end
-one such span, timed in the same process, so the plugin's own share is what remains.
+one such span, timed in the same process, so the plugin's own share is what remains;
+``overhead_us_per_iteration_otel_noop`` is the plugin on the API's no-op providers (no SDK):
+its handlers and nothing else.
 ``overhead_us_per_iteration_otel_disposed`` is the chat after the plugin was used and
 disposed: without the plugin no handler is registered and nothing is paid.
 """
@@ -268,6 +270,15 @@ class _OTel:
         self.exporter.clear()  # keep the exporter's list short: one chat's spans
         agent.use(self.plugin())
 
+    def use_noop(self, agent: Agent) -> None:
+        from opentelemetry.metrics import NoOpMeterProvider
+        from opentelemetry.trace import NoOpTracerProvider
+
+        plugin = OpenTelemetryPlugin(
+            tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider(), environ={}
+        )
+        agent.use(plugin)
+
     def use_and_dispose(self, agent: Agent) -> None:
         agent.use(self.plugin())()
 
@@ -317,6 +328,9 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
                 None, 0, runs, default_retry=True
             ),
             "overhead_us_per_iteration_otel": await per_iteration_us(None, 0, runs, setup=otel.use),
+            "overhead_us_per_iteration_otel_noop": await per_iteration_us(
+                None, 0, runs, setup=otel.use_noop
+            ),
             "overhead_us_per_iteration_otel_disposed": await per_iteration_us(
                 None, 0, runs, setup=otel.use_and_dispose
             ),
@@ -383,6 +397,12 @@ def main() -> None:
             figures["overhead_us_per_iteration_otel"],
             "us",
             "",
+        ),
+        (
+            "per iteration, the plugin, no-op API",
+            figures["overhead_us_per_iteration_otel_noop"],
+            "us",
+            "its handlers alone",
         ),
         (
             "per iteration, the plugin disposed",
