@@ -741,6 +741,56 @@ async def test_a_streamed_openai_call_reports_its_response_id(
     assert (attrs["gen_ai.response.id"], attrs["gen_ai.request.stream"]) == ("chatcmpl-1", True)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+@pytest.mark.parametrize(
+    ("api", "provider", "response_id", "prefix"),
+    [
+        ("chat.completions", "openai", "chatcmpl-1", "/v1"),
+        ("messages", "anthropic", "msg_1", ""),
+        ("responses", "openai", "resp_1", "/v1"),
+    ],
+)
+async def test_every_adapter_names_its_provider_server_and_response(
+    otel: Telemetry,
+    server: ProviderServer,
+    api: str,
+    provider: str,
+    response_id: str,
+    prefix: str,
+    stream: bool,
+) -> None:
+    server.add(answer(api, "Hi!", stream=stream, usage=(12, 3)))
+    model = adapter(api, server)
+    agent = Agent(model, name="a")
+    agent.use(otel.plugin(environ={"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}))
+
+    try:
+        if stream:
+            async with agent.chat_stream("hello") as events:
+                async for _ in events:
+                    pass
+        else:
+            await agent.chat("hello")
+    finally:
+        await model.aclose()
+
+    chat = otel.one("chat m")
+    attrs = dict(chat.attributes or {})
+    port = int(server.url.rsplit(":", 1)[1])
+    assert (chat.kind, model.base_url.rstrip("/")) == (SpanKind.CLIENT, server.url + prefix)
+    assert {k: attrs[k] for k in ("gen_ai.provider.name", "server.address", "server.port")} == {
+        "gen_ai.provider.name": provider,
+        "server.address": "127.0.0.1",
+        "server.port": port,
+    }
+    assert (
+        attrs["gen_ai.response.id"],
+        attrs["gen_ai.response.model"],
+        attrs["gen_ai.usage.input_tokens"],
+        attrs["gen_ai.usage.output_tokens"],
+    ) == (response_id, "m-served", 12, 3)
+
+
 # --- attaching, and the cost of not attaching -----------------------------------------------
 
 
