@@ -47,6 +47,19 @@ async def test_openai_cached_and_reasoning_tokens_are_kept(server: ProviderServe
     )
 
 
+async def test_responses_cached_and_reasoning_tokens_are_kept(server: ProviderServer) -> None:
+    body = whole_answer("responses", "ok", usage=(100, 40))
+    body["usage"]["input_tokens_details"] = {"cached_tokens": 50}
+    body["usage"]["output_tokens_details"] = {"reasoning_tokens": 30}
+
+    response = await ask("responses", server, body)
+
+    assert (response.id, response.usage) == (
+        "resp_1",
+        Usage(input_tokens=100, output_tokens=40, cached_input_tokens=50, reasoning_tokens=30),
+    )
+
+
 async def test_anthropic_cache_reads_are_input_tokens_and_reported_apart(
     server: ProviderServer,
 ) -> None:

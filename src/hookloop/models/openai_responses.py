@@ -274,11 +274,7 @@ def _parse_response(response: Any, model: str) -> ProviderResponse:
         content="".join(texts),
         tool_calls=tuple(calls),
         finish_reason=finish,
-        usage=(
-            Usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
-            if usage is not None
-            else None
-        ),
+        usage=_usage(usage) if usage is not None else None,
         model=response.model,
         id=response.id or None,
     )
@@ -289,3 +285,14 @@ def _error_body(response: Any) -> object:
     if error is None:
         return {"message": "the response failed"}
     return {"type": getattr(error, "code", None), "message": getattr(error, "message", "")}
+
+
+def _usage(usage: Any) -> Usage:
+    cached = getattr(getattr(usage, "input_tokens_details", None), "cached_tokens", 0)
+    reasoning = getattr(getattr(usage, "output_tokens_details", None), "reasoning_tokens", 0)
+    return Usage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cached_input_tokens=int(cached or 0),
+        reasoning_tokens=int(reasoning or 0),
+    )
