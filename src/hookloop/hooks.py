@@ -855,6 +855,8 @@ class Phase(IntEnum):
     """``pre_request``: the sliding window trims the request the handlers before built."""
     LAST = 2_000_000
     """``pre_request``: ``ContextHooks.before_request``, right before the model."""
+    TELEMETRY = 2**61
+    """``OpenTelemetryPlugin``: after every handler, so its spans show the final values."""
     FORWARD = 2**62
     """Sub-agent forwarding: after every handler, so the parent sees the final values."""
 

@@ -1,10 +1,10 @@
 """``OpenTelemetryPlugin``: an agent's run as OpenTelemetry GenAI spans and metrics.
 
-One handler per event of the table, in the last phase before forwarding, so a span shows
-what the handlers decided (the final request, the response a hook rewrote, whether a
-retry strategy retries). A sub-agent's events arrive through ``on_subagent_event`` with the
-agent path; they build the same spans, keyed by that path, so the whole tree is traced by
-the plugin on the top agent.
+One handler per traced event, in ``Phase.TELEMETRY`` (after every handler but the sub-agent
+forwarding), so a span shows what the handlers decided (the final request, the response a
+hook rewrote, whether a retry strategy retries). A sub-agent's events arrive through
+``on_subagent_event`` with the agent path; they build the same spans, keyed by that path, so
+the whole tree is traced by the plugin on the top agent.
 
 The ``execute_tool`` span is made the current OpenTelemetry context while the tool runs:
 spans the tool makes (an instrumented HTTP client, a sub-agent's ``invoke_agent``) nest
@@ -18,7 +18,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import hookloop
 
@@ -58,9 +58,6 @@ if TYPE_CHECKING:
     from ..tools import Tool
 
 __all__ = ["OpenTelemetryPlugin"]
-
-_ORDER: Final = Phase.FORWARD - 1
-"""After every handler of the agent (the spans show final values), before forwarding."""
 
 _Key = tuple[str, ...]
 """The agent path: ``(agent,)`` for the agent the plugin is on, longer for sub-agents."""
@@ -200,8 +197,8 @@ class OpenTelemetryPlugin:
         )
         key = (agent.name,)
         for event, method in self._handlers.items():
-            agent.hooks.add(event, _bound(method, key, event), order=_ORDER)
-        agent.hooks.add("on_subagent_event", self._subagent_event, order=_ORDER)
+            agent.hooks.add(event, _bound(method, key, event), order=Phase.TELEMETRY)
+        agent.hooks.add("on_subagent_event", self._subagent_event, order=Phase.TELEMETRY)
 
     def _subagent_event(self, ctx: SubAgentEventContext) -> None:
         method = self._handlers.get(ctx.event)
