@@ -30,6 +30,7 @@ from hookloop import (
     Agent,
     ChatCancelledError,
     MissingExtraError,
+    ModelSettings,
     PreToolCallContext,
     RateLimitError,
     ToolCall,
@@ -225,6 +226,26 @@ async def test_a_chat_with_a_tool_is_one_agent_span_over_two_model_calls_and_a_t
     durations = metrics["gen_ai.client.operation.duration"]
     assert sorted(p.count for _, p in durations) == [1, 1]  # the two model calls
     assert {a["gen_ai.operation.name"] for a, _ in durations} == {"chat"}
+
+
+def test_request_settings_are_attributes_of_the_chat_span(otel: Telemetry) -> None:
+    settings = ModelSettings(
+        temperature=0.2, max_tokens=64, extra={"top_p": 0.9, "seed": 7, "stop": ["END"]}
+    )
+    agent = Agent(ScriptedModel(["ok"]), settings=settings)
+    agent.use(otel.plugin())
+
+    agent.chat_sync("hi")
+
+    attrs = dict(otel.one("chat scripted").attributes or {})
+    assert {k: v for k, v in attrs.items() if k.startswith("gen_ai.request.")} == {
+        "gen_ai.request.model": "scripted",
+        "gen_ai.request.temperature": 0.2,
+        "gen_ai.request.max_tokens": 64,
+        "gen_ai.request.top_p": 0.9,
+        "gen_ai.request.seed": 7,
+        "gen_ai.request.stop_sequences": ("END",),
+    }
 
 
 async def test_the_chat_span_is_a_child_of_the_callers_current_span(otel: Telemetry) -> None:

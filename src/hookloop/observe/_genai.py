@@ -102,7 +102,23 @@ def request_attributes(request: ProviderRequest) -> dict[str, Any]:
         attributes[REQUEST_TEMPERATURE] = settings.temperature
     if settings.max_tokens is not None:
         attributes[REQUEST_MAX_TOKENS] = settings.max_tokens
+    for key, value in settings.extra.items():
+        name = _EXTRA_SETTINGS.get(key)
+        if name is not None and isinstance(value, int | float | str | list | tuple):
+            attributes[name] = tuple(value) if isinstance(value, list) else value
     return attributes
+
+
+# Provider settings passed through ModelSettings.extra that the conventions name.
+_EXTRA_SETTINGS: Final = {
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "seed": "gen_ai.request.seed",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+    "stop": "gen_ai.request.stop_sequences",
+    "stop_sequences": "gen_ai.request.stop_sequences",
+}
 
 
 def response_attributes(response: ProviderResponse, *, latest: bool) -> dict[str, Any]:
