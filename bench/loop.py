@@ -14,6 +14,15 @@ not cost more as the conversation grows. ``floor_us_per_iteration`` is the inter
 floor, measured in the same process: a bare loop that builds a request, awaits a
 zero-latency model, validates the arguments with pydantic, runs an async tool and appends
 both messages.
+
+``overhead_us_per_iteration_otel`` is the same chat with ``OpenTelemetryPlugin`` on, exporting
+to the SDK (a ``TracerProvider`` with the in-memory exporter, a ``MeterProvider`` with the
+in-memory reader); ``otel_sdk_us_per_span`` is what the SDK alone takes to start, fill and end
+one such span, timed in the same process, so the plugin's own share is what remains;
+``overhead_us_per_iteration_otel_noop`` is the plugin on the API's no-op providers (no SDK):
+its handlers and nothing else.
+``overhead_us_per_iteration_otel_disposed`` is the chat after the plugin was used and
+disposed: without the plugin no handler is registered and nothing is paid.
 """
 
 from __future__ import annotations
@@ -43,6 +52,7 @@ from hookloop import (
     tool,
 )
 from hookloop.hooks._hooks import EVENTS
+from hookloop.observe import OpenTelemetryPlugin
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 
 TOOL_CALLS = 10
@@ -77,7 +87,11 @@ async def anoop(ctx: Any) -> None:
 
 
 def make_agent(
-    handler: Callable[[Any], Any] | None, count: int, *, default_retry: bool = False
+    handler: Callable[[Any], Any] | None,
+    count: int,
+    *,
+    default_retry: bool = False,
+    setup: Callable[[Agent], object] | None = None,
 ) -> Agent:
     # The bare loop has no hook at all, so no retry strategy and no context policy either
     # (retry=None, context=None); the "default configuration" figure measures what Agent()
@@ -93,6 +107,8 @@ def make_agent(
         for event in sorted(EVENTS - {"on_scope_register", "on_scope_unregister"}):
             for _ in range(count):
                 agent.hooks.add(event, handler)
+    if setup is not None:
+        setup(agent)
     return agent
 
 
@@ -103,6 +119,7 @@ async def per_iteration_us(
     *,
     stream: bool = False,
     default_retry: bool = False,
+    setup: Callable[[Agent], object] | None = None,
 ) -> float:
     """Median time of one chat divided by its 11 iterations, in microseconds."""
     samples: list[float] = []
@@ -110,7 +127,7 @@ async def per_iteration_us(
     # each chat leaves the CPU caches cold and about triples every figure on this machine.
     gc.collect()
     for run in range(runs + runs // 10):  # the first tenth warms up and is dropped
-        agent = make_agent(handler, count, default_retry=default_retry)
+        agent = make_agent(handler, count, default_retry=default_retry, setup=setup)
         start = time.perf_counter_ns()
         if stream:
             async for _ in agent.chat_stream("look up ten keys"):
@@ -238,7 +255,71 @@ async def floor_us(runs: int) -> float:
     return statistics.median(samples)
 
 
+class _OTel:
+    """The OpenTelemetry SDK with in-memory export, and the plugin wired to it."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        self.exporter = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
+        self.meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+
+    def plugin(self) -> OpenTelemetryPlugin:
+        return OpenTelemetryPlugin(
+            tracer_provider=self.tracer_provider, meter_provider=self.meter_provider, environ={}
+        )
+
+    def use(self, agent: Agent) -> None:
+        self.exporter.clear()  # keep the exporter's list short: one chat's spans
+        agent.use(self.plugin())
+
+    def use_noop(self, agent: Agent) -> None:
+        from opentelemetry.metrics import NoOpMeterProvider
+        from opentelemetry.trace import NoOpTracerProvider
+
+        plugin = OpenTelemetryPlugin(
+            tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider(), environ={}
+        )
+        agent.use(plugin)
+
+    def use_and_dispose(self, agent: Agent) -> None:
+        agent.use(self.plugin())()
+
+    def spans_per_chat(self) -> int:
+        self.exporter.clear()
+        agent = make_agent(None, 0, setup=self.use)
+        asyncio.run(agent.chat("look up ten keys"))
+        return len(self.exporter.get_finished_spans())
+
+    def sdk_us_per_span(self, number: int = 2_000) -> float:
+        """The SDK alone: start a span with a chat span's attributes, add one, end it."""
+        tracer = self.tracer_provider.get_tracer("bench")
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.request.model": "scripted",
+            "gen_ai.system": "hookloop",
+        }
+
+        def one() -> None:
+            span = tracer.start_span("chat scripted", attributes=attributes)
+            span.set_attributes({"gen_ai.response.finish_reasons": ("stop",)})
+            span.end()
+
+        # The exporter emptied before each series, as the chats see it (one chat's spans).
+        best = min(timeit.repeat(one, setup=self.exporter.clear, number=number, repeat=20))
+        self.exporter.clear()
+        return best / number * 1e6
+
+
 def measure(runs: int, history_runs: int) -> dict[str, Any]:
+    otel = _OTel()
+
     async def curve(window: bool) -> dict[str, float]:
         return {
             str(n): await history_us(n, history_runs if n >= 10_000 else runs // 4, window=window)
@@ -255,6 +336,13 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
             "overhead_us_per_iteration_default_config": await per_iteration_us(
                 None, 0, runs, default_retry=True
             ),
+            "overhead_us_per_iteration_otel": await per_iteration_us(None, 0, runs, setup=otel.use),
+            "overhead_us_per_iteration_otel_noop": await per_iteration_us(
+                None, 0, runs, setup=otel.use_noop
+            ),
+            "overhead_us_per_iteration_otel_disposed": await per_iteration_us(
+                None, 0, runs, setup=otel.use_and_dispose
+            ),
             "overhead_us_by_history": {
                 "window": await curve(True),
                 "no_window": await curve(False),
@@ -263,6 +351,13 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
 
     figures: dict[str, Any] = asyncio.run(all_figures())
     figures["empty_dispatch_ns"] = empty_dispatch_ns()
+    figures["otel_sdk_us_per_span"] = otel.sdk_us_per_span()
+    figures["otel_spans_per_iteration"] = otel.spans_per_chat() / ITERATIONS
+    figures["otel_plugin_us_per_iteration"] = (
+        figures["overhead_us_per_iteration_otel"]
+        - figures["overhead_us_per_iteration"]
+        - figures["otel_spans_per_iteration"] * figures["otel_sdk_us_per_span"]
+    )
     base = figures["overhead_us_per_iteration"]
     window = figures["overhead_us_by_history"]["window"]
     figures["floor_ratio"] = base / figures["floor_us_per_iteration"]
@@ -306,6 +401,24 @@ def main() -> None:
             "us",
             "",
         ),
+        (
+            "per iteration, OpenTelemetryPlugin (SDK)",
+            figures["overhead_us_per_iteration_otel"],
+            "us",
+            "",
+        ),
+        (
+            "per iteration, the plugin, no-op API",
+            figures["overhead_us_per_iteration_otel_noop"],
+            "us",
+            "its handlers alone",
+        ),
+        (
+            "per iteration, the plugin disposed",
+            figures["overhead_us_per_iteration_otel_disposed"],
+            "us",
+            "no handler left",
+        ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]
     for label, value, unit, note in rows:
@@ -327,6 +440,11 @@ def main() -> None:
     low, high = PEERS_US[0] / base, PEERS_US[1] / base
     print(f"  peers spend {PEERS_US[0]:,}-{PEERS_US[1]:,} us per iteration: {low:.0f}-{high:.0f}x")
     print(f"  10 handlers on every event cost {hooked / base:.2f}x the bare loop")
+    print(
+        f"  OpenTelemetry: {figures['otel_spans_per_iteration']:.1f} spans per iteration at "
+        f"{figures['otel_sdk_us_per_span']:.1f} us each in the SDK itself; the plugin's own "
+        f"share is {figures['otel_plugin_us_per_iteration']:.1f} us per iteration"
+    )
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from .hooks._hooks import (
     ON_CHAT_DONE,
     ON_CHAT_ERROR,
     ON_CHAT_START,
+    ON_FIRST_CHUNK,
     ON_MESSAGE,
     ON_PRE_COMPRESS,
     ON_RESPONSE,
@@ -55,6 +56,7 @@ from .hooks._hooks import (
     ChatDoneContext,
     ChatErrorContext,
     ChatStartContext,
+    FirstChunkContext,
     Handler,
     HistoryReplacement,
     MessageContext,
@@ -409,7 +411,7 @@ class ChatRun:
                 if emit is None:
                     response = _checked(await model.request(request))
                 else:
-                    response = await self._stream_model(model, request, emit)
+                    response = await self._stream_model(model, request, emit, iteration, attempt)
             except Exception as exc:
                 error = exc
             if hs := handlers.get(AFTER_MODEL_CALL):
@@ -477,11 +479,19 @@ class ChatRun:
         model: Model,
         request: ProviderRequest,
         emit: Callable[[AgentEvent], Awaitable[None]],
+        iteration: int,
+        attempt: int,
     ) -> ProviderResponse:
         accumulator = ResponseAccumulator()
         parts = model.stream(request)
+        first = True
         try:
             async for part in parts:
+                if first:
+                    first = False
+                    if hs := self._handlers.get(ON_FIRST_CHUNK):
+                        ctx = FirstChunkContext(iteration=iteration, attempt=attempt, model=model)
+                        await notify(hs, ctx)
                 accumulator.add(part)
                 if not isinstance(part, StreamEnd):
                     await emit(part)

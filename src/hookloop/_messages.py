@@ -257,16 +257,30 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
-    """Tokens a model call used, as the provider reported them."""
+    """Tokens a model call used, as the provider reported them.
+
+    Attributes:
+        input_tokens: Tokens of the request, cached ones included.
+        output_tokens: Tokens of the answer, reasoning included.
+        cached_input_tokens: Of ``input_tokens``, those read from the provider's prompt
+            cache, where it says.
+        reasoning_tokens: Of ``output_tokens``, those spent on reasoning, where it says.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if not (_is_int(self.input_tokens) and _is_int(self.output_tokens)):
-            raise _refuse(
-                self, (("input_tokens", _is_int, "an int"), ("output_tokens", _is_int, "an int"))
-            )
+        if not (
+            _is_int(self.input_tokens)
+            and _is_int(self.output_tokens)
+            and _is_int(self.cached_input_tokens)
+            and _is_int(self.reasoning_tokens)
+        ):
+            names = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+            raise _refuse(self, tuple((name, _is_int, "an int") for name in names))
 
     @property
     def total_tokens(self) -> int:
@@ -277,6 +291,8 @@ class Usage:
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

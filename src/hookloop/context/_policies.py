@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
 from .._errors import ContextOverflowError, UsageError
 from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
 from ..hooks._hooks import (
     ON_PRE_COMPRESS,
+    ON_TRIM,
     AfterModelCallContext,
     HistoryReplacement,
     Phase,
@@ -32,6 +33,7 @@ from ..hooks._hooks import (
 from ..hooks._hooks import collect_texts as _collect_texts
 from ..models._base import Model, ProviderRequest
 from ..models._overflow import is_context_overflow
+from ._report import report_compaction, report_trim
 from ._tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, count_request
 from ._trim import _unit_start, cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 
@@ -285,6 +287,19 @@ class SlidingWindow:
                 going = lists[0][state.announced : state.sent_start] if lists else ()
                 state.announced = state.sent_start
                 await self._announce(going, ())
+            if state.sent_start and ON_TRIM in agent.hooks.handlers:
+                lists = history._checked_lists()
+                older = lists[0][: state.sent_start] if lists else ()
+                await report_trim(
+                    agent,
+                    iteration=ctx.iteration,
+                    attempt=ctx.attempt,
+                    reason="window",
+                    before=(*older, *messages),
+                    after=messages,
+                    budget=state.room,
+                    window=_window(ctx.model, self.max_tokens),
+                )
             return None
         if budget is None:
             budget = self._budget(request, ctx.model)
@@ -308,6 +323,16 @@ class SlidingWindow:
             return None if request is ctx.request else request
         kept = self._fit(request, budget, overhead, trimmed)
         await self._announce(messages, kept)
+        await report_trim(
+            agent,
+            iteration=ctx.iteration,
+            attempt=ctx.attempt,
+            reason="window",
+            before=messages,
+            after=kept,
+            budget=room,
+            window=budget.window,
+        )
         return dataclasses.replace(request, messages=kept)
 
     def _widen(
@@ -404,6 +429,16 @@ class SlidingWindow:
         if count_request(smaller, counter=counter) >= size:
             return  # nothing left out or cut: sending it again cannot help
         await self._announce(request.messages, kept)
+        await report_trim(
+            agent,
+            iteration=ctx.iteration,
+            attempt=ctx.attempt,
+            reason="overflow",
+            before=request.messages,
+            after=kept,
+            budget=target - count_overhead(request, counter=counter),
+            window=_window(ctx.model, self.max_tokens),
+        )
         answer = self._budget(request, ctx.model).answer
         self._pending = ((ctx.model.name, answer), target)
         logger.info(
@@ -425,6 +460,9 @@ class SlidingWindow:
             )
         return self._agent
 
+
+_Tier: TypeAlias = Literal["tool_results", "old_turns", "summary"]
+_Shrink: TypeAlias = Callable[[ProviderRequest, int], Awaitable[ProviderRequest | None]]
 
 DEFAULT_RESERVE = 1024
 """Tokens a request leaves free for the answer when ``settings.max_tokens`` is not set (at
@@ -640,6 +678,15 @@ class Compaction:
             return None
         smaller, ctx.replace_history = summarised
         self._count(ctx.replace_history)
+        await report_compaction(
+            self._require_agent(),
+            iteration=ctx.iteration,
+            attempt=ctx.attempt,
+            tier="summary",
+            before=ctx.request,
+            after=smaller,
+            window=window,
+        )
         return smaller
 
     # -- reactive ----------------------------------------------------------------------------
@@ -656,19 +703,25 @@ class Compaction:
         request = ctx.request
         size = count_request(request, counter=counter)
         self._calibration = None
-        for smaller in (self._truncate_tool_results, self._drop_old_turns):
+        window = _window(ctx.model, self.max_tokens)
+        tiers: tuple[tuple[_Tier, _Shrink], ...] = (
+            ("tool_results", self._truncate_tool_results),
+            ("old_turns", self._drop_old_turns),
+        )
+        for tier, smaller in tiers:
             candidate = await smaller(request, size)
             if candidate is not None and count_request(candidate, counter=counter) < size:
                 ctx.request = candidate
                 ctx.retry = True
+                await self._report(ctx, tier, request, candidate, window)
                 return
         summarised = await self._summarise(request, int(size * self.keep_recent))
         if summarised is not None and count_request(summarised[0], counter=counter) < size:
             ctx.request, ctx.replace_history = summarised  # only now, when it is known to help
             self._count(ctx.replace_history)
             ctx.retry = True
+            await self._report(ctx, "summary", request, ctx.request, window)
             return
-        window = _window(ctx.model, self.max_tokens)
         raise ContextOverflowError(
             f"the request ({size} tokens) does not fit the model's context window "
             f"({window if window is not None else 'unknown'} tokens) and nothing in it can "
@@ -729,6 +782,24 @@ class Compaction:
         in_request = {m.id: m for m in request.messages}
         smaller = _with(request, (message, *(in_request[m.id] for m in kept if m.id in in_request)))
         return smaller, HistoryReplacement(removed=tuple(old), summary=message, kept=tuple(kept))
+
+    async def _report(
+        self,
+        ctx: AfterModelCallContext,
+        tier: _Tier,
+        before: ProviderRequest,
+        after: ProviderRequest,
+        window: int | None,
+    ) -> None:
+        await report_compaction(
+            self._require_agent(),
+            iteration=ctx.iteration,
+            attempt=ctx.attempt,
+            tier=tier,
+            before=before,
+            after=after,
+            window=window,
+        )
 
     def _count(self, change: HistoryReplacement) -> None:
         self.compactions += 1

@@ -46,13 +46,16 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_TABLE",
     "AfterModelCallContext",
+    "BackoffWaitContext",
     "ChatAbortContext",
     "ChatDoneContext",
     "ChatErrorContext",
     "ChatStartContext",
+    "CompactionContext",
     "DelegationContext",
     "Disposer",
     "EventSpec",
+    "FirstChunkContext",
     "HistoryReplacement",
     "HookEvent",
     "HookHost",
@@ -72,6 +75,7 @@ __all__ = [
     "ToolResultContext",
     "ToolReturn",
     "TraceFormat",
+    "TrimContext",
     "attach_once",
 ]
 
@@ -95,6 +99,10 @@ ON_MEMORY_WRITE: Final = "on_memory_write"
 ON_DELEGATION: Final = "on_delegation"
 ON_SESSION_SWITCH: Final = "on_session_switch"
 ON_SUBAGENT_EVENT: Final = "on_subagent_event"
+ON_FIRST_CHUNK: Final = "on_first_chunk"
+ON_BACKOFF_WAIT: Final = "on_backoff_wait"
+ON_TRIM: Final = "on_trim"
+ON_COMPACTION: Final = "on_compaction"
 
 HookEvent: TypeAlias = Literal[
     "on_chat_start",
@@ -115,6 +123,10 @@ HookEvent: TypeAlias = Literal[
     "on_delegation",
     "on_session_switch",
     "on_subagent_event",
+    "on_first_chunk",
+    "on_backoff_wait",
+    "on_trim",
+    "on_compaction",
 ]
 """Every event's name; the event table below has one row for each (a test checks both)."""
 
@@ -374,6 +386,114 @@ class SubAgentEventContext:
     path: tuple[str, ...]
     event: str
     context: object
+
+
+@dataclass(slots=True, kw_only=True)
+class FirstChunkContext:
+    """``on_first_chunk`` (observer): the first chunk of a streamed model attempt arrived.
+
+    It fires once per attempt of ``chat_stream()``, before the chunk reaches the consumer
+    (``chat()`` asks for whole answers and never fires it). Raising ends the chat.
+
+    Attributes:
+        iteration: The model call's iteration.
+        attempt: The attempt of that model call, 1 for the first.
+        model: The model that streams.
+    """
+
+    iteration: int
+    attempt: int
+    model: Model
+
+
+@dataclass(slots=True, kw_only=True)
+class BackoffWaitContext:
+    """``on_backoff_wait`` (observer): a retry strategy is about to wait before retrying.
+
+    It fires in the strategy's ``after_model_call`` handler, once it decided to retry and
+    before it sleeps (also for a wait of 0 seconds). Raising ends the chat.
+
+    Attributes:
+        iteration: The model call's iteration.
+        attempt: The attempt that failed, 1 for the first.
+        seconds: How long the strategy waits.
+        reason: Why it retries: the failed attempt's error type, e.g. ``"RateLimitError"``.
+        error: The failed attempt's error.
+        retry_after: Seconds the provider asked to wait (``Retry-After``), if it said.
+        strategy: The strategy's name, e.g. ``"default-retry"``.
+    """
+
+    iteration: int
+    attempt: int
+    seconds: float
+    reason: str
+    error: Exception
+    retry_after: float | None
+    strategy: str
+
+
+@dataclass(slots=True, kw_only=True)
+class TrimContext:
+    """``on_trim`` (observer): a sliding window left messages out of a request.
+
+    It fires in the window's ``pre_request`` handler for every attempt whose request leaves
+    out stored messages (``reason="window"``), and in its ``after_model_call`` handler when
+    it shrinks a request the provider refused as too long (``reason="overflow"``). The
+    stored history is unchanged. Token figures count the messages only, with the history's
+    token counter. Raising ends the chat.
+
+    Attributes:
+        iteration: The model call's iteration.
+        attempt: The attempt whose request is trimmed (for an overflow, the one refused).
+        reason: ``"window"`` or ``"overflow"``.
+        messages_before: Messages the request would have without the trim.
+        messages_after: Messages it has.
+        tokens_before: Their tokens without the trim.
+        tokens_after: Their tokens after it.
+        budget: Tokens the messages may take.
+        window: The model's context window, if known.
+    """
+
+    iteration: int
+    attempt: int
+    reason: Literal["window", "overflow"]
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    budget: int
+    window: int | None
+
+
+@dataclass(slots=True, kw_only=True)
+class CompactionContext:
+    """``on_compaction`` (observer): a compaction policy made a request smaller.
+
+    It fires once the policy decided, before the loop commits a summary: ``tier`` says how
+    (``"summary"`` replaces old turns by a summary in the stored history, proactively or
+    after an overflow; ``"tool_results"`` and ``"old_turns"`` shrink only the next
+    attempt's request after an overflow). Token figures are the policy's estimates of the
+    whole request. Raising ends the chat.
+
+    Attributes:
+        iteration: The model call's iteration.
+        attempt: The attempt it happens at (for an overflow, the one refused).
+        tier: ``"summary"``, ``"tool_results"`` or ``"old_turns"``.
+        messages_before: Messages of the request before.
+        messages_after: Messages of the request after.
+        tokens_before: Estimated tokens of the request before.
+        tokens_after: Estimated tokens of the request after.
+        window: The model's context window, if known.
+    """
+
+    iteration: int
+    attempt: int
+    tier: Literal["summary", "tool_results", "old_turns"]
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    window: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -657,6 +777,47 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             forwarded=False,
             trace=lambda c, t: f"{' > '.join(c.path)}: {c.event}",
         ),
+        EventSpec(
+            name=ON_FIRST_CHUNK,
+            context=FirstChunkContext,
+            kind="observer",
+            returns=_OBSERVED,
+            stops=_RAISE_ENDS,
+            trace=lambda c, t: f"iteration {c.iteration}, attempt {c.attempt}: {c.model.name}",
+        ),
+        EventSpec(
+            name=ON_BACKOFF_WAIT,
+            context=BackoffWaitContext,
+            kind="observer",
+            returns=_OBSERVED,
+            stops=_RAISE_ENDS,
+            trace=lambda c, t: (
+                f"attempt {c.attempt} failed ({c.reason}): waiting {c.seconds:.3g}s"
+                + ("" if c.retry_after is None else f" (Retry-After {c.retry_after:g}s)")
+            ),
+        ),
+        EventSpec(
+            name=ON_TRIM,
+            context=TrimContext,
+            kind="observer",
+            returns=_OBSERVED,
+            stops=_RAISE_ENDS,
+            trace=lambda c, t: (
+                f"{c.reason}: {c.messages_before} -> {c.messages_after} messages, "
+                f"{c.tokens_before} -> {c.tokens_after} tokens (budget {c.budget})"
+            ),
+        ),
+        EventSpec(
+            name=ON_COMPACTION,
+            context=CompactionContext,
+            kind="observer",
+            returns=_OBSERVED,
+            stops=_RAISE_ENDS,
+            trace=lambda c, t: (
+                f"{c.tier}: {c.messages_before} -> {c.messages_after} messages, "
+                f"{c.tokens_before} -> {c.tokens_after} tokens"
+            ),
+        ),
     )
 }
 """The hook events, one row each, in the order the docs list them."""
@@ -694,6 +855,8 @@ class Phase(IntEnum):
     """``pre_request``: the sliding window trims the request the handlers before built."""
     LAST = 2_000_000
     """``pre_request``: ``ContextHooks.before_request``, right before the model."""
+    TELEMETRY = 2**61
+    """``OpenTelemetryPlugin``: after every handler, so its spans show the final values."""
     FORWARD = 2**62
     """Sub-agent forwarding: after every handler, so the parent sees the final values."""
 
@@ -1035,6 +1198,10 @@ MemoryWriteHandler: TypeAlias = _Fn[MemoryWriteContext, object]
 DelegationHandler: TypeAlias = _Fn[DelegationContext, object]
 SessionSwitchHandler: TypeAlias = _Fn[SessionSwitchContext, object]
 SubAgentEventHandler: TypeAlias = _Fn[SubAgentEventContext, object]
+FirstChunkHandler: TypeAlias = _Fn[FirstChunkContext, object]
+BackoffWaitHandler: TypeAlias = _Fn[BackoffWaitContext, object]
+TrimHandler: TypeAlias = _Fn[TrimContext, object]
+CompactionHandler: TypeAlias = _Fn[CompactionContext, object]
 ScopeHandler: TypeAlias = Callable[[ScopeContext], object]
 _ScopeEvent: TypeAlias = Literal["on_scope_register", "on_scope_unregister"]
 
@@ -1108,6 +1275,22 @@ class HookHost:
     @overload
     def add_hook(
         self, event: Literal["on_subagent_event"], handler: SubAgentEventHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_first_chunk"], handler: FirstChunkHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_backoff_wait"], handler: BackoffWaitHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_trim"], handler: TrimHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self, event: Literal["on_compaction"], handler: CompactionHandler, *, order: int = 0
     ) -> Disposer: ...
     @overload
     def add_hook(

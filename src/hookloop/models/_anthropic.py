@@ -127,8 +127,15 @@ class AnthropicModel(Model):
             client,
         )
 
+    provider_name = "anthropic"
+
     def __repr__(self) -> str:
         return f"AnthropicModel({self.name!r})"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._clients.first.base_url)
 
     async def aclose(self) -> None:
         """Close the HTTP client this model made for this loop (a client you passed stays open)."""
@@ -160,6 +167,7 @@ class AnthropicModel(Model):
         body["stream"] = True
         usage = Usage()
         model: str | None = None
+        response_id: str | None = None
         stop: FinishReason | None = None
         finished = False
         unargued: set[int] = set()  # tool_use blocks that have not streamed any input yet
@@ -174,6 +182,7 @@ class AnthropicModel(Model):
                     kind = event.type
                     if kind == "message_start":
                         model = event.message.model
+                        response_id = event.message.id or None
                         usage = _usage(event.message.usage)
                     elif kind == "content_block_start":
                         block = event.content_block
@@ -206,7 +215,7 @@ class AnthropicModel(Model):
             )
         if rest := pairs.rest():
             yield TextDelta(text=rest)
-        yield StreamEnd(finish_reason=stop, usage=usage, model=model)
+        yield StreamEnd(finish_reason=stop, usage=usage, model=model, id=response_id)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
         settings = request.settings
@@ -330,7 +339,9 @@ def _tool_choice(choice: str) -> dict[str, Any]:
 
 def _usage(usage: Any) -> Usage:
     return Usage(
-        input_tokens=_input_tokens(usage), output_tokens=int(getattr(usage, "output_tokens", 0))
+        input_tokens=_input_tokens(usage),
+        output_tokens=int(getattr(usage, "output_tokens", 0)),
+        cached_input_tokens=int(getattr(usage, "cache_read_input_tokens", 0) or 0),
     )
 
 
@@ -345,9 +356,11 @@ def _input_tokens(usage: Any) -> int:
 def _merge_usage(start: Usage, delta: Any) -> Usage:
     # message_delta's usage is cumulative; its input fields are present only sometimes.
     input_tokens = _input_tokens(delta) if getattr(delta, "input_tokens", None) else 0
+    cached = int(getattr(delta, "cache_read_input_tokens", 0) or 0) if input_tokens else 0
     return Usage(
         input_tokens=input_tokens or start.input_tokens,
         output_tokens=int(delta.output_tokens or 0) or start.output_tokens,
+        cached_input_tokens=cached or start.cached_input_tokens,
     )
 
 
@@ -371,4 +384,5 @@ def _parse_message(message: Any) -> ProviderResponse:
         finish_reason=stop,
         usage=_usage(message.usage) if message.usage is not None else None,
         model=message.model,
+        id=message.id or None,
     )

@@ -92,6 +92,7 @@ class ProviderResponse:
         finish_reason: Why the model stopped.
         usage: Tokens used, when the provider reported them.
         model: The model that answered, when the provider said.
+        id: The provider's id of the response, when it gave one.
     """
 
     content: str = ""
@@ -99,6 +100,7 @@ class ProviderResponse:
     finish_reason: FinishReason = "stop"
     usage: Usage | None = None
     model: str | None = None
+    id: str | None = None
 
     def to_message(self) -> AssistantMessage:
         """The assistant message this response commits to history."""
@@ -135,6 +137,7 @@ class StreamEnd:
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
     model: str | None = None
+    id: str | None = None
     type: Literal["stream_end"] = "stream_end"
 
 
@@ -197,6 +200,7 @@ class ResponseAccumulator:
             finish_reason=finish,
             usage=end.usage,
             model=end.model,
+            id=end.id,
         )
 
 
@@ -209,10 +213,18 @@ class Model(abc.ABC):
     Attributes:
         name: The model's name as its provider knows it.
         context_window: How many tokens one request may hold, when known.
+        provider_name: Who serves the model, as telemetry names it (``"openai"``,
+            ``"anthropic"``); ``"hookloop"`` for a model that runs in this process.
     """
 
     name: str = "model"
     context_window: int | None = None
+    provider_name: str = "hookloop"
+
+    @property
+    def base_url(self) -> str | None:
+        """The API root the model sends requests to; ``None`` when it runs in process."""
+        return None
 
     @abc.abstractmethod
     async def request(self, request: ProviderRequest) -> ProviderResponse:
@@ -242,6 +254,11 @@ def response_parts(response: ProviderResponse) -> list[StreamPart]:
             ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
         )
     parts.append(
-        StreamEnd(finish_reason=response.finish_reason, usage=response.usage, model=response.model)
+        StreamEnd(
+            finish_reason=response.finish_reason,
+            usage=response.usage,
+            model=response.model,
+            id=response.id,
+        )
     )
     return parts

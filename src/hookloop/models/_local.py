@@ -139,6 +139,8 @@ class LocalModel(Model):
         self._log: Path | None = None
         self._base_url: str | None = None
 
+    provider_name = "llama.cpp"
+
     def __repr__(self) -> str:
         path = self.model_path.name if self.model_path else DEFAULT_GGUF
         return f"LocalModel({path!r}, running={self.running})"

@@ -135,6 +135,13 @@ class OpenAIModel(Model):
             else "max_tokens"
         )
 
+    provider_name = "openai"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._clients.first.base_url)
+
     def __repr__(self) -> str:
         return f"OpenAIModel({self.name!r}, base_url={str(self._clients.first.base_url)!r})"
 
@@ -170,6 +177,7 @@ class OpenAIModel(Model):
         finish: FinishReason | None = None
         usage: Usage | None = None
         model: str | None = None
+        response_id: str | None = None
         refused = False
         timer = CallTimer(self._limits, self.name)
         with translated_errors(self._sdk, self.name, reading=False):
@@ -181,6 +189,7 @@ class OpenAIModel(Model):
             async with chunks:  # closes the connection if the consumer stops early
                 async for chunk in timer.parts(aiter(chunks)):
                     model = chunk.model or model
+                    response_id = chunk.id or response_id
                     if chunk.usage is not None:
                         usage = _usage(chunk.usage)
                     for choice in chunk.choices or ():
@@ -209,7 +218,7 @@ class OpenAIModel(Model):
             )
         if rest := pairs.rest():
             yield TextDelta(text=rest)
-        yield StreamEnd(finish_reason=finish, usage=usage, model=model)
+        yield StreamEnd(finish_reason=finish, usage=usage, model=model, id=response_id)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -342,8 +351,13 @@ def _tool_choice(choice: str) -> str | dict[str, Any]:
 
 
 def _usage(usage: Any) -> Usage:
+    prompt = getattr(usage, "prompt_tokens_details", None)
+    completion = getattr(usage, "completion_tokens_details", None)
     return Usage(
-        input_tokens=int(usage.prompt_tokens or 0), output_tokens=int(usage.completion_tokens or 0)
+        input_tokens=int(usage.prompt_tokens or 0),
+        output_tokens=int(usage.completion_tokens or 0),
+        cached_input_tokens=int(getattr(prompt, "cached_tokens", 0) or 0),
+        reasoning_tokens=int(getattr(completion, "reasoning_tokens", 0) or 0),
     )
 
 
@@ -375,6 +389,7 @@ def _parse_completion(completion: Any) -> ProviderResponse:
         finish_reason=finish,
         usage=_usage(completion.usage) if completion.usage is not None else None,
         model=completion.model,
+        id=completion.id or None,
     )
 
 

@@ -93,6 +93,13 @@ class OpenAIResponsesModel(Model):
             lambda: openai_client(api_key=api_key, base_url=base_url, timeout=timeout), client
         )
 
+    provider_name = "openai"
+
+    @property
+    def base_url(self) -> str:
+        """The API root requests go to."""
+        return str(self._clients.first.base_url)
+
     def __repr__(self) -> str:
         return f"OpenAIResponsesModel({self.name!r})"
 
@@ -159,7 +166,9 @@ class OpenAIResponsesModel(Model):
             )
         if rest := pairs.rest():
             yield TextDelta(text=rest)
-        yield StreamEnd(finish_reason=final.finish_reason, usage=final.usage, model=final.model)
+        yield StreamEnd(
+            finish_reason=final.finish_reason, usage=final.usage, model=final.model, id=final.id
+        )
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
         settings = request.settings
@@ -265,12 +274,9 @@ def _parse_response(response: Any, model: str) -> ProviderResponse:
         content="".join(texts),
         tool_calls=tuple(calls),
         finish_reason=finish,
-        usage=(
-            Usage(input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
-            if usage is not None
-            else None
-        ),
+        usage=_usage(usage) if usage is not None else None,
         model=response.model,
+        id=response.id or None,
     )
 
 
@@ -279,3 +285,14 @@ def _error_body(response: Any) -> object:
     if error is None:
         return {"message": "the response failed"}
     return {"type": getattr(error, "code", None), "message": getattr(error, "message", "")}
+
+
+def _usage(usage: Any) -> Usage:
+    cached = getattr(getattr(usage, "input_tokens_details", None), "cached_tokens", 0)
+    reasoning = getattr(getattr(usage, "output_tokens_details", None), "reasoning_tokens", 0)
+    return Usage(
+        input_tokens=usage.input_tokens or 0,
+        output_tokens=usage.output_tokens or 0,
+        cached_input_tokens=int(cached or 0),
+        reasoning_tokens=int(reasoning or 0),
+    )

@@ -10,14 +10,13 @@ from collections.abc import Callable
 from .._errors import (
     OverloadedError,
     ProviderConnectionError,
-    ProviderError,
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
 )
 from ..hooks._hooks import AfterModelCallContext
 from ._backoff import Backoff
-from ._hints import retry_after_seconds
+from ._hints import provider_hint
 from ._model import ModelRetryStrategy, RetryDecision, Sleep
 
 __all__ = ["TRANSIENT_ERRORS", "DefaultRetryStrategy"]
@@ -103,12 +102,3 @@ class DefaultRetryStrategy(ModelRetryStrategy):
             return RetryDecision(retry=False)
         self._previous = wait
         return RetryDecision(retry=True, wait=wait)
-
-
-def provider_hint(error: BaseException | None) -> float | None:
-    """Seconds the provider asked to wait, from the error's field or its headers."""
-    if not isinstance(error, ProviderError):
-        return None
-    if error.retry_after is not None:
-        return error.retry_after
-    return retry_after_seconds(error.headers)

@@ -7,7 +7,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
-__all__ = ["retry_after_seconds"]
+from .._errors import ProviderError
+
+__all__ = ["provider_hint", "retry_after_seconds"]
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
@@ -51,3 +53,12 @@ def _number(value: str | None) -> float | None:
     except ValueError:
         return None
     return number if math.isfinite(number) and number >= 0 else None
+
+
+def provider_hint(error: BaseException | None) -> float | None:
+    """Seconds the provider asked to wait, from the error's field or its headers."""
+    if not isinstance(error, ProviderError):
+        return None
+    if error.retry_after is not None:
+        return error.retry_after
+    return retry_after_seconds(error.headers)

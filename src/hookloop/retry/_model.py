@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._errors import ProviderError, RetryAttempt
-from ..hooks._hooks import AfterModelCallContext, Disposer, attach_once
+from ..hooks._hooks import (
+    ON_BACKOFF_WAIT,
+    AfterModelCallContext,
+    BackoffWaitContext,
+    Disposer,
+    attach_once,
+    notify,
+)
+from ._hints import provider_hint
 
 if TYPE_CHECKING:
     from .._agent import Agent
@@ -126,6 +134,19 @@ class ModelRetryStrategy(abc.ABC):
             *self._history,
             RetryAttempt(attempt=event.attempt, error=event.error, wait=decision.wait),
         )
+        agent = self._agent
+        if agent is not None and (hs := agent.hooks.handlers.get(ON_BACKOFF_WAIT)):
+            error = event.error
+            ctx = BackoffWaitContext(
+                iteration=event.iteration,
+                attempt=event.attempt,
+                seconds=decision.wait,
+                reason=type(error).__name__,
+                error=error,
+                retry_after=provider_hint(error),
+                strategy=self.name,
+            )
+            await notify(hs, ctx)
         if decision.wait > 0:
             await self._sleep(decision.wait)
         event.retry = True

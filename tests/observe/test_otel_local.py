@@ -1,0 +1,106 @@
+"""One real run of the local model (llama.cpp serving SmolLM2-135M), traced end to end.
+
+Started once for the module, as in ``tests/test_local_model.py``. The model streams a
+calculator call and reads the result back, then answers once more in a stream; the spans
+and metrics say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from hookloop import Agent
+from hookloop._toolbox import calculator
+from hookloop.models._local import LocalModel
+from hookloop.observe import OpenTelemetryPlugin
+
+module_loop = pytest.mark.asyncio(loop_scope="module")  # the fixture's server client lives there
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def local_model() -> AsyncIterator[LocalModel]:
+    model = LocalModel(context_window=1024)
+    await model.start()
+    yield model
+    await model.aclose()
+
+
+@module_loop
+async def test_a_streamed_local_chat_with_a_tool_is_traced_end_to_end(
+    local_model: LocalModel,
+) -> None:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    agent = Agent(local_model, tools=[calculator], name="calc")
+    plugin = OpenTelemetryPlugin(
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        capture_content=True,
+        environ={"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"},
+    )
+    agent.use(plugin)
+
+    await agent.chat("What is 17 * 23? Use the calculator.")
+    async with agent.chat_stream("Thanks!") as stream:
+        async for _ in stream:
+            pass
+
+    spans = sorted(exporter.get_finished_spans(), key=lambda s: s.start_time or 0)
+    assert [s.name for s in spans[:5]] == [
+        "invoke_agent calc",
+        "chat local",
+        "execute_tool calculator",
+        "chat local",
+        "invoke_agent calc",
+    ]
+    assert all(s.status.status_code == StatusCode.UNSET for s in spans[:5])
+    first, tool_span, second = spans[1:4]
+    for root, children in ((spans[0], spans[1:4]), (spans[4], spans[5:])):
+        assert root.parent is None
+        assert root.context is not None
+        assert all(
+            s.parent is not None and s.parent.span_id == root.context.span_id for s in children
+        )
+    streamed = [dict(s.attributes or {}) for s in spans[5:] if s.name == "chat local"]
+    assert streamed  # whether the model calls the calculator again after "Thanks!" varies
+    for attributes in streamed:
+        assert attributes["gen_ai.request.stream"] is True
+        assert attributes["gen_ai.response.time_to_first_chunk"] > 0
+    port = int(local_model.base_url.rsplit(":", 1)[1].split("/")[0])  # type: ignore[union-attr]
+    for chat in (first, second):
+        attributes = dict(chat.attributes or {})
+        assert chat.kind == SpanKind.CLIENT
+        assert (
+            attributes["gen_ai.provider.name"],
+            attributes["server.address"],
+            attributes["server.port"],
+        ) == ("llama.cpp", "127.0.0.1", port)
+        assert attributes["gen_ai.response.id"].startswith("chatcmpl-")
+        assert attributes["gen_ai.usage.input_tokens"] > 0
+        assert attributes["gen_ai.usage.output_tokens"] > 0
+    assert dict(first.attributes or {})["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert dict(tool_span.attributes or {})["gen_ai.tool.call.result"] == "391"
+    assert "391" in dict(second.attributes or {})["gen_ai.output.messages"]
+
+    data = reader.get_metrics_data()
+    assert data is not None
+    names = {m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}
+    assert names == {
+        "gen_ai.client.token.usage",
+        "gen_ai.client.operation.duration",
+        "gen_ai.client.operation.time_to_first_chunk",
+    }
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
