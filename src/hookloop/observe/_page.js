@@ -316,11 +316,11 @@
     row.style.setProperty("--depth", depth);
     const label = el("div", "label");
     const head = el("div", "head");
-    head.append(el("span", "twisty"), el("span", "kind", info.kind), el("span", "name", info.label));
-    for (const b of info.badges || []) head.append(el("span", "badge", b));
+    head.append(el("span", "twisty"), el("span", "kind", info.kind), " ", el("span", "name", info.label));
+    for (const b of info.badges || []) head.append(" ", el("span", "badge", b));
     const sub = el("div", "sub");
-    if (info.outcome) sub.append(el("span", "outcome", info.outcome));
-    if (info.meta) sub.append(el("span", "meta", info.meta));
+    if (info.outcome) sub.append(el("span", "outcome", info.outcome), " ");
+    if (info.meta) sub.append(el("span", "meta", info.meta), " ");
     if (info.window) {
       const share = info.window.used / info.window.size;
       const bar = el("span", "window" + (share > 0.9 ? " full" : ""));
@@ -330,7 +330,7 @@
       const fill = el("span");
       fill.style.width = Math.min(100, share * 100).toFixed(1) + "%";
       bar.append(fill);
-      sub.append(bar);
+      sub.append(bar, " ");
     }
     const stop = item.end === null || item.end === undefined ? end : item.end;
     if (item.kind !== "event") sub.append(el("span", "meta", ms(stop - item.start)));

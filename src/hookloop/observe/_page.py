@@ -44,6 +44,8 @@ def render_trace_page(
         .replace(">", "\\u003e")
         .replace("&", "\\u0026")
         .replace("/", "\\/")
+        # ":" only where a string has "://" (a structural colon is never followed by "\/").
+        .replace(":\\/", "\\u003a\\/")
     )
     return (
         _asset("_page.html")
