@@ -30,7 +30,7 @@ from ..messages import (
     dump_messages,
 )
 from ..models.base import Model, ProviderRequest
-from ..tools import exception_text
+from ..tools import Tool, exception_text
 
 __all__ = ["IDENTIFYING_KEYS", "Encoder"]
 
@@ -107,6 +107,8 @@ class Encoder:
                 "name": value.name,
                 "window": value.context_window,
             }
+        if isinstance(value, Tool):  # its definition is in the request; here, which one
+            return {"class": "Tool", "name": value.name}
         if isinstance(value, ProviderRequest):
             return {**self._fields(value), "tokens": self._tokens(value)}
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
