@@ -6,6 +6,8 @@ import asyncio
 import dataclasses
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from _trace_runs import ANSWER, EPOCH, PROMPT, TASK, busy_run
 from hypothesis import given
 from hypothesis import strategies as st
 
+from _provider_server import ProviderServer, Reply
 from hookloop import Agent, ChatCancelledError, ToolCall, UsageError, UserMessage, hooks
 from hookloop.hooks import EVENT_TABLE, EventSpec, notify
 from hookloop.models.testing import ScriptedModel
@@ -207,6 +210,12 @@ def test_the_busy_run_records_retries_short_circuits_errors_and_the_sub_agent() 
     # The hook that short-circuits shell: a "before" record naming it, and no "after".
     assert tool_call_stages(got, "c3") == [("before", ["deny_shell"])]
     assert tool_call_stages(got, "c1") == [("before", ["deny_shell"]), ("after", None)]
+    first_call = next(r for r in got if r["event"] == "pre_tool_call")
+    assert first_call["data"] == {
+        "call": {"name": "add", "id": "c1", "arguments": '{"a": 17, "b": 23}'},
+        "tool": {"class": "Tool", "name": "add"},
+        "scope": {"class": "Scope", "name": "default"},
+    }
     error = next(r for r in got if r["event"] == "on_tool_call_error")
     assert error["data"]["error"]["error_type"] == "ToolExecutionError"  # type: ignore[index]
     # The sub-agent: its own chat, under the parent's chat and tool call.
@@ -373,3 +382,48 @@ def test_a_lone_surrogate_is_written_escaped_and_read_back() -> None:
     assert read_trace(text.splitlines())[-1]["data"]["response"]["message"]["content"] == (
         "half an emoji: \ud83d"
     )
+
+
+def _chunk(content: str, finish: str | None = None) -> dict[str, object]:
+    choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish}
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [choice]}  # fmt: skip
+
+
+def test_hookloop_chat_records_each_answer_as_a_chat_of_its_own(tmp_path: Path) -> None:
+    with ProviderServer() as server:
+        server.add(
+            Reply.sse([_chunk("Hel"), _chunk("lo", "stop")]),
+            Reply.sse([_chunk("Again", "stop")]),
+        )
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hookloop",
+                "chat",
+                "--model",
+                f"{server.url}/v1#m",
+                "--no-tools",
+                "--trace-file",
+                "chat.jsonl",
+            ],
+            input="Hi\nAnd?\n/exit\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    got = read_trace(tmp_path / "chat.jsonl")
+    ends = [
+        (r["chat"], r["data"]["response"]["message"]["content"])
+        for r in got
+        if r["event"] == "on_chat_done"
+    ]
+    assert ends == [("c1", "Hello"), ("c2", "Again")]
+    starts = [
+        (r["chat"], r["data"]["message"]["content"]) for r in got if r["event"] == "on_chat_start"
+    ]
+    assert starts == [("c1", "Hi"), ("c2", "And?")]
