@@ -23,7 +23,9 @@ from typing import TypeVar
 import pytest
 from _trace_runs import ANSWER, PROMPT, TASK, busy_run, many_events
 
-from hookloop.observe import read_trace, render_trace_page
+from hookloop import Agent
+from hookloop.models.testing import ScriptedModel
+from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -254,6 +256,34 @@ def test_a_sub_agent_collapses_and_opens(tmp_path: Path, open_page) -> None:
     assert page.rows() == [row for row in BUSY_ROWS if row != "model call 1 scripted"]
     page.page.locator(".k-chat .head", has_text="sub-agent researcher").locator(".twisty").click()
     assert page.rows() == BUSY_ROWS
+
+
+def trimmed_run() -> list[str]:
+    lines: list[str] = []
+    answers = [
+        f"Answer {i}, long enough to fill a small context window, {'and more ' * 3}."
+        for i in range(3)
+    ]
+    agent = Agent(ScriptedModel(answers, context_window=120), name="small")
+    agent.use(JsonLinesTracePlugin(lines.append))
+    for i in range(3):
+        agent.chat_sync(f"Question {i}: say something that takes room in the window.")
+    return lines
+
+
+def test_a_trim_shows_as_a_row_of_its_chat(tmp_path: Path, open_page) -> None:
+    path = tmp_path / "trimmed.html"
+    path.write_text(render_trace_page(read_trace(off_the_loop(trimmed_run))))
+    page = open_page(path)
+    assert page.rows() == [
+        "chat small Question 0: say something that takes room in the window.",
+        "model call 1 scripted",
+        "chat small Question 1: say something that takes room in the window.",
+        "model call 1 scripted",
+        "chat small Question 2: say something that takes room in the window.",
+        "model call 1 scripted",
+        "context 2 messages left out (a trim or a compaction)",  # while its request was built
+    ]
 
 
 def test_a_thousand_event_trace_renders_every_row(tmp_path: Path, open_page) -> None:

@@ -148,8 +148,8 @@
     on_tool_call_error(chat, r, d) { toolEnd(chat, r, d, "error"); },
     on_pre_compress(chat, r, d) {
       const n = (d.messages || []).length;
-      chat.items.push({ kind: "event", event: "compaction", start: r.t, end: r.t, records: [r],
-        summary: n + " message" + (n === 1 ? "" : "s") + " left out of the context" });
+      chat.items.push({ kind: "event", event: "context", start: r.t, end: r.t, records: [r],
+        summary: n + " message" + (n === 1 ? "" : "s") + " left out (a trim or a compaction)" });
     },
   };
 
