@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from _provider_server import ProviderServer, Reply
 from hookloop import Agent, ChatCancelledError, ToolCall, UsageError, UserMessage, hooks
 from hookloop.hooks import EVENT_TABLE, EventSpec, notify
-from hookloop.models.testing import ScriptedModel
+from hookloop.models.testing import ScriptedModel, tool_call, tool_calls
 from hookloop.observe import TRACE_FORMAT, JsonLinesTracePlugin, TraceFileError, read_trace
 
 
@@ -427,3 +427,44 @@ def test_hookloop_chat_records_each_answer_as_a_chat_of_its_own(tmp_path: Path) 
         (r["chat"], r["data"]["message"]["content"]) for r in got if r["event"] == "on_chat_start"
     ]
     assert starts == [("c1", "Hi"), ("c2", "And?")]
+
+
+async def test_parallel_and_nested_sub_agents_name_the_tool_call_they_run_under() -> None:
+    gamma = Agent(ScriptedModel(["deep"]), name="gamma")
+    alpha = Agent(
+        ScriptedModel([tool_call("gamma", {"task": "go deeper"}, id="a1"), "alpha done"]),
+        name="alpha",
+        tools=[gamma.as_tool()],
+    )
+    beta = Agent(ScriptedModel(["beta done"]), name="beta")
+    both = tool_calls(
+        ToolCall(name="alpha", arguments='{"task": "one"}', id="c1"),
+        ToolCall(name="beta", arguments='{"task": "two"}', id="c2"),
+    )
+    root = Agent(
+        ScriptedModel([both, "all done"]), name="root", tools=[alpha.as_tool(), beta.as_tool()]
+    )
+    lines: list[str] = []
+    root.use(JsonLinesTracePlugin(lines.append))
+    await root.chat("go")
+    starts = {
+        r["agent"]: (r["chat"], r["parent"], r["path"])
+        for r in records(lines)
+        if r["event"] == "on_chat_start"
+    }
+    alpha_chat = starts["alpha"][0]
+    assert starts == {
+        "root": ("c1", None, ["root"]),
+        "alpha": (alpha_chat, {"chat": "c1", "call": "c1"}, ["root", "alpha"]),
+        "beta": (starts["beta"][0], {"chat": "c1", "call": "c2"}, ["root", "beta"]),
+        "gamma": (
+            starts["gamma"][0],
+            {"chat": alpha_chat, "call": "a1"},
+            ["root", "alpha", "gamma"],
+        ),
+    }
+    assert sorted(chat for chat, _, _ in starts.values()) == ["c1", "c2", "c3", "c4"]
+    # Every record of a sub-agent's chat carries its agent and parent.
+    for r in records(lines):
+        chat, parent, path = starts[r["agent"]]  # type: ignore[index]
+        assert (r["chat"], r["parent"], r["path"]) == (chat, parent, path)
