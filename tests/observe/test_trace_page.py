@@ -286,6 +286,34 @@ def test_a_trim_shows_as_a_row_of_its_chat(tmp_path: Path, open_page) -> None:
     ]
 
 
+def two_agents_in_one_file() -> list[str]:
+    lines: list[str] = []
+    a = Agent(ScriptedModel(["A."]), name="a", session_id="s-a")
+    b = Agent(ScriptedModel(["B."]), name="b")
+    a.use(JsonLinesTracePlugin(lines.append))
+    b.use(JsonLinesTracePlugin(lines.append))
+    a.switch_session_sync("s-a2")  # outside any chat
+    a.chat_sync("to a")
+    b.chat_sync("to b")
+    return lines
+
+
+def test_two_agents_sharing_a_file_keep_their_chats_apart(tmp_path: Path, open_page) -> None:
+    path = tmp_path / "two.html"
+    path.write_text(render_trace_page(read_trace(off_the_loop(two_agents_in_one_file))))
+    page = open_page(path)
+    assert page.rows() == [
+        "outside a chat a",
+        "on_session_switch new_session_id s-a2, parent_session_id s-a, reset false, "
+        "previous_session_id s-a",
+        "chat a to a",
+        "model call 1 scripted",
+        "chat b to b",
+        "model call 1 scripted",
+    ]
+    assert page.page.locator("#summary").inner_text().startswith("21 events · 2 chats · ")
+
+
 def test_a_thousand_event_trace_renders_every_row(tmp_path: Path, open_page) -> None:
     lines = off_the_loop(lambda: many_events(1000))
     path = tmp_path / "many.html"

@@ -11,12 +11,16 @@
 
   // -- reading the records into chats, model calls and tool calls ------------------------
 
+  // Chat ids are numbered per traced agent (path[0]): two agents may share one file.
   const chats = new Map();
+  function chatKey(root, chat) { return root + "\u0000" + (chat || ""); }
   function chatOf(r) {
-    const id = r.chat || "outside a chat";
+    const root = (r.path || [r.agent])[0];
+    const id = chatKey(root, r.chat);
     let chat = chats.get(id);
     if (!chat) {
-      chat = { kind: "chat", id, agent: r.agent, path: r.path || [r.agent], parent: r.parent,
+      chat = { kind: "chat", id, root, outside: !r.chat, agent: r.agent,
+        path: r.path || [r.agent], parent: r.parent,
         start: r.t, end: r.t, status: r.chat ? "running" : "", items: [], records: [],
         models: new Map(), tools: new Map(), open: null, usage: null };
       chats.set(id, chat);
@@ -187,7 +191,7 @@
   // Sub-agent chats go under the tool call (or else the chat) they ran for.
   const roots = [];
   for (const chat of chats.values()) {
-    const parent = chat.parent && chats.get(chat.parent.chat);
+    const parent = chat.parent && chats.get(chatKey(chat.root, chat.parent.chat));
     if (!parent) { roots.push(chat); continue; }
     const call = chat.parent.call && parent.tools.get(chat.parent.call);
     if (call) call.children.push(chat);
@@ -236,6 +240,9 @@
   // -- the rows --------------------------------------------------------------------------
 
   function describe(item) {
+    if (item.kind === "chat" && item.outside) {
+      return { kind: "outside a chat", label: item.agent, meta: item.items.length + " events" };
+    }
     if (item.kind === "chat") {
       const usage = item.usage ? " \u00b7 " + item.usage.input_tokens + " in / " + item.usage.output_tokens + " out" : "";
       return { kind: (item.parent ? "sub-agent " : "chat ") + item.agent,
@@ -375,8 +382,9 @@
     }
     for (const t of chat.tools.values()) { tools += 1; if (t.error) failures += 1; }
   }
+  const chatCount = [...chats.values()].filter((c) => !c.outside).length;
   document.getElementById("summary").textContent = [
-    records.length + " events", chats.size + " chat" + (chats.size === 1 ? "" : "s"),
+    records.length + " events", chatCount + " chat" + (chatCount === 1 ? "" : "s"),
     models + " model calls", tools + " tool calls", failures + " failures",
     tokensIn + " tokens in / " + tokensOut + " out", ms(end),
   ].join(" \u00b7 ");
