@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +20,13 @@ from _provider_server import ProviderServer, Reply
 from hookloop import Agent, ChatCancelledError, ToolCall, UsageError, UserMessage, hooks
 from hookloop.hooks import EVENT_TABLE, EventSpec, notify
 from hookloop.models.testing import ScriptedModel, tool_call, tool_calls
-from hookloop.observe import TRACE_FORMAT, JsonLinesTracePlugin, TraceFileError, read_trace
+from hookloop.observe import (
+    TRACE_FORMAT,
+    JsonLinesTracePlugin,
+    TraceFileError,
+    read_trace,
+    render_trace_page,
+)
 
 
 def records(lines: list[str]) -> list[dict[str, object]]:
@@ -468,3 +475,20 @@ async def test_parallel_and_nested_sub_agents_name_the_tool_call_they_run_under(
     for r in records(lines):
         chat, parent, path = starts[r["agent"]]  # type: ignore[index]
         assert (r["chat"], r["parent"], r["path"]) == (chat, parent, path)
+
+
+_DATA = re.compile(r'<script type="application/json" id="trace-data">(.*?)</script>', re.S)
+
+
+@given(text=st.text(st.characters(codec="utf-8")), key=st.text(max_size=5))
+def test_the_page_inlines_any_record_text_so_that_it_reads_back_the_same(
+    text: str, key: str
+) -> None:
+    record = {"v": 1, "seq": 0, "t": 0.0, "event": "x", "agent": "a", "chat": None,
+              "data": {key: text, "url": "https://example.com/</script><b>&"}}  # fmt: skip
+    page = render_trace_page([record])
+    (data,) = _DATA.findall(page)
+    assert json.loads(data) == [record]
+    assert "</" not in data
+    assert "://" not in page
+    assert "<" not in data
