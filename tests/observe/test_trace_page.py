@@ -23,7 +23,9 @@ from typing import TypeVar
 import pytest
 from _trace_runs import ANSWER, PROMPT, TASK, busy_run, many_events
 
+from _provider_server import ProviderServer, Reply
 from hookloop import Agent
+from hookloop.cli import main
 from hookloop.models.testing import ScriptedModel
 from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
 
@@ -376,6 +378,26 @@ def test_bad_trace_arguments_are_one_line_and_exit_2(
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(message), done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_failed_run_still_writes_its_page_showing_the_failure(
+    tmp_path: Path, open_page, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page_path = tmp_path / "failed.html"
+    with ProviderServer() as server:
+        server.add(Reply.json({"error": {"message": "Incorrect API key provided"}}, status=401))
+        argv = ["run", "--model", f"{server.url}/v1#m", "--trace-html", str(page_path), "Hi"]
+        assert off_the_loop(lambda: main(argv)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"trace page: open {page_path.as_uri()} in a browser\n")
+    assert "hookloop: AuthenticationError: Incorrect API key provided" in err
+    page = open_page(page_path)
+    assert page.rows() == ["chat agent Hi", "model call 1 m"]
+    subs = page.page.locator("[role=treeitem] > .row .sub").all_inner_texts()
+    assert subs[0].startswith("failed · 1 model call · 0 tool calls")
+    assert subs[1].startswith("AuthenticationError: Incorrect API key provided")
+    page.page.locator(".k-chat .head").first.click()
+    assert page.details()["error"].startswith("AuthenticationError: Incorrect API key provided")
 
 
 def test_a_real_local_model_run_is_traced_into_a_page(tmp_path: Path, open_page) -> None:
