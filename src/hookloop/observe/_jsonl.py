@@ -48,6 +48,7 @@ from ..hooks import (
     SubAgentEventContext,
     attach_once,
 )
+from ..sessions._codec import json_text
 from ._encode import JSON, Encoder
 
 if TYPE_CHECKING:
@@ -289,29 +290,13 @@ class JsonLinesTracePlugin:
             "hooks": hooks,
             "data": data,
         }
-        line = _dumps(record)
+        line = json_text(record)  # valid UTF-8 even when a stream split an emoji
         self._write(line + "\n" if self._lines else line)
         return seq
 
 
 def _timestamp(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
-
-
-def _dumps(record: dict[str, JSON]) -> str:
-    """One line of JSON: UTF-8 text as it is, unless it holds lone surrogates.
-
-    A model's stream may split an emoji's escapes across chunks; such text cannot be
-    written as UTF-8, so that record is written with every non-ASCII character escaped,
-    as the session codec does.
-    """
-    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-    if not text.isascii():
-        try:
-            text.encode()
-        except UnicodeEncodeError:
-            return json.dumps(record, separators=(",", ":"))
-    return text
 
 
 def read_trace(source: str | os.PathLike[str] | Iterable[str]) -> list[dict[str, Any]]:
