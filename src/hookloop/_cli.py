@@ -8,6 +8,11 @@ picks the model (see :func:`hookloop.models.model_from_spec`; ``local`` is the d
 ``--trace`` writes every hook event of each step to stderr as a timeline. The model gets the
 built-in calculator unless ``--tool`` or ``--no-tools`` says otherwise.
 
+``--trace-file run.jsonl`` records every hook event as JSON lines, ``run --trace-html
+run.html`` writes the page that shows them once the run ends (however it ends), and
+``hookloop trace view run.jsonl -o run.html`` makes that page from a recorded file (see
+:mod:`hookloop.observe`).
+
 Every failure is one line on stderr (``--debug`` shows the traceback). Exit codes: 0 done;
 1 the run failed (the provider, a limit); 2 bad usage (arguments, a model that cannot be
 used); 130 interrupted.
@@ -24,7 +29,8 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
@@ -43,6 +49,7 @@ from ._trace import TracePlugin
 from .hooks._hooks import AfterModelCallContext
 from .models._base import Model, ModelSettings, TextDelta
 from .models._spec import model_from_spec
+from .observe import JsonLinesTracePlugin, read_trace, render_trace_page, write_trace_page
 
 if TYPE_CHECKING:
     from .models._local import LocalModel
@@ -104,6 +111,11 @@ def _parser() -> argparse.ArgumentParser:
         "--trace", action="store_true", help="write every hook event to stderr as a timeline"
     )
     common.add_argument(
+        "--trace-file",
+        metavar="FILE",
+        help="record every hook event as JSON lines in FILE (the conversation's text included)",
+    )
+    common.add_argument(
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
     )
     common.add_argument(
@@ -134,6 +146,11 @@ def _parser() -> argparse.ArgumentParser:
         "run", parents=[common], help="answer one prompt and exit", description="Answer once."
     )
     run.add_argument("prompt", help="what to ask; - reads it from standard input")
+    run.add_argument(
+        "--trace-html",
+        metavar="FILE",
+        help="write the run's trace page (one self-contained HTML file) to FILE",
+    )
     run.set_defaults(handler=_run)
     chat = commands.add_parser(
         "chat",
@@ -142,6 +159,23 @@ def _parser() -> argparse.ArgumentParser:
         description="Talk; Ctrl-C stops an answer, Ctrl-D or /exit leaves, /reset forgets.",
     )
     chat.set_defaults(handler=_chat)
+    trace = commands.add_parser(
+        "trace", help="work with recorded traces", description="Work with recorded traces."
+    )
+    trace_commands = trace.add_subparsers(required=True, metavar="ACTION")
+    view = trace_commands.add_parser(
+        "view",
+        help="write the page that shows a --trace-file recording",
+        description="Write one self-contained HTML page that shows a JSON-lines trace.",
+    )
+    view.add_argument("trace_file", metavar="TRACE", help="a file written by --trace-file")
+    view.add_argument(
+        "-o", "--output", metavar="FILE", help="the page to write (default: TRACE with .html)"
+    )
+    view.add_argument(
+        "--debug", action="store_true", help="show the traceback of a failure, not one line"
+    )
+    view.set_defaults(handler=_trace_view)
     return parser
 
 
@@ -156,7 +190,8 @@ async def _run(args: argparse.Namespace) -> int:
         prompt = args.prompt
     agent = await _agent(args, _Screen())
     try:
-        response = await agent.chat(prompt)
+        with _recording(args, agent):
+            response = await agent.chat(prompt)
     finally:
         await _close(agent.model)
     try:
@@ -185,7 +220,9 @@ async def _chat(args: argparse.Namespace) -> int:
 
     with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
         loop.add_signal_handler(signal.SIGINT, interrupt)
+    recording = contextlib.ExitStack()
     try:
+        recording.enter_context(_recording(args, agent))
         while True:
             try:
                 reading = _read_line("you> ")
@@ -206,6 +243,7 @@ async def _chat(args: argparse.Namespace) -> int:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
+        recording.close()
         await _close(agent.model)
 
 
@@ -332,6 +370,43 @@ async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
     if local is not None and isinstance(model, local.LocalModel):
         await _load(model, sys.stderr)
     return agent
+
+
+@contextlib.contextmanager
+def _recording(args: argparse.Namespace, agent: Agent) -> Iterator[None]:
+    """``--trace-file`` / ``--trace-html``: record the events; write the page at the end."""
+    html: str | None = getattr(args, "trace_html", None)
+    if not (args.trace_file or html):
+        yield
+        return
+    lines: list[str] = []
+    try:
+        if html:
+            Path(html).write_text("", encoding="utf-8")  # unwritable: say so before the run
+        plugin = JsonLinesTracePlugin(args.trace_file or lines.append)
+    except OSError as exc:
+        raise _Usage(f"cannot write the trace: {exc}") from exc
+    agent.use(plugin)
+    try:
+        yield
+    finally:
+        plugin.close()
+        if html:
+            records = read_trace(args.trace_file) if args.trace_file else read_trace(lines)
+            page = Path(html)
+            page.write_text(render_trace_page(records, title=f"hookloop run: {agent.name}"))
+            print(f"trace page: open {page.resolve().as_uri()} in a browser", file=sys.stderr)
+
+
+async def _trace_view(args: argparse.Namespace) -> int:
+    source = Path(args.trace_file)
+    output = Path(args.output) if args.output else source.with_suffix(".html")
+    try:
+        page = write_trace_page(source, output)
+    except OSError as exc:  # the page cannot be written (the trace's own errors are typed)
+        raise _Usage(f"cannot write {output}: {exc.strerror or exc}") from exc
+    print(f"trace page: open {page.resolve().as_uri()} in a browser", file=sys.stderr)
+    return EXIT_OK
 
 
 def _where(args: argparse.Namespace) -> str:

@@ -9,13 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _provider_server import ProviderServer, Reply, adapter, shared_server, whole_answer
 from hypothesis import given
 from hypothesis import strategies as st
 
 from hookloop import InvalidMessageError, Usage
 from hookloop._messages import UserMessage
 from hookloop.models._base import ProviderRequest
+from tests.models._provider_server import (
+    ProviderServer,
+    Reply,
+    adapter,
+    shared_server,
+    whole_answer,
+)
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="hi"),))
 

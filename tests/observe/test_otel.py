@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from _provider_server import ProviderServer, Reply, adapter, answer, shared_server, whole_answer
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.metrics import MeterProvider
@@ -43,6 +42,14 @@ from hookloop.models._base import ProviderResponse
 from hookloop.observe import OpenTelemetryPlugin
 from hookloop.retry import Backoff, DefaultRetryStrategy
 from hookloop.testing import ScriptedModel, ScriptStep, text_response, tool_call
+from tests.models._provider_server import (
+    ProviderServer,
+    Reply,
+    adapter,
+    answer,
+    shared_server,
+    whole_answer,
+)
 
 NO_JITTER = Backoff(kind="exponential", base=0.5, factor=2.0, max_delay=30.0, jitter="none")
 CONTENT_KEYS = {

@@ -24,7 +24,7 @@ from .._messages import (
 )
 from ._types import StoredMessage
 
-__all__ = ["MESSAGE_FORMAT", "Row", "decode_rows", "encode_message"]
+__all__ = ["MESSAGE_FORMAT", "Row", "decode_rows", "encode_message", "json_text"]
 
 MESSAGE_FORMAT = 1
 """The version of the stored message form: ``dump_messages``' JSON object of one message."""
@@ -35,16 +35,20 @@ Row = tuple[int, object, object, object]
 
 
 def encode_message(message: Message) -> str:
-    r"""The JSON text stored for ``message``.
+    """The JSON text stored for ``message`` (see :func:`json_text`)."""
+    return json_text(dump_messages((message,))[0])
 
-    Text is kept as it is (UTF-8 in the database), except when it holds surrogate code
-    points, which UTF-8 cannot encode: a model's stream may split an emoji's JSON escapes
-    (``\ud83d`` and ``\ude00``) across two chunks. Such a message is stored with every
-    non-ASCII character escaped (``ensure_ascii``), which any JSON reader takes back; a lone
-    surrogate comes back as it was, and a high surrogate followed by a low one comes back
-    as the one character the pair stands for (JSON cannot tell the two apart).
+
+def json_text(item: object) -> str:
+    r"""``item`` as compact JSON text that can always be written as UTF-8.
+
+    Text is kept as it is (UTF-8 in the database, or in a trace file), except when it holds
+    surrogate code points, which UTF-8 cannot encode: a model's stream may split an emoji's
+    JSON escapes (``\ud83d`` and ``\ude00``) across two chunks. Such an item is written with
+    every non-ASCII character escaped (``ensure_ascii``), which any JSON reader takes back; a
+    lone surrogate comes back as it was, and a high surrogate followed by a low one comes
+    back as the one character the pair stands for (JSON cannot tell the two apart).
     """
-    item = dump_messages((message,))[0]
     text = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
     if not text.isascii():
         try:

@@ -1,0 +1,125 @@
+"""Runs to trace, shared by the JSON-lines and trace-page tests: deterministic and offline.
+
+``busy_run`` is one chat with everything the page shows: a rate-limited attempt retried
+after a 1.5 s wait (a fake clock: nothing really waits), three parallel tool calls (a
+result, an error, one a hook short-circuits), a sub-agent delegated to as a tool, and a
+final answer. ``many_events`` repeats chats until a trace holds at least ``n`` events.
+"""
+
+from __future__ import annotations
+
+import io
+
+from hookloop import Agent, PreToolCallContext, ToolCall, ToolReturn, Usage, tool
+from hookloop._errors import RateLimitError
+from hookloop.models._base import ProviderResponse
+from hookloop.observe import JsonLinesTracePlugin
+from hookloop.retry import DefaultRetryStrategy
+from hookloop.retry._backoff import Backoff
+from hookloop.testing import ScriptedModel
+
+PROMPT = "What is 17 + 23, and what is the capital of France?"
+TASK = "Capital of France? See https://example.com/france"
+ANSWER = "17 + 23 = 40, and the capital is Paris."
+EPOCH = 1_790_000_000.0  # 2026-09-21T14:13:20Z
+
+
+class Clock:
+    """A monotonic clock that moves only when the retry strategy sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@tool
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def divide(a: float, b: float) -> float:
+    """Divide a by b."""
+    return a / b
+
+
+@tool
+def shell(command: str) -> str:
+    """Run a shell command."""
+    raise AssertionError("a hook refuses every shell call")
+
+
+def deny_shell(ctx: PreToolCallContext) -> ToolReturn | None:
+    if ctx.call.name == "shell":
+        return ToolReturn("refused: shell is not allowed")
+    return None
+
+
+def _calls(*calls: tuple[str, str, str], tokens: tuple[int, int]) -> ProviderResponse:
+    return ProviderResponse(
+        tool_calls=tuple(ToolCall(name=n, arguments=a, id=i) for i, n, a in calls),
+        finish_reason="tool_calls",
+        usage=Usage(input_tokens=tokens[0], output_tokens=tokens[1]),
+    )
+
+
+def busy_agent(clock: Clock, *, session_id: str = "s-busy") -> Agent:
+    researcher = Agent(
+        ScriptedModel(
+            [ProviderResponse(content="Paris.", usage=Usage(input_tokens=30, output_tokens=2))],
+            context_window=4096,
+        ),
+        name="researcher",
+        session_id="s-researcher",
+    )
+    model = ScriptedModel(
+        [
+            RateLimitError("slow down", status=429, retry_after=1.5),
+            _calls(
+                ("c1", "add", '{"a": 17, "b": 23}'),
+                ("c2", "divide", '{"a": 1, "b": 0}'),
+                ("c3", "shell", '{"command": "rm -rf /"}'),
+                tokens=(120, 40),
+            ),
+            _calls(("c4", "researcher", f'{{"task": "{TASK}"}}'), tokens=(200, 20)),
+            ProviderResponse(content=ANSWER, usage=Usage(input_tokens=260, output_tokens=15)),
+        ],
+        name="scripted-large",
+        context_window=8192,
+    )
+    agent = Agent(
+        model,
+        name="assistant",
+        tools=[add, divide, shell, researcher.as_tool()],
+        retry=DefaultRetryStrategy(sleep=clock.sleep, clock=clock, backoff=Backoff(jitter="none")),
+        session_id=session_id,
+    )
+    agent.add_hook("pre_tool_call", deny_shell)
+    return agent
+
+
+def busy_run(*, content: bool = True) -> list[str]:
+    """The lines of the busy run's trace."""
+    clock = Clock()
+    out = io.StringIO()
+    agent = busy_agent(clock)
+    agent.use(JsonLinesTracePlugin(out, content=content, clock=clock, wall=lambda: EPOCH + clock()))
+    assert agent.chat_sync(PROMPT).text == ANSWER
+    return out.getvalue().splitlines()
+
+
+def many_events(n: int) -> list[str]:
+    """The lines of a trace of busy runs, one after another, with at least ``n`` records."""
+    lines: list[str] = []
+    while len(lines) < n:
+        clock = Clock()
+        agent = busy_agent(clock)
+        agent.use(JsonLinesTracePlugin(lines.append, clock=clock, wall=lambda: EPOCH))
+        agent.chat_sync(PROMPT)
+    return lines

@@ -1,0 +1,495 @@
+"""The JSON-lines trace: every event-table row recorded, stages, sub-agents, content, reading."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hookloop import Agent, ChatCancelledError, ToolCall, UsageError, UserMessage, hooks
+from hookloop.hooks._hooks import EVENT_TABLE, EventSpec, notify
+from hookloop.observe import (
+    TRACE_FORMAT,
+    JsonLinesTracePlugin,
+    TraceFileError,
+    read_trace,
+    render_trace_page,
+)
+from hookloop.testing import ScriptedModel, tool_call, tool_calls
+from tests.models._provider_server import ProviderServer, Reply
+from tests.observe._trace_runs import ANSWER, EPOCH, PROMPT, TASK, busy_run
+
+
+def records(lines: list[str]) -> list[dict[str, object]]:
+    return [json.loads(line) for line in lines]
+
+
+def steps(lines: list[str]) -> list[tuple[object, ...]]:
+    """(event, stage, chat, agent) of each record, in order."""
+    return [(r["event"], r["stage"], r["chat"], r["agent"]) for r in records(lines)]
+
+
+def tool_call_stages(got: list[dict[str, object]], call_id: str) -> list[tuple[object, object]]:
+    """(stage, hooks) of the pre_tool_call records of one call: its before, and its after."""
+    before = [
+        r
+        for r in got
+        if r["event"] == "pre_tool_call"
+        and r["stage"] == "before"
+        and r["data"]["call"]["id"] == call_id  # type: ignore[index]
+    ]
+    after = [r for r in got if r["stage"] == "after" and r["of"] in {b["seq"] for b in before}]
+    return [(r["stage"], r["hooks"]) for r in before + after]
+
+
+def test_every_row_of_the_event_table_gets_a_recording_handler() -> None:
+    agent = Agent(ScriptedModel(["Hi."]))
+    agent.use(JsonLinesTracePlugin(io.StringIO()))
+    mine = {
+        event: [h.label for h in hs if h.label.startswith("JsonLinesTracePlugin.")]
+        for event, hs in agent.hooks.handlers.items()
+    }
+    expected = {
+        spec.name: [f"JsonLinesTracePlugin.{spec.name}"]
+        * (2 if (spec.kind == "interceptor" or spec.settable) and not spec.sync_only else 1)
+        for spec in EVENT_TABLE.values()
+    }
+    assert mine == expected
+
+
+@dataclasses.dataclass(slots=True, kw_only=True)
+class _BackoffWaitContext:
+    seconds: float
+    reason: str
+    call: ToolCall
+
+
+async def test_a_row_added_to_the_event_table_later_is_recorded_without_a_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = EventSpec(
+        name="on_backoff_wait",
+        context=_BackoffWaitContext,
+        kind="observer",
+        returns="-",
+        stops="-",
+        trace=lambda c, t: "",
+    )
+    monkeypatch.setitem(hooks.EVENT_TABLE, spec.name, spec)  # type: ignore[attr-defined]
+    lines: list[str] = []
+    agent = Agent(ScriptedModel(["Hi."]), name="a", session_id="s1")
+    agent.use(JsonLinesTracePlugin(lines.append, clock=lambda: 5.0, wall=lambda: EPOCH))
+    call = ToolCall(name="add", arguments='{"a": 1}', id="c9")
+    await notify(
+        agent.hooks.handlers["on_backoff_wait"],
+        _BackoffWaitContext(seconds=1.5, reason="rate limited", call=call),
+    )
+    assert records(lines) == [
+        {
+            "v": 1,
+            "seq": 0,
+            "t": 0.0,
+            "ts": "2026-09-21T14:13:20.000Z",
+            "event": "on_backoff_wait",
+            "stage": None,
+            "of": None,
+            "agent": "a",
+            "session": "s1",
+            "chat": None,
+            "parent": None,
+            "path": ["a"],
+            "hooks": None,
+            "data": {
+                "seconds": 1.5,
+                "reason": "rate limited",
+                "call": {"name": "add", "id": "c9", "arguments": '{"a": 1}'},
+            },
+        }
+    ]
+
+
+def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
+    lines: list[str] = []
+    now = iter([10.0, 10.25, 10.5, 10.5, 11.0, 11.0, 11.0, 11.0, 11.0, 11.5])
+    agent = Agent(ScriptedModel(["Hello!"], context_window=1000), name="greeter", session_id="s1")
+    agent.use(JsonLinesTracePlugin(lines.append, clock=lambda: next(now), wall=lambda: EPOCH))
+    response = agent.chat_sync(UserMessage(content="Hi", id="u1"))
+    assert steps(lines) == [
+        ("on_chat_start", None, "c1", "greeter"),
+        ("on_message", None, "c1", "greeter"),
+        ("pre_request", "before", "c1", "greeter"),
+        ("pre_request", "after", "c1", "greeter"),
+        ("after_model_call", "before", "c1", "greeter"),
+        ("after_model_call", "after", "c1", "greeter"),
+        ("on_response", "before", "c1", "greeter"),
+        ("on_response", "after", "c1", "greeter"),
+        ("on_message", None, "c1", "greeter"),
+        ("on_chat_done", None, "c1", "greeter"),
+    ]
+    got = records(lines)
+    assert [r["seq"] for r in got] == list(range(10))
+    assert [r["t"] for r in got] == [0.0, 0.25, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.5]
+    assert got[0] == {
+        "v": TRACE_FORMAT,
+        "seq": 0,
+        "t": 0.0,
+        "ts": "2026-09-21T14:13:20.000Z",
+        "event": "on_chat_start",
+        "stage": None,
+        "of": None,
+        "agent": "greeter",
+        "session": "s1",
+        "chat": "c1",
+        "parent": None,
+        "path": ["greeter"],
+        "hooks": None,
+        "data": {"message": {"role": "user", "content": "Hi", "id": "u1"}},
+    }
+    request = {
+        "model": "scripted",
+        "system": None,
+        "messages": [{"role": "user", "content": "Hi", "id": "u1"}],
+        "tools": [],
+        "settings": {"temperature": None, "max_tokens": None, "tool_choice": "auto", "extra": {}},
+        "tokens": got[2]["data"]["request"]["tokens"],  # type: ignore[index]
+    }
+    assert isinstance(request["tokens"], int)
+    assert request["tokens"] > 0
+    model = {"class": "ScriptedModel", "name": "scripted", "window": 1000}
+    assert got[2]["data"] == {
+        "iteration": 0,
+        "request": request,
+        "attempt": 1,
+        "model": model,
+        "replace_history": None,
+    }
+    assert got[2]["hooks"] == ["SlidingWindow._trim"]  # the default context policy
+    assert got[3]["data"] == {"changed": []}
+    assert got[3]["of"] == 2
+    assert got[4]["data"] == {
+        "iteration": 0,
+        "attempt": 1,
+        "request": request,
+        "response": {
+            "content": "Hello!",
+            "tool_calls": [],
+            "finish_reason": "stop",
+            "usage": None,
+            "model": None,
+            "id": None,
+        },
+        "error": None,
+        "model": model,
+        "retry": False,
+        "replace_history": None,
+    }
+    assert got[-1]["data"]["response"]["message"] == {  # type: ignore[index]
+        "role": "assistant",
+        "content": "Hello!",
+        "tool_calls": [],
+        "id": response.message.id,
+    }
+
+
+def test_the_busy_run_records_retries_short_circuits_errors_and_the_sub_agent() -> None:
+    got = records(busy_run())
+    by_event = [(r["event"], r["stage"], r["chat"]) for r in got]
+    # The retry: the attempt failed at t=0; the strategy waited 1.5 s inside its handler.
+    first_after = [r for r in got if r["event"] == "after_model_call"][:2]
+    assert [(r["stage"], r["t"]) for r in first_after] == [("before", 0.0), ("after", 1.5)]
+    assert first_after[0]["data"]["error"] == {  # type: ignore[index]
+        "error_type": "RateLimitError",
+        "text": "slow down (status=429, retry_after=1.5s)",
+        "status": 429,
+        "body": None,
+        "retry_after": 1.5,
+        "model": None,
+    }
+    assert first_after[1]["data"] == {"changed": ["retry"], "retry": True}
+    # The hook that short-circuits shell: a "before" record naming it, and no "after".
+    assert tool_call_stages(got, "c3") == [("before", ["deny_shell"])]
+    assert tool_call_stages(got, "c1") == [("before", ["deny_shell"]), ("after", None)]
+    first_call = next(r for r in got if r["event"] == "pre_tool_call")
+    assert first_call["data"] == {
+        "call": {"name": "add", "id": "c1", "arguments": '{"a": 17, "b": 23}'},
+        "tool": {"class": "Tool", "name": "add"},
+        "scope": {"class": "Scope", "name": "default"},
+    }
+    error = next(r for r in got if r["event"] == "on_tool_call_error")
+    assert error["data"]["error"]["error_type"] == "ToolExecutionError"  # type: ignore[index]
+    # The sub-agent: its own chat, under the parent's chat and tool call.
+    sub = [r for r in got if r["chat"] == "c2"]
+    assert [r["event"] for r in sub] == [
+        "on_chat_start",
+        "on_message",
+        "pre_request",
+        "after_model_call",
+        "on_response",
+        "on_message",
+        "on_chat_done",
+    ]
+    assert {(r["agent"], json.dumps(r["parent"]), tuple(r["path"]), r["session"]) for r in sub} == {
+        ("researcher", '{"chat": "c1", "call": "c4"}', ("assistant", "researcher"), None)
+    }
+    assert sub[0]["data"]["message"]["content"] == TASK  # type: ignore[index]
+    assert ("on_delegation", None, "c1") in by_event
+    assert by_event[-1] == ("on_chat_done", None, "c1")
+    assert got[-1]["data"]["response"]["message"]["content"] == ANSWER  # type: ignore[index]
+    assert "on_subagent_event" not in {r["event"] for r in got}
+
+
+def test_without_content_no_text_of_the_conversation_is_written() -> None:
+    lines = busy_run(content=False)
+    text = "\n".join(lines)
+    for secret in (PROMPT, TASK, ANSWER, "rm -rf /", "refused: shell", "Paris", '"a": 17'):
+        assert secret not in text
+    got = records(lines)
+    assert got[0]["data"] == {
+        "message": {
+            "role": "user",
+            "content": {"chars": len(PROMPT)},
+            "id": got[0]["data"]["message"]["id"],
+        }  # type: ignore[index]
+    }
+    call = next(r for r in got if r["event"] == "pre_tool_call")["data"]["call"]  # type: ignore[index]
+    assert call == {"name": "add", "id": "c1", "arguments": {"chars": 18}}
+    # What names things stays: tool names, ids, models, the error's type and text.
+    assert "scripted-large" in text
+    assert "ToolExecutionError" in text
+    assert "researcher" in text
+
+
+def test_a_cancelled_chat_ends_with_on_chat_abort_and_the_next_chat_is_a_new_one() -> None:
+    lines: list[str] = []
+    agent = Agent(ScriptedModel(["never", "Second."]), name="a")
+    agent.add_hook("pre_request", lambda ctx: agent.cancel("stop") and None)
+    agent.use(JsonLinesTracePlugin(lines.append))
+    with pytest.raises(ChatCancelledError):
+        agent.chat_sync("first")
+    assert [(e, c) for e, _, c, _ in steps(lines)][-1] == ("on_chat_abort", "c1")
+    assert records(lines)[-1]["data"] == {"reason": "stop"}
+
+
+async def test_a_streamed_chat_is_recorded_like_a_plain_one() -> None:
+    plain: list[str] = []
+    streamed: list[str] = []
+    for lines, stream in ((plain, False), (streamed, True)):
+        agent = Agent(ScriptedModel(["Hello there!"]), name="a", session_id="s")
+        agent.use(JsonLinesTracePlugin(lines.append, clock=lambda: 0.0, wall=lambda: EPOCH))
+        if stream:
+            async with agent.chat_stream(UserMessage(content="Hi", id="u")) as events:
+                async for _ in events:
+                    pass
+        else:
+            await agent.chat(UserMessage(content="Hi", id="u"))
+    assert steps(streamed) == steps(plain)
+
+
+async def test_parallel_chats_of_two_agents_keep_their_chat_ids_apart() -> None:
+    lines: list[str] = []
+    plugin_a = JsonLinesTracePlugin(lines.append)
+    plugin_b = JsonLinesTracePlugin(lines.append)
+    a = Agent(ScriptedModel(["A."]), name="a")
+    b = Agent(ScriptedModel(["B."]), name="b")
+    a.use(plugin_a)
+    b.use(plugin_b)
+    await asyncio.gather(a.chat("x"), b.chat("y"))
+    assert {(r["agent"], r["chat"]) for r in records(lines)} == {("a", "c1"), ("b", "c1")}
+
+
+def test_one_plugin_serves_one_agent() -> None:
+    plugin = JsonLinesTracePlugin(io.StringIO())
+    Agent(ScriptedModel(["x"])).use(plugin)
+    with pytest.raises(UsageError, match="already attached to agent 'agent'"):
+        Agent(ScriptedModel(["x"]), name="other").use(plugin)
+
+
+def test_a_bad_target_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="a trace target is a path, a text stream or a function"):
+        JsonLinesTracePlugin(42)  # type: ignore[arg-type]
+
+
+def test_a_path_target_is_written_and_read_back(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    path.write_text("old content\n")
+    with JsonLinesTracePlugin(path) as plugin:
+        agent = Agent(ScriptedModel(["Hello!"]))
+        agent.use(plugin)
+        agent.chat_sync("Hi")
+    lines = path.read_text().splitlines()
+    assert read_trace(path) == records(lines)
+    assert len(lines) == 10
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{}\n", r"run\.jsonl, line 1: trace format None cannot be read; this hookloop reads 1$"),
+        (
+            '{"v": 2}\n',
+            r"line 1: trace format 2 cannot be read; this hookloop reads 1 \(written by a newer",
+        ),
+        ('{"v": true}\n', "line 1: trace format True cannot be read"),
+        ("\n[1]\n", "line 2: not a trace record"),
+        ('{"v": 1, "seq": 0}\n', "line 1: not a trace record: no t, event, agent, chat, data"),
+        ("not json\n", "line 1: not JSON"),
+        ("\n\n", r"run\.jsonl: holds no trace records"),
+        (b"\xff\xfe", "run.jsonl: cannot be read"),
+    ],
+)
+def test_a_file_that_is_not_a_trace_is_refused_naming_the_line(
+    tmp_path: Path, content: str | bytes, message: str
+) -> None:
+    path = tmp_path / "run.jsonl"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content)
+    with pytest.raises(TraceFileError, match=message) as caught:
+        read_trace(path)
+    assert isinstance(caught.value, UsageError)
+    assert caught.value.path == str(path)
+
+
+def test_a_missing_file_is_refused() -> None:
+    with pytest.raises(TraceFileError, match=r"no-such\.jsonl: cannot be read"):
+        read_trace("no-such.jsonl")
+
+
+texts = st.text(st.characters(codec="utf-8"), min_size=1).filter(str.strip)
+
+
+@given(prompt=texts, answer=texts)
+def test_any_text_round_trips_through_a_trace_line(prompt: str, answer: str) -> None:
+    lines: list[str] = []
+    agent = Agent(ScriptedModel([answer]))
+    agent.use(JsonLinesTracePlugin(lines.append))
+    agent.chat_sync(prompt)
+    assert all("\n" not in line and line.encode() for line in lines)
+    got = read_trace(lines)
+    assert got[0]["data"]["message"]["content"] == prompt
+    assert got[-1]["data"]["response"]["message"]["content"] == answer
+
+
+def test_a_lone_surrogate_is_written_escaped_and_read_back() -> None:
+    out = io.StringIO()
+    agent = Agent(ScriptedModel(["half an emoji: \ud83d"]))
+    agent.use(JsonLinesTracePlugin(out))
+    agent.chat_sync("Hi")
+    text = out.getvalue()
+    text.encode()  # valid UTF-8 (escaped)
+    assert read_trace(text.splitlines())[-1]["data"]["response"]["message"]["content"] == (
+        "half an emoji: \ud83d"
+    )
+
+
+def _chunk(content: str, finish: str | None = None) -> dict[str, object]:
+    choice = {"index": 0, "delta": {"content": content}, "finish_reason": finish}
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "m",
+            "choices": [choice]}  # fmt: skip
+
+
+def test_hookloop_chat_records_each_answer_as_a_chat_of_its_own(tmp_path: Path) -> None:
+    with ProviderServer() as server:
+        server.add(
+            Reply.sse([_chunk("Hel"), _chunk("lo", "stop")]),
+            Reply.sse([_chunk("Again", "stop")]),
+        )
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hookloop",
+                "chat",
+                "--model",
+                f"{server.url}/v1#m",
+                "--no-tools",
+                "--trace-file",
+                "chat.jsonl",
+            ],
+            input="Hi\nAnd?\n/exit\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    got = read_trace(tmp_path / "chat.jsonl")
+    ends = [
+        (r["chat"], r["data"]["response"]["message"]["content"])
+        for r in got
+        if r["event"] == "on_chat_done"
+    ]
+    assert ends == [("c1", "Hello"), ("c2", "Again")]
+    starts = [
+        (r["chat"], r["data"]["message"]["content"]) for r in got if r["event"] == "on_chat_start"
+    ]
+    assert starts == [("c1", "Hi"), ("c2", "And?")]
+
+
+async def test_parallel_and_nested_sub_agents_name_the_tool_call_they_run_under() -> None:
+    gamma = Agent(ScriptedModel(["deep"]), name="gamma")
+    alpha = Agent(
+        ScriptedModel([tool_call("gamma", {"task": "go deeper"}, id="a1"), "alpha done"]),
+        name="alpha",
+        tools=[gamma.as_tool()],
+    )
+    beta = Agent(ScriptedModel(["beta done"]), name="beta")
+    both = tool_calls(
+        ToolCall(name="alpha", arguments='{"task": "one"}', id="c1"),
+        ToolCall(name="beta", arguments='{"task": "two"}', id="c2"),
+    )
+    root = Agent(
+        ScriptedModel([both, "all done"]), name="root", tools=[alpha.as_tool(), beta.as_tool()]
+    )
+    lines: list[str] = []
+    root.use(JsonLinesTracePlugin(lines.append))
+    await root.chat("go")
+    starts = {
+        r["agent"]: (r["chat"], r["parent"], r["path"])
+        for r in records(lines)
+        if r["event"] == "on_chat_start"
+    }
+    alpha_chat = starts["alpha"][0]
+    assert starts == {
+        "root": ("c1", None, ["root"]),
+        "alpha": (alpha_chat, {"chat": "c1", "call": "c1"}, ["root", "alpha"]),
+        "beta": (starts["beta"][0], {"chat": "c1", "call": "c2"}, ["root", "beta"]),
+        "gamma": (
+            starts["gamma"][0],
+            {"chat": alpha_chat, "call": "a1"},
+            ["root", "alpha", "gamma"],
+        ),
+    }
+    assert sorted(chat for chat, _, _ in starts.values()) == ["c1", "c2", "c3", "c4"]
+    # Every record of a sub-agent's chat carries its agent and parent.
+    for r in records(lines):
+        chat, parent, path = starts[r["agent"]]  # type: ignore[index]
+        assert (r["chat"], r["parent"], r["path"]) == (chat, parent, path)
+
+
+_DATA = re.compile(r'<script type="application/json" id="trace-data">(.*?)</script>', re.S)
+
+
+@given(text=st.text(st.characters(codec="utf-8")), key=st.text(max_size=5))
+def test_the_page_inlines_any_record_text_so_that_it_reads_back_the_same(
+    text: str, key: str
+) -> None:
+    record = {"v": 1, "seq": 0, "t": 0.0, "event": "x", "agent": "a", "chat": None,
+              "data": {key: text, "url": "https://example.com/</script><b>&"}}  # fmt: skip
+    page = render_trace_page([record])
+    (data,) = _DATA.findall(page)
+    assert json.loads(data) == [record]
+    assert "</" not in data
+    assert "://" not in page
+    assert "<" not in data

@@ -1,0 +1,435 @@
+"""The trace page in real headless Chromium, with the network off.
+
+Chromium is the system's (Debian's ``chromium``; ``scripts/test-services`` installs it when
+missing, or name one with ``HOOKLOOP_TEST_CHROMIUM``), driven by playwright, which never
+downloads a browser here. Every page is opened from a file with every request refused and
+recorded: the only request allowed is the page's own file. Screenshots go to
+``test-artifacts/`` at the repository root (git ignores it); their paths are printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from hookloop import Agent
+from hookloop._cli import main
+from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
+from hookloop.testing import ScriptedModel
+from tests.models._provider_server import ProviderServer, Reply
+from tests.observe._trace_runs import ANSWER, PROMPT, TASK, busy_run, many_events
+
+playwright = pytest.importorskip("playwright.sync_api")
+
+_T = TypeVar("_T")
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+HOOKLOOP = Path(sys.executable).with_name("hookloop")
+
+
+def _chromium() -> str:
+    found = os.environ.get("HOOKLOOP_TEST_CHROMIUM") or next(
+        filter(None, map(shutil.which, ("chromium", "chromium-browser"))), None
+    )
+    if found:
+        return found
+    message = (
+        "no chromium: run `scripts/test-services start` (it installs it) "
+        "or set HOOKLOOP_TEST_CHROMIUM"
+    )
+    if os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no"):
+        pytest.fail(message, pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[playwright.Browser]:
+    executable = _chromium()
+    with playwright.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=executable, headless=True)
+        yield launched
+        launched.close()
+
+
+class Opened:
+    """A page opened offline: what it requested, and what it logged or threw."""
+
+    def __init__(self, browser: playwright.Browser, path: Path) -> None:
+        self.url = path.resolve().as_uri()
+        self.requests: list[str] = []
+        self.problems: list[str] = []
+        self.context = browser.new_context(offline=True, viewport={"width": 1280, "height": 720})
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("request", lambda request: self.requests.append(request.url))
+        self.page.on("pageerror", lambda error: self.problems.append(str(error)))
+        self.page.on("console", lambda message: self.problems.append(message.text))
+        self.page.goto(self.url)
+
+    def _route(self, route: playwright.Route) -> None:
+        if route.request.url == self.url:
+            route.continue_()
+        else:
+            route.abort()
+
+    def rows(self) -> list[str]:
+        """The visible rows' first lines, as shown (the twisty excluded)."""
+        heads = self.page.locator("[role=treeitem] > .row .head:visible")
+        return [" ".join(text.split()) for text in heads.all_inner_texts()]
+
+    def focused(self) -> str:
+        return str(
+            self.page.evaluate("document.activeElement.querySelector('.head').innerText.trim()")
+        )
+
+    def details(self) -> dict[str, str]:
+        terms = self.page.locator("#details dt").all_inner_texts()
+        values = self.page.locator("#details dd").all_inner_texts()
+        return dict(zip(terms, values, strict=True))
+
+    def close(self) -> None:
+        self.context.close()
+
+
+@pytest.fixture
+def open_page(browser: playwright.Browser) -> Iterator[object]:
+    opened: list[Opened] = []
+
+    def open_(path: Path) -> Opened:
+        page = Opened(browser, path)
+        opened.append(page)
+        return page
+
+    yield open_
+    for page in opened:
+        assert page.requests == [page.url], "the page asked for something besides itself"
+        assert page.problems == [], "the page logged or threw"
+        page.close()
+
+
+def screenshot(page: Opened, name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    page.page.screenshot(path=path, full_page=True)
+    print(f"screenshot: {path}")
+    return path
+
+
+def off_the_loop(fn: Callable[[], _T]) -> _T:
+    """``fn()`` in a thread of its own: playwright's sync API keeps an event loop running
+    in this one, and a traced chat (``chat_sync``) needs a thread without one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result()
+
+
+def busy_lines(*, content: bool = True) -> list[str]:
+    return off_the_loop(lambda: busy_run(content=content))
+
+
+def busy_page(tmp_path: Path, *, content: bool = True) -> Path:
+    path = tmp_path / "busy.html"
+    path.write_text(render_trace_page(read_trace(busy_lines(content=content))))
+    return path
+
+
+BUSY_ROWS = [
+    f"chat assistant {PROMPT}",
+    "model call 1 scripted-large",
+    'tool add ({"a": 17, "b": 23})',
+    'tool divide ({"a": 1, "b": 0})',
+    'tool shell ({"command": "rm -rf /"}) short-circuited by a hook',
+    "model call 2 scripted-large",
+    'tool researcher ({"task": "Capital of France? See https:…)',
+    f"sub-agent researcher {TASK}",
+    "model call 1 scripted",
+    "on_delegation task Capital of France? See https://example.…, result Paris., "
+    "agent_name researcher",
+    "model call 3 scripted-large",
+]
+
+
+def test_the_page_holds_no_url_and_loads_with_the_network_off(tmp_path: Path, open_page) -> None:
+    path = busy_page(tmp_path)
+    html = path.read_text()
+    for marker in ("http:", "https:", "://", "src=", "href=", "url(", "@import"):
+        assert marker not in html
+    assert html.count("</script>") == 2  # the data's "</" is escaped
+    page = open_page(path)
+    assert page.page.evaluate("window.hookloopTrace.records") == len(busy_lines())
+
+
+def test_the_timeline_shows_each_model_call_tool_call_and_the_nested_sub_agent(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(busy_page(tmp_path))
+    assert page.rows() == BUSY_ROWS
+    summary = page.page.locator("#summary").inner_text()
+    assert summary == (
+        "55 events · 2 chats · 4 model calls · 4 tool calls · 2 failures · "
+        "610 tokens in / 77 out · 1.50 s"
+    )
+    subs = page.page.locator("[role=treeitem] > .row .sub:visible").all_inner_texts()
+    assert subs[1].startswith("calls add, divide, shell 2 attempts · 120 in / 40 out")
+    assert subs[3].startswith("ToolExecutionError: tool 'divide' failed: ZeroDivisionError")
+    assert subs[4].startswith("→ refused: shell is not allowed hooks: deny_shell")
+    window = page.page.locator(".k-model .window").first
+    assert window.get_attribute("aria-label") == "120 of 8192 tokens of the context window"
+    screenshot(page, "trace-page-busy.png")
+
+
+def test_a_click_or_enter_shows_the_details_with_request_and_response(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(busy_page(tmp_path))
+    page.page.locator(".k-tool .head", has_text="tool shell").click()
+    assert page.details() == {
+        "started": "1.50 s",
+        "took": "0.0 ms",
+        "outcome": "→ refused: shell is not allowed",
+        "call id": "c3",
+        "arguments": '{"command": "rm -rf /"}',
+        "hooks": "deny_shell",
+        "result": "refused: shell is not allowed",
+    }
+    page.page.locator(".k-model .head", has_text="model call 3").click()
+    details = page.page.locator("#details")
+    assert page.details()["request tokens"] == "260 (reported)"
+    assert page.details()["context window"] == "8192 tokens (3.2% used)"
+    sections = details.locator("h3").all_inner_texts()
+    assert sections == ["REQUEST (7 MESSAGES, 4 TOOLS)", "RESPONSE"]
+    assert details.locator(".msg").last.inner_text() == f"ASSISTANT\n{ANSWER}"
+    assert details.locator(".msg").first.inner_text() == f"USER\n{PROMPT}"
+
+
+def test_without_captured_content_the_details_say_so(tmp_path: Path, open_page) -> None:
+    page = open_page(busy_page(tmp_path, content=False))
+    page.page.locator(".k-tool .head", has_text="tool add").click()
+    assert page.details()["arguments"] == "(not captured: 18 characters)"
+    assert PROMPT not in page.page.content()
+
+
+def test_the_keyboard_moves_opens_closes_and_selects(tmp_path: Path, open_page) -> None:
+    page = open_page(busy_page(tmp_path))
+    keys = page.page.keyboard
+    keys.press("Tab")
+    assert page.focused() == f"chat assistant {PROMPT}"
+    outline = page.page.evaluate(
+        "getComputedStyle(document.activeElement.querySelector('.row')).outlineStyle"
+    )
+    assert outline == "solid"  # a visible focus ring
+    keys.press("ArrowDown")
+    assert page.focused() == "model call 1 scripted-large"
+    model = page.page.locator("[role=treeitem].k-model").first
+    assert model.get_attribute("aria-expanded") == "false"
+    keys.press("ArrowRight")
+    assert model.get_attribute("aria-expanded") == "true"
+    keys.press("ArrowRight")
+    assert page.focused() == "attempt 1 scripted-large"
+    keys.press("ArrowDown")
+    assert page.focused() == "wait 1.50 s before attempt 2"
+    keys.press("Enter")
+    assert page.page.locator("#details h2").inner_text() == "wait 1.50 s before attempt 2"
+    keys.press("ArrowLeft")
+    assert page.focused() == "model call 1 scripted-large"
+    keys.press("ArrowLeft")
+    assert model.get_attribute("aria-expanded") == "false"
+    keys.press("End")
+    assert page.focused() == "model call 3 scripted-large"
+    keys.press(" ")
+    assert page.page.locator("[aria-selected=true] .head").inner_text().startswith("model call 3")
+    assert page.page.locator("[role=treeitem][tabindex='0']").count() == 1  # roving tabindex
+
+
+def test_a_sub_agent_collapses_and_opens(tmp_path: Path, open_page) -> None:
+    page = open_page(busy_page(tmp_path))
+    page.page.locator(".k-chat .head", has_text="sub-agent researcher").click()
+    page.page.keyboard.press("ArrowLeft")
+    assert page.rows() == [row for row in BUSY_ROWS if row != "model call 1 scripted"]
+    page.page.locator(".k-chat .head", has_text="sub-agent researcher").locator(".twisty").click()
+    assert page.rows() == BUSY_ROWS
+
+
+def trimmed_run() -> list[str]:
+    lines: list[str] = []
+    answers = [
+        f"Answer {i}, long enough to fill a small context window, {'and more ' * 3}."
+        for i in range(3)
+    ]
+    agent = Agent(ScriptedModel(answers, context_window=120), name="small")
+    agent.use(JsonLinesTracePlugin(lines.append))
+    for i in range(3):
+        agent.chat_sync(f"Question {i}: say something that takes room in the window.")
+    return lines
+
+
+def test_a_trim_shows_as_a_row_of_its_chat(tmp_path: Path, open_page) -> None:
+    path = tmp_path / "trimmed.html"
+    path.write_text(render_trace_page(read_trace(off_the_loop(trimmed_run))))
+    page = open_page(path)
+    assert page.rows() == [
+        "chat small Question 0: say something that takes room in the window.",
+        "model call 1 scripted",
+        "chat small Question 1: say something that takes room in the window.",
+        "model call 1 scripted",
+        "chat small Question 2: say something that takes room in the window.",
+        "model call 1 scripted",
+        "context 2 messages left out (a trim or a compaction)",  # while its request was built
+    ]
+
+
+def two_agents_in_one_file() -> list[str]:
+    lines: list[str] = []
+    a = Agent(ScriptedModel(["A."]), name="a", session_id="s-a")
+    b = Agent(ScriptedModel(["B."]), name="b")
+    a.use(JsonLinesTracePlugin(lines.append))
+    b.use(JsonLinesTracePlugin(lines.append))
+    a.switch_session_sync("s-a2")  # outside any chat
+    a.chat_sync("to a")
+    b.chat_sync("to b")
+    return lines
+
+
+def test_two_agents_sharing_a_file_keep_their_chats_apart(tmp_path: Path, open_page) -> None:
+    path = tmp_path / "two.html"
+    path.write_text(render_trace_page(read_trace(off_the_loop(two_agents_in_one_file))))
+    page = open_page(path)
+    assert page.rows() == [
+        "outside a chat a",
+        "on_session_switch new_session_id s-a2, parent_session_id s-a, reset false, "
+        "previous_session_id s-a",
+        "chat a to a",
+        "model call 1 scripted",
+        "chat b to b",
+        "model call 1 scripted",
+    ]
+    assert page.page.locator("#summary").inner_text().startswith("21 events · 2 chats · ")
+
+
+def test_a_thousand_event_trace_renders_every_row(tmp_path: Path, open_page) -> None:
+    lines = off_the_loop(lambda: many_events(1000))
+    path = tmp_path / "many.html"
+    path.write_text(render_trace_page(read_trace(lines)))
+    page = open_page(path)
+    stats = page.page.evaluate("window.hookloopTrace")
+    chats = len({json.loads(line)["chat"] for line in lines if json.loads(line)["chat"]})
+    assert stats["records"] == len(lines) >= 1000
+    assert page.page.locator(".k-chat").count() == chats
+    assert stats["rows"] == page.page.locator("[role=treeitem]").count()
+
+
+def _hookloop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # A placeholder key and a closed port: no test here reaches a provider.
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "sk-placeholder",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    return subprocess.run(
+        [str(HOOKLOOP), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_trace_view_writes_the_page_of_a_recorded_file(tmp_path: Path, open_page) -> None:
+    (tmp_path / "run.jsonl").write_text("\n".join(busy_lines()) + "\n")
+    done = _hookloop("trace", "view", "run.jsonl", "-o", "page.html", cwd=tmp_path)
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == f"trace page: open {(tmp_path / 'page.html').as_uri()} in a browser\n"
+    page = open_page(tmp_path / "page.html")
+    assert page.rows() == BUSY_ROWS
+    assert page.page.title() == "hookloop trace: run.jsonl"
+    done = _hookloop("trace", "view", "run.jsonl", cwd=tmp_path)  # the default: run.html
+    assert done.returncode == 0
+    assert (tmp_path / "run.html").is_file()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("trace", "view", "missing.jsonl"), "hookloop: missing.jsonl: cannot be read: "),
+        (("trace", "view", "bad.jsonl"), "hookloop: bad.jsonl, line 1: not JSON: "),
+        (("trace", "view", "bad.jsonl", "-o", "no/such/dir.html"), "hookloop: bad.jsonl"),
+        (("run", "--trace-file", "no/such/dir.jsonl", "Hi"), "hookloop: cannot write the trace: "),
+        (("run", "--trace-html", "no/such/dir.html", "Hi"), "hookloop: cannot write the trace: "),
+    ],
+)
+def test_bad_trace_arguments_are_one_line_and_exit_2(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    model = ("--model", "openai:gpt-4o") if args[0] == "run" else ()
+    done = _hookloop(*args, *model, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(message), done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_a_failed_run_still_writes_its_page_showing_the_failure(
+    tmp_path: Path, open_page, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page_path = tmp_path / "failed.html"
+    with ProviderServer() as server:
+        server.add(Reply.json({"error": {"message": "Incorrect API key provided"}}, status=401))
+        argv = ["run", "--model", f"{server.url}/v1#m", "--trace-html", str(page_path), "Hi"]
+        assert off_the_loop(lambda: main(argv)) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"trace page: open {page_path.as_uri()} in a browser\n")
+    assert "hookloop: AuthenticationError: Incorrect API key provided" in err
+    page = open_page(page_path)
+    assert page.rows() == ["chat agent Hi", "model call 1 m"]
+    subs = page.page.locator("[role=treeitem] > .row .sub").all_inner_texts()
+    assert subs[0].startswith("failed · 1 model call · 0 tool calls")
+    assert subs[1].startswith("AuthenticationError: Incorrect API key provided")
+    page.page.locator(".k-chat .head").first.click()
+    assert page.details()["error"].startswith("AuthenticationError: Incorrect API key provided")
+
+
+def test_a_real_local_model_run_is_traced_into_a_page(tmp_path: Path, open_page) -> None:
+    done = _hookloop(
+        "run",
+        "--model",
+        "local",
+        "--trace-file",
+        "run.jsonl",
+        "--trace-html",
+        "run.html",
+        "What is 17 * 23? Use the calculator.",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "The answer is 391.\n"
+    assert done.stderr.endswith(
+        f"trace page: open {(tmp_path / 'run.html').as_uri()} in a browser\n"
+    )
+    events = [r["event"] for r in read_trace(tmp_path / "run.jsonl")]
+    assert events[0] == "on_chat_start"
+    assert events[-1] == "on_chat_done"
+    page = open_page(tmp_path / "run.html")
+    assert page.rows() == [
+        "chat agent What is 17 * 23? Use the calculator.",
+        "model call 1 local",
+        'tool calculator ({"expression": "17 * 23"})',
+        "model call 2 local",
+    ]
+    page.page.locator(".k-tool .head").click()
+    assert page.details()["result"] == "391"
+    page.page.locator(".k-model .head", has_text="model call 1").click()
+    window = page.details()["context window"]
+    assert re.fullmatch(r"\d+ tokens \(\d+\.\d% used\)", window), window
+    screenshot(page, "trace-page-local-model.png")
