@@ -9,6 +9,8 @@ import inspect
 import hookloop
 
 MODULES = [
+    "_approval",
+    "_run_context",
     "agent",
     "context_hooks",
     "errors",

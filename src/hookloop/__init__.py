@@ -5,6 +5,14 @@ Every public name is importable from here; see ``docs/`` for the guides.
 
 from importlib.metadata import PackageNotFoundError, version
 
+from ._approval import (
+    ApprovalDecision,
+    ApprovalMismatchError,
+    Defer,
+    PendingApproval,
+    UnknownApprovalError,
+)
+from ._run_context import NO_DEPS, MissingDepsError, RunContext
 from .agent import (
     DEFAULT_SCOPE,
     Agent,
@@ -78,6 +86,8 @@ from .events import (
 from .hooks import (
     EVENT_TABLE,
     AfterModelCallContext,
+    ApprovalDecisionContext,
+    ApprovalRequestContext,
     ChatAbortContext,
     ChatDoneContext,
     ChatErrorContext,
@@ -169,12 +179,17 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "DEFAULT_SCOPE",
     "EVENT_TABLE",
+    "NO_DEPS",
     "OVERFLOW_MARKERS",
     "TRANSIENT_ERRORS",
     "AfterModelCallContext",
     "Agent",
     "AgentEvent",
     "AgentResponse",
+    "ApprovalDecision",
+    "ApprovalDecisionContext",
+    "ApprovalMismatchError",
+    "ApprovalRequestContext",
     "AssistantMessage",
     "AuthenticationError",
     "Backoff",
@@ -199,6 +214,7 @@ __all__ = [
     "CorruptStoreError",
     "Default",
     "DefaultRetryStrategy",
+    "Defer",
     "DelegationContext",
     "Disposer",
     "DuplicateMessageIdError",
@@ -227,6 +243,7 @@ __all__ = [
     "MessageCommitted",
     "MessageContext",
     "MessageNotFoundError",
+    "MissingDepsError",
     "MissingExtraError",
     "Model",
     "ModelRetry",
@@ -234,6 +251,7 @@ __all__ = [
     "ModelSettings",
     "NotFoundError",
     "OverloadedError",
+    "PendingApproval",
     "Phase",
     "Plugin",
     "PreCompressContext",
@@ -249,6 +267,7 @@ __all__ = [
     "ResponseContext",
     "RetryAttempt",
     "RetryDecision",
+    "RunContext",
     "RunError",
     "Scope",
     "ScopeContext",
@@ -288,6 +307,7 @@ __all__ = [
     "ToolValidationError",
     "TraceFormat",
     "TracePlugin",
+    "UnknownApprovalError",
     "UnknownToolError",
     "Usage",
     "UsageError",

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from ._approval import PendingApproval
 from .messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
 from .models.base import FinishReason, TextDelta, ToolCallDelta
 
@@ -46,6 +47,10 @@ class AgentResponse:
         usage: Tokens used by every model call of the chat.
         iterations: How many model calls (iterations) the chat took.
         finish_reason: Why the model stopped the last time.
+        pending_approvals: The tool calls that wait for a person's decision, in call order;
+            then ``message`` is the assistant message that made them, and
+            ``agent.resume(decisions)`` goes on (see ``docs/approval.md``). Empty when the
+            chat finished.
     """
 
     message: AssistantMessage
@@ -53,6 +58,7 @@ class AgentResponse:
     usage: Usage
     iterations: int
     finish_reason: FinishReason
+    pending_approvals: tuple[PendingApproval, ...] = ()
 
     @property
     def text(self) -> str:
