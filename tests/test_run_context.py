@@ -13,6 +13,7 @@ Layout of this module:
 from __future__ import annotations
 
 import dataclasses
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -302,10 +303,16 @@ async def test_a_sub_agent_without_deps_gets_the_delegating_chats() -> None:
 # --- typing ----------------------------------------------------------------------------------
 
 
+def _docs_example() -> str:
+    page = (Path(__file__).resolve().parent.parent / "docs" / "tools.md").read_text()
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", page, re.S) if "RunContext[" in b]
+    return block
+
+
 def test_mypy_checks_what_a_tool_does_with_its_deps(tmp_path: Path) -> None:
     from mypy import api
 
-    source = textwrap.dedent(
+    wrong = textwrap.dedent(
         """
         from dataclasses import dataclass
         from hookloop import RunContext, tool
@@ -322,8 +329,8 @@ def test_mypy_checks_what_a_tool_does_with_its_deps(tmp_path: Path) -> None:
             return greeting + name + email
         """
     )
-    path = tmp_path / "typed_tool.py"
-    path.write_text(source, encoding="utf-8")
+    (tmp_path / "docs_example.py").write_text(_docs_example(), encoding="utf-8")
+    (tmp_path / "wrong_tool.py").write_text(wrong, encoding="utf-8")
     out, _, status = api.run(
         [
             "--strict",
@@ -331,10 +338,12 @@ def test_mypy_checks_what_a_tool_does_with_its_deps(tmp_path: Path) -> None:
             "--cache-dir",
             str(tmp_path / "cache"),
             "--no-error-summary",
-            str(path),
+            str(tmp_path / "docs_example.py"),
+            str(tmp_path / "wrong_tool.py"),
         ]
     )
     assert status == 1
-    assert [line.split(": ", 1)[1] for line in out.splitlines()] == [
-        'error: "Deps" has no attribute "email"  [attr-defined]'
+    # The example in docs/tools.md passes; the wrong use of ctx.deps is caught.
+    assert [Path(line).name for line in out.splitlines()] == [
+        'wrong_tool.py:13: error: "Deps" has no attribute "email"  [attr-defined]'
     ]
