@@ -18,15 +18,18 @@ import asyncio
 import dataclasses
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _provider_server import ProviderServer, answer
 from _session_backends import Backend, backend
 from hookloop import (
     Agent,
@@ -485,3 +488,87 @@ def test_the_side_session_id_fits_the_stores_limit() -> None:
     assert approval_session_id("chat") == "chat:approvals"
     long = approval_session_id("x" * 256)
     assert long == "approvals:" + hashlib.sha256(b"x" * 256).hexdigest()
+
+
+# --- the terminal -------------------------------------------------------------------------------
+
+TOOLS_MODULE = '''
+from hookloop import tool
+
+
+@tool(requires_approval=True)
+def delete_file(path: str) -> str:
+    """Delete a file.
+
+    Args:
+        path: The file.
+    """
+    return f"deleted {path}"
+'''
+
+
+def test_hookloop_chat_asks_y_n_e_for_each_call_that_needs_approval(tmp_path: Path) -> None:
+    (tmp_path / "approval_tools.py").write_text(TOOLS_MODULE, encoding="utf-8")
+    calls = (
+        ("call_a", "delete_file", '{"path": "a"}'),
+        ("call_b", "delete_file", '{"path": "b"}'),
+        ("call_c", "delete_file", '{"path": "c"}'),
+    )
+    with ProviderServer() as server:
+        server.add(
+            answer("chat.completions", calls=calls, stream=True),
+            answer("chat.completions", "Deleted a and c2; kept b."),
+        )
+        child = pexpect.spawn(
+            sys.executable,
+            [
+                "-m",
+                "hookloop",
+                "chat",
+                "--model",
+                f"{server.url}/v1#m",
+                "--tool",
+                "approval_tools:delete_file",
+            ],
+            cwd=str(tmp_path),
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            encoding="utf-8",
+            timeout=60,
+        )
+        try:
+            child.expect_exact("you> ")
+            child.sendline("Tidy up.")
+            child.expect_exact('  delete_file({"path": "a"}) needs approval\r\n')
+            child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
+            child.sendline("y")
+            child.expect_exact('  delete_file({"path": "b"}) needs approval\r\n')
+            child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
+            child.sendline("n")
+            child.expect_exact("  why not? ")
+            child.sendline("b is still needed")
+            child.expect_exact('  delete_file({"path": "c"}) needs approval\r\n')
+            child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
+            child.sendline("e")
+            child.expect_exact("  arguments as JSON: ")
+            child.sendline("[1]")
+            child.expect_exact("  edit() needs a JSON object of arguments, got '[1]'\r\n")
+            child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
+            child.sendline("e")
+            child.expect_exact("  arguments as JSON: ")
+            child.sendline('{"path": "c2"}')
+            child.expect_exact("  delete_file -> deleted a\r\n")
+            child.expect_exact("  delete_file ! denied: b is still needed\r\n")
+            child.expect_exact("  delete_file -> deleted c2\r\n")
+            child.expect_exact("model> Deleted a and c2; kept b.\r\n")
+            child.expect_exact("you> ")
+            child.sendeof()
+            child.expect(pexpect.EOF)
+        finally:
+            child.close(force=True)
+        assert child.exitstatus == 0
+        sent = server.received[1].body["messages"]
+    assert [(m["tool_call_id"], m["content"]) for m in sent if m["role"] == "tool"] == [
+        ("call_a", "deleted a"),
+        ("call_b", "denied: b is still needed"),
+        ("call_c", "deleted c2"),
+    ]

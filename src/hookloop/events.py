@@ -43,7 +43,8 @@ class AgentResponse:
 
     Attributes:
         message: The final assistant message.
-        messages: Every message this chat committed, the user message first.
+        messages: Every message this chat committed, the user message first (a chat that
+            :meth:`~hookloop.Agent.resume` continued has none).
         usage: Tokens used by every model call of the chat.
         iterations: How many model calls (iterations) the chat took.
         finish_reason: Why the model stopped the last time.
