@@ -40,6 +40,7 @@ from hookloop import (
     AssistantMessage,
     ChatDone,
     Defer,
+    ModelSettings,
     PendingApproval,
     PreToolCallContext,
     ToolCall,
@@ -572,3 +573,11 @@ def test_hookloop_chat_asks_y_n_e_for_each_call_that_needs_approval(tmp_path: Pa
         ("call_b", "denied: b is still needed"),
         ("call_c", "deleted c2"),
     ]
+
+
+async def test_a_forcing_tool_choice_is_not_applied_again_after_the_decided_calls() -> None:
+    model = ScriptedModel([tool_call("delete", {"path": "a"}, id="d1"), "ok"])
+    agent = Agent(model, tools=[delete], settings=ModelSettings(tool_choice="required"))
+    (pending,) = (await agent.chat("go")).pending_approvals
+    await agent.resume([pending.approve()])
+    assert [r.settings.tool_choice for r in model.requests] == ["required", "auto"]

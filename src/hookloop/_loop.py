@@ -278,7 +278,9 @@ class ChatRun:
                 if hs := handlers.get(ON_CHAT_START):
                     await notify(hs, ChatStartContext(message=start))
                 await self._commit(start)
-            response = await self._iterate()
+            # A resumed chat's first model call follows tool results, as a later iteration's
+            # does: a forcing tool choice is not applied to it again.
+            response = await self._iterate(1 if isinstance(start, Resumption) else 0)
             self.finished = True
         except asyncio.CancelledError as exc:
             again = await self._abort(exc, CANCELLED_TOOL_TEXT)
@@ -312,12 +314,12 @@ class ChatRun:
             await emit(ChatDone(response=response))
         return response
 
-    async def _iterate(self) -> AgentResponse:
+    async def _iterate(self, after_tools: int = 0) -> AgentResponse:
         setup = self._setup
         for iteration in range(setup.max_iterations):
             self._iteration = iteration
             self._checkpoint()
-            await self._call_model(iteration, build_request(setup, iteration))
+            await self._call_model(iteration, build_request(setup, iteration + after_tools))
             self._checkpoint()
             response = self._last_response
             message = response.to_message()
