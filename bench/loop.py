@@ -10,7 +10,9 @@ scripted model, which answers at once, so every microsecond measured is hookloop
 ``overhead_us_by_history`` is the same chat on a function-backed model with the history
 pre-loaded with N messages (after one warm-up chat), with the default context policy (a
 ``SlidingWindow`` over an 8,000-token window) and without one (``context=None``): a turn must
-not cost more as the conversation grows. ``floor_us_per_iteration`` is the interpreter
+not cost more as the conversation grows. ``overhead_us_per_iteration_run_context`` is the
+bare chat with a tool that takes a ``RunContext[int]`` (the chat passes ``deps``), and
+``run_context_ratio`` its cost over the plain tool's. ``floor_us_per_iteration`` is the interpreter
 floor, measured in the same process: a bare loop that builds a request, awaits a
 zero-latency model, validates the arguments with pydantic, runs an async tool and appends
 both messages.
@@ -31,7 +33,16 @@ from typing import Any
 
 import pydantic
 
-from hookloop import Agent, AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, tool
+from hookloop import (
+    Agent,
+    AssistantMessage,
+    Message,
+    RunContext,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    tool,
+)
 from hookloop.hooks import EVENTS
 from hookloop.models.base import ProviderRequest, ProviderResponse
 from hookloop.models.testing import FunctionModel, ScriptedModel, text_response, tool_calls
@@ -48,6 +59,12 @@ WINDOW_TOKENS = 8_000  # the model's context window in the history curve
 async def lookup(key: int) -> int:
     """Return the key doubled."""
     return key * 2
+
+
+@tool(name="lookup")
+async def lookup_with_context(ctx: RunContext[int], key: int) -> int:
+    """Return the key times the chat's factor."""
+    return key * ctx.deps
 
 
 SCRIPT = [
@@ -68,15 +85,20 @@ async def anoop(ctx: Any) -> None:
 
 
 def make_agent(
-    handler: Callable[[Any], Any] | None, count: int, *, default_retry: bool = False
+    handler: Callable[[Any], Any] | None,
+    count: int,
+    *,
+    default_retry: bool = False,
+    run_context: bool = False,
 ) -> Agent:
     # The bare loop has no hook at all, so no retry strategy and no context policy either
     # (retry=None, context=None); the "default configuration" figure measures what Agent()
     # gives you out of the box.
     agent = Agent(
         ScriptedModel(SCRIPT),
-        tools=[lookup],
+        tools=[lookup_with_context if run_context else lookup],
         system_prompt="You look things up.",
+        **({"deps": 2} if run_context else {}),
         **({} if default_retry else {"retry": None, "context": None}),
     )
     if handler is not None:
@@ -94,6 +116,7 @@ async def per_iteration_us(
     *,
     stream: bool = False,
     default_retry: bool = False,
+    run_context: bool = False,
 ) -> float:
     """Median time of one chat divided by its 11 iterations, in microseconds."""
     samples: list[float] = []
@@ -101,7 +124,7 @@ async def per_iteration_us(
     # each chat leaves the CPU caches cold and about triples every figure on this machine.
     gc.collect()
     for run in range(runs + runs // 10):  # the first tenth warms up and is dropped
-        agent = make_agent(handler, count, default_retry=default_retry)
+        agent = make_agent(handler, count, default_retry=default_retry, run_context=run_context)
         start = time.perf_counter_ns()
         if stream:
             async for _ in agent.chat_stream("look up ten keys"):
@@ -246,6 +269,9 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
             "overhead_us_per_iteration_default_config": await per_iteration_us(
                 None, 0, runs, default_retry=True
             ),
+            "overhead_us_per_iteration_run_context": await per_iteration_us(
+                None, 0, runs, run_context=True
+            ),
             "overhead_us_by_history": {
                 "window": await curve(True),
                 "no_window": await curve(False),
@@ -258,6 +284,7 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
     window = figures["overhead_us_by_history"]["window"]
     figures["floor_ratio"] = base / figures["floor_us_per_iteration"]
     figures["stream_ratio"] = figures["overhead_us_per_iteration_stream"] / base
+    figures["run_context_ratio"] = figures["overhead_us_per_iteration_run_context"] / base
     figures["window_ratio_100k_to_100"] = window["100000"] / window["100"]
     figures["scenario"] = (
         f"{TOOL_CALLS} tool calls + final answer, scripted model, median of {runs} chats"
@@ -296,6 +323,12 @@ def main() -> None:
             figures["overhead_us_per_iteration_default_config"],
             "us",
             "",
+        ),
+        (
+            "per iteration, a RunContext tool",
+            figures["overhead_us_per_iteration_run_context"],
+            "us",
+            f"{figures['run_context_ratio']:.2f}x the plain tool",
         ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]

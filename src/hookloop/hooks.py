@@ -606,7 +606,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             kind="interceptor",
             returns=(
                 "`ToolCall` (replace), `ToolReturn(value)`, an exception instance, or "
-                "`Defer(reason)`"
+                "`Defer(reason=...)`"
             ),
             stops=(
                 "a `ToolReturn` or an exception skips the later handlers **and the tool**; "
