@@ -10,7 +10,9 @@ scripted model, which answers at once, so every microsecond measured is hookloop
 ``overhead_us_by_history`` is the same chat on a function-backed model with the history
 pre-loaded with N messages (after one warm-up chat), with the default context policy (a
 ``SlidingWindow`` over an 8,000-token window) and without one (``context=None``): a turn must
-not cost more as the conversation grows. ``floor_us_per_iteration`` is the interpreter
+not cost more as the conversation grows. ``overhead_us_per_iteration_run_context`` is the
+bare chat with a tool that takes a ``RunContext[int]`` (the chat passes ``deps``), and
+``run_context_ratio`` its cost over the plain tool's. ``floor_us_per_iteration`` is the interpreter
 floor, measured in the same process: a bare loop that builds a request, awaits a
 zero-latency model, validates the arguments with pydantic, runs an async tool and appends
 both messages.
@@ -46,6 +48,7 @@ from hookloop import (
     Message,
     ProviderRequest,
     ProviderResponse,
+    RunContext,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -67,6 +70,12 @@ WINDOW_TOKENS = 8_000  # the model's context window in the history curve
 async def lookup(key: int) -> int:
     """Return the key doubled."""
     return key * 2
+
+
+@tool(name="lookup")
+async def lookup_with_context(ctx: RunContext[int], key: int) -> int:
+    """Return the key times the chat's factor."""
+    return key * ctx.deps
 
 
 SCRIPT = [
@@ -92,14 +101,16 @@ def make_agent(
     *,
     default_retry: bool = False,
     setup: Callable[[Agent], object] | None = None,
+    run_context: bool = False,
 ) -> Agent:
     # The bare loop has no hook at all, so no retry strategy and no context policy either
     # (retry=None, context=None); the "default configuration" figure measures what Agent()
     # gives you out of the box.
     agent = Agent(
         ScriptedModel(SCRIPT),
-        tools=[lookup],
+        tools=[lookup_with_context if run_context else lookup],
         system_prompt="You look things up.",
+        **({"deps": 2} if run_context else {}),
         **({} if default_retry else {"retry": None, "context": None}),
     )
     if handler is not None:
@@ -120,6 +131,7 @@ async def per_iteration_us(
     stream: bool = False,
     default_retry: bool = False,
     setup: Callable[[Agent], object] | None = None,
+    run_context: bool = False,
 ) -> float:
     """Median time of one chat divided by its 11 iterations, in microseconds."""
     samples: list[float] = []
@@ -127,7 +139,9 @@ async def per_iteration_us(
     # each chat leaves the CPU caches cold and about triples every figure on this machine.
     gc.collect()
     for run in range(runs + runs // 10):  # the first tenth warms up and is dropped
-        agent = make_agent(handler, count, default_retry=default_retry, setup=setup)
+        agent = make_agent(
+            handler, count, default_retry=default_retry, setup=setup, run_context=run_context
+        )
         start = time.perf_counter_ns()
         if stream:
             async for _ in agent.chat_stream("look up ten keys"):
@@ -343,6 +357,9 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
             "overhead_us_per_iteration_otel_disposed": await per_iteration_us(
                 None, 0, runs, setup=otel.use_and_dispose
             ),
+            "overhead_us_per_iteration_run_context": await per_iteration_us(
+                None, 0, runs, run_context=True
+            ),
             "overhead_us_by_history": {
                 "window": await curve(True),
                 "no_window": await curve(False),
@@ -362,6 +379,7 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
     window = figures["overhead_us_by_history"]["window"]
     figures["floor_ratio"] = base / figures["floor_us_per_iteration"]
     figures["stream_ratio"] = figures["overhead_us_per_iteration_stream"] / base
+    figures["run_context_ratio"] = figures["overhead_us_per_iteration_run_context"] / base
     figures["window_ratio_100k_to_100"] = window["100000"] / window["100"]
     figures["scenario"] = (
         f"{TOOL_CALLS} tool calls + final answer, scripted model, median of {runs} chats"
@@ -418,6 +436,12 @@ def main() -> None:
             figures["overhead_us_per_iteration_otel_disposed"],
             "us",
             "no handler left",
+        ),
+        (
+            "per iteration, a RunContext tool",
+            figures["overhead_us_per_iteration_run_context"],
+            "us",
+            f"{figures['run_context_ratio']:.2f}x the plain tool",
         ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]

@@ -9,10 +9,12 @@ import inspect
 import hookloop
 
 MODULES = [
+    "_approval",
     "_agent",
     "_errors",
     "_events",
     "_messages",
+    "_run_context",
     "_toolbox",
     "_tools",
     "_trace",

@@ -14,12 +14,28 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from types import TracebackType
 from typing import Any, Literal
 
+from ._approval import (
+    ApprovalBook,
+    ApprovalDecision,
+    PendingApproval,
+    checked_decisions,
+    open_requests,
+)
 from ._background import BackgroundTasks, run_sync
 from ._delegation import as_tool, delegate
 from ._errors import InvalidMessageError, MemoryRequestError, UsageError
 from ._events import AgentEvent, AgentResponse
-from ._loop import ChatRun, ChatSetup
-from ._messages import ContentPart, ImagePart, Message, TextPart, UserMessage, new_id
+from ._loop import ChatRun, ChatSetup, Resumption
+from ._messages import (
+    AssistantMessage,
+    ContentPart,
+    ImagePart,
+    Message,
+    TextPart,
+    UserMessage,
+    new_id,
+)
+from ._run_context import NO_DEPS
 from ._slot import ChatSlot
 from ._tools import Scope, ScopeRegistry, Tool, check_name
 from .context._history import ChatHistory, _check_message
@@ -98,6 +114,8 @@ class Agent(HookHost):
             (``on_memory_write``…), they are registered too. See ``docs/memory.md``.
         session_id: The session the agent starts in; a new id when not given. See
             :meth:`switch_session`.
+        deps: The dependencies tools receive in their :class:`~hookloop.RunContext` when a
+            chat passes none (``chat(..., deps=...)`` wins). See ``docs/tools.md``.
 
     Attributes:
         hooks: The hook registry; prefer :meth:`add_hook`.
@@ -122,6 +140,7 @@ class Agent(HookHost):
         plugins: Iterable[Plugin] = (),
         memory: object = None,
         session_id: str | None = None,
+        deps: object = NO_DEPS,
     ) -> None:
         if not isinstance(model, Model):
             raise UsageError(f"model must be a hookloop Model, got {type(model).__name__}")
@@ -157,7 +176,10 @@ class Agent(HookHost):
             new_id("session") if session_id is None else session_id
         )
         """The session the agent is in; change it with :meth:`switch_session`."""
+        self.deps = deps
+        """The default dependencies of a chat's tools (``NO_DEPS`` for none)."""
         self._slot = ChatSlot(self)
+        self._approvals = ApprovalBook()
         self._plugins: list[Plugin] = []
         tool_list = list(tools)
         if tool_list:
@@ -242,34 +264,116 @@ class Agent(HookHost):
         # A plugin used from inside another plugin's init_agent goes with its parent.
         return self.hooks.adopt(Disposer(remove))
 
-    async def chat(self, message: UserInput) -> AgentResponse:
+    async def chat(self, message: UserInput, *, deps: object = NO_DEPS) -> AgentResponse:
         """Send one user message and run the loop until the model answers without tools.
 
+        A chat whose model calls a tool that needs approval ends early with the call in
+        ``response.pending_approvals``; :meth:`resume` goes on.
+
+        Args:
+            message: The user's message.
+            deps: The dependencies tools receive in their :class:`~hookloop.RunContext`;
+                :attr:`deps` when not given.
+
         Raises:
+            UsageError: Tool calls of the last chat still wait for approval (:meth:`resume`
+                first).
             ConcurrentChatError: Another chat is running on this agent.
             MaxIterationsError: The model kept calling tools past ``max_iterations``.
             ProviderError: The model failed and no hook retried it.
             ChatCancelledError: :meth:`cancel` ended the chat.
             asyncio.CancelledError: The task running the chat was cancelled.
         """
-        return await self._slot.drive(self._start(_user_message(message), None))
+        return await self._slot.drive(self._start(_user_message(message), None, deps))
 
-    def chat_stream(self, message: UserInput) -> ChatStream:
+    def chat_stream(self, message: UserInput, *, deps: object = NO_DEPS) -> ChatStream:
         """Run a chat like :meth:`chat`, yielding its events as they happen.
 
         Use it as ``async with agent.chat_stream(...) as events: async for event in events``
         so that leaving early ends the chat at once; the last event is
         :class:`~hookloop.ChatDone`. See ``docs/hooks.md`` for the order of events.
         """
-        return ChatStream(self, _user_message(message))
+        return ChatStream(self, _user_message(message), deps)
 
-    def chat_sync(self, message: UserInput) -> AgentResponse:
+    def chat_sync(self, message: UserInput, *, deps: object = NO_DEPS) -> AgentResponse:
         """Blocking :meth:`chat` for code without an event loop.
 
         Raises:
             UsageError: Called while an event loop is running in this thread.
         """
-        return run_sync(self.chat(message), "chat_sync")
+        return run_sync(self.chat(message, deps=deps), "chat_sync")
+
+    # -- approval ----------------------------------------------------------------------------
+
+    async def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """The tool calls waiting for a person's decision, in call order.
+
+        With a session recorder in use, they are read from the session (restoring it
+        first if this agent has not yet), so a new process sees what an earlier one left
+        pending; otherwise they are the ones the last chat of this agent left.
+
+        Raises:
+            ApprovalMismatchError: A pending call's arguments in the history differ from
+                those the approval was asked for.
+            CorruptSessionError: An approval record of the session cannot be read.
+        """
+        return open_requests(await self._approval_requests(), self.history.messages)
+
+    async def resume(
+        self, decisions: Iterable[ApprovalDecision], *, deps: object = NO_DEPS
+    ) -> AgentResponse:
+        """Go on with a chat that ended with pending approvals, one decision per call.
+
+        Make each decision from a pending call: ``pending.approve()``,
+        ``pending.deny(reason)`` (the model sees ``reason`` as the call's error result) or
+        ``pending.edit(arguments)``. ``on_approval_decision`` fires for each, the approved
+        and edited calls run (concurrently, committed in call order), and the chat goes on
+        as :meth:`chat` does; it may end with new pending approvals.
+
+        Args:
+            decisions: One decision for every pending call.
+            deps: As for :meth:`chat`.
+
+        Raises:
+            UsageError: No call is pending, or a call has no decision or two.
+            UnknownApprovalError: A decision names a call that is not pending.
+            ApprovalMismatchError: A decision was made for other arguments than the call
+                has now. Nothing was run or recorded.
+            ConcurrentChatError: A chat is running.
+        """
+        self._slot.refuse("resume")
+        pending = await self.pending_approvals()
+        decided = checked_decisions(pending, decisions)
+        message = self.history.get_message_by_id(pending[0].message_id)
+        assert isinstance(message, AssistantMessage)  # open_requests found it there
+        run = self._start(Resumption(message=message, decided=decided), None, deps)
+        return await self._slot.drive(run)
+
+    def resume_sync(
+        self, decisions: Iterable[ApprovalDecision], *, deps: object = NO_DEPS
+    ) -> AgentResponse:
+        """Blocking :meth:`resume` for code without an event loop.
+
+        Raises:
+            UsageError: Called while an event loop is running in this thread.
+        """
+        return run_sync(self.resume(decisions, deps=deps), "resume_sync")
+
+    def pending_approvals_sync(self) -> tuple[PendingApproval, ...]:
+        """Blocking :meth:`pending_approvals` for code without an event loop.
+
+        Raises:
+            UsageError: Called while an event loop is running in this thread.
+        """
+        return run_sync(self.pending_approvals(), "pending_approvals_sync")
+
+    async def _approval_requests(self) -> tuple[PendingApproval, ...]:
+        for plugin in self._plugins:
+            read = getattr(plugin, "approval_requests", None)
+            if read is not None:
+                requests: tuple[PendingApproval, ...] = await read()
+                return requests
+        return self._approvals.requests
 
     def cancel(self, reason: object = None) -> bool:
         """End the running chat as soon as possible.
@@ -503,13 +607,26 @@ class Agent(HookHost):
         await self.aclose()
 
     def _start(
-        self, message: UserMessage, emit: Callable[[AgentEvent], Awaitable[None]] | None
+        self,
+        message: UserMessage | Resumption,
+        emit: Callable[[AgentEvent], Awaitable[None]] | None,
+        deps: object = NO_DEPS,
     ) -> ChatRun:
         """A chat of ``message`` holding this agent's slot; run it with ``_slot.drive``.
 
         Raises:
             ConcurrentChatError: A chat is running on this agent.
+            UsageError: A new chat while tool calls wait for approval.
         """
+        if (
+            self._approvals.requests
+            and isinstance(message, UserMessage)
+            and open_requests(self._approvals.requests, self.history.messages)
+        ):
+            raise UsageError(
+                "tool calls of the last chat wait for approval: decide on them with "
+                "agent.resume(decisions) before the next chat"
+            )
         setup = ChatSetup(
             handlers=self.hooks.handlers,
             model=self.model,
@@ -519,6 +636,9 @@ class Agent(HookHost):
             reset_tool_choice=self.reset_tool_choice,
             history=self.history,
             window=policy if isinstance(policy := self.context_policy, SlidingWindow) else None,
+            agent=self,
+            deps=self.deps if deps is NO_DEPS else deps,
+            approvals=self._approvals,
         )
         return self._slot.claim(ChatRun(setup, message, emit))
 
@@ -531,9 +651,10 @@ class ChatStream:
     cancels the chat, which then ends as cancelled (``on_chat_abort``).
     """
 
-    def __init__(self, agent: Agent, message: UserMessage) -> None:
+    def __init__(self, agent: Agent, message: UserMessage, deps: object = NO_DEPS) -> None:
         self._agent = agent
         self._message = message
+        self._deps = deps
         self._events: AsyncIterator[AgentEvent] | None = None
         self.response: AgentResponse | None = None
         """The chat's response, once the stream has ended successfully."""
@@ -573,7 +694,7 @@ class ChatStream:
             await asyncio.sleep(0)
 
         slot = self._agent._slot
-        run = self._agent._start(self._message, emit)
+        run = self._agent._start(self._message, emit, self._deps)
 
         async def drive() -> AgentResponse:
             try:

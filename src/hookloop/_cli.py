@@ -6,7 +6,9 @@ each tool call on a line of its own. In ``chat``, Ctrl-C during an answer stops 
 and keeps the conversation; Ctrl-C at the prompt, Ctrl-D or ``/exit`` leaves. ``--model``
 picks the model (see :func:`hookloop.models.model_from_spec`; ``local`` is the default),
 ``--trace`` writes every hook event of each step to stderr as a timeline. The model gets the
-built-in calculator unless ``--tool`` or ``--no-tools`` says otherwise.
+built-in calculator unless ``--tool`` or ``--no-tools`` says otherwise. When the model calls
+a tool that needs approval, ``chat`` asks about each such call: ``y`` runs it, ``n`` denies
+it with a reason, ``e`` runs it with arguments typed as JSON.
 
 ``--trace-file run.jsonl`` records every hook event as JSON lines, ``run --trace-html
 run.html`` writes the page that shows them once the run ends (however it ends), and
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from . import __version__
 from ._agent import Agent
+from ._approval import ApprovalDecision, PendingApproval
 from ._errors import (
     AuthenticationError,
     ChatCancelledError,
@@ -43,6 +46,7 @@ from ._errors import (
     UsageError,
 )
 from ._events import ModelRetry, ToolCallFinished
+from ._messages import ToolMessage
 from ._toolbox import BUILTIN_TOOLS
 from ._tools import Tool, tool
 from ._trace import TracePlugin
@@ -239,7 +243,11 @@ async def _chat(args: argparse.Namespace) -> int:
                 print("(history cleared)", file=sys.stderr)
                 continue
             if line:
-                await _answer(agent, line, screen, args)
+                try:
+                    await _answer(agent, line, screen, args)
+                except EOFError:  # Ctrl-D while a tool call waited for a decision: leave
+                    print(file=sys.stderr)
+                    return EXIT_OK
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
@@ -318,11 +326,41 @@ async def _answer(agent: Agent, line: str, screen: _Screen, args: argparse.Names
                     screen.note(f"  {event.call.name}({event.call.arguments}) {mark} {result}")
                 elif isinstance(event, ModelRetry) and screen.open:
                     screen.note("  (the answer so far came from a failed attempt)")
+        response = stream.response
+        while response is not None and response.pending_approvals:
+            screen.end()
+            decisions = [await _decide(p, screen) for p in response.pending_approvals]
+            response = await agent.resume(decisions)
+            for message in response.messages:
+                if isinstance(message, ToolMessage):
+                    mark = "!" if message.is_error else "->"
+                    screen.note(f"  {message.tool_name} {mark} {message.content}")
+            if response.text:
+                screen.text(response.text)
     except ChatCancelledError:
         screen.note("(stopped)")
     except RunError as exc:
         screen.note(f"hookloop: {_failure(exc, args)}")
     screen.end()
+
+
+async def _decide(pending: PendingApproval, screen: _Screen) -> ApprovalDecision:
+    """Ask at the terminal about one call that waits for approval: y, n (why) or e (JSON)."""
+    why = f" ({pending.reason})" if pending.reason else ""
+    screen.note(f"  {pending.tool_name}({pending.arguments}) needs approval{why}")
+    while True:
+        choice = (await _read_line("  run it? [y]es, [n]o, [e]dit: ")).strip().lower()
+        if choice in ("y", "yes"):
+            return pending.approve()
+        if choice in ("n", "no"):
+            reason = (await _read_line("  why not? ")).strip()
+            return pending.deny(reason or "the user said no")
+        if choice in ("e", "edit"):
+            text = (await _read_line("  arguments as JSON: ")).strip()
+            try:
+                return pending.edit(text)
+            except UsageError as exc:
+                screen.note(f"  {exc}")
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

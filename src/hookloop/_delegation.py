@@ -5,6 +5,8 @@ What a delegation guarantees:
 - The sub-agent's chat runs in a task of its own; cancelling the delegating task (or the
   parent's chat) cancels it, and waits until it has closed its history.
 - Its token usage is added to the parent's running chat, if any, also when it fails.
+- Without dependencies of its own (``Agent(deps=...)``), its tools get the parent's running
+  chat's (``RunContext.deps``).
 - Its hook events reach the parent's ``on_subagent_event`` handlers tagged with the agent
   path; further up too, when the parent is itself a sub-agent.
 - ``on_delegation`` fires on the parent once the sub-agent succeeded.
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ._errors import UsageError
 from ._loop import ChatRun
 from ._messages import UserMessage
+from ._run_context import NO_DEPS
 from ._slot import current_slot
 from ._tools import Tool
 from .hooks._hooks import (
@@ -84,7 +87,10 @@ async def delegate(
     state = _SUB_AGENTS.setdefault(sub, _SubAgent())
     async with _lock_for(state):
         slot = sub._slot
-        run = sub._start(UserMessage(content=task), None)  # ConcurrentChatError if it chats
+        parent_run = parent._slot.run
+        inherited = parent_run.deps if parent_run is not None and sub.deps is NO_DEPS else NO_DEPS
+        # ConcurrentChatError if it chats
+        run = sub._start(UserMessage(content=task), None, inherited)
         relay = _relay_for(parent)
         previous_relay, state.relay = state.relay, relay
         forwarding: list[Disposer] = []

@@ -18,6 +18,9 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── MemoryRequestError         (also ValueError) a memory write or search that cannot be
     │   │                              done as asked (unknown type or action, an action the
     │   │                              store cannot do); nothing was written
+    │   ├── MissingDepsError           a tool's RunContext names deps and the chat has none
+    │   ├── UnknownApprovalError       (also LookupError) a decision for a call not pending
+    │   ├── ApprovalMismatchError      a decision made for other arguments than the call's
     │   └── HistoryError               a ChatHistory call that cannot apply; history unchanged
     │       ├── MessageNotFoundError   (also LookupError) no message has that id
     │       ├── InvalidRangeError      (also ValueError) a range that ends before it starts

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from ._approval import PendingApproval
 from ._messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
 from .models._base import FinishReason, TextDelta, ToolCallDelta
 
@@ -42,10 +43,15 @@ class AgentResponse:
 
     Attributes:
         message: The final assistant message.
-        messages: Every message this chat committed, the user message first.
+        messages: Every message this chat committed, the user message first (a chat that
+            :meth:`~hookloop.Agent.resume` continued has none).
         usage: Tokens used by every model call of the chat.
         iterations: How many model calls (iterations) the chat took.
         finish_reason: Why the model stopped the last time.
+        pending_approvals: The tool calls that wait for a person's decision, in call order;
+            then ``message`` is the assistant message that made them, and
+            ``agent.resume(decisions)`` goes on (see ``docs/approval.md``). Empty when the
+            chat finished.
     """
 
     message: AssistantMessage
@@ -53,6 +59,7 @@ class AgentResponse:
     usage: Usage
     iterations: int
     finish_reason: FinishReason
+    pending_approvals: tuple[PendingApproval, ...] = ()
 
     @property
     def text(self) -> str:

@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from ._approval import ApprovalBook, ApprovalDecision, Defer, PendingApproval, arguments_digest
 from ._errors import (
     ChatCancelledError,
     HookReturnError,
@@ -32,13 +33,24 @@ from ._events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ._messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
+from ._messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ._run_context import NO_DEPS, MissingDepsError, RunContext
 from ._tools import exception_text, serialize_result
 from .context._history import ChatHistory
 from .context._policies import SlidingWindow
 from .context._repair import repair
 from .hooks._hooks import (
     AFTER_MODEL_CALL,
+    ON_APPROVAL_DECISION,
+    ON_APPROVAL_REQUEST,
     ON_CHAT_ABORT,
     ON_CHAT_DONE,
     ON_CHAT_ERROR,
@@ -52,6 +64,8 @@ from .hooks._hooks import (
     PRE_REQUEST,
     PRE_TOOL_CALL,
     AfterModelCallContext,
+    ApprovalDecisionContext,
+    ApprovalRequestContext,
     ChatAbortContext,
     ChatDoneContext,
     ChatErrorContext,
@@ -84,6 +98,7 @@ from .models._base import (
 )
 
 if TYPE_CHECKING:
+    from ._agent import Agent
     from ._tools import Scope, ScopeRegistry, Tool
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
@@ -104,6 +119,9 @@ class ChatSetup:
         history: The conversation the chat appends to.
         window: The agent's own sliding window, which builds each request from only the
             messages that fit; ``None`` when the agent has another policy or none.
+        agent: The agent the chat runs on (a tool's run context names it).
+        deps: The chat's dependencies for tools' run contexts, or ``NO_DEPS``.
+        approvals: Where the chat leaves the calls that wait for approval.
     """
 
     handlers: dict[str, tuple[Handler, ...]]
@@ -114,6 +132,32 @@ class ChatSetup:
     reset_tool_choice: bool
     history: ChatHistory
     window: SlidingWindow | None
+    agent: Agent
+    deps: object
+    approvals: ApprovalBook
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Resumption:
+    """What a resumed chat starts from: the batch's assistant message and the decisions.
+
+    Attributes:
+        message: The assistant message whose calls waited for approval.
+        decided: Each pending call with its checked decision, in call order.
+    """
+
+    message: AssistantMessage
+    decided: tuple[tuple[PendingApproval, ApprovalDecision], ...]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A call of the batch that waits for approval instead of running."""
+
+    pending: PendingApproval
+    call: ToolCall
+    tool: Tool
+    scope: Scope
 
 
 class ChatRun:
@@ -133,6 +177,7 @@ class ChatRun:
         "_setup",
         "_unanswered",
         "_usage",
+        "_waiting",
         "cancel_reason",
         "cancel_requested",
         "emit",
@@ -144,7 +189,7 @@ class ChatRun:
     def __init__(
         self,
         setup: ChatSetup,
-        message: UserMessage,
+        message: UserMessage | Resumption,
         emit: Callable[[AgentEvent], Awaitable[None]] | None = None,
     ) -> None:
         self._setup = setup
@@ -154,6 +199,7 @@ class ChatRun:
         self._new: list[Message] = []
         self._unanswered: dict[str, ToolCall] = {}
         self._finished_results: dict[str, ToolMessage] = {}
+        self._waiting: list[_Waiting] = []
         self._usage = Usage()
         self._iteration = 0
         self.emit = emit
@@ -162,6 +208,11 @@ class ChatRun:
         self.cancel_reason: object = None
         self.task_cancelled = False
         self.finished = False
+
+    @property
+    def deps(self) -> object:
+        """The chat's dependencies (``NO_DEPS`` for none); a sub-agent inherits them."""
+        return self._setup.deps
 
     @property
     def usage(self) -> Usage:
@@ -222,10 +273,16 @@ class ChatRun:
         emit: Callable[[AgentEvent], Awaitable[None]] | None,
     ) -> AgentResponse:
         try:
-            if hs := handlers.get(ON_CHAT_START):
-                await notify(hs, ChatStartContext(message=self._message))
-            await self._commit(self._message)
-            response = await self._iterate()
+            start = self._message
+            if isinstance(start, Resumption):
+                await self._decide(start)
+            else:
+                if hs := handlers.get(ON_CHAT_START):
+                    await notify(hs, ChatStartContext(message=start))
+                await self._commit(start)
+            # A resumed chat's first model call follows tool results, as a later iteration's
+            # does: a forcing tool choice is not applied to it again.
+            response = await self._iterate(1 if isinstance(start, Resumption) else 0)
             self.finished = True
         except asyncio.CancelledError as exc:
             again = await self._abort(exc, CANCELLED_TOOL_TEXT)
@@ -259,12 +316,12 @@ class ChatRun:
             await emit(ChatDone(response=response))
         return response
 
-    async def _iterate(self) -> AgentResponse:
+    async def _iterate(self, after_tools: int = 0) -> AgentResponse:
         setup = self._setup
         for iteration in range(setup.max_iterations):
             self._iteration = iteration
             self._checkpoint()
-            await self._call_model(iteration, build_request(setup, iteration))
+            await self._call_model(iteration, build_request(setup, iteration + after_tools))
             self._checkpoint()
             response = self._last_response
             message = response.to_message()
@@ -281,7 +338,44 @@ class ChatRun:
                     finish_reason=response.finish_reason,
                 )
             await self._run_tools(iteration, message.tool_calls)
+            if self._waiting:
+                return await self._wait_for_approval(message, response, iteration)
         raise MaxIterationsError(setup.max_iterations)
+
+    async def _wait_for_approval(
+        self, message: AssistantMessage, response: ProviderResponse, iteration: int
+    ) -> AgentResponse:
+        """End the chat with the calls that wait for approval; the others have run."""
+        waiting, self._waiting = self._waiting, []
+        pending = tuple(dataclasses.replace(w.pending, message_id=message.id) for w in waiting)
+        self._setup.approvals.requests = pending
+        if hs := self._handlers.get(ON_APPROVAL_REQUEST):
+            for w, p in zip(waiting, pending, strict=True):
+                await notify(
+                    hs, ApprovalRequestContext(pending=p, call=w.call, tool=w.tool, scope=w.scope)
+                )
+        self._checkpoint()
+        for p in pending:  # answered by resume(), not by this chat's closing
+            self._unanswered.pop(p.call_id, None)
+        return AgentResponse(
+            message=message,
+            messages=tuple(self._new),
+            usage=self._usage,
+            iterations=iteration + 1,
+            finish_reason=response.finish_reason,
+            pending_approvals=pending,
+        )
+
+    async def _decide(self, resumption: Resumption) -> None:
+        """Answer the calls decided on: run the approved and edited ones, deny the rest."""
+        calls = {call.id: call for call in resumption.message.tool_calls}
+        if hs := self._handlers.get(ON_APPROVAL_DECISION):
+            for p, decision in resumption.decided:
+                await notify(hs, ApprovalDecisionContext(pending=p, decision=decision))
+        batch = tuple(calls[p.call_id] for p, _ in resumption.decided)
+        self._unanswered = {call.id: call for call in batch}
+        decisions = {d.call_id: d for _, d in resumption.decided}
+        await self._run_tools(0, batch, decisions)
 
     async def _commit(self, message: Message, iteration: int = 0) -> None:
         """Append ``message`` to the history and announce it, as one step.
@@ -518,8 +612,17 @@ class ChatRun:
 
     # -- tools ---------------------------------------------------------------------------
 
-    async def _run_tools(self, iteration: int, calls: tuple[ToolCall, ...]) -> None:
-        """Run the calls concurrently; commit their results in call order."""
+    async def _run_tools(
+        self,
+        iteration: int,
+        calls: tuple[ToolCall, ...],
+        decisions: dict[str, ApprovalDecision] | None = None,
+    ) -> None:
+        """Run the calls concurrently; commit their results in call order.
+
+        A call that waits for approval is kept in ``_waiting`` instead; ``decisions`` are
+        the decisions of a resumed chat, by call id.
+        """
         emit = self.emit
         if emit is not None:
             for call in calls:
@@ -527,12 +630,20 @@ class ChatRun:
         self._finished_results = {}  # per batch: a provider may reuse call ids across turns
         if len(calls) == 1:
             self._checkpoint()
-            await self._commit(await self._execute(calls[0]), iteration)
+            outcome = await self._execute(calls[0], decisions)
+            if isinstance(outcome, _Waiting):
+                self._waiting.append(outcome)
+            else:
+                await self._commit(outcome, iteration)
             return
-        tasks = [asyncio.ensure_future(self._keep(call)) for call in calls]
+        tasks = [asyncio.ensure_future(self._keep(call, decisions)) for call in calls]
         try:
             for task in tasks:
-                await self._commit(await task, iteration)
+                outcome = await task
+                if isinstance(outcome, _Waiting):
+                    self._waiting.append(outcome)
+                else:
+                    await self._commit(outcome, iteration)
         finally:
             pending = [task for task in tasks if not task.done()]
             for task in pending:
@@ -543,14 +654,34 @@ class ChatRun:
                 if not task.cancelled():
                     task.exception()
 
-    async def _keep(self, call: ToolCall) -> ToolMessage:
-        message = await self._execute(call)
-        self._finished_results[call.id] = message
-        return message
+    async def _keep(
+        self, call: ToolCall, decisions: dict[str, ApprovalDecision] | None
+    ) -> ToolMessage | _Waiting:
+        outcome = await self._execute(call, decisions)
+        if isinstance(outcome, ToolMessage):
+            self._finished_results[call.id] = outcome
+        return outcome
 
-    async def _execute(self, call: ToolCall) -> ToolMessage:
-        """Run one tool call through its hooks; always returns the tool message."""
+    async def _execute(
+        self, call: ToolCall, decisions: dict[str, ApprovalDecision] | None = None
+    ) -> ToolMessage | _Waiting:
+        """Run one tool call through its hooks; returns the tool message, or the wait.
+
+        With ``decisions`` (a resumed chat), the call's decision stands in for approval: a
+        denial answers it at once, an edit runs it with the new arguments.
+        """
         error: ToolError
+        decision = decisions.get(call.id) if decisions is not None else None
+        if decision is not None:
+            if decision.action == "deny":
+                return ToolMessage(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    content=f"denied: {decision.reason}",
+                    is_error=True,
+                )
+            if decision.arguments is not None:
+                call = dataclasses.replace(call, arguments=decision.arguments)
         scopes = self._setup.scopes
         found = scopes.lookup(call.name)
         if found is None:
@@ -563,6 +694,7 @@ class ChatRun:
             return await self._failed(call, None, None, error)
         tool, scope = found
         original = call
+        deferred: Defer | None = None
         if hs := self._handlers.get(PRE_TOOL_CALL):
             ctx = PreToolCallContext(call=call, tool=tool, scope=scope)
             supplied = await run_chain(hs, ctx)
@@ -572,6 +704,8 @@ class ChatRun:
                 return await self._succeeded(original, call, tool, scope, supplied.value)
             if isinstance(supplied, Exception):
                 return await self._failed(original, tool, scope, supplied, call)
+            if isinstance(supplied, Defer):
+                deferred = supplied
         scope_on = scope.is_enabled()
         if not (scope_on and tool.is_enabled()):
             reason = "" if scope_on else f": its scope {scope.name!r} is disabled"
@@ -585,8 +719,22 @@ class ChatRun:
             arguments = tool.validate(original.id, call.arguments)
         except ToolError as exc:
             return await self._failed(original, tool, scope, exc, call)
+        if decision is None and (
+            deferred is not None
+            or (tool.requires_approval is not False and tool.needs_approval(arguments))
+        ):
+            pending = PendingApproval(
+                call_id=original.id,
+                tool_name=original.name,
+                arguments=original.arguments,
+                digest=arguments_digest(original.id, original.name, original.arguments),
+                reason=deferred.reason if deferred is not None else "",
+            )
+            return _Waiting(pending, original, tool, scope)
         attempt = 1
         while True:
+            if (name := tool.context_parameter) is not None:
+                arguments = {**arguments, name: self._run_context(original, tool, attempt)}
             try:
                 result = await tool.invoke(arguments)
                 break
@@ -606,6 +754,23 @@ class ChatRun:
             return await self._succeeded(original, call, tool, scope, result)
         return ToolMessage(
             tool_call_id=original.id, tool_name=original.name, content=serialize_result(result)
+        )
+
+    def _run_context(self, call: ToolCall, tool: Tool, attempt: int) -> RunContext[object]:
+        setup = self._setup
+        deps = setup.deps
+        if deps is NO_DEPS:
+            if tool.needs_deps:
+                raise MissingDepsError(tool.name)
+            deps = None
+        return RunContext(
+            deps=deps,
+            agent=setup.agent,
+            usage=self._usage,
+            session_id=setup.agent.session_id,
+            call_id=call.id,
+            tool_name=tool.name,
+            attempt=attempt,
         )
 
     async def _succeeded(

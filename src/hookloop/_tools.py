@@ -28,6 +28,7 @@ from ._errors import (
     ToolValidationError,
 )
 from ._messages import ToolCall
+from ._run_context import context_kind
 from .hooks._hooks import is_async_callable
 from .models._base import ToolDefinition
 
@@ -42,6 +43,9 @@ _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 Enabled: TypeAlias = bool | Callable[[], bool]
 """Either a fixed flag or a callable asked before every model call."""
+
+NeedsApproval: TypeAlias = bool | Callable[[Mapping[str, Any]], bool]
+"""Either a fixed flag or a predicate over a call's validated arguments."""
 
 
 def check_name(kind: str, name: object) -> str:
@@ -83,6 +87,14 @@ class Tool:
             counts as ``False``.
         run_in_thread: Run a sync ``function`` in a worker thread so it cannot block the
             event loop (default). Set ``False`` for quick, pure functions.
+        requires_approval: ``True``, or a predicate over the call's validated arguments
+            returning ``True``, makes each call wait for a person's decision: the chat ends
+            with it in ``response.pending_approvals`` (see ``docs/approval.md``). A
+            predicate that raises counts as ``True``.
+        context_parameter: The parameter that receives the :class:`~hookloop.RunContext`,
+            if any; it is not in ``parameters``.
+        needs_deps: Whether that run context names a dependencies type, so the chat must
+            have ``deps``.
     """
 
     name: str
@@ -91,6 +103,9 @@ class Tool:
     function: Callable[..., Any]
     enabled: Enabled = True
     run_in_thread: bool = True
+    requires_approval: NeedsApproval = False
+    context_parameter: str | None = None
+    needs_deps: bool = False
     arguments_model: type[pydantic.BaseModel] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -111,13 +126,14 @@ class Tool:
         description: str | None = None,
         enabled: Enabled = True,
         run_in_thread: bool = True,
+        requires_approval: NeedsApproval = False,
     ) -> Tool:
         """Build a tool from a typed function; see :func:`tool`."""
         tool_name = check_name(
             "tool", name if name is not None else getattr(function, "__name__", "")
         )
         summary, param_docs = parse_docstring(inspect.getdoc(function))
-        model = _arguments_model(function, tool_name, param_docs)
+        model, context, needs_deps = _arguments_model(function, tool_name, param_docs)
         return cls(
             name=tool_name,
             description=description if description is not None else summary,
@@ -125,6 +141,9 @@ class Tool:
             function=function,
             enabled=enabled,
             run_in_thread=run_in_thread,
+            requires_approval=requires_approval,
+            context_parameter=context,
+            needs_deps=needs_deps,
             arguments_model=model,
         )
 
@@ -136,6 +155,24 @@ class Tool:
     def is_enabled(self) -> bool:
         """Whether the tool is enabled now (a failing ``enabled`` callable means no)."""
         return self.enabled is True or _ask(self.enabled, "tool", self.name)
+
+    def needs_approval(self, arguments: Mapping[str, Any]) -> bool:
+        """Whether a call with these validated arguments waits for a person's decision.
+
+        A predicate that raises counts as ``True``: when in doubt, ask.
+        """
+        flag = self.requires_approval
+        if flag is True or flag is False:
+            return flag
+        try:
+            return bool(flag(arguments))
+        except Exception:
+            logger.warning(
+                "requires_approval() of tool %r raised; asking for approval",
+                self.name,
+                exc_info=True,
+            )
+            return True
 
     def validate(self, call_id: str, arguments: str) -> dict[str, Any]:
         """Parse and validate the model's raw arguments into keyword arguments.
@@ -177,6 +214,7 @@ def tool(
     description: str | None = None,
     enabled: Enabled = True,
     run_in_thread: bool = True,
+    requires_approval: NeedsApproval = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -188,12 +226,15 @@ def tool(
     description: str | None = None,
     enabled: Enabled = True,
     run_in_thread: bool = True,
+    requires_approval: NeedsApproval = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a typed function, as ``@tool`` or ``@tool(...)``.
 
     The tool's name is the function's name, its description the docstring's summary, and
     each parameter's description comes from the docstring's ``Args:`` section. Every
     parameter needs a type annotation; pydantic validates the model's arguments against them.
+    A parameter annotated with :class:`~hookloop.RunContext` receives the run context and
+    is left out of the schema. ``requires_approval`` is described on :class:`Tool`.
 
     Example:
         >>> @tool
@@ -215,7 +256,12 @@ def tool(
 
     def build(fn: Callable[..., Any]) -> Tool:
         return Tool.from_function(
-            fn, name=name, description=description, enabled=enabled, run_in_thread=run_in_thread
+            fn,
+            name=name,
+            description=description,
+            enabled=enabled,
+            run_in_thread=run_in_thread,
+            requires_approval=requires_approval,
         )
 
     return build if function is None else build(function)
@@ -223,13 +269,16 @@ def tool(
 
 def _arguments_model(
     function: Callable[..., Any], tool_name: str, param_docs: Mapping[str, str]
-) -> type[pydantic.BaseModel]:
+) -> tuple[type[pydantic.BaseModel], str | None, bool]:
+    """The model of the arguments, the run-context parameter, and whether it needs deps."""
     try:
         signature = inspect.signature(function)
         hints = get_type_hints(function, include_extras=True)  # keep Annotated constraints
     except (TypeError, ValueError, NameError) as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: cannot read the signature: {exc}") from exc
     fields: dict[str, Any] = {}
+    context: str | None = None
+    needs_deps = False
     for param in signature.parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise ToolDefinitionError(
@@ -245,6 +294,15 @@ def _arguments_model(
             raise ToolDefinitionError(
                 f"tool {tool_name!r}: parameter {param.name!r} needs a type annotation"
             )
+        kind = context_kind(hints[param.name])
+        if kind != "none":
+            if context is not None:
+                raise ToolDefinitionError(
+                    f"tool {tool_name!r}: parameters {context!r} and {param.name!r} both take "
+                    "a RunContext; one is enough"
+                )
+            context, needs_deps = param.name, kind == "deps"
+            continue
         default = ... if param.default is param.empty else param.default
         described = param.name in param_docs  # else keep an Annotated Field's description
         fields[param.name] = (
@@ -254,13 +312,14 @@ def _arguments_model(
             else pydantic.Field(default),
         )
     try:
-        return pydantic.create_model(
+        model = pydantic.create_model(
             f"{tool_name}_arguments",
             __config__=pydantic.ConfigDict(extra="forbid"),
             **fields,
         )
     except (pydantic.PydanticUserError, TypeError) as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: unsupported parameter type: {exc}") from exc
+    return model, context, needs_deps
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

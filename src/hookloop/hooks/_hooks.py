@@ -33,6 +33,7 @@ from typing import (
     runtime_checkable,
 )
 
+from .._approval import ApprovalDecision, Defer, PendingApproval
 from .._errors import HookRegistrationError, HookReturnError, UsageError
 from .._messages import Message, ToolCall, UserMessage
 from ..models._base import Model, ProviderRequest, ProviderResponse
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 __all__ = [
     "EVENT_TABLE",
     "AfterModelCallContext",
+    "ApprovalDecisionContext",
+    "ApprovalRequestContext",
     "BackoffWaitContext",
     "ChatAbortContext",
     "ChatDoneContext",
@@ -92,6 +95,8 @@ AFTER_MODEL_CALL: Final = "after_model_call"
 PRE_TOOL_CALL: Final = "pre_tool_call"
 ON_TOOL_CALL_RESULT: Final = "on_tool_call_result"
 ON_TOOL_CALL_ERROR: Final = "on_tool_call_error"
+ON_APPROVAL_REQUEST: Final = "on_approval_request"
+ON_APPROVAL_DECISION: Final = "on_approval_decision"
 ON_PRE_COMPRESS: Final = "on_pre_compress"
 ON_SCOPE_REGISTER: Final = "on_scope_register"
 ON_SCOPE_UNREGISTER: Final = "on_scope_unregister"
@@ -116,6 +121,8 @@ HookEvent: TypeAlias = Literal[
     "pre_tool_call",
     "on_tool_call_result",
     "on_tool_call_error",
+    "on_approval_request",
+    "on_approval_decision",
     "on_pre_compress",
     "on_scope_register",
     "on_scope_unregister",
@@ -231,7 +238,10 @@ class PreToolCallContext:
     """``pre_tool_call`` (interceptor): a known tool is about to run.
 
     Return a :class:`~hookloop.ToolCall` to change the call, a :class:`ToolReturn` to skip
-    the tool with that result, or an exception instance to skip it with that error.
+    the tool with that result, an exception instance to skip it with that error, or a
+    :class:`~hookloop.Defer` to make the call wait for a person's decision (the chat ends
+    with it pending; see ``docs/approval.md``). On ``agent.resume()`` an approved call runs
+    through the handlers again, and a ``Defer`` returned then is ignored.
     """
 
     call: ToolCall
@@ -272,6 +282,35 @@ class ToolErrorContext:
     error: Exception
     attempt: int = 1
     retry: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalRequestContext:
+    """``on_approval_request`` (observer): a tool call waits for a person's decision.
+
+    It fires once per pending call, in call order, after the calls of the batch that need
+    no approval have run and before the chat ends with ``response.pending_approvals``. A
+    session recorder keeps the request here (first, at :attr:`Phase.RECORD`). Raising ends
+    the chat with an error.
+    """
+
+    pending: PendingApproval
+    call: ToolCall
+    tool: Tool
+    scope: Scope
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalDecisionContext:
+    """``on_approval_decision`` (observer): ``agent.resume()`` took a decision on a call.
+
+    It fires once per decision, in call order, after every decision was checked and before
+    any decided call runs. A session recorder keeps the decision here (first, at
+    :attr:`Phase.RECORD`). Raising ends the resumed chat with an error.
+    """
+
+    pending: PendingApproval
+    decision: ApprovalDecision
 
 
 @dataclass(slots=True, kw_only=True)
@@ -685,11 +724,17 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             name=PRE_TOOL_CALL,
             context=PreToolCallContext,
             kind="interceptor",
-            returns="`ToolCall` (replace), `ToolReturn(value)`, or an exception instance",
-            stops="a `ToolReturn` or an exception skips the later handlers **and the tool**",
+            returns=(
+                "`ToolCall` (replace), `ToolReturn(value)`, an exception instance, or "
+                "`Defer(reason=...)`"
+            ),
+            stops=(
+                "a `ToolReturn` or an exception skips the later handlers **and the tool**; "
+                "a `Defer` makes the call wait for approval"
+            ),
             field="call",
             accept=(ToolCall,),
-            stop=(ToolReturn, Exception),
+            stop=(ToolReturn, Exception, Defer),
             trace=lambda c, t: f"{c.call.name}({c.call.arguments}) in scope {c.scope.name!r}",
         ),
         EventSpec(
@@ -712,6 +757,22 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             field="error",
             accept=(Exception,),
             trace=lambda c, t: f"{c.call.name} failed: {type(c.error).__name__}: {c.error}",
+        ),
+        EventSpec(
+            name=ON_APPROVAL_REQUEST,
+            context=ApprovalRequestContext,
+            kind="observer",
+            returns=_OBSERVED,
+            stops=_RAISE_ENDS,
+            trace=lambda c, t: f"{c.call.name}({c.call.arguments}) waits for approval",
+        ),
+        EventSpec(
+            name=ON_APPROVAL_DECISION,
+            context=ApprovalDecisionContext,
+            kind="observer",
+            returns=_OBSERVED,
+            stops=_RAISE_ENDS,
+            trace=lambda c, t: f"{c.pending.tool_name}: {c.decision.action}",
         ),
         EventSpec(
             name=ON_PRE_COMPRESS,
@@ -835,7 +896,8 @@ class Phase(IntEnum):
     """
 
     RECORD = -1_000_000_000
-    """``on_message``: the session recorder stores a message before anyone else sees it."""
+    """``on_message``, ``on_approval_request``, ``on_approval_decision``: the session
+    recorder stores a message or an approval record before anyone else sees it."""
     COMPACT = -1_500_000
     """``pre_request``: compaction replaces old turns by a summary before anything else."""
     ROUTE = -1_000_000
@@ -1190,9 +1252,13 @@ MessageHandler: TypeAlias = _Fn[MessageContext, object]
 PreRequestHandler: TypeAlias = _Fn[PreRequestContext, ProviderRequest | ProviderResponse | None]
 ResponseHandler: TypeAlias = _Fn[ResponseContext, ProviderResponse | None]
 AfterModelCallHandler: TypeAlias = _Fn[AfterModelCallContext, object]
-PreToolCallHandler: TypeAlias = _Fn[PreToolCallContext, ToolCall | ToolReturn | Exception | None]
+PreToolCallHandler: TypeAlias = _Fn[
+    PreToolCallContext, ToolCall | ToolReturn | Exception | Defer | None
+]
 ToolResultHandler: TypeAlias = _Fn[ToolResultContext, ToolReturn | None]
 ToolErrorHandler: TypeAlias = _Fn[ToolErrorContext, Exception | None]
+ApprovalRequestHandler: TypeAlias = _Fn[ApprovalRequestContext, object]
+ApprovalDecisionHandler: TypeAlias = _Fn[ApprovalDecisionContext, object]
 PreCompressHandler: TypeAlias = _Fn[PreCompressContext, str | None]
 MemoryWriteHandler: TypeAlias = _Fn[MemoryWriteContext, object]
 DelegationHandler: TypeAlias = _Fn[DelegationContext, object]
@@ -1255,6 +1321,22 @@ class HookHost:
     @overload
     def add_hook(
         self, event: Literal["on_tool_call_error"], handler: ToolErrorHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_approval_request"],
+        handler: ApprovalRequestHandler,
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_approval_decision"],
+        handler: ApprovalDecisionHandler,
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(

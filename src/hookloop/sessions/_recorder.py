@@ -5,9 +5,18 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
+from .._approval import (
+    PendingApproval,
+    approval_session_id,
+    decode_records,
+    encode_decision,
+    encode_request,
+)
 from .._errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
 from .._messages import Message
 from ..hooks._hooks import (
+    ApprovalDecisionContext,
+    ApprovalRequestContext,
     ChatStartContext,
     MessageContext,
     Phase,
@@ -50,6 +59,11 @@ class SessionRecorder:
       parent and starts from the conversation the agent keeps (none after ``reset=True``).
       If the store fails during the switch, the failure is logged and the next chat tries
       again (the restore, or the rest of the copy), and raises if the store still fails.
+    - **Approvals.** A tool call that waits for approval and the decision taken on it are
+      appended (at ``on_approval_request`` / ``on_approval_decision``) to a side session of
+      the same store, ``"<session id>:approvals"``, one record per message; so another
+      process restores the session and resumes (see ``docs/approval.md``). The side session
+      is not forked, deleted or exported with the session.
 
     One recorder serves one agent.
 
@@ -121,6 +135,25 @@ class SessionRecorder:
         # and the next chat would append after it without noticing.
         agent.add_hook("on_message", self._on_message, order=Phase.RECORD)
         agent.add_hook("on_session_switch", self._on_session_switch)
+        agent.add_hook("on_approval_request", self._on_approval_request, order=Phase.RECORD)
+        agent.add_hook("on_approval_decision", self._on_approval_decision, order=Phase.RECORD)
+
+    async def approval_requests(self) -> tuple[PendingApproval, ...]:
+        """The calls of the session's latest batch that waited for approval, in call order.
+
+        Restores the session first if the recorder has not yet. Whether each still waits
+        is for the agent to tell from the history (``agent.pending_approvals()``).
+
+        Raises:
+            UsageError: The recorder is not used by an agent.
+            CorruptSessionError: An approval record cannot be read.
+        """
+        agent = self._require_agent()
+        if not self._restored:
+            await self._restore(agent)
+        side = approval_session_id(self._require_session())
+        records = await self.store.records(side)
+        return tuple(decode_records(side, [(r.seq, r.message) for r in records]))
 
     async def restore(self) -> list[Message]:
         """Load the session into the agent's history now; returns the messages restored.
@@ -154,6 +187,14 @@ class SessionRecorder:
                 "the session has messages; add it between chats to restore them"
             )
         await self._restore(self._require_agent())
+
+    async def _on_approval_request(self, ctx: ApprovalRequestContext) -> None:
+        side = approval_session_id(self._require_session())
+        await self.store.append(side, encode_request(ctx.pending))
+
+    async def _on_approval_decision(self, ctx: ApprovalDecisionContext) -> None:
+        side = approval_session_id(self._require_session())
+        await self.store.append(side, encode_decision(ctx.decision, ctx.pending.message_id))
 
     async def _on_session_switch(self, ctx: SessionSwitchContext) -> None:
         self._session_id = ctx.new_session_id

@@ -1,0 +1,94 @@
+"""The run context a tool can ask for: the chat's dependencies and where the call stands.
+
+A tool parameter annotated with :class:`RunContext` is filled in by the loop and left out of
+the tool's JSON schema, so the model never sees it. ``RunContext[Deps]`` is generic: a type
+checker checks what the tool does with ``ctx.deps`` against ``Deps``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar, get_args, get_origin
+
+from ._errors import UsageError
+
+if TYPE_CHECKING:
+    from ._agent import Agent
+    from ._messages import Usage
+
+__all__ = ["NO_DEPS", "MissingDepsError", "RunContext"]
+
+DepsT = TypeVar("DepsT")
+
+
+class NoDeps(enum.Enum):
+    """The type of :data:`NO_DEPS`, the marker for "no dependencies were given"."""
+
+    NO_DEPS = enum.auto()
+
+
+NO_DEPS: Literal[NoDeps.NO_DEPS] = NoDeps.NO_DEPS
+"""Passed as ``deps`` (the default), it means the chat has no dependencies."""
+
+
+class MissingDepsError(UsageError):
+    """A tool that needs the chat's dependencies ran in a chat that has none.
+
+    A tool whose :class:`RunContext` names a dependencies type (``RunContext[Deps]``, anything
+    but ``RunContext[None]`` or a bare ``RunContext``) needs ``deps=`` on the chat or the agent.
+    The chat ends with this error: running the tool without them is a bug in the program, not
+    something the model can fix.
+
+    Attributes:
+        tool_name: The tool that asked.
+    """
+
+    def __init__(self, tool_name: str) -> None:
+        super().__init__(
+            f"tool {tool_name!r} takes RunContext with dependencies, but the chat has none: "
+            "pass chat(..., deps=...) or Agent(deps=...)"
+        )
+        self.tool_name = tool_name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunContext(Generic[DepsT]):
+    """What a tool learns about the chat that called it.
+
+    Declare a parameter of this type (any name) and the loop passes it in; it is not part of
+    the tool's JSON schema.
+
+    Attributes:
+        deps: The chat's dependencies: ``chat(..., deps=...)``, else ``Agent(deps=...)``; in
+            a sub-agent without its own, the delegating chat's. ``None`` for a bare
+            ``RunContext`` or ``RunContext[None]`` in a chat without any.
+        agent: The agent whose chat called the tool.
+        usage: Tokens used by the chat so far, sub-agents' included.
+        session_id: The agent's session.
+        call_id: The id of this tool call.
+        tool_name: The tool's name.
+        attempt: 1 on the first run of the call, one more on each retry
+            (``on_tool_call_error`` with ``retry = True``).
+    """
+
+    deps: DepsT
+    agent: Agent
+    usage: Usage
+    session_id: str
+    call_id: str
+    tool_name: str
+    attempt: int = 1
+
+
+def context_kind(hint: object) -> Literal["none", "plain", "deps"]:
+    """Whether a parameter's annotation is a :class:`RunContext`, and one naming dependencies.
+
+    ``"none"``: not a run context; ``"plain"``: a bare ``RunContext`` or ``RunContext[None]``;
+    ``"deps"``: ``RunContext[Deps]`` for any other ``Deps``.
+    """
+    if hint is RunContext:
+        return "plain"
+    if get_origin(hint) is not RunContext:
+        return "none"
+    return "plain" if get_args(hint) == (type(None),) else "deps"
