@@ -53,11 +53,9 @@ from hookloop.sessions import CorruptSessionError
 from hookloop.sessions._codec import encode_message
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests.models._provider_server import ProviderServer, answer
-from tests.sessions._backends import Backend, backend
+from tests.sessions._backends import Backend
 
-__all__ = ["backend"]  # the fixture, imported for pytest
-
-WORKER = Path(__file__).with_name("_approval_worker.py")
+ROOT = Path(__file__).resolve().parents[1]  # where ``tests`` is importable as a package
 
 ran: list[str] = []
 
@@ -365,7 +363,8 @@ async def test_a_new_chat_while_calls_wait_is_refused() -> None:
 
 def run_worker(backend: Backend, session_id: str, *args: str) -> list[str]:
     done = subprocess.run(
-        [sys.executable, str(WORKER), backend.spec_json(), session_id, *args],
+        [sys.executable, "-m", "tests._approval_worker", backend.spec_json(), session_id, *args],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,

@@ -18,6 +18,13 @@ from ._agent import (
     ChatStream,
     Default,
 )
+from ._approval import (
+    ApprovalDecision,
+    ApprovalMismatchError,
+    Defer,
+    PendingApproval,
+    UnknownApprovalError,
+)
 from ._errors import (
     AuthenticationError,
     BadRequestError,
@@ -95,6 +102,7 @@ from ._messages import (
     messages_to_json,
     new_id,
 )
+from ._run_context import NO_DEPS, MissingDepsError, RunContext
 from ._toolbox import (
     BUILTIN_TOOLS,
     calculator,
@@ -137,9 +145,11 @@ from .context import (
     trim_to_budget,
     truncate_tool_results,
 )
-from .hooks._hooks import (
+from .hooks import (
     EVENT_TABLE,
     AfterModelCallContext,
+    ApprovalDecisionContext,
+    ApprovalRequestContext,
     BackoffWaitContext,
     ChatAbortContext,
     ChatDoneContext,
