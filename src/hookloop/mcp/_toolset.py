@@ -337,14 +337,31 @@ def _failure(exc: Exception, connection: Connection, label: str, tool: str) -> M
         if tool:
             return MCPToolError(exc.message, server=label, tool_name=tool, code=exc.code)
         return MCPServerError(f"the MCP server {label} refused: {exc.message}", server=label)
-    if isinstance(exc, pydantic.ValidationError):
-        text = f"the MCP server {label} sent a malformed answer: {_describe(exc)}"
-        if tool:
-            return MCPToolError(text, server=label, tool_name=tool)
-        return MCPServerError(text, server=label)
-    connection.alive = False  # a transport failure: the session is of no more use
-    return MCPConnectionError(
-        f"the connection to the MCP server {label} failed: {_describe(exc)}", server=label
+    if isinstance(exc, _transport_errors()):
+        connection.alive = False  # the session is of no more use
+        return MCPConnectionError(
+            f"the connection to the MCP server {label} failed: {_describe(exc)}", server=label
+        )
+    # A result that does not parse (ValidationError) or does not match the tool's declared
+    # output schema (the SDK's RuntimeError): the connection itself is fine.
+    kind = "a malformed" if isinstance(exc, pydantic.ValidationError) else "an unusable"
+    text = f"the MCP server {label} sent {kind} answer: {_describe(exc)}"
+    if tool:
+        return MCPToolError(text, server=label, tool_name=tool)
+    return MCPServerError(text, server=label)
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """What the transports raise when the connection itself is gone."""
+    import anyio
+
+    http = import_extra("httpx2", extra="mcp", by="MCPToolset")
+    return (
+        OSError,
+        anyio.ClosedResourceError,
+        anyio.BrokenResourceError,
+        anyio.EndOfStream,
+        http.TransportError,
     )
 
 
