@@ -4,6 +4,7 @@ Needs the ``mcp`` extra (``pip install 'hookloop[mcp]'``); importing this module
 using its classes does. See ``docs/mcp.md``.
 """
 
+from ._serve import ToolSource, mcp_server, serve
 from ._toolset import MCPToolset
 
-__all__ = ["MCPToolset"]
+__all__ = ["MCPToolset", "ToolSource", "mcp_server", "serve"]
