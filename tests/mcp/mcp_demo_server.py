@@ -70,8 +70,10 @@ def build() -> MCPServer:
 async def _serve_http(server: MCPServer) -> None:
     import uvicorn
 
-    sock = socket.socket()
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY only on connections accepted from such a socket
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
     await uvicorn.Server(config).serve(sockets=[sock])
