@@ -351,6 +351,28 @@ async def test_a_malformed_tool_result_is_a_tool_error_and_the_connection_stays(
     )
 
 
+async def test_a_result_that_breaks_the_protocol_is_a_tool_error_from_the_same_server() -> None:
+    causes: list[BaseException | None] = []
+    model = ScriptedModel(
+        [tool_call("m_pid"), tool_call("m_bad"), tool_call("m_pid"), "Odd server."]
+    )
+    server = [sys.executable, str(DEMO.with_name("mcp_malformed_server.py"))]
+    agent = Agent(model, plugins=[MCPToolset(server, name="m")])
+    agent.add_hook("on_tool_call_error", lambda c: causes.append(c.error.__cause__))
+    async with agent:
+        await agent.chat("Try.")
+    [before, bad, after] = results(agent)
+    assert before == after  # the same process answered: the connection was not dropped
+    assert bad[0] == "m_bad"
+    assert bad[1].startswith(
+        "tool 'm_bad' failed: MCPToolError: the MCP server "
+        f"{server[0]} {server[1]} sent a malformed answer: ValidationError: "
+    )
+    [cause] = causes
+    assert isinstance(cause, MCPToolError)
+    assert cause.tool_name == "bad"
+
+
 async def test_a_tool_name_taken_by_another_scope_is_refused_with_the_fix() -> None:
     @tool
     def add(a: int, b: int) -> int:
@@ -398,3 +420,29 @@ def test_the_errors_sit_in_the_run_error_branch() -> None:
     assert issubclass(MCPToolError, MCPServerError)
     assert issubclass(MCPServerError, RunError)
     assert not issubclass(MCPServerError, ToolError)  # the cause of one, not one itself
+
+
+def test_without_the_sdk_hookloop_mcp_imports_and_its_use_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None\n"  # as if the mcp extra were not installed
+        "import hookloop.mcp\n"
+        "for use in (lambda: hookloop.mcp.MCPToolset('python s.py'),"
+        " lambda: hookloop.mcp.mcp_server([])):\n"
+        "    try:\n"
+        "        use()\n"
+        "    except hookloop.MissingExtraError as exc:\n"
+        "        print(exc)\n"
+    )
+    src = str(DEMO.parent.parent.parent / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src},
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (
+        "MCPToolset needs the 'mcp' extra: pip install 'hookloop[mcp]'\n"
+        "mcp_server needs the 'mcp' extra: pip install 'hookloop[mcp]'\n"
+    )
