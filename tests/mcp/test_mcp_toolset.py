@@ -446,3 +446,18 @@ def test_without_the_sdk_hookloop_mcp_imports_and_its_use_names_the_extra() -> N
         "MCPToolset needs the 'mcp' extra: pip install 'hookloop[mcp]'\n"
         "mcp_server needs the 'mcp' extra: pip install 'hookloop[mcp]'\n"
     )
+
+
+async def test_removing_the_toolset_takes_its_scope_and_it_can_serve_another_agent() -> None:
+    toolset = MCPToolset(build(), allow=["greet"])
+    first = Agent(ScriptedModel(["Hi."]))
+    dispose = first.use(toolset)
+    await first.chat("Hi.")
+    assert [t.name for t in first.scopes.get("demo").tools] == ["demo_greet"]  # type: ignore[union-attr]
+    dispose()
+    assert "demo" not in first.scopes
+    second = Agent(ScriptedModel([tool_call("demo_greet", {"name": "Bo"}), "Done."]))
+    second.use(toolset)
+    await second.chat("Greet Bo.")
+    await toolset.aclose()
+    assert results(second) == [("demo_greet", "Hello, Bo!", False)]

@@ -117,7 +117,13 @@ class Connection:
         Its events reach :meth:`_on_message` too, as ``tools/list_changed`` notifications;
         a stream that ends abruptly (``SubscriptionLost``) means the connection is gone.
         """
-        async with client.listen(tools_list_changed=True) as events:
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                events = await stack.enter_async_context(client.listen(tools_list_changed=True))
+            except Exception as exc:  # a server that cannot listen: its tools still work
+                logger.warning("%s does not announce tool changes: %s", self._target.label, exc)
+                task_status.started()
+                return
             task_status.started()
             async for _ in events:
                 pass

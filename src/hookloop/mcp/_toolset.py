@@ -46,6 +46,10 @@ _CONNECTION_CLOSED, _REQUEST_TIMEOUT = -32000, -32001  # JSON-RPC codes the SDK 
 class MCPToolset:
     """The tools of one MCP server, as a plugin: ``Agent(plugins=[MCPToolset(...)])``.
 
+    One toolset serves one agent at a time. The disposer ``agent.use(toolset)`` returns
+    takes the toolset's hooks and scope away; ``await toolset.aclose()`` then closes its
+    connection.
+
     The server's tools become hookloop tools in a scope named ``name``: the model calls
     them like any other, and every tool hook fires for them (``pre_tool_call`` can refuse
     a call or answer it itself). The connection opens in the first chat and the tool list
@@ -139,6 +143,13 @@ class MCPToolset:
         # Before the user's own handlers, so they see the server's tools in the scope.
         agent.add_hook("on_chat_start", self._on_chat_start, order=Phase.USER - 1)
         agent.add_hook("on_message", self._on_message)
+        agent.hooks.adopt(Disposer(self._detach))  # removing the plugin takes its scope too
+
+    def _detach(self) -> None:
+        """Leave the agent: its scope goes; the connection stays open until :meth:`aclose`."""
+        if self._scope is not None:
+            self._scope()
+        self._agent, self._scope, self._registered = None, None, None
 
     async def list_tools(self) -> tuple[Tool, ...]:
         """The server's tools as hookloop tools (prefixed, filtered); cached until changed.
