@@ -29,7 +29,7 @@ __all__ = ["Connection"]
 logger = logging.getLogger(__name__)
 
 _LIST_CHANGED = "notifications/tools/list_changed"
-_CLOSE_GRACE = 5.0  # seconds a closing client may take (a stdio server asked to exit)
+_CLOSE_GRACE = 30.0  # a backstop: the SDK bounds a stdio server's exit itself (then kills it)
 
 
 class Connection:
