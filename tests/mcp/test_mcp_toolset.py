@@ -27,13 +27,14 @@ from hookloop import (
     MCPToolError,
     PreToolCallContext,
     RunError,
+    ToolCall,
     ToolError,
     ToolMessage,
     UsageError,
     tool,
 )
 from hookloop.mcp import MCPToolset
-from hookloop.models.testing import ScriptedModel, tool_call
+from hookloop.models.testing import ScriptedModel, tool_call, tool_calls
 
 DEMO = Path(__file__).with_name("mcp_demo_server.py")
 STDIO = [sys.executable, str(DEMO)]
@@ -259,15 +260,15 @@ async def test_a_stdio_server_killed_mid_call_is_a_typed_error_and_the_next_call
     None
 ):
     causes: list[BaseException | None] = []
-    model = ScriptedModel(
-        [tool_call("demo_pid"), tool_call("demo_die"), "It died.", tool_call("demo_pid"), "Back."]
-    )
+    both = tool_calls(ToolCall.create("demo_pid", {}), ToolCall.create("demo_pid", {}))
+    model = ScriptedModel([tool_call("demo_pid"), tool_call("demo_die"), "It died.", both, "Back."])
     agent = Agent(model, plugins=[MCPToolset(" ".join(STDIO), name="demo")])
     agent.add_hook("on_tool_call_error", lambda c: causes.append(c.error.__cause__))
     async with agent:
         assert (await agent.chat("Die.")).text == "It died."
         assert (await agent.chat("Again.")).text == "Back."
-    [first, died, second] = results(agent)
+    [first, died, second, third] = results(agent)
+    assert second == third  # two calls at once found it dead: one new process serves both
     assert died == (
         "demo_die",
         f"tool 'demo_die' failed: MCPConnectionError: the connection to the MCP server "
