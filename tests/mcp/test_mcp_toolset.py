@@ -7,6 +7,8 @@ scripted model, so every test knows which tool the model calls and what it must 
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,7 +17,10 @@ from typing import Any
 
 import mcp.types
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
 from mcp_demo_server import build
 
 from hookloop import (
@@ -35,6 +40,7 @@ from hookloop import (
 )
 from hookloop.mcp import MCPToolset
 from hookloop.models.testing import ScriptedModel, tool_call, tool_calls
+from hookloop.tools import check_name
 
 DEMO = Path(__file__).with_name("mcp_demo_server.py")
 STDIO = [sys.executable, str(DEMO)]
@@ -467,3 +473,23 @@ async def test_removing_the_toolset_takes_its_scope_and_it_can_serve_another_age
     await second.chat("Greet Bo.")
     await toolset.aclose()
     assert results(second) == [("demo_greet", "Hello, Bo!", False)]
+
+
+@given(st.lists(st.text(), min_size=1, max_size=4).filter(lambda argv: argv[0] != ""))
+def test_every_command_gives_a_toolset_a_valid_name(argv: list[str]) -> None:
+    toolset = MCPToolset(argv)  # no connection is made until a chat needs the tools
+    assert check_name("scope", toolset.name) == toolset.name
+    assert toolset.server == shlex.join(argv)
+
+
+@given(st.text(min_size=1, max_size=80))
+async def test_a_server_tool_name_becomes_a_valid_tool_name_or_is_left_out(name: str) -> None:
+    server = MCPServer("any", log_level="WARNING")
+    server.add_tool(lambda: "x", name=name, description="d", structured_output=False)
+    toolset = MCPToolset(server)
+    tools = await toolset.list_tools()
+    await toolset.aclose()
+    assert len(tools) <= 1
+    for made in tools:
+        assert check_name("tool", made.name) == made.name
+        assert made.name == "any_" + re.sub(r"[^A-Za-z0-9_-]", "_", name)
