@@ -49,7 +49,8 @@ def build() -> MCPServer:
             return text.upper() + "!"
 
         server.add_tool(shout, structured_output=False)
-        await ctx.notify_tools_changed()
+        await ctx.notify_tools_changed()  # to 2026 clients, on their subscriptions/listen stream
+        await ctx.request_context.session.send_tool_list_changed()  # to earlier clients
         return "added shout"
 
     @server.tool(structured_output=False)

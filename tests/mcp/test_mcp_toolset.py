@@ -6,6 +6,7 @@ scripted model, so every test knows which tool the model calls and what it must 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
@@ -15,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp
 import mcp.types
 import pytest
 from hypothesis import given
@@ -191,7 +193,12 @@ async def test_a_tool_that_reports_an_error_is_a_tool_error_the_model_sees() -> 
     assert (cause.server, cause.tool_name, cause.code) == ("demo", "files.read", None)
 
 
-async def test_the_tool_list_is_cached_until_the_server_says_it_changed() -> None:
+@pytest.mark.parametrize("era", ["2026-07-28", "legacy"])
+async def test_the_tool_list_is_cached_until_the_server_says_it_changed(
+    era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if era == "legacy":  # the client as a pre-2026 one: the initialize handshake
+        monkeypatch.setattr(mcp, "Client", functools.partial(mcp.Client, mode="legacy"))
     server = build()
     listings = 0
     original = server.list_tools
