@@ -182,3 +182,24 @@ async def test_the_http_listener_turns_nagle_off_for_accepted_connections() -> N
         writer.close()
         await writer.wait_closed()
     assert accepted == [1]
+
+
+def test_the_mcp_package_exports_exactly_its_public_names_each_documented() -> None:
+    import inspect
+
+    import hookloop.mcp
+
+    names = hookloop.mcp.__all__
+    assert names == ["MCPToolset", "ToolSource", "mcp_server", "serve"]  # ruff's order
+    public = {
+        name
+        for name, value in vars(hookloop.mcp).items()
+        if not name.startswith("_") and (inspect.isclass(value) or inspect.isfunction(value))
+    }
+    assert public <= set(names)
+    for name in ("MCPToolset", "mcp_server", "serve"):
+        obj = getattr(hookloop.mcp, name)
+        assert inspect.getdoc(obj), name
+        for attr, member in vars(obj).items() if inspect.isclass(obj) else ():
+            if not attr.startswith("_") and inspect.isfunction(member):
+                assert inspect.getdoc(member), f"{name}.{attr}"
