@@ -6,6 +6,7 @@ scripted model, so every test knows which tool the model calls and what it must 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import re
@@ -27,6 +28,7 @@ from mcp_demo_server import build
 
 from hookloop import (
     Agent,
+    ChatCancelledError,
     DuplicateNameError,
     MCPConnectionError,
     MCPServerError,
@@ -500,3 +502,25 @@ async def test_a_server_tool_name_becomes_a_valid_tool_name_or_is_left_out(name:
     for made in tools:
         assert check_name("tool", made.name) == made.name
         assert made.name == "any_" + re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+@pytest.mark.parametrize("where", ["in-process", "stdio"])
+async def test_cancelling_a_chat_during_an_mcp_call_leaves_the_session_usable(where: str) -> None:
+    server: object = build() if where == "in-process" else STDIO
+    model = ScriptedModel([tool_call("demo_hang"), tool_call("demo_greet", {"name": "Al"}), "Hi."])
+    agent = Agent(model, plugins=[MCPToolset(server, name="demo")])
+
+    def cancel_soon(ctx: PreToolCallContext) -> None:
+        # From outside the chat's task (a loop callback), as a caller would: the hang is cut.
+        asyncio.get_running_loop().call_soon(agent.cancel)
+
+    dispose = agent.add_hook("pre_tool_call", cancel_soon)
+    async with agent:
+        with pytest.raises(ChatCancelledError):
+            await agent.chat("Hang.")
+        dispose()
+        assert (await agent.chat("Greet Al.")).text == "Hi."
+    assert results(agent) == [
+        ("demo_hang", "cancelled: the chat ended before this tool call finished", True),
+        ("demo_greet", "Hello, Al!", False),
+    ]
