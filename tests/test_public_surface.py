@@ -37,6 +37,7 @@ PUBLIC_PACKAGES = [
 ]
 
 SUBPACKAGE_ONLY = {
+    "hookloop.mcp": "its names read as MCP's own (hookloop.mcp.serve); its errors are at the root",
     "hookloop.testing": "test doubles belong in tests, so they stay out of the runtime namespace",
 }
 """Public modules whose names are not re-exported at the root, each with the reason."""

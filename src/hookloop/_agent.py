@@ -588,12 +588,18 @@ class Agent(HookHost):
     # -- closing -----------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Wait for the agent's background work (async memory hooks) to finish.
+        """Wait for the agent's background work (async memory hooks), then close connections.
 
+        Plugins that hold connections (an :class:`~hookloop.mcp.MCPToolset`: those with an
+        ``aclose()`` method) close them, last added first; they reopen on the next use.
         The agent stays usable; call it again after more work. ``async with agent:`` calls
         it on the way out. The memory store is yours and stays open.
         """
         await self.background.drain()
+        for plugin in reversed(self._plugins):
+            close = getattr(plugin, "aclose", None)
+            if close is not None:
+                await close()
 
     async def __aenter__(self) -> Agent:
         return self

@@ -14,6 +14,9 @@ it with a reason, ``e`` runs it with arguments typed as JSON.
 run.html`` writes the page that shows them once the run ends (however it ends), and
 ``hookloop trace view run.jsonl -o run.html`` makes that page from a recorded file (see
 :mod:`hookloop.observe`).
+built-in calculator unless ``--tool``, ``--mcp`` or ``--no-tools`` says otherwise; ``--mcp``
+adds the tools of an MCP server (a command line run over stdio, or a streamable-HTTP URL).
+``hookloop mcp serve module:attribute`` serves hookloop tools, or an agent's, to MCP clients.
 
 Every failure is one line on stderr (``--debug`` shows the traceback). Exit codes: 0 done;
 1 the run failed (the provider, a limit); 2 bad usage (arguments, a model that cannot be
@@ -33,7 +36,7 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from . import __version__
 from ._agent import Agent
@@ -56,6 +59,7 @@ from .models._spec import model_from_spec
 from .observe import JsonLinesTracePlugin, read_trace, render_trace_page, write_trace_page
 
 if TYPE_CHECKING:
+    from .mcp import MCPToolset, ToolSource
     from .models._local import LocalModel
 
 __all__ = ["main"]
@@ -131,6 +135,15 @@ def _parser() -> argparse.ArgumentParser:
         "hookloop Tool or function (modules in the current directory included); "
         "repeatable (default: calculator)",
     )
+    common.add_argument(
+        "--mcp",
+        action="append",
+        default=[],
+        metavar="SERVER",
+        help='offer the tools of an MCP server: a command line such as "python server.py" '
+        "(run over stdio) or a streamable-HTTP URL; repeatable; its tools are named "
+        "NAME_TOOL, NAME being the script's name or the URL's host",
+    )
     common.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     common.add_argument(
         "--tool-choice",
@@ -180,6 +193,25 @@ def _parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
     )
     view.set_defaults(handler=_trace_view)
+    mcp = commands.add_parser("mcp", help="MCP: serve hookloop tools to MCP clients")
+    mcp_commands = mcp.add_subparsers(required=True, metavar="COMMAND")
+    serve = mcp_commands.add_parser(
+        "serve",
+        help="serve tools over MCP (stdio by default)",
+        description="Serve hookloop tools over MCP: the tools of MODULE:ATTRIBUTE, which names "
+        "a Tool, a function, a list of them, or an Agent (its tools). Over stdio by default; "
+        "--http serves streamable HTTP on 127.0.0.1 and prints the URL on stderr.",
+    )
+    serve.add_argument("source", metavar="MODULE:ATTRIBUTE", help="the tools or agent to serve")
+    serve.add_argument(
+        "--http", action="store_true", help="serve streamable HTTP on 127.0.0.1, not stdio"
+    )
+    serve.add_argument("--port", type=int, default=0, help="the HTTP port (default: a free one)")
+    serve.add_argument("--name", default="hookloop", help="the server's name for clients")
+    serve.add_argument(
+        "--debug", action="store_true", help="show the traceback of a failure, not one line"
+    )
+    serve.set_defaults(handler=_mcp_serve)
     return parser
 
 
@@ -197,7 +229,7 @@ async def _run(args: argparse.Namespace) -> int:
         with _recording(args, agent):
             response = await agent.chat(prompt)
     finally:
-        await _close(agent.model)
+        await _close(agent)
     try:
         print(response.text)
     except BrokenPipeError:  # `hookloop run ... | head -1` closed the pipe: nothing to say
@@ -252,7 +284,7 @@ async def _chat(args: argparse.Namespace) -> int:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
         recording.close()
-        await _close(agent.model)
+        await _close(agent)
 
 
 def _read_line(prompt: str) -> asyncio.Future[str]:
@@ -375,23 +407,44 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
     _check_numbers(args)
-    tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or ["calculator"]]
+    default = [] if args.mcp else ["calculator"]
+    tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or default]
+    model = model_from_spec(args.model, api_key_env=args.api_key_env)
+    toolsets = [] if args.no_tools else _toolsets(args.mcp)
+    try:
+        return await _assemble(args, screen, model, tools, toolsets)
+    except BaseException:
+        for toolset in toolsets:  # their servers started while the tools were listed
+            await toolset.aclose()
+        raise
+
+
+async def _assemble(
+    args: argparse.Namespace,
+    screen: _Screen,
+    model: Model,
+    tools: list[Tool],
+    toolsets: list[MCPToolset],
+) -> Agent:
+    offered = [t.name for t in tools]
+    for toolset in toolsets:  # listed now: a server that fails does so before the model loads
+        offered += [t.name for t in await toolset.list_tools()]
     choice = args.tool_choice or "auto"
-    if choice not in _CHOICES and choice not in {t.name for t in tools}:
-        offered = ", ".join(t.name for t in tools) or "none offered"
+    if choice not in _CHOICES and choice not in offered:
         raise _Usage(
-            f"--tool-choice {choice!r} is not auto, required, none or an offered tool ({offered})"
+            f"--tool-choice {choice!r} is not auto, required, none or an offered tool "
+            f"({', '.join(offered) or 'none offered'})"
         )
     settings = ModelSettings(
         temperature=args.temperature, max_tokens=args.max_tokens, tool_choice=choice
     )
-    model = model_from_spec(args.model, api_key_env=args.api_key_env)
     agent = Agent(
         model,
         system_prompt=args.system,
         tools=tools,
         max_iterations=args.max_iterations,
         settings=settings,
+        plugins=toolsets,
     )
     attempts = getattr(agent.retry_strategy, "max_attempts", None)
     where = _where(args)
@@ -491,23 +544,65 @@ def _load_tool(spec: str) -> Tool:
     """A built-in tool by name, or ``module:attribute`` naming a Tool or a function."""
     if spec in BUILTIN_TOOLS:
         return BUILTIN_TOOLS[spec]
-    module_name, sep, attribute = spec.partition(":")
-    if not sep:
+    if ":" not in spec:
         names = ", ".join(BUILTIN_TOOLS)
         raise UsageError(f"unknown tool {spec!r}: use one of {names}, or module:attribute")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` does: the user's modules are here
-    try:
-        value = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"cannot load tool {spec!r}: {exc}") from exc
-    except Exception as exc:  # the module itself fails: a syntax error, a raise at import
-        raise UsageError(f"cannot load tool {spec!r}: {type(exc).__name__}: {exc}") from exc
+    value = _import_attribute(spec, "tool")
     if isinstance(value, Tool):
         return value
     if not callable(value):
         raise UsageError(f"cannot load tool {spec!r}: {type(value).__name__} is not a function")
     return tool(value)
+
+
+def _import_attribute(spec: str, what: str) -> object:
+    """The value ``module:attribute`` names, importing the module from the current directory too.
+
+    Raises:
+        UsageError: It cannot be imported (the message names ``what`` was being loaded).
+    """
+    module_name, sep, attribute = spec.partition(":")
+    if not (sep and module_name and attribute):
+        raise UsageError(f"cannot load {what} {spec!r}: write it as module:attribute")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` does: the user's modules are here
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot load {what} {spec!r}: {exc}") from exc
+    except Exception as exc:  # the module itself fails: a syntax error, a raise at import
+        raise UsageError(f"cannot load {what} {spec!r}: {type(exc).__name__}: {exc}") from exc
+
+
+def _toolsets(servers: Sequence[str]) -> list[MCPToolset]:
+    """One toolset per ``--mcp`` server, each with a scope name of its own."""
+    from .mcp import MCPToolset
+
+    made: list[MCPToolset] = []
+    for server in servers:
+        toolset = MCPToolset(server)
+        taken = {t.name for t in made}
+        if toolset.name in taken:  # two servers named alike: the second is name_2, ...
+            number = next(n for n in itertools.count(2) if f"{toolset.name}_{n}" not in taken)
+            toolset = MCPToolset(server, name=f"{toolset.name}_{number}")
+        made.append(toolset)
+    return made
+
+
+async def _mcp_serve(args: argparse.Namespace) -> int:
+    from .mcp import serve
+
+    source = _import_attribute(args.source, "tools")
+    if not 0 <= args.port <= 65535:
+        raise _Usage(f"--port must be between 0 and 65535 (got {args.port})")
+
+    def ready(where: str) -> None:
+        if where != "stdio":  # standard output is the protocol's over stdio: stay quiet
+            print(f"hookloop: serving MCP at {where}", file=sys.stderr, flush=True)
+
+    tools = cast("ToolSource", source)  # mcp_server() says what it cannot serve
+    await serve(tools, http=args.http, port=args.port, name=args.name, on_ready=ready)
+    return EXIT_OK
 
 
 async def _load(model: LocalModel, out: TextIO) -> None:  # needs the local extra
@@ -534,9 +629,12 @@ async def _load(model: LocalModel, out: TextIO) -> None:  # needs the local extr
     print(f"local model ready in {waited:.1f}s", file=out, flush=True)
 
 
-async def _close(model: Model) -> None:
+async def _close(agent: Agent) -> None:
+    """Close the agent's connections (MCP servers) and its model's; failures are not news."""
     with contextlib.suppress(Exception):
-        await model.aclose()
+        await agent.aclose()
+    with contextlib.suppress(Exception):
+        await agent.model.aclose()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -48,6 +48,10 @@ while a chat runs, and a correct program still has to expect them::
         ├── StoreError                 a store's database cannot be used (store: where it is)
         │   └── CorruptStoreError      a SQLite store's file is damaged (truncated, overwritten)
         ├── MemoryNotFoundError        (also LookupError) no memory entry has that id or text
+        ├── MCPServerError             an MCP server failed (server: which one)
+        │   ├── MCPConnectionError     it cannot be reached, or the connection died
+        │   ├── MCPTimeoutError        no answer within the toolset's timeout
+        │   └── MCPToolError           it answered a call with an error or a malformed result
         └── SessionError               a session store cannot do what was asked (session_id)
             ├── SessionNotFoundError   (also LookupError) no session has that id
             ├── SessionExistsError     the new id of a fork is taken already
@@ -88,6 +92,10 @@ __all__ = [
     "InvalidMessageError",
     "InvalidRangeError",
     "InvalidResponseError",
+    "MCPConnectionError",
+    "MCPServerError",
+    "MCPTimeoutError",
+    "MCPToolError",
     "MaxIterationsError",
     "MemoryNotFoundError",
     "MemoryRequestError",
@@ -467,6 +475,54 @@ class MemoryNotFoundError(RunError, LookupError):
         super().__init__(message)
         self.memory_type = memory_type
         self.target = target
+
+
+class MCPServerError(RunError):
+    """An MCP server failed.
+
+    Raised by a tool of an :class:`~hookloop.mcp.MCPToolset`, it becomes the cause of the
+    tool error the model sees, and the chat goes on; raised while the toolset connects or
+    lists its tools at the start of a chat, it ends that chat. The next use reconnects.
+
+    Attributes:
+        server: Which server: its URL, its command line, or the in-process server's name.
+    """
+
+    def __init__(self, message: str, *, server: str) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+class MCPConnectionError(MCPServerError):
+    """The MCP server cannot be reached, or the connection to it died (its process exited)."""
+
+
+class MCPTimeoutError(MCPServerError):
+    """The MCP server did not answer within the toolset's timeout.
+
+    Attributes:
+        timeout: The seconds waited.
+    """
+
+    def __init__(self, message: str, *, server: str, timeout: float) -> None:
+        super().__init__(message, server=server)
+        self.timeout = timeout
+
+
+class MCPToolError(MCPServerError):
+    """The MCP server answered a tool call with an error, or with a result that is malformed.
+
+    Attributes:
+        tool_name: The tool's name on the server (without the toolset's prefix).
+        code: The JSON-RPC error code, when the server refused the call with one.
+    """
+
+    def __init__(
+        self, message: str, *, server: str, tool_name: str, code: int | None = None
+    ) -> None:
+        super().__init__(message, server=server)
+        self.tool_name = tool_name
+        self.code = code
 
 
 class SessionError(RunError):

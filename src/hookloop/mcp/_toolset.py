@@ -1,0 +1,422 @@
+"""An MCP server's tools as a scope of hookloop tools: :class:`MCPToolset`."""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._agent import Default
+from .._errors import (
+    DuplicateNameError,
+    MCPConnectionError,
+    MCPServerError,
+    MCPTimeoutError,
+    MCPToolError,
+    ToolDefinitionError,
+    UsageError,
+)
+from .._extras import import_extra
+from .._loopbound import LoopBound
+from .._messages import ToolMessage
+from .._tools import Scope, Tool, check_name
+from ..hooks._hooks import Disposer, MessageContext, Phase, attach_once
+from ._results import failure_text, result_value
+from ._target import Target, target_of
+
+if TYPE_CHECKING:
+    import mcp.types
+
+    from .._agent import Agent
+    from ..hooks import ChatStartContext
+    from ._connection import Connection
+
+__all__ = ["MCPToolset"]
+
+logger = logging.getLogger(__name__)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_PAGES = 100  # a server whose listing never ends cannot hang a chat
+_CONNECTION_CLOSED, _REQUEST_TIMEOUT = -32000, -32001  # JSON-RPC codes the SDK raises
+
+
+class MCPToolset:
+    """The tools of one MCP server, as a plugin: ``Agent(plugins=[MCPToolset(...)])``.
+
+    One toolset serves one agent at a time. The disposer ``agent.use(toolset)`` returns
+    takes the toolset's hooks and scope away; ``await toolset.aclose()`` then closes its
+    connection.
+
+    The server's tools become hookloop tools in a scope named ``name``: the model calls
+    them like any other, and every tool hook fires for them (``pre_tool_call`` can refuse
+    a call or answer it itself). The connection opens in the first chat and the tool list
+    is cached until the server says it changed (``notifications/tools/list_changed``);
+    then it is fetched again before the next model call. ``await agent.aclose()`` (or
+    leaving ``async with agent``) closes the connection; the next chat opens a new one.
+
+    A tool's structured result (``structured_content``) or else its text is the tool's
+    result. A tool that reports an error, a malformed answer, a timeout, or a server that
+    dies during the call is a tool error the model sees, caused by an
+    :class:`~hookloop.MCPServerError`; the next call reconnects.
+
+    Args:
+        server: Where the server is: a URL (streamable HTTP), a command line such as
+            ``"python server.py"`` (run with your environment, spoken to over stdio), a
+            list of arguments, an ``mcp.StdioServerParameters``, or an in-process
+            ``MCPServer`` (or low-level ``mcp.server.Server``).
+        name: The scope's name; by default derived from the server (the script's name,
+            the URL's host, the in-process server's name).
+        prefix: Put before each tool's name, so two servers' tools cannot clash;
+            ``f"{name}_"`` by default, ``""`` for none. Characters a tool name cannot hold
+            become ``_``.
+        allow: Only these tools (names on the server; ``*`` and ``?`` patterns allowed).
+        deny: Never these tools (names or patterns), even if allowed.
+        timeout: Seconds one call (or one listing) may take; ``None`` for no limit.
+        connect_timeout: Seconds connecting may take (a stdio server starting up).
+
+    Raises:
+        MissingExtraError: The ``mcp`` extra is not installed.
+        UsageError: ``server`` is not a server, or an argument is malformed.
+    """
+
+    def __init__(
+        self,
+        server: object,
+        *,
+        name: str | None = None,
+        prefix: str | Literal[Default.DEFAULT] = Default.DEFAULT,
+        allow: Iterable[str] | None = None,
+        deny: Iterable[str] = (),
+        timeout: float | None = 60.0,
+        connect_timeout: float | None = 60.0,
+    ) -> None:
+        self._target: Target = target_of(server)
+        self._name = check_name("scope", self._target.name if name is None else name)
+        if prefix is Default.DEFAULT:
+            prefix = f"{self._name}_"
+        elif not isinstance(prefix, str):
+            raise UsageError(f"prefix must be a str, got {type(prefix).__name__}")
+        self.prefix: str = prefix
+        """What the server's tool names are prefixed with."""
+        self.allow: tuple[str, ...] | None = None if allow is None else _names("allow", allow)
+        """The tools (or patterns) let through, or ``None`` for all."""
+        self.deny: tuple[str, ...] = _names("deny", deny)
+        """The tools (or patterns) left out."""
+        self.timeout = _seconds("timeout", timeout)
+        """Seconds one call may take, or ``None``."""
+        self.connect_timeout = _seconds("connect_timeout", connect_timeout)
+        """Seconds connecting may take, or ``None``."""
+        self._tools: tuple[Tool, ...] | None = None
+        self._stale = True
+        self._agent: Agent | None = None
+        self._registered: tuple[Tool, ...] | None = None
+        self._scope: Disposer | None = None
+        self._connections: LoopBound[Connection] = LoopBound(
+            self._open, _close, lambda _connection: None
+        )
+
+    def __repr__(self) -> str:
+        return f"MCPToolset({self._target.label!r}, name={self._name!r})"
+
+    @property
+    def name(self) -> str:
+        """The plugin's name, which is also the name of the scope its tools are in."""
+        return self._name
+
+    @property
+    def server(self) -> str:
+        """The server, for messages: its URL, its command line, or its name."""
+        return self._target.label
+
+    def init_agent(self, agent: Agent) -> None:
+        """Register the hooks that keep the agent's scope in step with the server.
+
+        Raises:
+            UsageError: The toolset serves another agent already.
+        """
+        self._agent = attach_once(
+            f"MCP toolset {self._name!r}", self._agent, agent, "it keeps that agent's scope"
+        )
+        # Before the user's own handlers, so they see the server's tools in the scope.
+        agent.add_hook("on_chat_start", self._on_chat_start, order=Phase.USER - 1)
+        agent.add_hook("on_message", self._on_message)
+        agent.hooks.adopt(Disposer(self._detach))  # removing the plugin takes its scope too
+
+    def _detach(self) -> None:
+        """Leave the agent: its scope goes; the connection stays open until :meth:`aclose`."""
+        if self._scope is not None:
+            self._scope()
+        self._agent, self._scope, self._registered = None, None, None
+
+    async def list_tools(self) -> tuple[Tool, ...]:
+        """The server's tools as hookloop tools (prefixed, filtered); cached until changed.
+
+        Raises:
+            MCPServerError: The server cannot be reached or its answer cannot be used.
+        """
+        if self._tools is not None and not self._stale:
+            return self._tools
+        connection = await self._connection()
+        self._stale = False  # before fetching: a change announced meanwhile marks it again
+        try:
+            listed = await self._guarded(connection, lambda: _all_tools(connection))
+        except BaseException:
+            self._stale = True
+            raise
+        self._tools = tuple(self._wrap(listed))
+        return self._tools
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> object:
+        """Call the server's tool ``name`` (its name on the server, without the prefix).
+
+        Returns:
+            The tool's ``structured_content``, or else its text (several blocks joined by
+            newlines; an image or other binary block is described in brackets).
+
+        Raises:
+            MCPToolError: The tool reported an error, or the answer is malformed.
+            MCPTimeoutError: No answer within :attr:`timeout`.
+            MCPConnectionError: The server cannot be reached or died during the call.
+        """
+        connection = await self._connection()
+        result = await self._guarded(
+            connection, lambda: connection.client.call_tool(name, dict(arguments)), tool=name
+        )
+        if result.is_error:
+            raise MCPToolError(failure_text(result), server=self._target.label, tool_name=name)
+        return result_value(result)
+
+    async def aclose(self) -> None:
+        """Close the connection (a stdio server's process ends); the next use reopens it."""
+        await self._connections.close()
+
+    # -- keeping the agent's scope in step --------------------------------------------
+
+    async def _on_chat_start(self, ctx: ChatStartContext) -> None:
+        if self._stale or self._registered is None:
+            await self._sync()
+
+    async def _on_message(self, ctx: MessageContext) -> None:
+        # A tool result is committed right before the next model call: the moment to take
+        # in a tool list the server changed during the chat.
+        if self._stale and isinstance(ctx.message, ToolMessage):
+            await self._sync()
+
+    async def _sync(self) -> None:
+        """Put the server's current tools into the agent's scope.
+
+        The first listing must work (the chat fails with the typed error); later, a server
+        that is down keeps its last tools, and calling them gives the model the error.
+        """
+        try:
+            tools = await self.list_tools()
+        except MCPServerError as exc:
+            if self._registered is None:
+                raise
+            logger.warning("keeping the last tool list of %s: %s", self._target.label, exc)
+            return
+        if tools is not self._registered:
+            self._register(tools)
+
+    def _register(self, tools: tuple[Tool, ...]) -> None:
+        agent = self._agent
+        assert agent is not None, "init_agent() first"
+        for t in tools:
+            found = agent.scopes.lookup(t.name)
+            if found is not None and found[1].name != self._name:
+                raise DuplicateNameError(
+                    f"tool {t.name!r} of MCP server {self._target.label} is already provided "
+                    f"by scope {found[1].name!r}; give the toolset another prefix"
+                )
+        if self._scope is not None:
+            self._scope()
+        elif self._name in agent.scopes:
+            raise DuplicateNameError(
+                f"a scope named {self._name!r} is already registered: give the MCP toolset "
+                "another name"
+            )
+        self._scope = agent.scopes.register(Scope(self._name, tools=tools))
+        self._registered = tools
+
+    # -- the server's tools as hookloop tools -----------------------------------------
+
+    def _wrap(self, listed: Iterable[mcp.types.Tool]) -> Iterator[Tool]:
+        seen: set[str] = set()
+        for remote in listed:
+            if not self._wanted(remote.name):
+                continue
+            local = self.prefix + _UNSAFE.sub("_", remote.name)
+            if local in seen:
+                logger.warning("MCP tool %r of %s: %r is taken", remote.name, self.server, local)
+                continue
+            try:
+                made = Tool(
+                    name=local,
+                    description=remote.description or remote.title or "",
+                    parameters=remote.input_schema,
+                    function=self._caller(remote.name),
+                )
+            except ToolDefinitionError as exc:
+                logger.warning("leaving out MCP tool %r of %s: %s", remote.name, self.server, exc)
+                continue
+            seen.add(local)
+            yield made
+
+    def _wanted(self, name: str) -> bool:
+        if self.allow is not None and not _matches(name, self.allow):
+            return False
+        return not _matches(name, self.deny)
+
+    def _caller(self, remote: str) -> Callable[..., Awaitable[object]]:
+        async def call(**arguments: Any) -> object:
+            return await self.call_tool(remote, arguments)
+
+        call.__qualname__ = f"{self._name}.{remote}"
+        return call
+
+    # -- the connection ---------------------------------------------------------------
+
+    async def _connection(self) -> Connection:
+        connection = await self._connections.get()
+        if not connection.alive:  # it died: close what is left, and connect again
+            await self._connections.close()
+            connection = await self._connections.get()
+        return connection
+
+    async def _open(self) -> Connection:
+        from ._connection import Connection  # needs the mcp extra (anyio)
+
+        connection = Connection(self._target, self._changed)
+        label = self._target.label
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                await connection.open()
+        except TimeoutError as exc:
+            raise MCPTimeoutError(
+                f"the MCP server {label} did not finish connecting within "
+                f"{self.connect_timeout:g}s",
+                server=label,
+                timeout=self.connect_timeout or 0.0,
+            ) from exc
+        except Exception as exc:
+            raise MCPConnectionError(
+                f"cannot connect to the MCP server {label}: {_describe(exc)}", server=label
+            ) from exc
+        if self._tools is not None:
+            self._stale = True  # a new session: the server may list other tools now
+        return connection
+
+    def _changed(self) -> None:
+        self._stale = True
+
+    async def _guarded(
+        self, connection: Connection, request: Callable[[], Awaitable[Any]], tool: str = ""
+    ) -> Any:
+        """Send ``request`` within the timeout; every failure becomes an MCPServerError."""
+        label = self._target.label
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await request()
+        except TimeoutError as exc:
+            raise MCPTimeoutError(
+                f"the MCP server {label} did not answer within {self.timeout:g}s",
+                server=label,
+                timeout=self.timeout or 0.0,
+            ) from exc
+        except Exception as exc:
+            raise _failure(exc, connection, label, tool) from exc
+
+
+def _failure(exc: Exception, connection: Connection, label: str, tool: str) -> MCPServerError:
+    """The typed error for a failed request; a dead connection is marked for reconnecting."""
+    import pydantic
+
+    sdk = import_extra("mcp", extra="mcp", by="MCPToolset")
+    if isinstance(exc, sdk.MCPError):
+        if exc.code == _CONNECTION_CLOSED:
+            connection.alive = False
+            return MCPConnectionError(
+                f"the connection to the MCP server {label} closed (did the server exit?); "
+                "the next call reconnects",
+                server=label,
+            )
+        if exc.code == _REQUEST_TIMEOUT:
+            return MCPTimeoutError(f"{label}: {exc.message}", server=label, timeout=0.0)
+        if tool:
+            return MCPToolError(exc.message, server=label, tool_name=tool, code=exc.code)
+        return MCPServerError(f"the MCP server {label} refused: {exc.message}", server=label)
+    if isinstance(exc, _transport_errors()):
+        connection.alive = False  # the session is of no more use
+        return MCPConnectionError(
+            f"the connection to the MCP server {label} failed: {_describe(exc)}", server=label
+        )
+    # A result that does not parse (ValidationError) or does not match the tool's declared
+    # output schema (the SDK's RuntimeError): the connection itself is fine.
+    kind = "a malformed" if isinstance(exc, pydantic.ValidationError) else "an unusable"
+    text = f"the MCP server {label} sent {kind} answer: {_describe(exc)}"
+    if tool:
+        return MCPToolError(text, server=label, tool_name=tool)
+    return MCPServerError(text, server=label)
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """What the transports raise when the connection itself is gone."""
+    import anyio
+
+    http = import_extra("httpx2", extra="mcp", by="MCPToolset")
+    return (
+        OSError,
+        anyio.ClosedResourceError,
+        anyio.BrokenResourceError,
+        anyio.EndOfStream,
+        http.TransportError,
+    )
+
+
+async def _all_tools(connection: Connection) -> list[mcp.types.Tool]:
+    tools: list[mcp.types.Tool] = []
+    cursor: str | None = None
+    for _ in range(_PAGES):
+        page = await connection.client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+async def _close(connection: Connection) -> None:
+    await connection.close()
+
+
+def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def _names(what: str, names: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(names, str):
+        raise UsageError(f"{what} takes a list of tool names, not one str: {what}=[{names!r}]")
+    checked = tuple(names)
+    for name in checked:
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"{what} holds {name!r}, not a tool name")
+    return checked
+
+
+def _seconds(what: str, value: float | None) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise UsageError(f"{what} must be a positive number of seconds or None, got {value!r}")
+    return float(value)
+
+
+def _describe(exc: BaseException) -> str:
+    """One line for an exception; an exception group is described by its first leaf."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

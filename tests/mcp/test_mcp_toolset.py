@@ -1,0 +1,526 @@
+"""MCPToolset against real MCP servers: in-process, a stdio process, streamable HTTP.
+
+The servers are written with the official SDK (mcp_demo_server.py); the agent runs the
+scripted model, so every test knows which tool the model calls and what it must see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import mcp
+import mcp.types
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp_demo_server import build
+
+from hookloop import (
+    Agent,
+    ChatCancelledError,
+    DuplicateNameError,
+    MCPConnectionError,
+    MCPServerError,
+    MCPTimeoutError,
+    MCPToolError,
+    PreToolCallContext,
+    RunError,
+    ToolCall,
+    ToolError,
+    ToolMessage,
+    UsageError,
+    tool,
+)
+from hookloop._tools import check_name
+from hookloop.mcp import MCPToolset
+from hookloop.testing import ScriptedModel, tool_call, tool_calls
+
+DEMO = Path(__file__).with_name("mcp_demo_server.py")
+STDIO = [sys.executable, str(DEMO)]
+
+
+@pytest.fixture
+def http_url() -> Iterator[str]:
+    """The demo server over streamable HTTP on a free loopback port, for one test."""
+    server = subprocess.Popen([*STDIO, "--http"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        server.kill()
+        server.wait()
+        assert server.stdout is not None
+        server.stdout.close()
+
+
+def results(agent: Agent) -> list[tuple[str, str, bool]]:
+    return [
+        (m.tool_name, m.content, m.is_error) for m in agent.messages if isinstance(m, ToolMessage)
+    ]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_an_in_process_servers_tools_are_called_like_local_ones() -> None:
+    model = ScriptedModel(
+        [
+            tool_call("demo_add", {"a": 17, "b": 23}),
+            tool_call("demo_greet", {"name": "Ada"}),
+            "Done.",
+        ]
+    )
+    async with Agent(model, plugins=[MCPToolset(build())]) as agent:
+        response = await agent.chat("Add, then greet.")
+
+    assert response.text == "Done."
+    assert results(agent) == [
+        ("demo_add", '{"result":40}', False),  # structured_content is the result
+        ("demo_greet", "Hello, Ada!", False),  # text content when there is none
+    ]
+    listed = {t.name: t for t in await build().list_tools()}
+    sent = {d.name: d for d in model.requests[0].tools}
+    assert sorted(sent) == sorted(f"demo_{n.replace('.', '_')}" for n in listed)
+    assert sent["demo_add"].parameters == listed["add"].input_schema  # passed through as is
+    assert sent["demo_add"].description == "Add two integers."
+
+
+async def test_prefix_allow_and_deny_choose_the_tools_and_their_names() -> None:
+    toolset = MCPToolset(build(), name="calc", prefix="", allow=["add", "gre*", "files.*"])
+    assert [t.name for t in await toolset.list_tools()] == ["add", "greet", "files_read"]
+    await toolset.aclose()
+    toolset = MCPToolset(build(), deny=["g*", "pid", "grow", "die", "hang"])
+    assert [t.name for t in await toolset.list_tools()] == ["demo_add", "demo_files_read"]
+    await toolset.aclose()
+
+
+async def test_every_tool_hook_fires_for_an_mcp_tool_as_for_a_local_one() -> None:
+    @tool
+    def greet(name: str) -> str:
+        """Greet someone by name."""
+        return f"Hello, {name}!"
+
+    async def events(agent: Agent) -> list[tuple[str, str, object]]:
+        seen: list[tuple[str, str, object]] = []
+        agent.add_hook(
+            "pre_tool_call", lambda c: seen.append(("pre", c.tool.name, c.call.arguments))
+        )
+        agent.add_hook(
+            "on_tool_call_result", lambda c: seen.append(("result", c.tool.name, c.result))
+        )
+        agent.add_hook("on_message", lambda c: seen.append(("message", c.message.role, "")))
+        async with agent:
+            await agent.chat("Greet Ada.")
+        return seen
+
+    script = [tool_call("greet", {"name": "Ada"}), "Done."]
+    local = await events(Agent(ScriptedModel(script), tools=[greet]))
+    remote = await events(Agent(ScriptedModel(script), plugins=[MCPToolset(build(), prefix="")]))
+    assert (
+        remote
+        == local
+        == [
+            ("message", "user", ""),
+            ("message", "assistant", ""),
+            ("pre", "greet", '{"name": "Ada"}'),
+            ("result", "greet", "Hello, Ada!"),
+            ("message", "tool", ""),
+            ("message", "assistant", ""),
+        ]
+    )
+
+
+async def test_pre_tool_call_can_refuse_an_mcp_tool_before_the_server_sees_it() -> None:
+    server = build()
+    called: list[str] = []
+    original = server.call_tool
+
+    async def watched(name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        called.append(name)
+        return await original(name, arguments, context)
+
+    server.call_tool = watched  # type: ignore[method-assign]
+    agent = Agent(
+        ScriptedModel([tool_call("demo_add", {"a": 1, "b": 2}), "Refused."]),
+        plugins=[MCPToolset(server)],
+    )
+
+    def refuse(ctx: PreToolCallContext) -> Exception | None:
+        return PermissionError("not allowed here") if ctx.scope.name == "demo" else None
+
+    agent.add_hook("pre_tool_call", refuse)
+    async with agent:
+        await agent.chat("Add.")
+    assert results(agent) == [("demo_add", "not allowed here", True)]
+    assert called == []
+
+
+async def test_a_tool_that_reports_an_error_is_a_tool_error_the_model_sees() -> None:
+    errors: list[BaseException | None] = []
+    agent = Agent(
+        ScriptedModel([tool_call("demo_files_read", {"path": "a.txt"}), "No file."]),
+        plugins=[MCPToolset(build())],
+    )
+    agent.add_hook("on_tool_call_error", lambda c: errors.append(c.error.__cause__))
+    async with agent:
+        response = await agent.chat("Read a.txt.")
+    assert response.text == "No file."
+    assert results(agent) == [
+        (
+            "demo_files_read",
+            "tool 'demo_files_read' failed: MCPToolError: Error executing tool files.read: "
+            "no such file: a.txt",
+            True,
+        )
+    ]
+    [cause] = errors
+    assert isinstance(cause, MCPToolError)
+    assert (cause.server, cause.tool_name, cause.code) == ("demo", "files.read", None)
+
+
+@pytest.mark.parametrize("era", ["2026-07-28", "legacy"])
+async def test_the_tool_list_is_cached_until_the_server_says_it_changed(
+    era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if era == "legacy":  # the client as a pre-2026 one: the initialize handshake
+        monkeypatch.setattr(mcp, "Client", functools.partial(mcp.Client, mode="legacy"))
+    server = build()
+    listings = 0
+    original = server.list_tools
+
+    async def counted() -> list[mcp.types.Tool]:
+        nonlocal listings
+        listings += 1
+        return await original()
+
+    server.list_tools = counted  # type: ignore[method-assign]
+    model = ScriptedModel(
+        [
+            "Hello.",
+            tool_call("demo_grow"),
+            tool_call("demo_shout", {"text": "hi"}),
+            "Shouted.",
+            "Bye.",
+        ]
+    )
+    async with Agent(model, plugins=[MCPToolset(server)]) as agent:
+        await agent.chat("Hi.")
+        await agent.chat("Grow, then shout.")
+        await agent.chat("Bye.")
+
+    names = [sorted(d.name for d in request.tools) for request in model.requests]
+    assert "demo_shout" not in names[1]
+    assert names[2] == names[3] == names[4] == sorted([*names[1], "demo_shout"])
+    assert results(agent) == [
+        ("demo_grow", "added shout", False),
+        ("demo_shout", "HI!", False),  # in the same chat, right after the change
+    ]
+    assert listings == 2  # once at the start, once after list_changed
+
+
+async def test_a_call_past_the_timeout_is_a_tool_error_and_the_next_call_works() -> None:
+    errors: list[BaseException | None] = []
+    toolset = MCPToolset(build(), timeout=0.05)
+    agent = Agent(
+        ScriptedModel(
+            [tool_call("demo_hang"), "Gave up.", tool_call("demo_add", {"a": 1, "b": 1}), "2."]
+        ),
+        plugins=[toolset],
+    )
+    agent.add_hook("on_tool_call_error", lambda c: errors.append(c.error.__cause__))
+    async with agent:
+        await agent.chat("Hang.")  # never answers: 0.05 s pass on any machine
+        toolset.timeout = None  # no race with a loaded machine for the call that must work
+        await agent.chat("Add.")
+    assert results(agent) == [
+        ("demo_hang", "tool 'demo_hang' failed: MCPTimeoutError: the MCP server demo did "
+         "not answer within 0.05s", True),
+        ("demo_add", '{"result":2}', False),  # the same connection, after the cancelled call
+    ]  # fmt: skip
+    [cause] = errors
+    assert isinstance(cause, MCPTimeoutError)
+    assert cause.timeout == 0.05
+
+
+async def test_a_stdio_server_runs_while_the_agent_needs_it_and_ends_with_aclose() -> None:
+    agent = Agent(
+        ScriptedModel([tool_call("mcp_demo_server_pid"), "Ok."]),
+        plugins=[MCPToolset(STDIO)],
+    )
+    async with agent:
+        await agent.chat("Your pid?")
+        [(_, pid, _)] = results(agent)
+        assert alive(int(pid))
+    assert not alive(int(pid))
+
+
+async def test_a_stdio_server_killed_mid_call_is_a_typed_error_and_the_next_call_restarts_it() -> (
+    None
+):
+    causes: list[BaseException | None] = []
+    both = tool_calls(ToolCall.create("demo_pid", {}), ToolCall.create("demo_pid", {}))
+    model = ScriptedModel([tool_call("demo_pid"), tool_call("demo_die"), "It died.", both, "Back."])
+    agent = Agent(model, plugins=[MCPToolset(" ".join(STDIO), name="demo")])
+    agent.add_hook("on_tool_call_error", lambda c: causes.append(c.error.__cause__))
+    async with agent:
+        assert (await agent.chat("Die.")).text == "It died."
+        assert (await agent.chat("Again.")).text == "Back."
+    [first, died, second, third] = results(agent)
+    assert second == third  # two calls at once found it dead: one new process serves both
+    assert died == (
+        "demo_die",
+        f"tool 'demo_die' failed: MCPConnectionError: the connection to the MCP server "
+        f"{sys.executable} {DEMO} closed (did the server exit?); the next call reconnects",
+        True,
+    )
+    [cause] = causes
+    assert isinstance(cause, MCPConnectionError)
+    assert first[1] != second[1]  # a new process
+    assert not alive(int(first[1]))
+    assert not alive(int(second[1]))
+
+
+async def test_streamable_http_tools_work_and_a_dead_server_stays_a_tool_error(
+    http_url: str,
+) -> None:
+    causes: list[BaseException | None] = []
+    model = ScriptedModel(
+        [
+            tool_call("local_greet", {"name": "Ada"}),
+            tool_call("local_die"),
+            "It died.",
+            tool_call("local_greet", {"name": "Bob"}),
+            "Still down.",
+        ]
+    )
+    agent = Agent(model, plugins=[MCPToolset(http_url, name="local")])
+    agent.add_hook("on_tool_call_error", lambda c: causes.append(c.error.__cause__))
+    async with agent:
+        assert (await agent.chat("Greet, then die.")).text == "It died."
+        assert (await agent.chat("Greet again.")).text == "Still down."
+    assert [r[0:3:2] for r in results(agent)] == [
+        ("local_greet", False),
+        ("local_die", True),
+        ("local_greet", True),
+    ]
+    assert results(agent)[0][1] == "Hello, Ada!"
+    assert [type(c) for c in causes] == [MCPConnectionError, MCPConnectionError]
+    assert str(causes[1]).startswith(f"cannot connect to the MCP server {http_url}: ")
+
+
+async def test_a_server_that_cannot_start_fails_the_chat_with_a_typed_error() -> None:
+    agent = Agent(ScriptedModel(["never"]), plugins=[MCPToolset("no-such-mcp-command --x")])
+    seen: list[BaseException] = []
+    agent.add_hook("on_chat_error", lambda c: seen.append(c.error))
+    with pytest.raises(MCPConnectionError) as caught:
+        await agent.chat("Hi.")
+    assert caught.value.server == "no-such-mcp-command --x"
+    assert str(caught.value).startswith(
+        "cannot connect to the MCP server no-such-mcp-command --x: FileNotFoundError: "
+    )
+    assert seen == [caught.value]
+    assert not agent.is_running
+
+
+def _malformed_server() -> Server[Any]:
+    """A server whose tool answers do not match what it declared."""
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+    async def list_tools(ctx: Any, params: Any) -> mcp.types.ListToolsResult:
+        return mcp.types.ListToolsResult(
+            tools=[
+                mcp.types.Tool(name="count", input_schema={"type": "object"}, output_schema=schema)
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: Any) -> mcp.types.CallToolResult:
+        return mcp.types.CallToolResult(content=[], structured_content={"n": "many"})
+
+    return Server("odd", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def test_a_malformed_tool_result_is_a_tool_error_and_the_connection_stays() -> None:
+    causes: list[BaseException | None] = []
+    agent = Agent(
+        ScriptedModel([tool_call("odd_count"), tool_call("odd_count"), "Odd."]),
+        plugins=[MCPToolset(_malformed_server())],
+    )
+    agent.add_hook("on_tool_call_error", lambda c: causes.append(c.error.__cause__))
+    async with agent:
+        await agent.chat("Count.")
+    assert [c.__class__ for c in causes] == [MCPToolError, MCPToolError]
+    assert str(causes[0]).startswith(
+        "the MCP server odd sent an unusable answer: RuntimeError: Invalid structured content "
+        "returned by tool count: 'many' is not of type 'integer'"
+    )
+
+
+async def test_a_result_that_breaks_the_protocol_is_a_tool_error_from_the_same_server() -> None:
+    causes: list[BaseException | None] = []
+    model = ScriptedModel(
+        [tool_call("m_pid"), tool_call("m_bad"), tool_call("m_pid"), "Odd server."]
+    )
+    server = [sys.executable, str(DEMO.with_name("mcp_malformed_server.py"))]
+    agent = Agent(model, plugins=[MCPToolset(server, name="m")])
+    agent.add_hook("on_tool_call_error", lambda c: causes.append(c.error.__cause__))
+    async with agent:
+        await agent.chat("Try.")
+    [before, bad, after] = results(agent)
+    assert before == after  # the same process answered: the connection was not dropped
+    assert bad[0] == "m_bad"
+    assert bad[1].startswith(
+        "tool 'm_bad' failed: MCPToolError: the MCP server "
+        f"{server[0]} {server[1]} sent a malformed answer: ValidationError: "
+    )
+    [cause] = causes
+    assert isinstance(cause, MCPToolError)
+    assert cause.tool_name == "bad"
+
+
+async def test_a_tool_name_taken_by_another_scope_is_refused_with_the_fix() -> None:
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add."""
+        return a + b
+
+    agent = Agent(ScriptedModel(["never"]), tools=[add], plugins=[MCPToolset(build(), prefix="")])
+    with pytest.raises(DuplicateNameError, match="give the toolset another prefix"):
+        await agent.chat("Hi.")
+
+
+def test_chat_sync_opens_and_closes_the_connection_within_each_call() -> None:
+    agent = Agent(
+        ScriptedModel([tool_call("s_pid"), "One.", tool_call("s_pid"), "Two."]),
+        plugins=[MCPToolset(STDIO, name="s")],
+    )
+    assert agent.chat_sync("Pid?").text == "One."
+    assert agent.chat_sync("Pid?").text == "Two."
+    pids = [int(content) for _, content, _ in results(agent)]
+    assert pids[0] != pids[1]
+    assert not any(alive(pid) for pid in pids)
+
+
+@pytest.mark.parametrize(
+    ("server", "options", "message"),
+    [
+        (42, {}, "an MCP server is a URL"),
+        ("", {}, "the MCP server command is empty"),
+        ("http://", {}, "has no host"),
+        (STDIO, {"allow": "add"}, "allow takes a list of tool names"),
+        (STDIO, {"timeout": 0}, "timeout must be a positive number"),
+        (STDIO, {"name": "a b"}, "scope name 'a b' is invalid"),
+    ],
+)
+def test_a_malformed_toolset_is_a_usage_error(
+    server: object, options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(UsageError, match=message):
+        MCPToolset(server, **options)
+
+
+def test_the_errors_sit_in_the_run_error_branch() -> None:
+    assert issubclass(MCPConnectionError, MCPServerError)
+    assert issubclass(MCPTimeoutError, MCPServerError)
+    assert issubclass(MCPToolError, MCPServerError)
+    assert issubclass(MCPServerError, RunError)
+    assert not issubclass(MCPServerError, ToolError)  # the cause of one, not one itself
+
+
+def test_without_the_sdk_hookloop_mcp_imports_and_its_use_names_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['mcp'] = None\n"  # as if the mcp extra were not installed
+        "import hookloop.mcp\n"
+        "for use in (lambda: hookloop.mcp.MCPToolset('python s.py'),"
+        " lambda: hookloop.mcp.mcp_server([])):\n"
+        "    try:\n"
+        "        use()\n"
+        "    except hookloop.MissingExtraError as exc:\n"
+        "        print(exc)\n"
+    )
+    src = str(DEMO.parent.parent.parent / "src")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": src},
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (
+        "MCPToolset needs the 'mcp' extra: pip install 'hookloop[mcp]'\n"
+        "mcp_server needs the 'mcp' extra: pip install 'hookloop[mcp]'\n"
+    )
+
+
+async def test_removing_the_toolset_takes_its_scope_and_it_can_serve_another_agent() -> None:
+    toolset = MCPToolset(build(), allow=["greet"])
+    first = Agent(ScriptedModel(["Hi."]))
+    dispose = first.use(toolset)
+    await first.chat("Hi.")
+    assert [t.name for t in first.scopes.get("demo").tools] == ["demo_greet"]  # type: ignore[union-attr]
+    dispose()
+    assert "demo" not in first.scopes
+    second = Agent(ScriptedModel([tool_call("demo_greet", {"name": "Bo"}), "Done."]))
+    second.use(toolset)
+    await second.chat("Greet Bo.")
+    await toolset.aclose()
+    assert results(second) == [("demo_greet", "Hello, Bo!", False)]
+
+
+@given(st.lists(st.text(), min_size=1, max_size=4).filter(lambda argv: argv[0] != ""))
+def test_every_command_gives_a_toolset_a_valid_name(argv: list[str]) -> None:
+    toolset = MCPToolset(argv)  # no connection is made until a chat needs the tools
+    assert check_name("scope", toolset.name) == toolset.name
+    assert toolset.server == shlex.join(argv)
+
+
+@given(st.text(min_size=1, max_size=80))
+async def test_a_server_tool_name_becomes_a_valid_tool_name_or_is_left_out(name: str) -> None:
+    server = MCPServer("any", log_level="WARNING")
+    server.add_tool(lambda: "x", name=name, description="d", structured_output=False)
+    toolset = MCPToolset(server)
+    tools = await toolset.list_tools()
+    await toolset.aclose()
+    assert len(tools) <= 1
+    for made in tools:
+        assert check_name("tool", made.name) == made.name
+        assert made.name == "any_" + re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+@pytest.mark.parametrize("where", ["in-process", "stdio"])
+async def test_cancelling_a_chat_during_an_mcp_call_leaves_the_session_usable(where: str) -> None:
+    server: object = build() if where == "in-process" else STDIO
+    model = ScriptedModel([tool_call("demo_hang"), tool_call("demo_greet", {"name": "Al"}), "Hi."])
+    agent = Agent(model, plugins=[MCPToolset(server, name="demo")])
+
+    def cancel_soon(ctx: PreToolCallContext) -> None:
+        # From outside the chat's task (a loop callback), as a caller would: the hang is cut.
+        asyncio.get_running_loop().call_soon(agent.cancel)
+
+    dispose = agent.add_hook("pre_tool_call", cancel_soon)
+    async with agent:
+        with pytest.raises(ChatCancelledError):
+            await agent.chat("Hang.")
+        dispose()
+        assert (await agent.chat("Greet Al.")).text == "Hi."
+    assert results(agent) == [
+        ("demo_hang", "cancelled: the chat ended before this tool call finished", True),
+        ("demo_greet", "Hello, Al!", False),
+    ]
