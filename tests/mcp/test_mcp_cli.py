@@ -14,9 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_mcp_toolset import STDIO
 
 from hookloop._cli import main
+from tests.mcp.test_mcp_toolset import STDIO
 from tests.models._provider_server import ProviderServer, Reply
 
 HERE = Path(__file__).parent

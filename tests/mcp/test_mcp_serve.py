@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_served_tools import TOOLS, agent
 
 from hookloop import Agent, DuplicateNameError, ToolMessage, UsageError
 from hookloop._toolbox import calculator
 from hookloop.mcp import MCPToolset, mcp_server
 from hookloop.mcp._serve import tcp_listener
 from hookloop.testing import ScriptedModel, tool_call
+from tests.mcp.mcp_served_tools import TOOLS, agent
 
 HERE = Path(__file__).parent
 SRC = HERE.parent.parent / "src"

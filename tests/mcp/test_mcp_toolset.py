@@ -24,7 +24,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
-from mcp_demo_server import build
 
 from hookloop import (
     Agent,
@@ -45,6 +44,7 @@ from hookloop import (
 from hookloop._tools import check_name
 from hookloop.mcp import MCPToolset
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
+from tests.mcp.mcp_demo_server import build
 
 DEMO = Path(__file__).with_name("mcp_demo_server.py")
 STDIO = [sys.executable, str(DEMO)]
