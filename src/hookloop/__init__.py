@@ -7,9 +7,11 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .agent import (
     DEFAULT_SCOPE,
+    OUTPUT_TOOL_NAME,
     Agent,
     ChatStream,
     Default,
+    OutputMode,
 )
 from .context_hooks import (
     OVERFLOW_MARKERS,
@@ -42,6 +44,7 @@ from .errors import (
     MessageNotFoundError,
     MissingExtraError,
     NotFoundError,
+    OutputValidationError,
     OverloadedError,
     ProviderConnectionError,
     ProviderError,
@@ -72,6 +75,7 @@ from .events import (
     ChatDone,
     MessageCommitted,
     ModelRetry,
+    PartialOutput,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -91,6 +95,8 @@ from .hooks import (
     HookRegistry,
     MemoryWriteContext,
     MessageContext,
+    OutputReturn,
+    OutputValidationErrorContext,
     Phase,
     Plugin,
     PreCompressContext,
@@ -127,6 +133,7 @@ from .models import (
     FinishReason,
     Model,
     ModelSettings,
+    OutputFormat,
     ProviderRequest,
     ProviderResponse,
     ResponseAccumulator,
@@ -169,6 +176,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree
 __all__ = [
     "DEFAULT_SCOPE",
     "EVENT_TABLE",
+    "OUTPUT_TOOL_NAME",
     "OVERFLOW_MARKERS",
     "TRANSIENT_ERRORS",
     "AfterModelCallContext",
@@ -233,7 +241,13 @@ __all__ = [
     "ModelRetryStrategy",
     "ModelSettings",
     "NotFoundError",
+    "OutputFormat",
+    "OutputMode",
+    "OutputReturn",
+    "OutputValidationError",
+    "OutputValidationErrorContext",
     "OverloadedError",
+    "PartialOutput",
     "Phase",
     "Plugin",
     "PreCompressContext",

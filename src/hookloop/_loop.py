@@ -11,8 +11,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
+import pydantic
+
+from ._output import Accepted, OutputSpec, PartialOutputs, Rejected
 from .context.history import ChatHistory
 from .context.policies import SlidingWindow
 from .context.repair import repair
@@ -21,6 +24,7 @@ from .errors import (
     HookReturnError,
     InvalidResponseError,
     MaxIterationsError,
+    OutputValidationError,
     ToolDisabledError,
     ToolError,
     ToolExecutionError,
@@ -32,6 +36,7 @@ from .events import (
     ChatDone,
     MessageCommitted,
     ModelRetry,
+    PartialOutput,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -42,6 +47,7 @@ from .hooks import (
     ON_CHAT_ERROR,
     ON_CHAT_START,
     ON_MESSAGE,
+    ON_OUTPUT_VALIDATION_ERROR,
     ON_PRE_COMPRESS,
     ON_RESPONSE,
     ON_TOOL_CALL_ERROR,
@@ -56,6 +62,8 @@ from .hooks import (
     Handler,
     HistoryReplacement,
     MessageContext,
+    OutputReturn,
+    OutputValidationErrorContext,
     PreCompressContext,
     PreRequestContext,
     PreToolCallContext,
@@ -68,7 +76,15 @@ from .hooks import (
     notify_each,
     run_chain,
 )
-from .messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
+from .messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from .models.base import (
     Model,
     ModelSettings,
@@ -85,6 +101,9 @@ if TYPE_CHECKING:
     from .tools import Scope, ScopeRegistry, Tool
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
+OUTPUT_ACCEPTED_TEXT = "Final answer received."
+NOT_RUN_AFTER_OUTPUT_TEXT = "not run: the final answer was given in the same turn"
+_RETRY: Final = object()  # _settle_output's "the model tries again"
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
@@ -102,6 +121,7 @@ class ChatSetup:
         history: The conversation the chat appends to.
         window: The agent's own sliding window, which builds each request from only the
             messages that fit; ``None`` when the agent has another policy or none.
+        output: How the chat asks for and checks a typed answer; ``None`` for text.
     """
 
     handlers: dict[str, tuple[Handler, ...]]
@@ -112,6 +132,7 @@ class ChatSetup:
     reset_tool_choice: bool
     history: ChatHistory
     window: SlidingWindow | None
+    output: OutputSpec[Any] | None = None
 
 
 class ChatRun:
@@ -128,6 +149,7 @@ class ChatRun:
         "_last_response",
         "_message",
         "_new",
+        "_output_failures",
         "_setup",
         "_unanswered",
         "_usage",
@@ -154,6 +176,7 @@ class ChatRun:
         self._finished_results: dict[str, ToolMessage] = {}
         self._usage = Usage()
         self._iteration = 0
+        self._output_failures = 0
         self.emit = emit
         self.task: asyncio.Task[object] | None = None
         self.cancel_requested = False
@@ -269,17 +292,101 @@ class ChatRun:
             if message.tool_calls:
                 self._unanswered = {call.id: call for call in message.tool_calls}
             await self._commit(message)
+            output = setup.output
+            if output is not None and (verdict := output.judge(message)) is not None:
+                value = await self._settle_output(iteration, output, verdict, message)
+                if value is not _RETRY:
+                    self._checkpoint()
+                    return self._response(message, response, iteration, value)
+                continue
             if not message.tool_calls:
                 self._checkpoint()
-                return AgentResponse(
-                    message=message,
-                    messages=tuple(self._new),
-                    usage=self._usage,
-                    iterations=iteration + 1,
-                    finish_reason=response.finish_reason,
-                )
+                return self._response(message, response, iteration, message.content)
             await self._run_tools(iteration, message.tool_calls)
         raise MaxIterationsError(setup.max_iterations)
+
+    def _response(
+        self, message: AssistantMessage, response: ProviderResponse, iteration: int, output: object
+    ) -> AgentResponse[Any]:
+        return AgentResponse(
+            message=message,
+            messages=tuple(self._new),
+            usage=self._usage,
+            iterations=iteration + 1,
+            finish_reason=response.finish_reason,
+            output=output,
+        )
+
+    # -- typed output --------------------------------------------------------------------
+
+    async def _settle_output(
+        self,
+        iteration: int,
+        spec: OutputSpec[Any],
+        verdict: Accepted | Rejected,
+        message: AssistantMessage,
+    ) -> object:
+        """Take a valid answer, or tell the model what is wrong; ``_RETRY`` when it retries.
+
+        The output tool call gets its tool message either way. With a valid answer the
+        other calls of the turn are answered as not run; with an invalid one they run.
+
+        Raises:
+            OutputValidationError: The answer is invalid and no retry is left.
+        """
+        if isinstance(verdict, Rejected):
+            self._output_failures += 1
+            verdict = await self._on_invalid_output(spec, verdict)
+        call = verdict.call
+        if isinstance(verdict, Accepted):
+            if call is not None:
+                await self._commit(_tool_text(call, OUTPUT_ACCEPTED_TEXT, error=False), iteration)
+                for other in message.tool_calls:
+                    if other is not call:
+                        text = NOT_RUN_AFTER_OUTPUT_TEXT
+                        await self._commit(_tool_text(other, text, error=True), iteration)
+            return verdict.value
+        if self._output_failures > spec.retries:
+            raise OutputValidationError(
+                raw=verdict.raw, error=verdict.error, attempts=self._output_failures
+            )
+        if call is None:
+            await self._commit(UserMessage(content=verdict.message))
+            return _RETRY
+        await self._commit(_tool_text(call, verdict.message, error=True), iteration)
+        if others := tuple(c for c in message.tool_calls if c is not call):
+            await self._run_tools(iteration, others)
+        return _RETRY
+
+    async def _on_invalid_output(
+        self, spec: OutputSpec[Any], verdict: Rejected
+    ) -> Accepted | Rejected:
+        """``on_output_validation_error``: a handler may rewrite the message or supply a value.
+
+        Raises:
+            HookReturnError: A handler's ``OutputReturn`` is not a valid output either.
+        """
+        hs = self._handlers.get(ON_OUTPUT_VALIDATION_ERROR)
+        if not hs:
+            return verdict
+        ctx = OutputValidationErrorContext(
+            raw=verdict.raw,
+            error=verdict.error,
+            attempt=self._output_failures,
+            retry_message=verdict.message,
+        )
+        supplied = await run_chain(hs, ctx)
+        if isinstance(supplied, OutputReturn):
+            try:
+                return Accepted(spec.validate(supplied.value), verdict.call)
+            except pydantic.ValidationError as exc:
+                raise HookReturnError(
+                    f"an on_output_validation_error handler returned an output that is not "
+                    f"valid: {exc}"
+                ) from exc
+        if ctx.retry_message is verdict.message:
+            return verdict
+        return dataclasses.replace(verdict, message=ctx.retry_message)
 
     async def _commit(self, message: Message, iteration: int = 0) -> None:
         """Append ``message`` to the history and announce it, as one step.
@@ -479,12 +586,18 @@ class ChatRun:
         emit: Callable[[AgentEvent], Awaitable[None]],
     ) -> ProviderResponse:
         accumulator = ResponseAccumulator()
+        spec = self._setup.output
+        partials = PartialOutputs(spec) if spec is not None else None
         parts = model.stream(request)
         try:
             async for part in parts:
                 accumulator.add(part)
                 if not isinstance(part, StreamEnd):
                     await emit(part)
+                    if partials is not None:
+                        found, value = partials.feed(part)
+                        if found:
+                            await emit(PartialOutput(output=value, iteration=self._iteration))
         finally:
             # Close the provider's stream now (its connection), also on cancellation.
             aclose = getattr(parts, "aclose", None)
@@ -632,6 +745,10 @@ class ChatRun:
         return ctx.error, ctx.retry
 
 
+def _tool_text(call: ToolCall, text: str, *, error: bool) -> ToolMessage:
+    return ToolMessage(tool_call_id=call.id, tool_name=call.name, content=text, is_error=error)
+
+
 def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
     return ToolMessage(
         tool_call_id=call.id,
@@ -690,13 +807,14 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
             system = "\n\n".join(p for p in (system, *user_parts) if p)
         else:
             messages = extended
-    return ProviderRequest(
+    request = ProviderRequest(
         model=setup.model.name,
         system=system,
         messages=messages,
         tools=definitions,
         settings=settings,
     )
+    return request if setup.output is None else setup.output.prepare(request)
 
 
 def _settings_for(setup: ChatSetup, iteration: int) -> ModelSettings:

@@ -5,6 +5,8 @@ The stream is the loop seen from outside, in the order things happen::
     MessageCommitted(user)
     per iteration:
         [TextDelta | ToolCallDelta]...      the model's answer as it arrives
+        [PartialOutput]...                  with an output type: the answer so far,
+                                            each time it validates to a new value
         ModelRetry                          an attempt failed and is retried: drop the
                                             deltas of this iteration received so far
         MessageCommitted(assistant)
@@ -18,7 +20,9 @@ The stream is the loop seen from outside, in the order things happen::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Generic, Literal, TypeAlias
+
+from typing_extensions import TypeVar
 
 from .messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
 from .models.base import FinishReason, TextDelta, ToolCallDelta
@@ -29,6 +33,7 @@ __all__ = [
     "ChatDone",
     "MessageCommitted",
     "ModelRetry",
+    "PartialOutput",
     "TextDelta",
     "ToolCallDelta",
     "ToolCallFinished",
@@ -36,8 +41,12 @@ __all__ = [
 ]
 
 
+# The default keeps a bare ``AgentResponse`` annotation meaning "any output".
+OutputT = TypeVar("OutputT", covariant=True, default=Any)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AgentResponse:
+class AgentResponse(Generic[OutputT]):
     """The outcome of one chat.
 
     Attributes:
@@ -46,6 +55,8 @@ class AgentResponse:
         usage: Tokens used by every model call of the chat.
         iterations: How many model calls (iterations) the chat took.
         finish_reason: Why the model stopped the last time.
+        output: The answer validated as the chat's output type; without one, the final
+            answer's text. See ``docs/output.md``.
     """
 
     message: AssistantMessage
@@ -53,6 +64,7 @@ class AgentResponse:
     usage: Usage
     iterations: int
     finish_reason: FinishReason
+    output: OutputT = None  # type: ignore[assignment]  # the loop always sets it
 
     @property
     def text(self) -> str:
@@ -102,10 +114,24 @@ class ModelRetry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartialOutput:
+    """With an output type: the answer streamed so far validates to ``output``.
+
+    It comes after the delta that made it valid, each time the value changes; fields still
+    missing are absent (a ``TypedDict``) or make the value invalid until they arrive (a model
+    with required fields). The final value is the response's ``output``.
+    """
+
+    output: Any
+    iteration: int
+    type: Literal["partial_output"] = "partial_output"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChatDone:
     """The chat finished; the last event of a stream."""
 
-    response: AgentResponse
+    response: AgentResponse[Any]
     type: Literal["chat_done"] = "chat_done"
 
 
@@ -116,5 +142,6 @@ AgentEvent: TypeAlias = (
     | ToolCallStarted
     | ToolCallFinished
     | ModelRetry
+    | PartialOutput
     | ChatDone
 )

@@ -59,6 +59,8 @@ __all__ = [
     "HookRegistry",
     "MemoryWriteContext",
     "MessageContext",
+    "OutputReturn",
+    "OutputValidationErrorContext",
     "Phase",
     "Plugin",
     "PreCompressContext",
@@ -95,6 +97,7 @@ ON_MEMORY_WRITE: Final = "on_memory_write"
 ON_DELEGATION: Final = "on_delegation"
 ON_SESSION_SWITCH: Final = "on_session_switch"
 ON_SUBAGENT_EVENT: Final = "on_subagent_event"
+ON_OUTPUT_VALIDATION_ERROR: Final = "on_output_validation_error"
 
 HookEvent: TypeAlias = Literal[
     "on_chat_start",
@@ -115,6 +118,7 @@ HookEvent: TypeAlias = Literal[
     "on_delegation",
     "on_session_switch",
     "on_subagent_event",
+    "on_output_validation_error",
 ]
 """Every event's name; the event table below has one row for each (a test checks both)."""
 
@@ -263,6 +267,25 @@ class ToolErrorContext:
 
 
 @dataclass(slots=True, kw_only=True)
+class OutputValidationErrorContext:
+    """``on_output_validation_error`` (interceptor): the model's answer is not a valid output.
+
+    ``raw`` is what the model sent (the output tool's arguments, or its text) and ``error``
+    why it failed (a pydantic ``ValidationError``, or a ``ValueError`` about its form, e.g.
+    text where the output tool was expected). ``attempt`` counts the invalid answers of
+    this chat, from 1. Return a ``str`` to replace ``retry_message``, what the model is told
+    before it tries again; return :class:`OutputReturn` to end the chat with that value as
+    its output (validated like the model's). With no retry left, the chat raises
+    :class:`~hookloop.OutputValidationError` unless a handler returned an ``OutputReturn``.
+    """
+
+    raw: str
+    error: Exception
+    attempt: int
+    retry_message: str
+
+
+@dataclass(slots=True, kw_only=True)
 class PreCompressContext:
     """``on_pre_compress``: a context policy is about to leave ``messages`` out.
 
@@ -379,6 +402,13 @@ class SubAgentEventContext:
 @dataclass(frozen=True, slots=True)
 class ToolReturn:
     """A tool result supplied by a hook; a wrapper so that ``None`` stays a result."""
+
+    value: object
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputReturn:
+    """A chat's output supplied by a hook; a wrapper so that ``None`` stays an output."""
 
     value: object
 
@@ -656,6 +686,17 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             stops=_RAISE_ENDS,
             forwarded=False,
             trace=lambda c, t: f"{' > '.join(c.path)}: {c.event}",
+        ),
+        EventSpec(
+            name=ON_OUTPUT_VALIDATION_ERROR,
+            context=OutputValidationErrorContext,
+            kind="interceptor",
+            returns="`str` (a new retry message) or `OutputReturn(value=...)`",
+            stops="an `OutputReturn` skips the later handlers and is the chat's output",
+            field="retry_message",
+            accept=(str,),
+            stop=(OutputReturn,),
+            trace=lambda c, t: f"attempt {c.attempt}: {t.cut(str(c.error))}",
         ),
     )
 }
@@ -1035,6 +1076,9 @@ MemoryWriteHandler: TypeAlias = _Fn[MemoryWriteContext, object]
 DelegationHandler: TypeAlias = _Fn[DelegationContext, object]
 SessionSwitchHandler: TypeAlias = _Fn[SessionSwitchContext, object]
 SubAgentEventHandler: TypeAlias = _Fn[SubAgentEventContext, object]
+OutputValidationErrorHandler: TypeAlias = _Fn[
+    OutputValidationErrorContext, str | OutputReturn | None
+]
 ScopeHandler: TypeAlias = Callable[[ScopeContext], object]
 _ScopeEvent: TypeAlias = Literal["on_scope_register", "on_scope_unregister"]
 
@@ -1108,6 +1152,14 @@ class HookHost:
     @overload
     def add_hook(
         self, event: Literal["on_subagent_event"], handler: SubAgentEventHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_output_validation_error"],
+        handler: OutputValidationErrorHandler,
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(

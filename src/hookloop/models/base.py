@@ -21,6 +21,7 @@ __all__ = [
     "FinishReason",
     "Model",
     "ModelSettings",
+    "OutputFormat",
     "ProviderRequest",
     "ProviderResponse",
     "ResponseAccumulator",
@@ -64,6 +65,19 @@ class ModelSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputFormat:
+    """A JSON schema the model's text answer must follow (native output mode).
+
+    Attributes:
+        name: A short name for the schema, which some providers require.
+        schema: The JSON schema, valid for OpenAI's strict mode.
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderRequest:
     """One request to a model.
 
@@ -73,6 +87,8 @@ class ProviderRequest:
         messages: The conversation the model sees (never a system message: see ``system``).
         tools: The enabled tools.
         settings: Sampling and tool-choice settings.
+        output_format: The JSON schema a text answer must follow, or ``None``; only for a
+            model whose ``native_output`` is true (see ``docs/output.md``).
     """
 
     model: str
@@ -80,6 +96,7 @@ class ProviderRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolDefinition, ...] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
+    output_format: OutputFormat | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -209,10 +226,14 @@ class Model(abc.ABC):
     Attributes:
         name: The model's name as its provider knows it.
         context_window: How many tokens one request may hold, when known.
+        native_output: Whether the model constrains its text answer to the request's
+            ``output_format`` (a JSON schema); an agent refuses native output mode for a
+            model without it.
     """
 
     name: str = "model"
     context_window: int | None = None
+    native_output: bool = False
 
     @abc.abstractmethod
     async def request(self, request: ProviderRequest) -> ProviderResponse:
