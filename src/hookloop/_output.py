@@ -138,7 +138,10 @@ class OutputSpec(Generic[T]):
             return request
         if self.mode == "tool":
             definition = ToolDefinition(
-                name=OUTPUT_TOOL_NAME, description=_TOOL_DESCRIPTION, parameters=self.schema
+                name=OUTPUT_TOOL_NAME,
+                description=_TOOL_DESCRIPTION,
+                parameters=self.schema,
+                strict=True,
             )
             settings = request.settings
             if settings.tool_choice == "auto" and not self.accepts_text:

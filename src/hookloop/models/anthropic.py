@@ -209,6 +209,11 @@ class AnthropicModel(Model):
         yield StreamEnd(finish_reason=stop, usage=usage, model=model)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        if request.output_format is not None:
+            raise UsageError(
+                "AnthropicModel has no JSON-schema output mode (output_mode='native'); "
+                "use output_mode='tool' or 'prompted'"
+            )
         settings = request.settings
         body: dict[str, Any] = {
             "model": request.model or self.name,

@@ -39,11 +39,16 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolDefinition:
-    """A tool as the model sees it: name, description and a JSON schema of its parameters."""
+    """A tool as the model sees it: name, description and a JSON schema of its parameters.
+
+    ``strict`` asks the provider to hold the arguments to the schema exactly (OpenAI's
+    strict function calling); the schema must then be valid for strict mode.
+    """
 
     name: str
     description: str
     parameters: Mapping[str, Any]
+    strict: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -109,6 +109,8 @@ class LocalModel(Model):
         2048
     """
 
+    native_output = True  # the server decodes under a grammar made from the schema
+
     def __init__(
         self,
         model_path: str | os.PathLike[str] | None = None,
@@ -270,6 +272,7 @@ class LocalModel(Model):
             context_window=self.context_window,
             stream_usage=False,  # llama.cpp's server ignores it
             trust_env=False,  # loopback: an HTTP(S)_PROXY in the environment must not apply
+            json_mode="json_object",  # llama.cpp's server makes a grammar of the schema
         )
 
     async def _wait_ready(self, progress: Progress | None) -> None:
