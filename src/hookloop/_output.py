@@ -224,6 +224,8 @@ class OutputSpec(Generic[T]):
     def partial(self, raw: str) -> tuple[bool, Any]:
         """``(True, value)`` when the incomplete answer ``raw`` validates so far."""
         text = _json_text(raw) if self.mode == "prompted" else raw
+        # A number at the very end may go on in the next piece: 197 of 1979 is no value.
+        text = _OPEN_NUMBER.sub(r"\1", text)
         if not text:
             return False, None
         try:
@@ -339,6 +341,7 @@ def _schema_name(output_type: object) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "output"
 
 
+_OPEN_NUMBER = re.compile(r"([:,\[]\s*)-?\d[\d.eE+-]*$")
 _FENCE = re.compile(r"^```[A-Za-z]*\s*(.*?)\s*(?:```\s*)?$", re.S)
 
 
