@@ -10,7 +10,11 @@ scripted model, which answers at once, so every microsecond measured is hookloop
 ``overhead_us_by_history`` is the same chat on a function-backed model with the history
 pre-loaded with N messages (after one warm-up chat), with the default context policy (a
 ``SlidingWindow`` over an 8,000-token window) and without one (``context=None``): a turn must
-not cost more as the conversation grows. ``floor_us_per_iteration`` is the interpreter
+not cost more as the conversation grows. ``overhead_us_per_iteration_output`` is the same
+chat with an output type (a pydantic model) whose final answer comes through the output tool,
+the type given to ``Agent()``; ``..._output_per_chat`` names it in the ``chat()`` call
+instead, on a new agent each chat, so it includes building the type's validator once (an
+agent keeps it for its later chats). ``floor_us_per_iteration`` is the interpreter
 floor, measured in the same process: a bare loop that builds a request, awaits a
 zero-latency model, validates the arguments with pydantic, runs an async tool and appends
 both messages.
@@ -31,7 +35,16 @@ from typing import Any
 
 import pydantic
 
-from hookloop import Agent, AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, tool
+from hookloop import (
+    OUTPUT_TOOL_NAME,
+    Agent,
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    tool,
+)
 from hookloop.hooks import EVENTS
 from hookloop.models.base import ProviderRequest, ProviderResponse
 from hookloop.models.testing import FunctionModel, ScriptedModel, text_response, tool_calls
@@ -59,6 +72,17 @@ SCRIPT = [
 ]
 
 
+class Summary(pydantic.BaseModel):
+    keys: int
+    total: int
+
+
+OUTPUT_SCRIPT = [
+    *SCRIPT[:-1],
+    tool_calls(ToolCall(name=OUTPUT_TOOL_NAME, arguments='{"keys": 10, "total": 90}', id="out")),
+]
+
+
 def noop(ctx: Any) -> None:
     return None
 
@@ -68,15 +92,20 @@ async def anoop(ctx: Any) -> None:
 
 
 def make_agent(
-    handler: Callable[[Any], Any] | None, count: int, *, default_retry: bool = False
+    handler: Callable[[Any], Any] | None,
+    count: int,
+    *,
+    default_retry: bool = False,
+    output: str | None = None,
 ) -> Agent:
     # The bare loop has no hook at all, so no retry strategy and no context policy either
     # (retry=None, context=None); the "default configuration" figure measures what Agent()
     # gives you out of the box.
     agent = Agent(
-        ScriptedModel(SCRIPT),
+        ScriptedModel(SCRIPT if output is None else OUTPUT_SCRIPT),
         tools=[lookup],
         system_prompt="You look things up.",
+        output_type=Summary if output == "agent" else None,
         **({} if default_retry else {"retry": None, "context": None}),
     )
     if handler is not None:
@@ -94,18 +123,24 @@ async def per_iteration_us(
     *,
     stream: bool = False,
     default_retry: bool = False,
+    output: str | None = None,
 ) -> float:
-    """Median time of one chat divided by its 11 iterations, in microseconds."""
+    """Median time of one chat divided by its 11 iterations, in microseconds.
+
+    ``output``: ``"agent"`` gives the agent an output type, ``"chat"`` names it in the call.
+    """
     samples: list[float] = []
     # One collection before the series, not one per chat: a full collection right before
     # each chat leaves the CPU caches cold and about triples every figure on this machine.
     gc.collect()
     for run in range(runs + runs // 10):  # the first tenth warms up and is dropped
-        agent = make_agent(handler, count, default_retry=default_retry)
+        agent = make_agent(handler, count, default_retry=default_retry, output=output)
         start = time.perf_counter_ns()
         if stream:
             async for _ in agent.chat_stream("look up ten keys"):
                 pass
+        elif output == "chat":
+            await agent.chat("look up ten keys", output_type=Summary)
         else:
             await agent.chat("look up ten keys")
         elapsed = time.perf_counter_ns() - start
@@ -246,6 +281,12 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
             "overhead_us_per_iteration_default_config": await per_iteration_us(
                 None, 0, runs, default_retry=True
             ),
+            "overhead_us_per_iteration_output": await per_iteration_us(
+                None, 0, runs, output="agent"
+            ),
+            "overhead_us_per_iteration_output_per_chat": await per_iteration_us(
+                None, 0, runs, output="chat"
+            ),
             "overhead_us_by_history": {
                 "window": await curve(True),
                 "no_window": await curve(False),
@@ -258,6 +299,7 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
     window = figures["overhead_us_by_history"]["window"]
     figures["floor_ratio"] = base / figures["floor_us_per_iteration"]
     figures["stream_ratio"] = figures["overhead_us_per_iteration_stream"] / base
+    figures["output_ratio"] = figures["overhead_us_per_iteration_output"] / base
     figures["window_ratio_100k_to_100"] = window["100000"] / window["100"]
     figures["scenario"] = (
         f"{TOOL_CALLS} tool calls + final answer, scripted model, median of {runs} chats"
@@ -297,6 +339,18 @@ def main() -> None:
             "us",
             "",
         ),
+        (
+            "per iteration, output_type on Agent()",
+            figures["overhead_us_per_iteration_output"],
+            "us",
+            "",
+        ),
+        (
+            "per iteration, output_type per chat",
+            figures["overhead_us_per_iteration_output_per_chat"],
+            "us",
+            "",
+        ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]
     for label, value, unit, note in rows:
@@ -306,6 +360,7 @@ def main() -> None:
         f"the loop costs {figures['floor_ratio']:.2f}x it (aim <= 2x)"
     )
     print(f"  chat_stream costs {figures['stream_ratio']:.2f}x chat (aim <= 2x)")
+    print(f"  an output type costs {figures['output_ratio']:.2f}x plain chat")
     print("  per iteration by stored history (us):  N  window  no window")
     curves = figures["overhead_us_by_history"]
     for n in HISTORY_SIZES:

@@ -60,6 +60,8 @@ UserInput = str | UserMessage | Sequence[ContentPart]
 
 OutT = TypeVar("OutT")
 
+_OUTPUT_SPECS_KEPT = 64  # per agent; more distinct per-chat output types are built each time
+
 
 class Default(enum.Enum):
     """The type of the "not given, use the default" marker for arguments that accept None."""
@@ -164,6 +166,8 @@ class Agent(HookHost):
             self._output.check_model(model)
         self._output_mode = output_mode
         self._output_retries = output_retries
+        # Specs of per-chat output types: a pydantic TypeAdapter costs ~150 us to build.
+        self._output_specs: dict[tuple[object, str, int], OutputSpec[Any]] = {}
         self.model = model
         self.name = check_name("agent", name)
         if history is None:  # not `or`: an empty history is falsy, and it is still the one given
@@ -394,11 +398,17 @@ class Agent(HookHost):
             output_type = self._output.output_type
         if output_type is None:
             return None
-        spec = output_spec(
-            output_type,
-            mode=self._output_mode if mode is None else mode,
-            retries=self._output_retries if retries is None else retries,
-        )
+        mode = self._output_mode if mode is None else mode
+        retries = self._output_retries if retries is None else retries
+        key = (output_type, mode, retries)
+        try:
+            spec, kept = self._output_specs.get(key), True
+        except TypeError:  # an unhashable type (Annotated with a list in it...): no cache
+            spec, kept = None, False
+        if spec is None:
+            spec = output_spec(output_type, mode=mode, retries=retries)
+            if kept and len(self._output_specs) < _OUTPUT_SPECS_KEPT:
+                self._output_specs[key] = spec
         spec.check_model(self.model)
         return spec
 
