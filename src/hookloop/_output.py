@@ -109,6 +109,9 @@ class OutputSpec(Generic[T]):
         wrapped: The answer travels as ``{"response": value}`` (its type is no object).
         plain_text: The type is ``str``: the answer is the text, nothing is added to requests.
         accepts_text: A text answer is valid in ``"tool"`` mode (``str`` is in the type).
+        tool: The output tool every request offers (``"tool"`` mode), made once.
+        output_format: The response format every request carries (``"native"`` mode).
+        instructions: What the system prompt gets (``"prompted"`` mode).
     """
 
     output_type: Any

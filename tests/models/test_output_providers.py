@@ -25,6 +25,7 @@ from hookloop import (
 )
 from hookloop.models.local import LocalModel
 from hookloop.models.openai import OpenAIModel
+from hookloop.toolbox import calculator
 
 
 class Stock(pydantic.BaseModel):
@@ -313,3 +314,28 @@ async def test_the_local_model_streams_partial_output(local_model: LocalModel) -
         partials = [e.output async for e in events if isinstance(e, PartialOutput)]
     assert events.response is not None
     assert partials[-1] == events.response.output == Person(name="Bob", age=40)
+
+
+class Total(pydantic.BaseModel):
+    total: float
+
+
+@module_loop
+async def test_the_local_model_uses_a_tool_then_answers_through_the_output_tool(
+    local_model: LocalModel,
+) -> None:
+    agent = Agent(local_model, tools=[calculator], output_type=Total, output_retries=1)
+    response = await agent.chat("What is 17 * 23? Use the calculator.")
+    # After its one tool round (LocalModel's tool_rounds=1) the model is made to call the
+    # output tool, not to write text.
+    assert [
+        (m.role, [(c.name, c.arguments) for c in getattr(m, "tool_calls", ())])
+        for m in response.messages
+    ] == [
+        ("user", []),
+        ("assistant", [("calculator", '{"expression": "17 * 23"}')]),
+        ("tool", []),
+        ("assistant", [(OUTPUT_TOOL_NAME, '{"total": 391.0}')]),
+        ("tool", []),
+    ]
+    assert response.output == Total(total=391)

@@ -37,6 +37,7 @@ import urllib.request
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from .._output import OUTPUT_TOOL_NAME
 from ..errors import BadRequestError, ProviderConnectionError, UsageError
 from ..messages import AssistantMessage, UserMessage
 from ._chat_handler import CHAT_FORMAT
@@ -99,7 +100,8 @@ class LocalModel(Model):
         max_tokens: Most tokens per answer when a request sets none (``None``: no limit but
             the context); a small model may otherwise ramble until its context is full.
         tool_rounds: Model turns per user message that may call tools; later turns are
-            asked for text (``tool_choice="none"``). ``None`` leaves every request as is.
+            asked for text (``tool_choice="none"``), or, with an output type's output tool
+            offered, for that tool. ``None`` leaves every request as is.
         startup_timeout: Seconds to wait for the server to load the model.
         python: The interpreter that runs the server (this one by default).
 
@@ -219,7 +221,7 @@ class LocalModel(Model):
             given,
             temperature=self.temperature if given.temperature is None else given.temperature,
             max_tokens=self.max_tokens if given.max_tokens is None else given.max_tokens,
-            tool_choice="none" if done else given.tool_choice,
+            tool_choice=_final_choice(request) if done else given.tool_choice,
         )
         if settings != given:
             request = dataclasses.replace(request, settings=settings)
@@ -324,6 +326,12 @@ def _check_gguf(path: Path) -> None:
         raise LocalModelError(f"cannot read the model file {path}: {exc.strerror}") from None
     if magic != _GGUF_MAGIC:
         raise LocalModelError(f"{path} is not a GGUF model file (it does not start with GGUF)")
+
+
+def _final_choice(request: ProviderRequest) -> str:
+    """What a turn past ``tool_rounds`` may do: answer in text, or call the output tool."""
+    offered = any(tool.name == OUTPUT_TOOL_NAME for tool in request.tools)
+    return OUTPUT_TOOL_NAME if offered else "none"
 
 
 def _tool_rounds(request: ProviderRequest) -> int:
