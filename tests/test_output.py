@@ -32,11 +32,14 @@ from hookloop import (
     ProviderRequest,
     ProviderResponse,
     ToolCall,
+    TracePlugin,
     UsageError,
     tool,
 )
 from hookloop._output import output_spec
 from hookloop._output_schema import convert, strict_schema
+from hookloop.context import ChatHistory
+from hookloop.context.tokens import count_request
 from hookloop.models.testing import FunctionModel, ScriptedModel, ScriptStep, tool_call, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -591,3 +594,35 @@ async def test_a_function_model_sees_the_output_format() -> None:
     agent = Agent(FunctionModel(reply), output_type=Literal["a", "b"], output_mode="native")
     assert (await agent.chat("Pick.")).output == "b"
     assert seen[0].output_format is not None
+
+
+async def test_the_trace_shows_an_invalid_answer() -> None:
+    lines: list[str] = []
+    model = ScriptedModel(["no tool", answer({"x": 1, "y": 2})])
+    agent = Agent(model, output_type=Point, plugins=[TracePlugin(lines.append, clock=lambda: 0.0)])
+    await agent.chat("Go.")
+    (line,) = [line for line in lines if "on_output_validation_error" in line]
+    assert line.endswith(
+        'on_output_validation_error attempt 1: "answered in text instead of calling the '
+        'final_result tool"'
+    )
+
+
+async def test_a_streamed_chat_takes_its_own_output_type() -> None:
+    agent = Agent(ScriptedModel([answer({"response": [1, 2]})]))
+    async with agent.chat_stream("Count.", output_type=list[int]) as events:
+        partials = [e.output async for e in events if isinstance(e, PartialOutput)]
+    assert partials == [[1, 2]]
+    assert events.response is not None
+    assert events.response.output == [1, 2]
+
+
+async def test_the_default_window_leaves_room_for_the_output_tool() -> None:
+    model = ScriptedModel([answer({"x": i, "y": i}, id=f"out_{i}") for i in range(8)])
+    agent = Agent(model, retry=None, history=ChatHistory(max_context_tokens=400))
+    for i in range(8):
+        await agent.chat(f"question {i}: where is point number {i} today?", output_type=Point)
+    for request in model.requests:
+        assert [t.name for t in request.tools] == [OUTPUT_TOOL_NAME]
+        assert count_request(request, counter=agent.history.token_counter) <= 400
+    assert len(model.requests[-1].messages) < len(agent.messages) - 3
