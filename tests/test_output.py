@@ -626,3 +626,13 @@ async def test_the_default_window_leaves_room_for_the_output_tool() -> None:
         assert [t.name for t in request.tools] == [OUTPUT_TOOL_NAME]
         assert count_request(request, counter=agent.history.token_counter) <= 400
     assert len(model.requests[-1].messages) < len(agent.messages) - 3
+
+
+async def test_a_sub_agent_with_an_output_type_answers_its_parent_with_the_output() -> None:
+    locator = Agent(ScriptedModel([answer({"x": 1, "y": 2})]), name="locator", output_type=Point)
+    parent = Agent(
+        ScriptedModel([tool_call("locator", {"task": "Find the point."}, id="call_1"), "Found."]),
+        tools=[locator.as_tool()],
+    )
+    response = await parent.chat("Where is the point?")
+    assert shape(response.messages)[2] == ("tool", "locator", '{"x":1,"y":2}', "ok")
