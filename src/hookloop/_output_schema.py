@@ -215,9 +215,14 @@ def _branch(
             fitting.append(node)
     if not fitting:
         return None
-    if isinstance(value, Mapping):  # several models: the one that knows every key
+    if isinstance(value, Mapping):  # several models: the one with exactly these keys (strict
+        # mode sends every key), else the first that knows them all
+        keys = set(value)
         for node in fitting:
-            if set(value) <= set(node.get("properties", {})):
+            if keys == set(node.get("properties", {})):
+                return node
+        for node in fitting:
+            if keys <= set(node.get("properties", {})):
                 return node
     return fitting[0]
 
