@@ -783,6 +783,10 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
         system = "\n\n".join([system, *system_parts] if system else system_parts)
     settings = _settings_for(setup, iteration)
     definitions = tuple(tools)
+    output_format = None
+    if (output := setup.output) is not None:  # before the window: its parts take room too
+        definitions, settings, system = output.extend(definitions, settings, system)
+        output_format = output.output_format
     window = None
     if (policy := setup.window) is not None:
         # Only the window, not the whole history: a turn costs the same however long the
@@ -807,14 +811,14 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
             system = "\n\n".join(p for p in (system, *user_parts) if p)
         else:
             messages = extended
-    request = ProviderRequest(
+    return ProviderRequest(
         model=setup.model.name,
         system=system,
         messages=messages,
         tools=definitions,
         settings=settings,
+        output_format=output_format,
     )
-    return request if setup.output is None else setup.output.prepare(request)
 
 
 def _settings_for(setup: ChatSetup, iteration: int) -> ModelSettings:

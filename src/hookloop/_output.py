@@ -2,7 +2,7 @@
 
 An :class:`OutputSpec` is made once per chat from ``output_type``, ``output_mode`` and
 ``output_retries``. The loop asks it three things, none of which does I/O: how to change
-each request (:meth:`OutputSpec.prepare`: an output tool, a response format, or
+each request (:meth:`OutputSpec.extend`: an output tool, a response format, or
 instructions), what a committed answer means (:meth:`OutputSpec.judge`: an accepted value,
 a rejected one with the message the model is told, or "not an answer yet: run the tools"),
 and, while streaming, what the answer validates to so far (:class:`PartialOutputs`).
@@ -29,7 +29,6 @@ from .models.base import (
     Model,
     ModelSettings,
     OutputFormat,
-    ProviderRequest,
     StreamPart,
     TextDelta,
     ToolCallDelta,
@@ -129,7 +128,7 @@ class OutputSpec(Generic[T]):
     _forced: list[Any] = dataclasses.field(init=False, repr=False, default_factory=list)
 
     def __post_init__(self) -> None:
-        # What prepare() adds to every request, made once.
+        # What extend() adds to every request, made once.
         mode, plain = self.mode, self.plain_text
         tool = output_format = instructions = None
         if mode == "tool" and not plain:
@@ -159,27 +158,22 @@ class OutputSpec(Generic[T]):
                 "(output_mode='native'); use output_mode='tool' or 'prompted'"
             )
 
-    def prepare(self, request: ProviderRequest) -> ProviderRequest:
-        """``request`` asking for this output: with the output tool, format or instructions."""
-        # Built directly from parts made once per spec: dataclasses.replace() here cost a
-        # third of an iteration (bench/loop.py, overhead_us_per_iteration_output).
-        tools, settings, system = request.tools, request.settings, request.system
+    def extend(
+        self, tools: tuple[ToolDefinition, ...], settings: ModelSettings, system: str | None
+    ) -> tuple[tuple[ToolDefinition, ...], ModelSettings, str | None]:
+        """The tools, settings and system prompt of a request that asks for this output.
+
+        The output tool joins the tools (and a call is forced when text is no answer), or
+        the instructions join the system prompt; a native request carries
+        :attr:`output_format` instead. The loop builds each request once from these parts.
+        """
         if self.tool is not None:
             tools = (*tools, self.tool)
             if not self.accepts_text and settings.tool_choice == "auto":
                 settings = self._required(settings)
         elif self.instructions is not None:
             system = f"{system}\n\n{self.instructions}" if system else self.instructions
-        elif self.output_format is None:
-            return request
-        return ProviderRequest(
-            model=request.model,
-            system=system,
-            messages=request.messages,
-            tools=tools,
-            settings=settings,
-            output_format=self.output_format or request.output_format,
-        )
+        return tools, settings, system
 
     def _required(self, settings: ModelSettings) -> ModelSettings:
         """``settings`` forcing a tool call, made once for the agent's settings object."""
