@@ -12,7 +12,11 @@ pre-loaded with N messages (after one warm-up chat), with the default context po
 ``SlidingWindow`` over an 8,000-token window) and without one (``context=None``): a turn must
 not cost more as the conversation grows. ``overhead_us_per_iteration_run_context`` is the
 bare chat with a tool that takes a ``RunContext[int]`` (the chat passes ``deps``), and
-``run_context_ratio`` its cost over the plain tool's. ``floor_us_per_iteration`` is the interpreter
+``run_context_ratio`` its cost over the plain tool's. ``overhead_us_per_iteration_output`` is the
+same chat with an output type (a pydantic model) whose final answer comes through the output
+tool, the type given to ``Agent()``; ``..._output_per_chat`` names it in the ``chat()`` call
+instead, on a new agent each chat, so it includes building the type's validator once (an
+agent keeps it for its later chats). ``floor_us_per_iteration`` is the interpreter
 floor, measured in the same process: a bare loop that builds a request, awaits a
 zero-latency model, validates the arguments with pydantic, runs an async tool and appends
 both messages.
@@ -43,6 +47,7 @@ from typing import Any
 import pydantic
 
 from hookloop import (
+    OUTPUT_TOOL_NAME,
     Agent,
     AssistantMessage,
     Message,
@@ -87,6 +92,17 @@ SCRIPT = [
 ]
 
 
+class Summary(pydantic.BaseModel):
+    keys: int
+    total: int
+
+
+OUTPUT_SCRIPT = [
+    *SCRIPT[:-1],
+    tool_calls(ToolCall(name=OUTPUT_TOOL_NAME, arguments='{"keys": 10, "total": 90}', id="out")),
+]
+
+
 def noop(ctx: Any) -> None:
     return None
 
@@ -102,14 +118,16 @@ def make_agent(
     default_retry: bool = False,
     setup: Callable[[Agent], object] | None = None,
     run_context: bool = False,
+    output: str | None = None,
 ) -> Agent:
     # The bare loop has no hook at all, so no retry strategy and no context policy either
     # (retry=None, context=None); the "default configuration" figure measures what Agent()
     # gives you out of the box.
     agent = Agent(
-        ScriptedModel(SCRIPT),
+        ScriptedModel(SCRIPT if output is None else OUTPUT_SCRIPT),
         tools=[lookup_with_context if run_context else lookup],
         system_prompt="You look things up.",
+        output_type=Summary if output == "agent" else None,
         **({"deps": 2} if run_context else {}),
         **({} if default_retry else {"retry": None, "context": None}),
     )
@@ -132,20 +150,31 @@ async def per_iteration_us(
     default_retry: bool = False,
     setup: Callable[[Agent], object] | None = None,
     run_context: bool = False,
+    output: str | None = None,
 ) -> float:
-    """Median time of one chat divided by its 11 iterations, in microseconds."""
+    """Median time of one chat divided by its 11 iterations, in microseconds.
+
+    ``output``: ``"agent"`` gives the agent an output type, ``"chat"`` names it in the call.
+    """
     samples: list[float] = []
     # One collection before the series, not one per chat: a full collection right before
     # each chat leaves the CPU caches cold and about triples every figure on this machine.
     gc.collect()
     for run in range(runs + runs // 10):  # the first tenth warms up and is dropped
         agent = make_agent(
-            handler, count, default_retry=default_retry, setup=setup, run_context=run_context
+            handler,
+            count,
+            default_retry=default_retry,
+            setup=setup,
+            run_context=run_context,
+            output=output,
         )
         start = time.perf_counter_ns()
         if stream:
             async for _ in agent.chat_stream("look up ten keys"):
                 pass
+        elif output == "chat":
+            await agent.chat("look up ten keys", output_type=Summary)
         else:
             await agent.chat("look up ten keys")
         elapsed = time.perf_counter_ns() - start
@@ -360,6 +389,12 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
             "overhead_us_per_iteration_run_context": await per_iteration_us(
                 None, 0, runs, run_context=True
             ),
+            "overhead_us_per_iteration_output": await per_iteration_us(
+                None, 0, runs, output="agent"
+            ),
+            "overhead_us_per_iteration_output_per_chat": await per_iteration_us(
+                None, 0, runs, output="chat"
+            ),
             "overhead_us_by_history": {
                 "window": await curve(True),
                 "no_window": await curve(False),
@@ -380,6 +415,7 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
     figures["floor_ratio"] = base / figures["floor_us_per_iteration"]
     figures["stream_ratio"] = figures["overhead_us_per_iteration_stream"] / base
     figures["run_context_ratio"] = figures["overhead_us_per_iteration_run_context"] / base
+    figures["output_ratio"] = figures["overhead_us_per_iteration_output"] / base
     figures["window_ratio_100k_to_100"] = window["100000"] / window["100"]
     figures["scenario"] = (
         f"{TOOL_CALLS} tool calls + final answer, scripted model, median of {runs} chats"
@@ -426,6 +462,12 @@ def main() -> None:
             "",
         ),
         (
+            "per iteration, output_type on Agent()",
+            figures["overhead_us_per_iteration_output"],
+            "us",
+            "",
+        ),
+        (
             "per iteration, the plugin, no-op API",
             figures["overhead_us_per_iteration_otel_noop"],
             "us",
@@ -443,6 +485,12 @@ def main() -> None:
             "us",
             f"{figures['run_context_ratio']:.2f}x the plain tool",
         ),
+        (
+            "per iteration, output_type per chat",
+            figures["overhead_us_per_iteration_output_per_chat"],
+            "us",
+            "",
+        ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]
     for label, value, unit, note in rows:
@@ -452,6 +500,7 @@ def main() -> None:
         f"the loop costs {figures['floor_ratio']:.2f}x it (aim <= 2x)"
     )
     print(f"  chat_stream costs {figures['stream_ratio']:.2f}x chat (aim <= 2x)")
+    print(f"  an output type costs {figures['output_ratio']:.2f}x plain chat")
     print("  per iteration by stored history (us):  N  window  no window")
     curves = figures["overhead_us_by_history"]
     for n in HISTORY_SIZES:

@@ -12,7 +12,7 @@ import asyncio
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar, overload
 
 from ._approval import (
     ApprovalBook,
@@ -35,6 +35,7 @@ from ._messages import (
     UserMessage,
     new_id,
 )
+from ._output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL_NAME, OutputMode, OutputSpec, output_spec
 from ._run_context import NO_DEPS
 from ._slot import ChatSlot
 from ._tools import Scope, ScopeRegistry, Tool, check_name
@@ -57,7 +58,7 @@ from .memory._write import write_memory
 from .models._base import Model, ModelSettings
 from .retry import DefaultRetryStrategy, ModelRetryStrategy
 
-__all__ = ["DEFAULT_SCOPE", "Agent", "ChatStream", "Default"]
+__all__ = ["DEFAULT_SCOPE", "OUTPUT_TOOL_NAME", "Agent", "ChatStream", "Default", "OutputMode"]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 """The token budget of a new history when the model does not say its context window."""
@@ -66,6 +67,10 @@ DEFAULT_SCOPE = "default"
 """The name of the scope that holds the tools passed to ``Agent(tools=...)``."""
 
 UserInput = str | UserMessage | Sequence[ContentPart]
+
+OutT = TypeVar("OutT")
+
+_OUTPUT_SPECS_KEPT = 64  # per agent; more distinct per-chat output types are built each time
 
 
 class Default(enum.Enum):
@@ -116,6 +121,14 @@ class Agent(HookHost):
             :meth:`switch_session`.
         deps: The dependencies tools receive in their :class:`~hookloop.RunContext` when a
             chat passes none (``chat(..., deps=...)`` wins). See ``docs/tools.md``.
+        output_type: The type every chat's answer is validated as (a pydantic model, a
+            dataclass, a ``TypedDict``, a scalar, a union...), found in ``response.output``;
+            ``None`` for text. A chat may ask for another. See ``docs/output.md``.
+        output_mode: How the model is asked for it: ``"tool"`` (an output tool it calls;
+            its other tools stay usable), ``"native"`` (the provider's JSON-schema mode),
+            or ``"prompted"`` (the schema in the system prompt).
+        output_retries: How many invalid answers go back to the model, each with what is
+            wrong, before the chat raises :class:`~hookloop.OutputValidationError`.
 
     Attributes:
         hooks: The hook registry; prefer :meth:`add_hook`.
@@ -141,6 +154,9 @@ class Agent(HookHost):
         memory: object = None,
         session_id: str | None = None,
         deps: object = NO_DEPS,
+        output_type: object = None,
+        output_mode: OutputMode = "tool",
+        output_retries: int = DEFAULT_OUTPUT_RETRIES,
     ) -> None:
         if not isinstance(model, Model):
             raise UsageError(f"model must be a hookloop Model, got {type(model).__name__}")
@@ -154,6 +170,17 @@ class Agent(HookHost):
             raise UsageError("system_prompt must be a str or None")
         if history is not None and not isinstance(history, ChatHistory):
             raise UsageError(f"history must be a ChatHistory, got {type(history).__name__}")
+        self._output = (
+            None
+            if output_type is None
+            else output_spec(output_type, mode=output_mode, retries=output_retries)
+        )
+        if self._output is not None:
+            self._output.check_model(model)
+        self._output_mode = output_mode
+        self._output_retries = output_retries
+        # Specs of per-chat output types: a pydantic TypeAdapter costs ~150 us to build.
+        self._output_specs: dict[tuple[object, str, int], OutputSpec[Any]] = {}
         self.model = model
         self.name = check_name("agent", name)
         if history is None:  # not `or`: an empty history is falsy, and it is still the one given
@@ -264,7 +291,35 @@ class Agent(HookHost):
         # A plugin used from inside another plugin's init_agent goes with its parent.
         return self.hooks.adopt(Disposer(remove))
 
-    async def chat(self, message: UserInput, *, deps: object = NO_DEPS) -> AgentResponse:
+    @overload
+    async def chat(
+        self,
+        message: UserInput,
+        *,
+        output_type: type[OutT],
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        deps: object = NO_DEPS,
+    ) -> AgentResponse[OutT]: ...
+    @overload
+    async def chat(
+        self,
+        message: UserInput,
+        *,
+        output_type: object = ...,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        deps: object = NO_DEPS,
+    ) -> AgentResponse[Any]: ...
+    async def chat(
+        self,
+        message: UserInput,
+        *,
+        output_type: object = Default.DEFAULT,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        deps: object = NO_DEPS,
+    ) -> AgentResponse[Any]:
         """Send one user message and run the loop until the model answers without tools.
 
         A chat whose model calls a tool that needs approval ends early with the call in
@@ -272,6 +327,11 @@ class Agent(HookHost):
 
         Args:
             message: The user's message.
+            output_type: The type this chat's answer is validated as (``response.output``),
+                instead of the agent's; ``None`` for text. A type checker infers
+                ``response.output`` from it.
+            output_mode: Instead of the agent's ``output_mode``.
+            output_retries: Instead of the agent's ``output_retries``.
             deps: The dependencies tools receive in their :class:`~hookloop.RunContext`;
                 :attr:`deps` when not given.
 
@@ -280,28 +340,108 @@ class Agent(HookHost):
                 first).
             ConcurrentChatError: Another chat is running on this agent.
             MaxIterationsError: The model kept calling tools past ``max_iterations``.
+            OutputValidationError: The answer stayed invalid as ``output_type``.
             ProviderError: The model failed and no hook retried it.
             ChatCancelledError: :meth:`cancel` ended the chat.
+            UsageError: An output type, mode or retry count that cannot be used.
             asyncio.CancelledError: The task running the chat was cancelled.
         """
-        return await self._slot.drive(self._start(_user_message(message), None, deps))
+        output = self._output_for(output_type, output_mode, output_retries)
+        return await self._slot.drive(self._start(_user_message(message), None, deps, output))
 
-    def chat_stream(self, message: UserInput, *, deps: object = NO_DEPS) -> ChatStream:
+    def chat_stream(
+        self,
+        message: UserInput,
+        *,
+        output_type: object = Default.DEFAULT,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        deps: object = NO_DEPS,
+    ) -> ChatStream:
         """Run a chat like :meth:`chat`, yielding its events as they happen.
 
         Use it as ``async with agent.chat_stream(...) as events: async for event in events``
         so that leaving early ends the chat at once; the last event is
-        :class:`~hookloop.ChatDone`. See ``docs/hooks.md`` for the order of events.
+        :class:`~hookloop.ChatDone`. See :mod:`hookloop.events` for the order of events.
+        With an output type, :class:`~hookloop.PartialOutput` events carry the answer as
+        it validates so far.
         """
-        return ChatStream(self, _user_message(message), deps)
+        output = self._output_for(output_type, output_mode, output_retries)
+        return ChatStream(self, _user_message(message), deps, output)
 
-    def chat_sync(self, message: UserInput, *, deps: object = NO_DEPS) -> AgentResponse:
+    @overload
+    def chat_sync(
+        self,
+        message: UserInput,
+        *,
+        output_type: type[OutT],
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        deps: object = NO_DEPS,
+    ) -> AgentResponse[OutT]: ...
+    @overload
+    def chat_sync(
+        self,
+        message: UserInput,
+        *,
+        output_type: object = ...,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        deps: object = NO_DEPS,
+    ) -> AgentResponse[Any]: ...
+    def chat_sync(
+        self,
+        message: UserInput,
+        *,
+        output_type: object = Default.DEFAULT,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
+        deps: object = NO_DEPS,
+    ) -> AgentResponse[Any]:
         """Blocking :meth:`chat` for code without an event loop.
 
         Raises:
             UsageError: Called while an event loop is running in this thread.
         """
-        return run_sync(self.chat(message, deps=deps), "chat_sync")
+        return run_sync(
+            self.chat(
+                message,
+                output_type=output_type,
+                output_mode=output_mode,
+                output_retries=output_retries,
+                deps=deps,
+            ),
+            "chat_sync",
+        )
+
+    def _output_for(
+        self, output_type: object, mode: OutputMode | None, retries: int | None
+    ) -> OutputSpec[Any] | None:
+        """The output spec of one chat: the agent's, unless the call asks for another.
+
+        Raises:
+            UsageError: The type, mode or retries cannot be used, or the model cannot do
+                the mode.
+        """
+        if output_type is Default.DEFAULT:
+            if self._output is None or (mode is None and retries is None):
+                return self._output
+            output_type = self._output.output_type
+        if output_type is None:
+            return None
+        mode = self._output_mode if mode is None else mode
+        retries = self._output_retries if retries is None else retries
+        key = (output_type, mode, retries)
+        try:
+            spec, kept = self._output_specs.get(key), True
+        except TypeError:  # an unhashable type (Annotated with a list in it...): no cache
+            spec, kept = None, False
+        if spec is None:
+            spec = output_spec(output_type, mode=mode, retries=retries)
+            if kept and len(self._output_specs) < _OUTPUT_SPECS_KEPT:
+                self._output_specs[key] = spec
+        spec.check_model(self.model)
+        return spec
 
     # -- approval ----------------------------------------------------------------------------
 
@@ -617,8 +757,11 @@ class Agent(HookHost):
         message: UserMessage | Resumption,
         emit: Callable[[AgentEvent], Awaitable[None]] | None,
         deps: object = NO_DEPS,
+        output: OutputSpec[Any] | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> ChatRun:
         """A chat of ``message`` holding this agent's slot; run it with ``_slot.drive``.
+
+        ``output`` is how the chat gets a typed answer; the agent's when not given.
 
         Raises:
             ConcurrentChatError: A chat is running on this agent.
@@ -645,6 +788,7 @@ class Agent(HookHost):
             agent=self,
             deps=self.deps if deps is NO_DEPS else deps,
             approvals=self._approvals,
+            output=self._output if output is Default.DEFAULT else output,
         )
         return self._slot.claim(ChatRun(setup, message, emit))
 
@@ -657,12 +801,19 @@ class ChatStream:
     cancels the chat, which then ends as cancelled (``on_chat_abort``).
     """
 
-    def __init__(self, agent: Agent, message: UserMessage, deps: object = NO_DEPS) -> None:
+    def __init__(
+        self,
+        agent: Agent,
+        message: UserMessage,
+        deps: object = NO_DEPS,
+        output: OutputSpec[Any] | None = None,
+    ) -> None:
         self._agent = agent
         self._message = message
         self._deps = deps
+        self._output = output
         self._events: AsyncIterator[AgentEvent] | None = None
-        self.response: AgentResponse | None = None
+        self.response: AgentResponse[Any] | None = None
         """The chat's response, once the stream has ended successfully."""
 
     def __aiter__(self) -> AsyncIterator[AgentEvent]:
@@ -700,9 +851,9 @@ class ChatStream:
             await asyncio.sleep(0)
 
         slot = self._agent._slot
-        run = self._agent._start(self._message, emit, self._deps)
+        run = self._agent._start(self._message, emit, self._deps, self._output)
 
-        async def drive() -> AgentResponse:
+        async def drive() -> AgentResponse[Any]:
             try:
                 return await slot.drive(run)
             finally:
@@ -723,7 +874,7 @@ class ChatStream:
                     task.exception()  # retrieved: the consumer has seen it or chose to leave
 
 
-async def _wait_closed(task: asyncio.Future[AgentResponse]) -> None:
+async def _wait_closed(task: asyncio.Future[AgentResponse[Any]]) -> None:
     """Wait until the cancelled chat has closed (answered its open calls, recorded them).
 
     Cancelled meanwhile, pass the cancellation on to the chat, keep waiting, and raise it

@@ -136,11 +136,13 @@ def as_tool(
         "needs to know: it does not see this conversation."
     )
 
-    async def run(task: str) -> str:
+    async def run(task: str) -> object:
+        # The output, not the text: a sub-agent with an output type answers through its
+        # output tool, and its text is then empty. Without one, the output is the text.
         slot = current_slot()
         if slot is None or slot.owner is sub:
-            return (await sub.chat(task)).text
-        return (await delegate(slot.owner, task, sub, metadata=metadata)).text
+            return (await sub.chat(task)).output
+        return (await delegate(slot.owner, task, sub, metadata=metadata)).output
 
     run.__doc__ = f"""{summary}
 

@@ -44,6 +44,8 @@ while a chat runs, and a correct program still has to expect them::
         │   ├── ToolValidationError    the arguments are not valid JSON or have wrong types
         │   └── ToolExecutionError     the tool's function raised (the cause is chained)
         ├── MaxIterationsError         the model kept calling tools past ``max_iterations``
+        ├── OutputValidationError      the model's typed answer stayed invalid after
+        │                              ``output_retries`` retries (raw, error)
         ├── ChatCancelledError         ``agent.cancel()`` ended the chat
         ├── StoreError                 a store's database cannot be used (store: where it is)
         │   └── CorruptStoreError      a SQLite store's file is damaged (truncated, overwritten)
@@ -102,6 +104,7 @@ __all__ = [
     "MessageNotFoundError",
     "MissingExtraError",
     "NotFoundError",
+    "OutputValidationError",
     "OverloadedError",
     "ProviderConnectionError",
     "ProviderError",
@@ -412,6 +415,26 @@ class MaxIterationsError(RunError):
             "(raise Agent(max_iterations=...) if the task needs more steps)"
         )
         self.max_iterations = max_iterations
+
+
+class OutputValidationError(RunError):
+    """The model's answer did not validate as the chat's output type, retries used up.
+
+    Attributes:
+        raw: The model's last answer as it sent it (the output tool's arguments, or text).
+        error: Why it did not validate: a pydantic ``ValidationError``, or a
+            :class:`ValueError` saying what was wrong with its form.
+        attempts: How many answers were tried.
+    """
+
+    def __init__(self, *, raw: str, error: Exception, attempts: int) -> None:
+        super().__init__(
+            f"the model's answer did not validate after {attempts} attempt"
+            f"{'' if attempts == 1 else 's'} (raise output_retries to allow more): {error}"
+        )
+        self.raw = raw
+        self.error = error
+        self.attempts = attempts
 
 
 class ChatCancelledError(RunError):

@@ -5,6 +5,8 @@ The stream is the loop seen from outside, in the order things happen::
     MessageCommitted(user)
     per iteration:
         [TextDelta | ToolCallDelta]...      the model's answer as it arrives
+        [PartialOutput]...                  with an output type: the answer so far,
+                                            each time it validates to a new value
         ModelRetry                          an attempt failed and is retried: drop the
                                             deltas of this iteration received so far
         MessageCommitted(assistant)
@@ -18,7 +20,9 @@ The stream is the loop seen from outside, in the order things happen::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Any, Generic, Literal, TypeAlias
+
+from typing_extensions import TypeVar
 
 from ._approval import PendingApproval
 from ._messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
@@ -30,6 +34,7 @@ __all__ = [
     "ChatDone",
     "MessageCommitted",
     "ModelRetry",
+    "PartialOutput",
     "TextDelta",
     "ToolCallDelta",
     "ToolCallFinished",
@@ -37,8 +42,12 @@ __all__ = [
 ]
 
 
+# The default keeps a bare ``AgentResponse`` annotation meaning "any output".
+OutputT = TypeVar("OutputT", covariant=True, default=Any)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class AgentResponse:
+class AgentResponse(Generic[OutputT]):
     """The outcome of one chat.
 
     Attributes:
@@ -52,6 +61,8 @@ class AgentResponse:
             then ``message`` is the assistant message that made them, and
             ``agent.resume(decisions)`` goes on (see ``docs/approval.md``). Empty when the
             chat finished.
+        output: The answer validated as the chat's output type; without one, the final
+            answer's text. See ``docs/output.md``.
     """
 
     message: AssistantMessage
@@ -60,6 +71,7 @@ class AgentResponse:
     iterations: int
     finish_reason: FinishReason
     pending_approvals: tuple[PendingApproval, ...] = ()
+    output: OutputT = None  # type: ignore[assignment]  # the loop always sets it
 
     @property
     def text(self) -> str:
@@ -109,10 +121,24 @@ class ModelRetry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PartialOutput:
+    """With an output type: the answer streamed so far validates to ``output``.
+
+    It comes after the delta that made it valid, each time the value changes; fields still
+    missing are absent (a ``TypedDict``) or make the value invalid until they arrive (a model
+    with required fields). The final value is the response's ``output``.
+    """
+
+    output: Any
+    iteration: int
+    type: Literal["partial_output"] = "partial_output"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ChatDone:
     """The chat finished; the last event of a stream."""
 
-    response: AgentResponse
+    response: AgentResponse[Any]
     type: Literal["chat_done"] = "chat_done"
 
 
@@ -123,5 +149,6 @@ AgentEvent: TypeAlias = (
     | ToolCallStarted
     | ToolCallFinished
     | ModelRetry
+    | PartialOutput
     | ChatDone
 )

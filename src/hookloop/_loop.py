@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
+
+import pydantic
 
 from ._approval import ApprovalBook, ApprovalDecision, Defer, PendingApproval, arguments_digest
 from ._errors import (
@@ -19,6 +21,7 @@ from ._errors import (
     HookReturnError,
     InvalidResponseError,
     MaxIterationsError,
+    OutputValidationError,
     ToolDisabledError,
     ToolError,
     ToolExecutionError,
@@ -30,6 +33,7 @@ from ._events import (
     ChatDone,
     MessageCommitted,
     ModelRetry,
+    PartialOutput,
     ToolCallFinished,
     ToolCallStarted,
 )
@@ -42,6 +46,7 @@ from ._messages import (
     Usage,
     UserMessage,
 )
+from ._output import Accepted, OutputSpec, PartialOutputs, Rejected
 from ._run_context import NO_DEPS, MissingDepsError, RunContext
 from ._tools import exception_text, serialize_result
 from .context._history import ChatHistory
@@ -57,6 +62,7 @@ from .hooks._hooks import (
     ON_CHAT_START,
     ON_FIRST_CHUNK,
     ON_MESSAGE,
+    ON_OUTPUT_VALIDATION_ERROR,
     ON_PRE_COMPRESS,
     ON_RESPONSE,
     ON_TOOL_CALL_ERROR,
@@ -74,6 +80,8 @@ from .hooks._hooks import (
     Handler,
     HistoryReplacement,
     MessageContext,
+    OutputReturn,
+    OutputValidationErrorContext,
     PreCompressContext,
     PreRequestContext,
     PreToolCallContext,
@@ -102,6 +110,9 @@ if TYPE_CHECKING:
     from ._tools import Scope, ScopeRegistry, Tool
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
+OUTPUT_ACCEPTED_TEXT = "Final answer received."
+NOT_RUN_AFTER_OUTPUT_TEXT = "not run: the final answer was given in the same turn"
+_RETRY: Final = object()  # _settle_output's "the model tries again"
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
@@ -122,6 +133,7 @@ class ChatSetup:
         agent: The agent the chat runs on (a tool's run context names it).
         deps: The chat's dependencies for tools' run contexts, or ``NO_DEPS``.
         approvals: Where the chat leaves the calls that wait for approval.
+        output: How the chat asks for and checks a typed answer; ``None`` for text.
     """
 
     handlers: dict[str, tuple[Handler, ...]]
@@ -135,6 +147,7 @@ class ChatSetup:
     agent: Agent
     deps: object
     approvals: ApprovalBook
+    output: OutputSpec[Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +187,7 @@ class ChatRun:
         "_last_response",
         "_message",
         "_new",
+        "_output_failures",
         "_setup",
         "_unanswered",
         "_usage",
@@ -202,6 +216,7 @@ class ChatRun:
         self._waiting: list[_Waiting] = []
         self._usage = Usage()
         self._iteration = 0
+        self._output_failures = 0
         self.emit = emit
         self.task: asyncio.Task[object] | None = None
         self.cancel_requested = False
@@ -328,23 +343,42 @@ class ChatRun:
             if message.tool_calls:
                 self._unanswered = {call.id: call for call in message.tool_calls}
             await self._commit(message)
+            output = setup.output
+            if output is not None and (verdict := output.judge(message)) is not None:
+                value = await self._settle_output(iteration, output, verdict, message)
+                if value is not _RETRY:
+                    self._checkpoint()
+                    return self._response(message, response, iteration, value)
+                continue
             if not message.tool_calls:
                 self._checkpoint()
-                return AgentResponse(
-                    message=message,
-                    messages=tuple(self._new),
-                    usage=self._usage,
-                    iterations=iteration + 1,
-                    finish_reason=response.finish_reason,
-                )
+                return self._response(message, response, iteration, message.content)
             await self._run_tools(iteration, message.tool_calls)
             if self._waiting:
                 return await self._wait_for_approval(message, response, iteration)
         raise MaxIterationsError(setup.max_iterations)
 
+    def _response(
+        self,
+        message: AssistantMessage,
+        response: ProviderResponse,
+        iteration: int,
+        output: object,
+        pending: tuple[PendingApproval, ...] = (),
+    ) -> AgentResponse[Any]:
+        return AgentResponse(
+            message=message,
+            messages=tuple(self._new),
+            usage=self._usage,
+            iterations=iteration + 1,
+            finish_reason=response.finish_reason,
+            output=output,
+            pending_approvals=pending,
+        )
+
     async def _wait_for_approval(
         self, message: AssistantMessage, response: ProviderResponse, iteration: int
-    ) -> AgentResponse:
+    ) -> AgentResponse[Any]:
         """End the chat with the calls that wait for approval; the others have run."""
         waiting, self._waiting = self._waiting, []
         pending = tuple(dataclasses.replace(w.pending, message_id=message.id) for w in waiting)
@@ -357,14 +391,7 @@ class ChatRun:
         self._checkpoint()
         for p in pending:  # answered by resume(), not by this chat's closing
             self._unanswered.pop(p.call_id, None)
-        return AgentResponse(
-            message=message,
-            messages=tuple(self._new),
-            usage=self._usage,
-            iterations=iteration + 1,
-            finish_reason=response.finish_reason,
-            pending_approvals=pending,
-        )
+        return self._response(message, response, iteration, None, pending)
 
     async def _decide(self, resumption: Resumption) -> None:
         """Answer the calls decided on: run the approved and edited ones, deny the rest."""
@@ -376,6 +403,77 @@ class ChatRun:
         self._unanswered = {call.id: call for call in batch}
         decisions = {d.call_id: d for _, d in resumption.decided}
         await self._run_tools(0, batch, decisions)
+
+    # -- typed output --------------------------------------------------------------------
+
+    async def _settle_output(
+        self,
+        iteration: int,
+        spec: OutputSpec[Any],
+        verdict: Accepted | Rejected,
+        message: AssistantMessage,
+    ) -> object:
+        """Take a valid answer, or tell the model what is wrong; ``_RETRY`` when it retries.
+
+        The output tool call gets its tool message either way. With a valid answer the
+        other calls of the turn are answered as not run; with an invalid one they run.
+
+        Raises:
+            OutputValidationError: The answer is invalid and no retry is left.
+        """
+        if isinstance(verdict, Rejected):
+            self._output_failures += 1
+            verdict = await self._on_invalid_output(spec, verdict)
+        call = verdict.call
+        if isinstance(verdict, Accepted):
+            if call is not None:
+                await self._commit(_tool_text(call, OUTPUT_ACCEPTED_TEXT, error=False), iteration)
+                for other in message.tool_calls:
+                    if other is not call:
+                        text = NOT_RUN_AFTER_OUTPUT_TEXT
+                        await self._commit(_tool_text(other, text, error=True), iteration)
+            return verdict.value
+        if self._output_failures > spec.retries:
+            raise OutputValidationError(
+                raw=verdict.raw, error=verdict.error, attempts=self._output_failures
+            )
+        if call is None:
+            await self._commit(UserMessage(content=verdict.message))
+            return _RETRY
+        await self._commit(_tool_text(call, verdict.message, error=True), iteration)
+        if others := tuple(c for c in message.tool_calls if c is not call):
+            await self._run_tools(iteration, others)
+        return _RETRY
+
+    async def _on_invalid_output(
+        self, spec: OutputSpec[Any], verdict: Rejected
+    ) -> Accepted | Rejected:
+        """``on_output_validation_error``: a handler may rewrite the message or supply a value.
+
+        Raises:
+            HookReturnError: A handler's ``OutputReturn`` is not a valid output either.
+        """
+        hs = self._handlers.get(ON_OUTPUT_VALIDATION_ERROR)
+        if not hs:
+            return verdict
+        ctx = OutputValidationErrorContext(
+            raw=verdict.raw,
+            error=verdict.error,
+            attempt=self._output_failures,
+            retry_message=verdict.message,
+        )
+        supplied = await run_chain(hs, ctx)
+        if isinstance(supplied, OutputReturn):
+            try:
+                return Accepted(spec.validate(supplied.value), verdict.call)
+            except pydantic.ValidationError as exc:
+                raise HookReturnError(
+                    f"an on_output_validation_error handler returned an output that is not "
+                    f"valid: {exc}"
+                ) from exc
+        if ctx.retry_message is verdict.message:
+            return verdict
+        return dataclasses.replace(verdict, message=ctx.retry_message)
 
     async def _commit(self, message: Message, iteration: int = 0) -> None:
         """Append ``message`` to the history and announce it, as one step.
@@ -577,6 +675,8 @@ class ChatRun:
         attempt: int,
     ) -> ProviderResponse:
         accumulator = ResponseAccumulator()
+        spec = self._setup.output
+        partials = PartialOutputs(spec) if spec is not None else None
         parts = model.stream(request)
         first = True
         try:
@@ -589,6 +689,10 @@ class ChatRun:
                 accumulator.add(part)
                 if not isinstance(part, StreamEnd):
                     await emit(part)
+                    if partials is not None:
+                        found, value = partials.feed(part)
+                        if found:
+                            await emit(PartialOutput(output=value, iteration=self._iteration))
         finally:
             # Close the provider's stream now (its connection), also on cancellation.
             aclose = getattr(parts, "aclose", None)
@@ -807,6 +911,10 @@ class ChatRun:
         return ctx.error, ctx.retry
 
 
+def _tool_text(call: ToolCall, text: str, *, error: bool) -> ToolMessage:
+    return ToolMessage(tool_call_id=call.id, tool_name=call.name, content=text, is_error=error)
+
+
 def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
     return ToolMessage(
         tool_call_id=call.id,
@@ -841,6 +949,10 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
         system = "\n\n".join([system, *system_parts] if system else system_parts)
     settings = _settings_for(setup, iteration)
     definitions = tuple(tools)
+    output_format = None
+    if (output := setup.output) is not None:  # before the window: its parts take room too
+        definitions, settings, system = output.extend(definitions, settings, system)
+        output_format = output.output_format
     window = None
     if (policy := setup.window) is not None:
         # Only the window, not the whole history: a turn costs the same however long the
@@ -871,6 +983,7 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
         messages=messages,
         tools=definitions,
         settings=settings,
+        output_format=output_format,
     )
 
 

@@ -162,6 +162,8 @@ class ScriptedModel(Model):
         requests: Every request received, in order.
     """
 
+    native_output = True  # it answers what the script says, whatever the request asks
+
     def __init__(
         self,
         script: Iterable[ScriptItem],
@@ -229,6 +231,8 @@ class FunctionModel(Model):
     Attributes:
         requests: Every request received, in order.
     """
+
+    native_output = True  # the function sees the request's output_format
 
     def __init__(
         self,

@@ -65,6 +65,8 @@ __all__ = [
     "HookRegistry",
     "MemoryWriteContext",
     "MessageContext",
+    "OutputReturn",
+    "OutputValidationErrorContext",
     "Phase",
     "Plugin",
     "PreCompressContext",
@@ -108,6 +110,7 @@ ON_FIRST_CHUNK: Final = "on_first_chunk"
 ON_BACKOFF_WAIT: Final = "on_backoff_wait"
 ON_TRIM: Final = "on_trim"
 ON_COMPACTION: Final = "on_compaction"
+ON_OUTPUT_VALIDATION_ERROR: Final = "on_output_validation_error"
 
 HookEvent: TypeAlias = Literal[
     "on_chat_start",
@@ -134,6 +137,7 @@ HookEvent: TypeAlias = Literal[
     "on_backoff_wait",
     "on_trim",
     "on_compaction",
+    "on_output_validation_error",
 ]
 """Every event's name; the event table below has one row for each (a test checks both)."""
 
@@ -311,6 +315,25 @@ class ApprovalDecisionContext:
 
     pending: PendingApproval
     decision: ApprovalDecision
+
+
+@dataclass(slots=True, kw_only=True)
+class OutputValidationErrorContext:
+    """``on_output_validation_error`` (interceptor): the model's answer is not a valid output.
+
+    ``raw`` is what the model sent (the output tool's arguments, or its text) and ``error``
+    why it failed (a pydantic ``ValidationError``, or a ``ValueError`` about its form, e.g.
+    text where the output tool was expected). ``attempt`` counts the invalid answers of
+    this chat, from 1. Return a ``str`` to replace ``retry_message``, what the model is told
+    before it tries again; return :class:`OutputReturn` to end the chat with that value as
+    its output (validated like the model's). With no retry left, the chat raises
+    :class:`~hookloop.OutputValidationError` unless a handler returned an ``OutputReturn``.
+    """
+
+    raw: str
+    error: Exception
+    attempt: int
+    retry_message: str
 
 
 @dataclass(slots=True, kw_only=True)
@@ -538,6 +561,13 @@ class CompactionContext:
 @dataclass(frozen=True, slots=True)
 class ToolReturn:
     """A tool result supplied by a hook; a wrapper so that ``None`` stays a result."""
+
+    value: object
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputReturn:
+    """A chat's output supplied by a hook; a wrapper so that ``None`` stays an output."""
 
     value: object
 
@@ -878,6 +908,17 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
                 f"{c.tier}: {c.messages_before} -> {c.messages_after} messages, "
                 f"{c.tokens_before} -> {c.tokens_after} tokens"
             ),
+        ),
+        EventSpec(
+            name=ON_OUTPUT_VALIDATION_ERROR,
+            context=OutputValidationErrorContext,
+            kind="interceptor",
+            returns="`str` (a new retry message) or `OutputReturn(value=...)`",
+            stops="an `OutputReturn` skips the later handlers and is the chat's output",
+            field="retry_message",
+            accept=(str,),
+            stop=(OutputReturn,),
+            trace=lambda c, t: f"attempt {c.attempt}: {t.cut(str(c.error))}",
         ),
     )
 }
@@ -1268,6 +1309,9 @@ FirstChunkHandler: TypeAlias = _Fn[FirstChunkContext, object]
 BackoffWaitHandler: TypeAlias = _Fn[BackoffWaitContext, object]
 TrimHandler: TypeAlias = _Fn[TrimContext, object]
 CompactionHandler: TypeAlias = _Fn[CompactionContext, object]
+OutputValidationErrorHandler: TypeAlias = _Fn[
+    OutputValidationErrorContext, str | OutputReturn | None
+]
 ScopeHandler: TypeAlias = Callable[[ScopeContext], object]
 _ScopeEvent: TypeAlias = Literal["on_scope_register", "on_scope_unregister"]
 
@@ -1373,6 +1417,14 @@ class HookHost:
     @overload
     def add_hook(
         self, event: Literal["on_compaction"], handler: CompactionHandler, *, order: int = 0
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_output_validation_error"],
+        handler: OutputValidationErrorHandler,
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(

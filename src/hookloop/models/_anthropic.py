@@ -218,6 +218,11 @@ class AnthropicModel(Model):
         yield StreamEnd(finish_reason=stop, usage=usage, model=model, id=response_id)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
+        if request.output_format is not None:
+            raise UsageError(
+                "AnthropicModel has no JSON-schema output mode (output_mode='native'); "
+                "use output_mode='tool' or 'prompted'"
+            )
         settings = request.settings
         body: dict[str, Any] = {
             "model": request.model or self.name,

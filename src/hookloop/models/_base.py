@@ -21,6 +21,7 @@ __all__ = [
     "FinishReason",
     "Model",
     "ModelSettings",
+    "OutputFormat",
     "ProviderRequest",
     "ProviderResponse",
     "ResponseAccumulator",
@@ -38,11 +39,16 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolDefinition:
-    """A tool as the model sees it: name, description and a JSON schema of its parameters."""
+    """A tool as the model sees it: name, description and a JSON schema of its parameters.
+
+    ``strict`` asks the provider to hold the arguments to the schema exactly (OpenAI's
+    strict function calling); the schema must then be valid for strict mode.
+    """
 
     name: str
     description: str
     parameters: Mapping[str, Any]
+    strict: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +70,19 @@ class ModelSettings:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputFormat:
+    """A JSON schema the model's text answer must follow (native output mode).
+
+    Attributes:
+        name: A short name for the schema, which some providers require.
+        schema: The JSON schema, valid for OpenAI's strict mode.
+    """
+
+    name: str
+    schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderRequest:
     """One request to a model.
 
@@ -73,6 +92,8 @@ class ProviderRequest:
         messages: The conversation the model sees (never a system message: see ``system``).
         tools: The enabled tools.
         settings: Sampling and tool-choice settings.
+        output_format: The JSON schema a text answer must follow, or ``None``; only for a
+            model whose ``native_output`` is true (see ``docs/output.md``).
     """
 
     model: str
@@ -80,6 +101,7 @@ class ProviderRequest:
     messages: tuple[Message, ...]
     tools: tuple[ToolDefinition, ...] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
+    output_format: OutputFormat | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,6 +237,9 @@ class Model(abc.ABC):
         context_window: How many tokens one request may hold, when known.
         provider_name: Who serves the model, as telemetry names it (``"openai"``,
             ``"anthropic"``); ``"hookloop"`` for a model that runs in this process.
+        native_output: Whether the model constrains its text answer to the request's
+            ``output_format`` (a JSON schema); an agent refuses native output mode for a
+            model without it.
     """
 
     name: str = "model"
@@ -225,6 +250,8 @@ class Model(abc.ABC):
     def base_url(self) -> str | None:
         """The API root the model sends requests to; ``None`` when it runs in process."""
         return None
+
+    native_output: bool = False
 
     @abc.abstractmethod
     async def request(self, request: ProviderRequest) -> ProviderResponse:

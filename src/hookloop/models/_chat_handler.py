@@ -22,7 +22,9 @@ first lets the model choose a line ``Tool: NAME`` or ``Tool: none`` under a tiny
 (``"required"`` with several tools: a tool only), a line that is not kept; then it
 writes the arguments under the schema grammar or the text freely. Text (chosen, or
 ``"none"``) is written from the prompt without the tool guide: shown the guide, a small model
-talks about the tools instead of answering. One tool call per answer.
+talks about the tools instead of answering. One tool call per answer. A text answer asked for
+as ``response_format={"type": "json_object", "schema": ...}`` is generated under the schema's
+grammar, its start prefilled as a call's arguments are.
 
 Only the server process calls it (it needs ``llama-cpp-python``, imported when used).
 """
@@ -93,6 +95,7 @@ def handle(
     stream: bool = False,
     stop: str | list[str] | None = None,
     max_tokens: int | None = None,
+    response_format: _Json | None = None,
     **sampling: Any,
 ) -> _Json | Iterator[_Json]:
     """Answer one chat request (llama-cpp-python's chat-handler protocol).
@@ -124,7 +127,12 @@ def handle(
 
     def text_answer() -> _Json | Iterator[_Json]:
         # Without the tool guide: shown it, a small model talks about the tools.
-        return _text_answer(complete(render(messages, []), streaming=stream), stream=stream)
+        prompt = render(messages, [])
+        if not response_format or response_format.get("type") != "json_object":
+            return _text_answer(complete(prompt, streaming=stream), stream=stream)
+        start, grammar = _arguments_grammar(response_format.get("schema"))
+        completion = complete(prompt + start, grammar=grammar, streaming=stream)
+        return _text_answer(completion, stream=stream, start=start)
 
     choice = _choice(tool_choice, offered)
     if choice is None:
@@ -264,22 +272,22 @@ _QUOTE = '"\\"" '
 _KEY_VALUE = re.compile(r'"\\"((?:[^"\\]|\\.)*?)\\"" space ":" space (.+)')
 
 
-def _text_answer(completion: Any, *, stream: bool) -> _Json | Iterator[_Json]:
+def _text_answer(completion: Any, *, stream: bool, start: str = "") -> _Json | Iterator[_Json]:
     if not stream:
         choice = completion["choices"][0]
         return _chat(
             completion,
-            {"role": "assistant", "content": choice["text"]},
+            {"role": "assistant", "content": start + choice["text"]},
             choice["finish_reason"],
         )
-    return _text_chunks(completion)
+    return _text_chunks(completion, start)
 
 
-def _text_chunks(chunks: Iterator[_Json]) -> Iterator[_Json]:
+def _text_chunks(chunks: Iterator[_Json], start: str = "") -> Iterator[_Json]:
     first = True
     for chunk in chunks:
-        if first:
-            yield _chunk(chunk, {"role": "assistant", "content": ""}, None)
+        if first:  # the prefilled start of a JSON answer comes first
+            yield _chunk(chunk, {"role": "assistant", "content": start}, None)
             first = False
         choice = chunk["choices"][0]
         finish = choice["finish_reason"]

@@ -39,6 +39,7 @@ from pathlib import Path
 
 from .._errors import BadRequestError, ProviderConnectionError, UsageError
 from .._messages import AssistantMessage, UserMessage
+from .._output import OUTPUT_TOOL_NAME
 from ._base import Model, ProviderRequest, ProviderResponse, StreamPart
 from ._chat_handler import CHAT_FORMAT
 from ._openai import OpenAIModel
@@ -99,7 +100,8 @@ class LocalModel(Model):
         max_tokens: Most tokens per answer when a request sets none (``None``: no limit but
             the context); a small model may otherwise ramble until its context is full.
         tool_rounds: Model turns per user message that may call tools; later turns are
-            asked for text (``tool_choice="none"``). ``None`` leaves every request as is.
+            asked for text (``tool_choice="none"``), or, with an output type's output tool
+            offered, for that tool. ``None`` leaves every request as is.
         startup_timeout: Seconds to wait for the server to load the model.
         python: The interpreter that runs the server (this one by default).
 
@@ -108,6 +110,8 @@ class LocalModel(Model):
         >>> model.context_window
         2048
     """
+
+    native_output = True  # the server decodes under a grammar made from the schema
 
     def __init__(
         self,
@@ -219,7 +223,7 @@ class LocalModel(Model):
             given,
             temperature=self.temperature if given.temperature is None else given.temperature,
             max_tokens=self.max_tokens if given.max_tokens is None else given.max_tokens,
-            tool_choice="none" if done else given.tool_choice,
+            tool_choice=_final_choice(request) if done else given.tool_choice,
         )
         if settings != given:
             request = dataclasses.replace(request, settings=settings)
@@ -272,6 +276,7 @@ class LocalModel(Model):
             context_window=self.context_window,
             stream_usage=False,  # llama.cpp's server ignores it
             trust_env=False,  # loopback: an HTTP(S)_PROXY in the environment must not apply
+            json_mode="json_object",  # llama.cpp's server makes a grammar of the schema
         )
 
     async def _wait_ready(self, progress: Progress | None) -> None:
@@ -323,6 +328,12 @@ def _check_gguf(path: Path) -> None:
         raise LocalModelError(f"cannot read the model file {path}: {exc.strerror}") from None
     if magic != _GGUF_MAGIC:
         raise LocalModelError(f"{path} is not a GGUF model file (it does not start with GGUF)")
+
+
+def _final_choice(request: ProviderRequest) -> str:
+    """What a turn past ``tool_rounds`` may do: answer in text, or call the output tool."""
+    offered = any(tool.name == OUTPUT_TOOL_NAME for tool in request.tools)
+    return OUTPUT_TOOL_NAME if offered else "none"
 
 
 def _tool_rounds(request: ProviderRequest) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import InvalidResponseError, ProviderConnectionError, UsageError
 from .._extras import extra_needed, import_extra
@@ -92,6 +92,9 @@ class OpenAIModel(Model):
             (``stream_options.include_usage``); turn off for a server that rejects it.
         trust_env: Use proxy settings from the environment (``HTTPS_PROXY``, ...).
         client: A ready ``openai.AsyncOpenAI`` to use instead (its retries are yours then).
+        json_mode: How a request's ``output_format`` is sent (native output mode):
+            ``"json_schema"``, OpenAI's strict structured outputs; or ``"json_object"``
+            with the schema beside it, which llama.cpp's server turns into a grammar.
 
     Raises:
         MissingExtraError: The ``openai`` extra is not installed.
@@ -103,6 +106,8 @@ class OpenAIModel(Model):
         >>> model.name
         'qwen3:0.6b'
     """
+
+    native_output = True
 
     def __init__(
         self,
@@ -116,7 +121,11 @@ class OpenAIModel(Model):
         stream_usage: bool = True,
         trust_env: bool = True,
         client: openai.AsyncOpenAI | None = None,
+        json_mode: Literal["json_schema", "json_object"] = "json_schema",
     ) -> None:
+        if json_mode not in ("json_schema", "json_object"):
+            raise UsageError(f"json_mode must be 'json_schema' or 'json_object', got {json_mode!r}")
+        self.json_mode = json_mode
         self._sdk = import_extra("openai", extra="openai", by=type(self).__name__)
         self.name = name
         self.context_window = context_window
@@ -233,6 +242,12 @@ class OpenAIModel(Model):
             body["temperature"] = settings.temperature
         if settings.max_tokens is not None:
             body[self._max_tokens_field] = settings.max_tokens
+        if (output := request.output_format) is not None:
+            if self.json_mode == "json_schema":
+                schema = {"name": output.name, "schema": dict(output.schema), "strict": True}
+                body["response_format"] = {"type": "json_schema", "json_schema": schema}
+            else:
+                body["response_format"] = {"type": "json_object", "schema": dict(output.schema)}
         if settings.extra:
             body["extra_body"] = dict(settings.extra)
         return encodable(body)
@@ -319,6 +334,7 @@ def openai_tools(request: ProviderRequest) -> list[dict[str, Any]]:
                 "name": tool.name,
                 "description": tool.description,
                 "parameters": dict(tool.parameters),
+                **({"strict": True} if tool.strict else {}),
             },
         }
         for tool in request.tools

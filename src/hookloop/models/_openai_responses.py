@@ -72,6 +72,8 @@ class OpenAIResponsesModel(Model):
         UsageError: No key for OpenAI's own API, or a timeout that is not positive.
     """
 
+    native_output = True
+
     def __init__(
         self,
         name: str,
@@ -186,7 +188,7 @@ class OpenAIResponsesModel(Model):
                     "name": tool.name,
                     "description": tool.description,
                     "parameters": dict(tool.parameters),
-                    "strict": False,
+                    "strict": tool.strict,
                 }
                 for tool in request.tools
             ]
@@ -200,6 +202,9 @@ class OpenAIResponsesModel(Model):
             body["temperature"] = settings.temperature
         if settings.max_tokens is not None:
             body["max_output_tokens"] = settings.max_tokens
+        if (output := request.output_format) is not None:
+            schema = {"name": output.name, "schema": dict(output.schema), "strict": True}
+            body["text"] = {"format": {"type": "json_schema", **schema}}
         if settings.extra:
             body["extra_body"] = dict(settings.extra)
         return encodable(body)

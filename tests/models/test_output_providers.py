@@ -1,0 +1,347 @@
+"""Typed output through the real clients: the OpenAI, Responses and Anthropic adapters against
+the local wire-format server (what goes on the wire, strict schemas with ``dict`` fields,
+retries), and the real local model answering under the schema's grammar."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import pydantic
+import pytest
+import pytest_asyncio
+
+from hookloop import (
+    OUTPUT_TOOL_NAME,
+    Agent,
+    OutputFormat,
+    PartialOutput,
+    ProviderRequest,
+    UsageError,
+    UserMessage,
+    tool,
+)
+from hookloop._toolbox import calculator
+from hookloop.models._local import LocalModel
+from hookloop.models._openai import OpenAIModel
+from tests.models._provider_server import (
+    ProviderServer,
+    adapter,
+    answer,
+    quick_client_tls,
+    shared_server,
+)
+
+
+class Stock(pydantic.BaseModel):
+    warehouse: str
+    counts: dict[str, int]
+    note: str | None = None
+
+
+PAIRS = [{"key": "apples", "value": 3}, {"key": "pears", "value": 0}]
+STOCK = Stock(warehouse="north", counts={"apples": 3, "pears": 0})
+STOCK_ARGS = json.dumps({"warehouse": "north", "counts": PAIRS, "note": None})
+PAIR_SCHEMA = {
+    "type": "object",
+    "properties": {"key": {"type": "string"}, "value": {"type": "integer"}},
+    "required": ["key", "value"],
+    "additionalProperties": False,
+}
+STRICT_STOCK = {
+    "type": "object",
+    "properties": {
+        "warehouse": {"type": "string"},
+        "counts": {"type": "array", "items": PAIR_SCHEMA},
+        "note": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    },
+    "required": ["warehouse", "counts", "note"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with quick_client_tls(tmp_path_factory.mktemp("tls")):
+        yield
+
+
+@pytest.fixture
+def server() -> ProviderServer:
+    return shared_server()
+
+
+@pytest.fixture
+async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., Any]]:
+    made: list[Any] = []
+
+    def make(api: str, **kwargs: Any) -> Any:
+        made.append(adapter(api, server, timeout=10, **kwargs))
+        return made[-1]
+
+    yield make
+    for model in made:
+        await model.aclose()
+
+
+async def test_openai_output_tool_is_strict_and_a_dict_field_comes_back(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    server.add(answer("chat.completions", calls=(("call_1", OUTPUT_TOOL_NAME, STOCK_ARGS),)))
+    agent = Agent(make_model("chat.completions"), output_type=Stock)
+    response = await agent.chat("Count the stock.")
+    assert response.output == STOCK
+    body = server.received[0].body
+    assert body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": OUTPUT_TOOL_NAME,
+                "description": "Give your final answer to the user with this tool, when you "
+                "have it.",
+                "parameters": STRICT_STOCK,
+                "strict": True,
+            },
+        }
+    ]
+    assert body["tool_choice"] == "required"
+    assert "response_format" not in body
+
+
+async def test_openai_retries_invalid_arguments_and_sends_the_error_back(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    bad = json.dumps({"warehouse": "north", "counts": [{"key": "apples", "value": "lots"}]})
+    server.add(
+        answer("chat.completions", calls=(("call_1", OUTPUT_TOOL_NAME, bad),)),
+        answer("chat.completions", calls=(("call_2", OUTPUT_TOOL_NAME, STOCK_ARGS),)),
+    )
+    agent = Agent(make_model("chat.completions"), output_type=Stock)
+    assert (await agent.chat("Count the stock.")).output == STOCK
+    second = server.received[1].body["messages"]
+    assert second[-1] == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "The answer is not valid:\n"
+        "- counts.apples: Input should be a valid integer, unable to parse string as an "
+        "integer\nCall final_result again with a corrected answer.",
+    }
+
+
+async def test_openai_native_mode_sends_a_strict_json_schema_response_format(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    server.add(answer("chat.completions", STOCK_ARGS))
+    agent = Agent(make_model("chat.completions"), output_type=Stock, output_mode="native")
+    assert (await agent.chat("Count the stock.")).output == STOCK
+    body = server.received[0].body
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "Stock", "schema": STRICT_STOCK, "strict": True},
+    }
+    assert "tools" not in body
+
+
+async def test_openai_native_mode_keeps_tools_usable(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    @tool
+    def count(fruit: str) -> int:
+        """Count one fruit in the north warehouse."""
+        return 3
+
+    server.add(
+        answer("chat.completions", calls=(("call_1", "count", '{"fruit": "apples"}'),)),
+        answer("chat.completions", STOCK_ARGS),
+    )
+    model = make_model("chat.completions")
+    agent = Agent(model, tools=[count], output_type=Stock, output_mode="native")
+    response = await agent.chat("Count the stock.")
+    assert response.output == STOCK
+    first, second = (r.body for r in server.received)
+    assert [t["function"]["name"] for t in first["tools"]] == ["count"]
+    assert first["response_format"] == second["response_format"]
+    assert second["messages"][-1]["content"] == "3"
+
+
+async def test_a_llama_cpp_server_gets_the_schema_as_a_json_object_format(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    server.add(answer("chat.completions", '{"response": 12}'))
+    agent = Agent(make_model("chat.completions", json_mode="json_object"), output_mode="native")
+    assert (await agent.chat("How many?", output_type=int)).output == 12
+    schema = {
+        "type": "object",
+        "properties": {"response": {"type": "integer"}},
+        "required": ["response"],
+        "additionalProperties": False,
+    }
+    assert server.received[0].body["response_format"] == {"type": "json_object", "schema": schema}
+
+
+def test_a_json_mode_that_does_not_exist_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="json_mode must be"):
+        OpenAIModel("m", base_url="http://127.0.0.1:1/v1", json_mode="grammar")  # type: ignore[arg-type]
+
+
+async def test_openai_streams_partial_output(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    server.add(
+        answer("chat.completions", calls=(("call_1", OUTPUT_TOOL_NAME, STOCK_ARGS),), stream=True)
+    )
+    agent = Agent(make_model("chat.completions"), output_type=Stock)
+    async with agent.chat_stream("Count the stock.") as events:
+        partials = [e.output async for e in events if isinstance(e, PartialOutput)]
+    # The arguments arrive 4 characters at a time; a key/value pair counts once it is whole.
+    assert partials == [Stock(warehouse="north", counts={"apples": 3}), STOCK]
+    assert events.response is not None
+    assert events.response.output == STOCK
+
+
+async def test_responses_native_mode_sends_a_text_format(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    server.add(answer("responses", STOCK_ARGS))
+    agent = Agent(make_model("responses"), output_type=Stock, output_mode="native")
+    assert (await agent.chat("Count the stock.")).output == STOCK
+    assert server.received[0].body["text"] == {
+        "format": {"type": "json_schema", "name": "Stock", "schema": STRICT_STOCK, "strict": True}
+    }
+
+
+async def test_anthropic_model_that_answers_text_is_asked_for_the_output_tool(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    server.add(
+        answer("messages", "North has 3 apples and no pears."),
+        answer("messages", calls=(("toolu_1", OUTPUT_TOOL_NAME, STOCK_ARGS),)),
+    )
+    agent = Agent(make_model("messages"), output_type=Stock)
+    assert (await agent.chat("Count the stock.")).output == STOCK
+    first, second = (r.body for r in server.received)
+    assert first["tool_choice"] == {"type": "any"}
+    assert first["tools"] == [
+        {
+            "name": OUTPUT_TOOL_NAME,
+            "description": "Give your final answer to the user with this tool, when you have it.",
+            "input_schema": STRICT_STOCK,
+        }
+    ]
+    assert second["messages"][-2:] == [
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "North has 3 apples and no pears."}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Give your final answer by calling the final_result tool with it, "
+                    "not as text.",
+                }
+            ],
+        },
+    ]
+
+
+async def test_anthropic_prompted_mode_reads_the_json_from_text(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    server.add(answer("messages", f"```json\n{json.dumps(STOCK.model_dump())}\n```"))
+    agent = Agent(make_model("messages"), output_type=Stock, output_mode="prompted")
+    assert (await agent.chat("Count the stock.")).output == STOCK
+    assert "matches this JSON schema" in server.received[0].body["system"]
+
+
+async def test_anthropic_refuses_native_mode_before_sending(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    model = make_model("messages")
+    with pytest.raises(UsageError, match="AnthropicModel cannot constrain its answer"):
+        Agent(model, output_type=Stock, output_mode="native")
+    request = ProviderRequest(
+        model="m",
+        system=None,
+        messages=(UserMessage(content="Hi"),),
+        output_format=OutputFormat(name="Stock", schema=STRICT_STOCK),
+    )
+    with pytest.raises(UsageError, match="no JSON-schema output mode"):
+        await model.request(request)
+    assert server.received == []
+
+
+# --- the real local model ------------------------------------------------------------------
+
+module_loop = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def local_model() -> AsyncIterator[LocalModel]:
+    model = LocalModel(context_window=1024)
+    await model.start()
+    yield model
+    await model.aclose()
+
+
+class Person(pydantic.BaseModel):
+    name: str
+    age: int
+
+
+@module_loop
+async def test_the_local_model_answers_under_the_schema_grammar(local_model: LocalModel) -> None:
+    agent = Agent(local_model, output_type=Person, output_mode="native", output_retries=0)
+    response = await agent.chat("Alice is 31 years old. Give her name and age.")
+    # Greedy decoding: the same answer every run; the grammar makes it parse.
+    assert response.output == Person(name="Alice", age=31)
+    assert response.text == '{"name": "Alice", "age": 31}'
+
+
+@module_loop
+async def test_the_local_model_fills_a_dict_through_key_value_pairs(
+    local_model: LocalModel,
+) -> None:
+    agent = Agent(local_model, output_mode="native", output_retries=0)
+    response = await agent.chat("Give two fruit and a count of each.", output_type=dict[str, int])
+    assert isinstance(response.output, dict)
+    assert all(isinstance(k, str) and isinstance(v, int) for k, v in response.output.items())
+    raw = json.loads(response.text)
+    assert list(raw) == ["response"]
+    assert {pair["key"]: pair["value"] for pair in raw["response"]} == response.output
+
+
+@module_loop
+async def test_the_local_model_streams_partial_output(local_model: LocalModel) -> None:
+    agent = Agent(local_model, output_type=Person, output_mode="native", output_retries=0)
+    async with agent.chat_stream("Bob is 40. Give his name and age.") as events:
+        partials = [e.output async for e in events if isinstance(e, PartialOutput)]
+    assert events.response is not None
+    assert partials[-1] == events.response.output == Person(name="Bob", age=40)
+
+
+class Total(pydantic.BaseModel):
+    total: float
+
+
+@module_loop
+async def test_the_local_model_uses_a_tool_then_answers_through_the_output_tool(
+    local_model: LocalModel,
+) -> None:
+    agent = Agent(local_model, tools=[calculator], output_type=Total, output_retries=1)
+    response = await agent.chat("What is 17 * 23? Use the calculator.")
+    # After its one tool round (LocalModel's tool_rounds=1) the model is made to call the
+    # output tool, not to write text.
+    assert [
+        (m.role, [(c.name, c.arguments) for c in getattr(m, "tool_calls", ())])
+        for m in response.messages
+    ] == [
+        ("user", []),
+        ("assistant", [("calculator", '{"expression": "17 * 23"}')]),
+        ("tool", []),
+        ("assistant", [(OUTPUT_TOOL_NAME, '{"total": 391.0}')]),
+        ("tool", []),
+    ]
+    assert response.output == Total(total=391)
