@@ -68,7 +68,16 @@ from .hooks import (
     notify_each,
     run_chain,
 )
-from .messages import Message, TextPart, ToolCall, ToolMessage, Usage, UserMessage
+from .messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from .models.base import (
     Model,
     ModelSettings,
@@ -85,6 +94,7 @@ if TYPE_CHECKING:
     from .tools import Scope, ScopeRegistry, Tool
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
+_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
@@ -391,6 +401,8 @@ class ChatRun:
                 supplied = await run_chain(hs, pre)
                 request = pre.request
                 model = _checked_model(pre.model)
+                if pre.left_out:
+                    await self._left_out(pre.left_out)
                 if pre.replace_history is not None:
                     request = await self._replace_history(pre.replace_history, request)
                 if request is not base:
@@ -422,6 +434,8 @@ class ChatRun:
                     model=model,
                 )
                 await notify(hs, after)
+                if after.left_out:
+                    await self._left_out(after.left_out)
                 if after.replace_history is not None:
                     after.request = await self._replace_history(
                         after.replace_history, after.request
@@ -444,6 +458,19 @@ class ChatRun:
             else:
                 self._keep_response(response)
             return
+
+    async def _left_out(self, messages: object) -> None:
+        """``on_pre_compress`` with the stored messages a policy left out of the request.
+
+        The texts its handlers return are not used: no summary is written to keep them in.
+
+        Raises:
+            HookReturnError: ``left_out`` was set to something else than a tuple of messages.
+        """
+        if type(messages) is not tuple or not all(isinstance(m, _MESSAGE_TYPES) for m in messages):
+            raise HookReturnError(f"left_out must be a tuple of messages, got {messages!r:.80}")
+        if hs := self._handlers.get(ON_PRE_COMPRESS):
+            await collect_texts(hs, PreCompressContext(messages=messages))
 
     async def _replace_history(
         self, change: HistoryReplacement, request: ProviderRequest
