@@ -1,9 +1,9 @@
 """The turn loop of one chat: the only place that sequences hook events.
 
 ``agent.chat()`` awaits ``ChatRun.run()`` in the caller's task and asks the model for whole
-answers. ``agent.chat_stream()`` runs the same coroutine in a task of its own with an
-``emit`` callback, asks the model to stream, and hands the events to the consumer. The
-steps, in order, are drawn in ``docs/hooks.md``.
+answers. ``agent.chat_stream()`` runs the same coroutine in the consumer's task with an
+``emit`` callback (see ``_stream.py``), asks the model to stream, and hands the events to the
+consumer. The steps, in order, are drawn in ``docs/hooks.md``.
 """
 
 from __future__ import annotations
@@ -141,6 +141,7 @@ class ChatRun:
         "_setup",
         "_unanswered",
         "_usage",
+        "cancel_delivered",
         "cancel_reason",
         "cancel_requested",
         "emit",
@@ -165,7 +166,10 @@ class ChatRun:
         self._usage = Usage()
         self._iteration = 0
         self.emit = emit
+        # The task running the chat; a streamed chat has none while its consumer holds an
+        # event (_stream.py), and then cancel() only sets the flag.
         self.task: asyncio.Task[object] | None = None
+        self.cancel_delivered = False  # a CancelledError for cancel() is on its way
         self.cancel_requested = False
         self.cancel_reason: object = None
         self.task_cancelled = False
@@ -188,7 +192,9 @@ class ChatRun:
         self.cancel_reason = reason
         task = self.task
         if task is None or task.done():
-            return True  # the loop checks the flag before its first model call
+            # The loop checks the flag before its first model call; a stream checks it when
+            # it resumes its chat.
+            return True
         try:
             current = asyncio.current_task()
         except RuntimeError:  # another thread, e.g. a sync tool in a worker thread
@@ -211,8 +217,10 @@ class ChatRun:
             raise asyncio.CancelledError
 
     def _cancel_task(self, task: asyncio.Task[object]) -> None:
-        if not self.finished and not task.done():
-            self.task_cancelled = True
+        # From another thread this runs later: the task may have moved on (a stream's
+        # consumer may hold an event, or the stream delivered the cancellation itself).
+        if not (self.finished or self.cancel_delivered or task.done()) and self.task is task:
+            self.cancel_delivered = self.task_cancelled = True
             task.cancel()
 
     # -- the chat ------------------------------------------------------------------------
