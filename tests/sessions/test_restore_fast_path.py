@@ -10,11 +10,13 @@ import json
 from collections.abc import Callable
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from hookloop import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 from hookloop.errors import CorruptSessionError
 from hookloop.sessions import MESSAGE_FORMAT, StoredMessage, _codec
 from hookloop.sessions._codec import Row, decode_rows, encode_message
+from test_context_strategies import histories
 
 CALL = ToolCall(name="lookup", arguments='{"key": 1}')
 MESSAGES: list[Message] = [
@@ -53,6 +55,22 @@ def test_every_backends_own_rows_take_the_trusted_path(make_rows: object) -> Non
     assert decode_rows("s", rows) == [
         StoredMessage(seq=n, message=m) for n, m in enumerate(MESSAGES, 1)
     ]
+
+
+def has_parts(message: Message) -> bool:
+    return isinstance(message, UserMessage) and not isinstance(message.content, str)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=histories(valid=False))
+@pytest.mark.usefixtures("no_general_loader")
+def test_any_history_without_content_parts_takes_the_trusted_path(
+    messages: list[Message],
+) -> None:
+    plain = [m for m in messages if not has_parts(m)]  # images go through the loader
+    expected = [StoredMessage(seq=n, message=m) for n, m in enumerate(plain, 1)]
+    assert decode_rows("s", as_text(plain)) == expected
+    assert decode_rows("s", as_bytes(plain)) == expected
 
 
 @pytest.mark.usefixtures("no_general_loader")
