@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["STREAM_CLOSED", "StreamedChat", "handoff"]
 
 STREAM_CLOSED = "the stream was closed before the chat finished"
-"""The reason of a chat ended because its stream was left or its consumer cancelled."""
+"""The reason of a chat that ended because its consumer left the stream."""
 
 
 class _Handoff:
@@ -95,7 +95,7 @@ class StreamedChat:
         self._loop = asyncio.get_running_loop()
         self._ahead: asyncio.Task[None] | None = None  # the helper, if any
         self._buffer: collections.deque[AgentEvent] = collections.deque()  # its events
-        self._error: Exception | None = None  # what the chat raised in it
+        self._error: BaseException | None = None  # what the chat raised in it
         self._holding = False  # whether the consumer holds an event (is not pulling)
         self._scheduled = False  # whether a _run_ahead is scheduled
         self._closing = False
@@ -146,7 +146,9 @@ class StreamedChat:
                 event = await self.next_event()
                 if event is not None:
                     self._buffer.append(event)
-        except Exception as exc:  # the consumer gets it after the events before it
+        except (Exception, asyncio.CancelledError) as exc:
+            # The consumer gets it after the events before it (a cancellation too: the
+            # chat has ended, and the stream must not look finished).
             self._error = exc
 
     @types.coroutine
