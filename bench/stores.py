@@ -44,7 +44,7 @@ from hookloop.sessions import SessionStore, SQLiteSessionStore
 
 RESTORE_SIZE = 10_000
 APPEND_AIM_PER_S = 5_000
-RESTORE_AIM_MS = 100
+RESTORE_AIM_MS = {"sqlite": 30, "postgres": 30, "redis": 50}  # median restore_10k_ms
 SERVICES_ENV = Path(__file__).resolve().parent.parent / ".services" / "env"
 
 
@@ -236,11 +236,13 @@ def main() -> None:
         )
     sqlite = figures["sqlite"]
     print(
-        f"  aims (SQLite): >= {APPEND_AIM_PER_S:,} appends/s "
-        f"({'met' if sqlite['append_per_s'] >= APPEND_AIM_PER_S else 'MISSED'}), "
-        f"restore < {RESTORE_AIM_MS} ms "
-        f"({'met' if sqlite['restore_10k_ms'] < RESTORE_AIM_MS else 'MISSED'})"
+        f"  aim (SQLite): >= {APPEND_AIM_PER_S:,} appends/s "
+        f"({'met' if sqlite['append_per_s'] >= APPEND_AIM_PER_S else 'MISSED'})"
     )
+    for name, aim in RESTORE_AIM_MS.items():
+        if name in figures:
+            met = figures[name]["restore_10k_ms"] <= aim
+            print(f"  aim ({name}): restore 10k <= {aim} ms ({'met' if met else 'MISSED'})")
     if figures["skipped"]:
         print(f"  skipped (no address): {', '.join(figures['skipped'])}")
 

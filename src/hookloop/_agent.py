@@ -8,7 +8,6 @@ to the loop in ``_loop.py`` with what it needs (a ``ChatSetup``), each memory wr
 
 from __future__ import annotations
 
-import asyncio
 import enum
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from types import TracebackType
@@ -38,6 +37,7 @@ from ._messages import (
 from ._output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL_NAME, OutputMode, OutputSpec, output_spec
 from ._run_context import NO_DEPS
 from ._slot import ChatSlot
+from ._stream import StreamedChat, handoff
 from ._tools import Scope, ScopeRegistry, Tool, check_name
 from .context._history import ChatHistory, _check_message
 from .context._policies import SlidingWindow
@@ -796,9 +796,10 @@ class Agent(HookHost):
 class ChatStream:
     """The events of one streamed chat: an async iterator and an async context manager.
 
-    The chat starts when iteration starts and runs in a task of its own; events arrive in
-    order. Leaving the ``async with`` block (or calling :meth:`aclose`) before the end
-    cancels the chat, which then ends as cancelled (``on_chat_abort``).
+    The chat starts when iteration starts and runs in the consumer's task, one event at a
+    time: it waits while the consumer handles an event. Leaving the ``async with`` block (or
+    calling :meth:`aclose`) before the end cancels the chat, which then ends as cancelled
+    (``on_chat_abort``); so does cancelling the consumer's task.
     """
 
     def __init__(
@@ -842,54 +843,15 @@ class ChatStream:
             await self._events.aclose()  # type: ignore[attr-defined]
 
     async def _produce(self) -> AsyncIterator[AgentEvent]:
-        queue: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-
-        async def emit(event: AgentEvent) -> None:
-            # Hand the event over and let the consumer handle it before the loop goes on,
-            # so hook side effects and the consumer's output interleave in order.
-            queue.put_nowait(event)
-            await asyncio.sleep(0)
-
-        slot = self._agent._slot
-        run = self._agent._start(self._message, emit, self._deps, self._output)
-
-        async def drive() -> AgentResponse[Any]:
-            try:
-                return await slot.drive(run)
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.ensure_future(drive())
+        agent = self._agent
+        run = agent._start(self._message, handoff, self._deps, self._output)
+        chat = StreamedChat(run, agent._slot.drive(run))
         try:
-            while (event := await queue.get()) is not None:
+            while (event := await chat.pull()) is not None:
                 yield event
-            self.response = task.result()
+            self.response = chat.response
         finally:
-            try:
-                if not task.done():
-                    run.cancel("the stream was closed before the chat finished")
-                    await _wait_closed(task)
-            finally:
-                if task.done() and not task.cancelled():
-                    task.exception()  # retrieved: the consumer has seen it or chose to leave
-
-
-async def _wait_closed(task: asyncio.Future[AgentResponse[Any]]) -> None:
-    """Wait until the cancelled chat has closed (answered its open calls, recorded them).
-
-    Cancelled meanwhile, pass the cancellation on to the chat, keep waiting, and raise it
-    once the chat has ended: leaving earlier would leave the chat running behind the caller,
-    and the agent busy.
-    """
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait((task,))
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-            task.cancel()
-    if cancelled is not None:
-        raise cancelled
+            await chat.close()
 
 
 def _user_message(message: UserInput) -> UserMessage:

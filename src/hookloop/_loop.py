@@ -1,9 +1,9 @@
 """The turn loop of one chat: the only place that sequences hook events.
 
 ``agent.chat()`` awaits ``ChatRun.run()`` in the caller's task and asks the model for whole
-answers. ``agent.chat_stream()`` runs the same coroutine in a task of its own with an
-``emit`` callback, asks the model to stream, and hands the events to the consumer. The
-steps, in order, are drawn in ``docs/hooks.md``.
+answers. ``agent.chat_stream()`` runs the same coroutine in the consumer's task with an
+``emit`` callback (see ``_stream.py``), asks the model to stream, and hands the events to the
+consumer. The steps, in order, are drawn in ``docs/hooks.md``.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from ._events import (
 from ._messages import (
     AssistantMessage,
     Message,
+    SystemMessage,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -113,6 +114,7 @@ CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
 OUTPUT_ACCEPTED_TEXT = "Final answer received."
 NOT_RUN_AFTER_OUTPUT_TEXT = "not run: the final answer was given in the same turn"
 _RETRY: Final = object()  # _settle_output's "the model tries again"
+_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
@@ -192,6 +194,7 @@ class ChatRun:
         "_unanswered",
         "_usage",
         "_waiting",
+        "cancel_delivered",
         "cancel_reason",
         "cancel_requested",
         "emit",
@@ -218,7 +221,10 @@ class ChatRun:
         self._iteration = 0
         self._output_failures = 0
         self.emit = emit
+        # The task running the chat; a streamed chat has none while its consumer holds an
+        # event (_stream.py), and then cancel() only sets the flag.
         self.task: asyncio.Task[object] | None = None
+        self.cancel_delivered = False  # a CancelledError for cancel() is on its way
         self.cancel_requested = False
         self.cancel_reason: object = None
         self.task_cancelled = False
@@ -246,7 +252,9 @@ class ChatRun:
         self.cancel_reason = reason
         task = self.task
         if task is None or task.done():
-            return True  # the loop checks the flag before its first model call
+            # The loop checks the flag before its first model call; a stream checks it when
+            # it resumes its chat.
+            return True
         try:
             current = asyncio.current_task()
         except RuntimeError:  # another thread, e.g. a sync tool in a worker thread
@@ -269,8 +277,10 @@ class ChatRun:
             raise asyncio.CancelledError
 
     def _cancel_task(self, task: asyncio.Task[object]) -> None:
-        if not self.finished and not task.done():
-            self.task_cancelled = True
+        # From another thread this runs later: the task may have moved on (a stream's
+        # consumer may hold an event, or the stream delivered the cancellation itself).
+        if not (self.finished or self.cancel_delivered or task.done()) and self.task is task:
+            self.cancel_delivered = self.task_cancelled = True
             task.cancel()
 
     # -- the chat ------------------------------------------------------------------------
@@ -585,6 +595,8 @@ class ChatRun:
                 supplied = await run_chain(hs, pre)
                 request = pre.request
                 model = _checked_model(pre.model)
+                if pre.left_out:
+                    await self._left_out(pre.left_out)
                 if pre.replace_history is not None:
                     request = await self._replace_history(pre.replace_history, request)
                 if request is not base:
@@ -616,6 +628,8 @@ class ChatRun:
                     model=model,
                 )
                 await notify(hs, after)
+                if after.left_out:
+                    await self._left_out(after.left_out)
                 if after.replace_history is not None:
                     after.request = await self._replace_history(
                         after.replace_history, after.request
@@ -638,6 +652,19 @@ class ChatRun:
             else:
                 self._keep_response(response)
             return
+
+    async def _left_out(self, messages: object) -> None:
+        """``on_pre_compress`` with the stored messages a policy left out of the request.
+
+        The texts its handlers return are not used: no summary is written to keep them in.
+
+        Raises:
+            HookReturnError: ``left_out`` was set to something else than a tuple of messages.
+        """
+        if type(messages) is not tuple or not all(isinstance(m, _MESSAGE_TYPES) for m in messages):
+            raise HookReturnError(f"left_out must be a tuple of messages, got {messages!r:.80}")
+        if hs := self._handlers.get(ON_PRE_COMPRESS):
+            await collect_texts(hs, PreCompressContext(messages=messages))
 
     async def _replace_history(
         self, change: HistoryReplacement, request: ProviderRequest

@@ -26,11 +26,9 @@ from ..hooks._hooks import (
     AfterModelCallContext,
     HistoryReplacement,
     Phase,
-    PreCompressContext,
     PreRequestContext,
     attach_once,
 )
-from ..hooks._hooks import collect_texts as _collect_texts
 from ..models._base import Model, ProviderRequest
 from ..models._overflow import is_context_overflow
 from ._report import report_compaction, report_trim
@@ -62,17 +60,15 @@ def _window(model: Model, max_tokens: int | None) -> int | None:
     return max_tokens if max_tokens is not None else model.context_window
 
 
-async def _before_discarding(agent: Agent, going: Sequence[Message]) -> list[str]:
-    """Fire ``on_pre_compress`` with the messages about to be left out; the texts returned."""
-    handlers = agent.hooks.handlers.get(ON_PRE_COMPRESS)
-    if not handlers or not going:
-        return []
-    return await _collect_texts(handlers, PreCompressContext(messages=tuple(going)))
-
-
 def _left_out(messages: Sequence[Message], kept: Sequence[Message]) -> list[Message]:
     staying = {m.id for m in kept}  # truncated copies keep their ids: they stay
     return [m for m in messages if m.id not in staying]
+
+
+def _report(ctx: PreRequestContext | AfterModelCallContext, going: Sequence[Message]) -> None:
+    """Tell the loop that ``going`` is left out: it fires ``on_pre_compress`` with them."""
+    if going:
+        ctx.left_out = (*ctx.left_out, *going)
 
 
 class SlidingWindow:
@@ -82,7 +78,8 @@ class SlidingWindow:
     and results after that message) always stay; older turns go first, a tool call never
     loses its results, and a single message too large for the whole budget is truncated with
     a visible marker. The stored history is never changed. Before a request leaves messages
-    out, ``on_pre_compress`` fires once with each message it leaves out for the first time.
+    out, ``on_pre_compress`` fires once with each message it leaves out for the first time
+    (the policy reports them in ``ctx.left_out``; the loop fires the event).
 
     The budget of a request is the smallest of: the window (``max_tokens``, else the model's
     ``context_window``) minus room for the answer, and the history's ``max_context_tokens``.
@@ -286,7 +283,7 @@ class SlidingWindow:
                 lists = history._checked_lists()
                 going = lists[0][state.announced : state.sent_start] if lists else ()
                 state.announced = state.sent_start
-                await self._announce(going, ())
+                _report(ctx, self._first_time(going, ()))
             if state.sent_start and ON_TRIM in agent.hooks.handlers:
                 lists = history._checked_lists()
                 older = lists[0][: state.sent_start] if lists else ()
@@ -322,7 +319,7 @@ class SlidingWindow:
         if size <= room:
             return None if request is ctx.request else request
         kept = self._fit(request, budget, overhead, trimmed)
-        await self._announce(messages, kept)
+        _report(ctx, self._first_time(messages, kept))
         await report_trim(
             agent,
             iteration=ctx.iteration,
@@ -390,17 +387,20 @@ class SlidingWindow:
                 return cut
         raise _turn_does_not_fit(request, turn, budget, counter)
 
-    async def _announce(self, messages: Sequence[Message], kept: Sequence[Message]) -> None:
-        """``on_pre_compress`` with the messages left out for the first time (texts unused)."""
+    def _first_time(self, messages: Sequence[Message], kept: Sequence[Message]) -> list[Message]:
+        """The messages of ``messages`` not ``kept`` that no request left out before.
+
+        Nobody listens without an ``on_pre_compress`` handler: nothing is worked out then.
+        """
         agent = self._require_agent()
         if not agent.hooks.handlers.get(ON_PRE_COMPRESS):
-            return
+            return []
         shown = self._shown
         if shown is None:
             shown = self._shown = set()
         going = [m for m in _left_out(messages, kept) if m.id not in shown]
         shown.update(m.id for m in going)
-        await _before_discarding(agent, going)  # no summary is written to keep the texts in
+        return going
 
     async def _recover(self, ctx: AfterModelCallContext) -> None:
         error = ctx.error
@@ -428,7 +428,7 @@ class SlidingWindow:
         smaller = dataclasses.replace(request, messages=kept)
         if count_request(smaller, counter=counter) >= size:
             return  # nothing left out or cut: sending it again cannot help
-        await self._announce(request.messages, kept)
+        _report(ctx, self._first_time(request.messages, kept))
         await report_trim(
             agent,
             iteration=ctx.iteration,
@@ -711,6 +711,7 @@ class Compaction:
         for tier, smaller in tiers:
             candidate = await smaller(request, size)
             if candidate is not None and count_request(candidate, counter=counter) < size:
+                _report(ctx, _left_out(request.messages, candidate.messages))  # no summary
                 ctx.request = candidate
                 ctx.retry = True
                 await self._report(ctx, tier, request, candidate, window)
@@ -746,7 +747,6 @@ class Compaction:
         kept = trim_to_budget(request.messages, budget, counter=counter)
         if count_request(_with(request, kept), counter=counter) >= size:
             return None
-        await _before_discarding(agent, _left_out(request.messages, kept))  # no summary
         return _with(request, kept)
 
     # -- summarising -------------------------------------------------------------------------

@@ -194,7 +194,9 @@ class PreRequestContext:
     ``model`` is the model this attempt will call; a handler may set another one (a
     fallback strategy does). ``attempt`` is 1 on the first attempt of every model call.
     A context policy that replaces the stored conversation (compaction) sets
-    ``replace_history``; the loop commits it once the handlers returned.
+    ``replace_history``; the loop commits it once the handlers returned. A policy that
+    leaves stored messages out of the request (a sliding window) adds them to
+    ``left_out``; the loop fires ``on_pre_compress`` with them once the handlers returned.
     """
 
     iteration: int
@@ -202,6 +204,7 @@ class PreRequestContext:
     attempt: int = 1
     model: Model
     replace_history: HistoryReplacement | None = None
+    left_out: tuple[Message, ...] = ()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -224,7 +227,9 @@ class AfterModelCallContext:
     handler may replace) are what the next attempt sends, and to which model. ``attempt``
     is 1 on the first attempt of every model call. Without a retry, an ``error`` ends the
     chat. A context policy that replaces the stored conversation sets ``replace_history``;
-    the loop commits it once the handlers returned.
+    the loop commits it once the handlers returned. One whose smaller ``request`` leaves
+    stored messages out adds them to ``left_out``; the loop fires ``on_pre_compress`` with
+    them once the handlers returned.
     """
 
     iteration: int
@@ -235,6 +240,7 @@ class AfterModelCallContext:
     model: Model
     retry: bool = False
     replace_history: HistoryReplacement | None = None
+    left_out: tuple[Message, ...] = ()
 
 
 @dataclass(slots=True, kw_only=True)
@@ -722,7 +728,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             kind="interceptor",
             returns="`ProviderRequest` (replace) or `ProviderResponse`",
             stops="a `ProviderResponse` skips the later handlers **and the model**",
-            settable=("model", "replace_history"),
+            settable=("model", "replace_history", "left_out"),
             field="request",
             accept=(ProviderRequest,),
             stop=(ProviderResponse,),
@@ -747,7 +753,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             kind="observer",
             returns=_OBSERVED,
             stops=_RAISE_ENDS,
-            settable=("retry", "request", "model", "replace_history"),
+            settable=("retry", "request", "model", "replace_history", "left_out"),
             trace=lambda c, t: _outcome(c),
         ),
         EventSpec(

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeAlias
+from typing import TypeAlias, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import (
@@ -37,7 +37,7 @@ from .._stores._checks import check_int, check_text
 from .._stores._pools import abandon_pool, close_pool
 from .._stores._schema import check_schema_version
 from ._base import SessionStore, utc
-from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
+from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
 from ._consistency import RecordState
 from ._postgres_sql import INFO_COLUMNS, SCHEMA, SCHEMA_LOCK
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
@@ -226,7 +226,8 @@ class PostgresSessionStore(SessionStore):
             "WHERE session_id = $1 ORDER BY seq",
             session_id,
         )
-        return decode_rows(session_id, [(r[0], r[1], r[2], r[3]) for r in rows], unreadable)
+        # asyncpg's records index and unpack like the rows' tuples: no copy of 10k rows.
+        return decode_rows(session_id, cast("list[Row]", rows), unreadable)
 
     async def _read_info(self, session_id: str) -> SessionInfo | None:
         pool = await self._ensure()

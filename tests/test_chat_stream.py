@@ -1,0 +1,199 @@
+"""A streamed chat runs in its consumer's task: no task, queue or event-loop pass per event.
+
+Cancellation keeps the semantics of a chat in a task of its own: ``agent.cancel()`` while
+the consumer holds an event never cancels the consumer's own work, the chat's context
+variables stay the chat's, and a cancelled consumer still leaves a valid history.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from hookloop.testing import ScriptedModel, tool_calls
+
+from hookloop import (
+    Agent,
+    ChatAbortContext,
+    ChatCancelledError,
+    ChatDone,
+    ChatStartContext,
+    MessageCommitted,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolMessage,
+    tool,
+)
+from hookloop._slot import current_slot
+from hookloop.context import repair
+
+
+@tool
+async def double(n: int) -> int:
+    """Double a number."""
+    return 2 * n
+
+
+def two_calls_agent() -> Agent:
+    model = ScriptedModel(
+        [
+            tool_calls(ToolCall.create("double", {"n": 1}, id="c1")),
+            tool_calls(ToolCall.create("double", {"n": 2}, id="c2")),
+            "done",
+        ]
+    )
+    return Agent(model, tools=[double], retry=None)
+
+
+async def test_the_chat_runs_in_the_consumers_task() -> None:
+    agent = two_calls_agent()
+    tasks: list[asyncio.Task[object] | None] = []
+    agent.add_hook("on_chat_start", lambda ctx: tasks.append(asyncio.current_task()))
+    async for _ in agent.chat_stream("go"):
+        pass
+    assert tasks == [asyncio.current_task()]
+
+
+async def test_a_whole_stream_takes_no_pass_of_the_event_loop() -> None:
+    # Nothing in this chat waits (scripted model, a tool that returns at once): events are
+    # handed over without a task or queue between chat and consumer, so no callback runs.
+    agent = two_calls_agent()
+    passes: list[int] = []
+    loop = asyncio.get_running_loop()
+    loop.call_soon(passes.append, 1)
+    kinds = [type(event).__name__ async for event in agent.chat_stream("go")]
+    assert passes == []
+    assert kinds == [
+        MessageCommitted.__name__,
+        *(
+            [
+                ToolCallDelta.__name__,
+                MessageCommitted.__name__,
+                ToolCallStarted.__name__,
+                ToolCallFinished.__name__,
+                MessageCommitted.__name__,
+            ]
+            * 2
+        ),
+        "TextDelta",
+        MessageCommitted.__name__,
+        ChatDone.__name__,
+    ]
+    await asyncio.sleep(0)
+    assert passes == [1]
+
+
+async def test_agent_cancel_while_the_consumer_holds_an_event_leaves_its_work_alone() -> None:
+    agent = two_calls_agent()
+    reasons: list[object] = []
+    agent.add_hook("on_chat_abort", lambda ctx: reasons.append(ctx.reason))
+    go_on = asyncio.Event()
+
+    async def canceller() -> None:
+        agent.cancel("enough")
+        go_on.set()
+
+    seen: list[str] = []
+    with pytest.raises(ChatCancelledError):
+        async with agent.chat_stream("go") as stream:
+            async for event in stream:
+                seen.append(type(event).__name__)
+                if isinstance(event, ToolCallStarted):
+                    helper = asyncio.create_task(canceller())
+                    await go_on.wait()  # the consumer's own wait: not cancelled
+                    await helper
+    # The cancellation took effect where the chat waited, right after ToolCallStarted: the
+    # call got its "cancelled" answer, which the stream still shows.
+    assert seen[-3:] == [
+        ToolCallStarted.__name__,
+        ToolCallFinished.__name__,
+        MessageCommitted.__name__,
+    ]
+    assert reasons == ["enough"]
+    last = agent.messages[-1]
+    assert isinstance(last, ToolMessage)
+    assert (last.tool_call_id, last.is_error) == ("c1", True)
+    messages = agent.messages
+    assert repair(messages) is messages  # every call answered
+    assert not agent.is_running
+
+
+async def test_the_chats_context_variables_stay_the_chats() -> None:
+    agent = two_calls_agent()
+    inside: list[object] = []
+    agent.add_hook("on_chat_start", lambda ctx: inside.append(current_slot()))
+    between: list[object] = []
+    async for _ in agent.chat_stream("go"):
+        between.append(current_slot())
+    assert inside == [agent._slot]
+    assert set(between) == {None}
+
+
+async def test_a_cancelled_consumer_gets_its_cancellation_and_the_history_stays_valid() -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def wait() -> str:
+        """Wait forever."""
+        started.set()
+        await asyncio.Event().wait()
+        return "never"
+
+    model = ScriptedModel([tool_calls(ToolCall.create("wait", {}, id="w1")), "unused"])
+    agent = Agent(model, tools=[wait], retry=None)
+    aborted: list[ChatAbortContext] = []
+    agent.add_hook("on_chat_abort", aborted.append)
+    starts: list[ChatStartContext] = []
+    agent.add_hook("on_chat_start", starts.append)
+
+    async def consume() -> None:
+        async for _ in agent.chat_stream("go"):
+            pass
+
+    task = asyncio.create_task(consume())
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The chat saw the task's cancellation, as chat() would (no reason given).
+    assert [ctx.reason for ctx in aborted] == [None]
+    last = agent.messages[-1]
+    assert isinstance(last, ToolMessage)
+    assert (last.tool_call_id, last.is_error) == ("w1", True)
+    assert not agent.is_running
+    assert len(starts) == 1
+
+
+async def test_a_consumer_waiting_for_the_chats_progress_does_not_stall_it() -> None:
+    # The consumer holds the first event and waits for the tool, three events later: the
+    # chat goes on meanwhile (as in a task of its own), and every event still arrives, in
+    # order, once the consumer asks again.
+    ran = asyncio.Event()
+
+    @tool
+    async def note() -> str:
+        """Note that the tool ran."""
+        ran.set()
+        return "noted"
+
+    model = ScriptedModel([tool_calls(ToolCall.create("note", {}, id="n1")), "done"])
+    agent = Agent(model, tools=[note], retry=None)
+    kinds: list[str] = []
+    async with asyncio.timeout(60):  # a guard against a hang, not a measurement
+        async for event in agent.chat_stream("go"):
+            kinds.append(type(event).__name__)
+            if len(kinds) == 1:
+                await ran.wait()
+    assert kinds == [
+        MessageCommitted.__name__,
+        ToolCallDelta.__name__,
+        MessageCommitted.__name__,
+        ToolCallStarted.__name__,
+        ToolCallFinished.__name__,
+        MessageCommitted.__name__,
+        "TextDelta",
+        MessageCommitted.__name__,
+        ChatDone.__name__,
+    ]
