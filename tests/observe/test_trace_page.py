@@ -275,6 +275,8 @@ def test_a_wait_is_what_the_retry_strategy_reported_in_on_backoff_wait(
     assert page.page.locator("#details summary").inner_text() == "Records (1)"
     page.page.locator(".k-model .head", has_text="model call 1").first.click()
     assert page.details()["backoff waits"] == "1.50 s before attempt 2 (RateLimitError)"
+    sections = page.page.locator("#details h3").all_inner_texts()
+    assert sections == ["REQUEST (1 MESSAGE, 4 TOOLS)", "RESPONSE"]
 
 
 def test_without_on_backoff_wait_the_wait_is_the_time_between_the_attempts(

@@ -532,7 +532,7 @@
       const req = attempt.request;
       if (req) {
         if (req.system) sections.push(["System prompt", messages([{ role: "system", content: req.system }])]);
-        sections.push(["Request (" + (req.messages || []).length + " messages, " + (req.tools || []).length + " tools)", messages(req.messages)]);
+        sections.push(["Request (" + plural((req.messages || []).length, "message") + ", " + plural((req.tools || []).length, "tool") + ")", messages(req.messages)]);
       }
       if (attempt.response) sections.push(["Response", messages([{ role: "assistant", content: attempt.response.content, tool_calls: attempt.response.tool_calls }])]);
     } else if (item.kind === "tool") {
