@@ -10,6 +10,7 @@ recorded: the only request allowed is the page's own file. Screenshots go to
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -23,7 +24,7 @@ from typing import TypeVar
 
 import pytest
 
-from hookloop import Agent, FirstChunkContext
+from hookloop import Agent, ContextOverflowError, FirstChunkContext
 from hookloop._cli import main
 from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
 from hookloop.testing import ScriptedModel
@@ -387,6 +388,34 @@ def test_a_trim_is_a_context_row_of_its_chat_with_its_figures(tmp_path: Path, op
     assert [t.split("\n")[0] for t in texts] == ["USER", "ASSISTANT"]
     assert texts[0].endswith("Question 0: say something that takes room in the window.")
     assert page.page.locator("#details summary").inner_text() == "Records (2)"
+
+
+def overflowed_run() -> list[str]:
+    lines: list[str] = []
+    refusal = ContextOverflowError("too long", request_tokens=200, limit_tokens=100)
+    model = ScriptedModel([f"First answer, {'words ' * 40}", refusal, "Second answer."])
+    agent = Agent(model, name="over")
+    ticks = itertools.count()  # each record a millisecond after the last: attempts are apart
+    agent.use(JsonLinesTracePlugin(lines.append, clock=lambda: next(ticks) / 1000))
+    agent.chat_sync(f"Question one {'words ' * 40}")
+    agent.chat_sync("Question two")
+    return lines
+
+
+def test_a_request_trimmed_after_an_overflow_is_retried_without_a_wait(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(page_of(tmp_path, off_the_loop(overflowed_run)))
+    rows = page.rows()
+    assert rows[2:] == [
+        "chat over Question two",
+        "model call 1 scripted",
+        "context trimmed after an overflow: 3 → 1 messages, 143 → 7 tokens",  # on_trim
+        "context trimmed: 3 → 1 messages, 143 → 7 tokens",  # the window, for attempt 2
+    ]
+    page.page.locator(".k-model .head").nth(1).locator(".twisty").click()
+    # The window retried at once: no strategy waited, and no wait is made up.
+    assert page.rows()[4:6] == ["attempt 1 scripted", "attempt 2 scripted"]
 
 
 def test_messages_left_out_that_no_policy_reported_still_show(tmp_path: Path, open_page) -> None:

@@ -190,6 +190,11 @@
       iteration: d.iteration, leftOut: chat.leftOut };
     if (chat.leftOut) { row.records.unshift(chat.leftOut); chat.leftOut = null; }
     chat.items.push(row);
+    // After its attempt ended, a trim or a compaction is that attempt's recovery from an
+    // overflow: the next attempt follows at once, with no wait to infer.
+    const call = chat.models.get(d.iteration);
+    const attempt = call && call.attempts.findLast((a) => a.n === d.attempt);
+    if (attempt && attempt.end !== null) attempt.recovered = true;
   }
 
   // An on_pre_compress not followed at once by the on_trim or on_compaction that reports it:
@@ -378,7 +383,7 @@
       item.attempts.forEach((a, i) => {
         const prev = item.attempts[i - 1];
         if (prev && prev.wait) out.push(prev.wait);
-        else if (prev && prev.end !== null && a.start > prev.end)  // a wait no strategy reported
+        else if (prev && !prev.recovered && prev.end !== null && a.start > prev.end)  // a wait no strategy reported
           out.push({ kind: "wait", start: prev.end, end: a.start, next: a.n, records: [] });
         out.push(a);
       });
