@@ -3,7 +3,8 @@
 ``busy_run`` is one chat with everything the page shows: a rate-limited attempt retried
 after a 1.5 s wait (a fake clock: nothing really waits), three parallel tool calls (a
 result, an error, one a hook short-circuits), a sub-agent delegated to as a tool, and a
-final answer. ``many_events`` repeats chats until a trace holds at least ``n`` events.
+final answer. ``compacted_run`` is five chats whose history the fifth summarises.
+``many_events`` repeats chats until a trace holds at least ``n`` events.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import io
 
 from hookloop import Agent, PreToolCallContext, ToolCall, ToolReturn, Usage, tool
 from hookloop._errors import RateLimitError
+from hookloop.context import Compaction
 from hookloop.models._base import ProviderResponse
 from hookloop.observe import JsonLinesTracePlugin
 from hookloop.retry import DefaultRetryStrategy
@@ -122,4 +124,17 @@ def many_events(n: int) -> list[str]:
         agent = busy_agent(clock)
         agent.use(JsonLinesTracePlugin(lines.append, clock=clock, wall=lambda: EPOCH))
         agent.chat_sync(PROMPT)
+    return lines
+
+
+def compacted_run(*, content: bool = True) -> list[str]:
+    """The lines of five chats; before the fifth, a compaction summarises the first three."""
+    lines: list[str] = []
+    summarizer = ScriptedModel(["The user asked about fruit."], name="summarizer")
+    policy = Compaction(compact_threshold=0.6, keep_recent=0.3, summarizer=summarizer)
+    model = ScriptedModel([f"Reply {i}." for i in range(5)], context_window=1000)
+    agent = Agent(model, name="long", retry=None, context=policy)
+    agent.use(JsonLinesTracePlugin(lines.append, content=content))
+    for i in range(5):
+        agent.chat_sync(f"Fruit question {i}: {'apples and pears ' * 30}")
     return lines

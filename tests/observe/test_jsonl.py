@@ -26,7 +26,7 @@ from hookloop.observe import (
 )
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests.models._provider_server import ProviderServer, Reply
-from tests.observe._trace_runs import ANSWER, EPOCH, PROMPT, TASK, busy_run
+from tests.observe._trace_runs import ANSWER, EPOCH, PROMPT, TASK, busy_run, compacted_run
 
 
 def records(lines: list[str]) -> list[dict[str, object]]:
@@ -67,7 +67,7 @@ def test_every_row_of_the_event_table_gets_a_recording_handler() -> None:
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)
-class _BackoffWaitContext:
+class _CacheHitContext:  # an event no release has (yet)
     seconds: float
     reason: str
     call: ToolCall
@@ -77,8 +77,8 @@ async def test_a_row_added_to_the_event_table_later_is_recorded_without_a_change
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     spec = EventSpec(
-        name="on_backoff_wait",
-        context=_BackoffWaitContext,
+        name="on_cache_hit",
+        context=_CacheHitContext,
         kind="observer",
         returns="-",
         stops="-",
@@ -90,8 +90,8 @@ async def test_a_row_added_to_the_event_table_later_is_recorded_without_a_change
     agent.use(JsonLinesTracePlugin(lines.append, clock=lambda: 5.0, wall=lambda: EPOCH))
     call = ToolCall(name="add", arguments='{"a": 1}', id="c9")
     await notify(
-        agent.hooks.handlers["on_backoff_wait"],
-        _BackoffWaitContext(seconds=1.5, reason="rate limited", call=call),
+        agent.hooks.handlers["on_cache_hit"],
+        _CacheHitContext(seconds=1.5, reason="rate limited", call=call),
     )
     assert records(lines) == [
         {
@@ -99,7 +99,7 @@ async def test_a_row_added_to_the_event_table_later_is_recorded_without_a_change
             "seq": 0,
             "t": 0.0,
             "ts": "2026-09-21T14:13:20.000Z",
-            "event": "on_backoff_wait",
+            "event": "on_cache_hit",
             "stage": None,
             "of": None,
             "agent": "a",
@@ -266,6 +266,32 @@ def test_without_content_no_text_of_the_conversation_is_written() -> None:
     assert "scripted-large" in text
     assert "ToolExecutionError" in text
     assert "researcher" in text
+    # The figures of the new rows too, and the retry strategy's name; a reason is text.
+    wait = next(r for r in got if r["event"] == "on_backoff_wait")["data"]
+    assert {key: value for key, value in wait.items() if key != "error"} == {  # type: ignore[union-attr]
+        "iteration": 0,
+        "attempt": 1,
+        "seconds": 1.5,
+        "reason": {"chars": len("RateLimitError")},
+        "retry_after": 1.5,
+        "strategy": "default-retry",
+    }
+
+
+def test_without_content_a_compaction_keeps_its_tier_and_figures() -> None:
+    got = records(compacted_run(content=False))
+    assert [r["data"] for r in got if r["event"] == "on_compaction"] == [
+        {
+            "iteration": 0,
+            "attempt": 1,
+            "tier": "summary",
+            "messages_before": 9,
+            "messages_after": 5,
+            "tokens_before": 707,
+            "tokens_after": 308,
+            "window": 1000,
+        }
+    ]
 
 
 def test_a_cancelled_chat_ends_with_on_chat_abort_and_the_next_chat_is_a_new_one() -> None:
@@ -291,7 +317,15 @@ async def test_a_streamed_chat_is_recorded_like_a_plain_one() -> None:
                     pass
         else:
             await agent.chat(UserMessage(content="Hi", id="u"))
-    assert steps(streamed) == steps(plain)
+    # The same records, and on_first_chunk once the request went out.
+    first_chunk = ("on_first_chunk", None, "c1", "a")
+    sent = steps(plain).index(("pre_request", "after", "c1", "a")) + 1
+    assert steps(streamed) == [*steps(plain)[:sent], first_chunk, *steps(plain)[sent:]]
+    assert records(streamed)[sent]["data"] == {
+        "iteration": 0,
+        "attempt": 1,
+        "model": {"class": "ScriptedModel", "name": "scripted", "window": None},
+    }
 
 
 async def test_parallel_chats_of_two_agents_keep_their_chat_ids_apart() -> None:

@@ -9,6 +9,8 @@ recorded: the only request allowed is the page's own file. Screenshots go to
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 import os
 import re
@@ -22,12 +24,20 @@ from typing import TypeVar
 
 import pytest
 
-from hookloop import Agent
+from hookloop import Agent, ContextOverflowError, FirstChunkContext
 from hookloop._cli import main
 from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
 from hookloop.testing import ScriptedModel
 from tests.models._provider_server import ProviderServer, Reply
-from tests.observe._trace_runs import ANSWER, PROMPT, TASK, busy_run, many_events
+from tests.observe._trace_runs import (
+    ANSWER,
+    PROMPT,
+    TASK,
+    Clock,
+    busy_run,
+    compacted_run,
+    many_events,
+)
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -137,10 +147,19 @@ def busy_lines(*, content: bool = True) -> list[str]:
     return off_the_loop(lambda: busy_run(content=content))
 
 
-def busy_page(tmp_path: Path, *, content: bool = True) -> Path:
-    path = tmp_path / "busy.html"
-    path.write_text(render_trace_page(read_trace(busy_lines(content=content))))
+def page_of(tmp_path: Path, lines: list[str], name: str = "page.html") -> Path:
+    path = tmp_path / name
+    path.write_text(render_trace_page(read_trace(lines)))
     return path
+
+
+def busy_page(tmp_path: Path, *, content: bool = True) -> Path:
+    return page_of(tmp_path, busy_lines(content=content), "busy.html")
+
+
+def without(lines: list[str], *events: str) -> list[str]:
+    """The trace's lines but those of ``events``: a trace made before they were recorded."""
+    return [line for line in lines if json.loads(line)["event"] not in events]
 
 
 BUSY_ROWS = [
@@ -176,7 +195,7 @@ def test_the_timeline_shows_each_model_call_tool_call_and_the_nested_sub_agent(
     assert page.rows() == BUSY_ROWS
     summary = page.page.locator("#summary").inner_text()
     assert summary == (
-        "55 events · 2 chats · 4 model calls · 4 tool calls · 2 failures · "
+        "56 events · 2 chats · 4 model calls · 4 tool calls · 2 failures · "
         "610 tokens in / 77 out · 1.50 s"
     )
     subs = page.page.locator("[role=treeitem] > .row .sub:visible").all_inner_texts()
@@ -217,6 +236,65 @@ def test_without_captured_content_the_details_say_so(tmp_path: Path, open_page) 
     page.page.locator(".k-tool .head", has_text="tool add").click()
     assert page.details()["arguments"] == "(not captured: 18 characters)"
     assert PROMPT not in page.page.content()
+    # The wait's reason is the failed attempt's error type, which every trace keeps.
+    open_first_model_call(page)
+    page.page.locator(".k-wait .head").click()
+    assert (page.details()["reason"], page.details()["strategy"]) == (
+        "RateLimitError",
+        "default-retry",
+    )
+
+
+def open_first_model_call(page: Opened) -> list[str]:
+    """Open the first model call's row; the rows of its attempts and waits."""
+    page.page.locator(".k-model .head", has_text="model call 1").first.locator(".twisty").click()
+    return page.rows()[2:5]
+
+
+def test_a_wait_is_what_the_retry_strategy_reported_in_on_backoff_wait(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(busy_page(tmp_path))
+    assert open_first_model_call(page) == [
+        "attempt 1 scripted-large",
+        "wait 1.50 s before attempt 2",
+        "attempt 2 scripted-large",
+    ]
+    wait = page.page.locator("[role=treeitem].k-wait > .row")
+    assert wait.locator(".sub").inner_text() == "RateLimitError · Retry-After 1.50 s 1.50 s"
+    wait.click()
+    assert page.details() == {
+        "started": "0.0 ms",
+        "took": "1.50 s",
+        "outcome": "RateLimitError · Retry-After 1.50 s",
+        "waited": "1.50 s",
+        "reason": "RateLimitError",
+        "error": "RateLimitError: slow down (status=429, retry_after=1.5s)",
+        "Retry-After": "1.50 s",
+        "strategy": "default-retry",
+    }
+    assert page.page.locator("#details summary").inner_text() == "Records (1)"
+    page.page.locator(".k-model .head", has_text="model call 1").first.click()
+    assert page.details()["backoff waits"] == "1.50 s before attempt 2 (RateLimitError)"
+    sections = page.page.locator("#details h3").all_inner_texts()
+    assert sections == ["REQUEST (1 MESSAGE, 4 TOOLS)", "RESPONSE"]
+
+
+def test_without_on_backoff_wait_the_wait_is_the_time_between_the_attempts(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(page_of(tmp_path, without(busy_lines(), "on_backoff_wait")))
+    assert open_first_model_call(page) == [
+        "attempt 1 scripted-large",
+        "wait 1.50 s before attempt 2",
+        "attempt 2 scripted-large",
+    ]
+    page.page.locator(".k-wait .head").click()
+    assert page.details() == {
+        "started": "0.0 ms",
+        "took": "1.50 s",
+        "measured": "the time between the attempts (no strategy reported it)",
+    }
 
 
 def test_the_keyboard_moves_opens_closes_and_selects(tmp_path: Path, open_page) -> None:
@@ -240,6 +318,7 @@ def test_the_keyboard_moves_opens_closes_and_selects(tmp_path: Path, open_page) 
     assert page.focused() == "wait 1.50 s before attempt 2"
     keys.press("Enter")
     assert page.page.locator("#details h2").inner_text() == "wait 1.50 s before attempt 2"
+    assert page.details()["reason"] == "RateLimitError"
     keys.press("ArrowLeft")
     assert page.focused() == "model call 1 scripted-large"
     keys.press("ArrowLeft")
@@ -273,19 +352,140 @@ def trimmed_run() -> list[str]:
     return lines
 
 
-def test_a_trim_shows_as_a_row_of_its_chat(tmp_path: Path, open_page) -> None:
-    path = tmp_path / "trimmed.html"
-    path.write_text(render_trace_page(read_trace(off_the_loop(trimmed_run))))
-    page = open_page(path)
+TRIMMED_ROWS = [
+    "chat small Question 0: say something that takes room in the window.",
+    "model call 1 scripted",
+    "chat small Question 1: say something that takes room in the window.",
+    "model call 1 scripted",
+    "chat small Question 2: say something that takes room in the window.",
+    "model call 1 scripted",
+]
+
+
+def test_a_trim_is_a_context_row_of_its_chat_with_its_figures(tmp_path: Path, open_page) -> None:
+    page = open_page(page_of(tmp_path, off_the_loop(trimmed_run)))
     assert page.rows() == [
-        "chat small Question 0: say something that takes room in the window.",
-        "model call 1 scripted",
-        "chat small Question 1: say something that takes room in the window.",
-        "model call 1 scripted",
-        "chat small Question 2: say something that takes room in the window.",
-        "model call 1 scripted",
-        "context 2 messages left out (a trim or a compaction)",  # while its request was built
+        *TRIMMED_ROWS,
+        "context trimmed: 5 → 3 messages, 104 → 61 tokens",  # from on_trim
     ]
+    row = page.page.locator("[role=treeitem].k-context > .row")
+    assert row.locator(".sub").inner_text() == "budget 87 tokens of a 120-token window"
+    row.click()
+    details = page.details()
+    assert details == {
+        "started": details["started"],
+        "took": "0.0 ms",
+        "reason": "window",
+        "model call": "1, attempt 1",
+        "messages": "5 → 3",
+        "tokens (messages)": "104 → 61",
+        "budget": "87 tokens",
+        "context window": "120 tokens",
+    }
+    # The messages on_pre_compress announced just before: the oldest question and answer.
+    assert page.page.locator("#details h3").all_inner_texts() == ["NEWLY LEFT OUT (2 MESSAGES)"]
+    texts = page.page.locator("#details .msg").all_inner_texts()
+    assert [t.split("\n")[0] for t in texts] == ["USER", "ASSISTANT"]
+    assert texts[0].endswith("Question 0: say something that takes room in the window.")
+    assert page.page.locator("#details summary").inner_text() == "Records (2)"
+
+
+def overflowed_run() -> list[str]:
+    lines: list[str] = []
+    refusal = ContextOverflowError("too long", request_tokens=200, limit_tokens=100)
+    model = ScriptedModel([f"First answer, {'words ' * 40}", refusal, "Second answer."])
+    agent = Agent(model, name="over")
+    ticks = itertools.count()  # each record a millisecond after the last: attempts are apart
+    agent.use(JsonLinesTracePlugin(lines.append, clock=lambda: next(ticks) / 1000))
+    agent.chat_sync(f"Question one {'words ' * 40}")
+    agent.chat_sync("Question two")
+    return lines
+
+
+def test_a_request_trimmed_after_an_overflow_is_retried_without_a_wait(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(page_of(tmp_path, off_the_loop(overflowed_run)))
+    rows = page.rows()
+    assert rows[2:] == [
+        "chat over Question two",
+        "model call 1 scripted",
+        "context trimmed after an overflow: 3 → 1 messages, 143 → 7 tokens",  # on_trim
+        "context trimmed: 3 → 1 messages, 143 → 7 tokens",  # the window, for attempt 2
+    ]
+    page.page.locator(".k-model .head").nth(1).locator(".twisty").click()
+    # The window retried at once: no strategy waited, and no wait is made up.
+    assert page.rows()[4:6] == ["attempt 1 scripted", "attempt 2 scripted"]
+
+
+def test_messages_left_out_that_no_policy_reported_still_show(tmp_path: Path, open_page) -> None:
+    # A trace without on_trim rows (made before they existed, or a policy of your own that
+    # fires only on_pre_compress): the row says what left, without figures.
+    page = open_page(page_of(tmp_path, without(off_the_loop(trimmed_run), "on_trim")))
+    assert page.rows() == [*TRIMMED_ROWS, "context 2 messages left out"]
+    page.page.locator(".k-context .head").click()
+    assert page.page.locator("#details h3").all_inner_texts() == ["LEFT OUT (2 MESSAGES)"]
+
+
+def test_a_compaction_is_a_context_row_with_the_messages_it_summarised(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(page_of(tmp_path, off_the_loop(compacted_run)))
+    rows = page.rows()
+    assert rows[0].startswith("chat long Fruit question 0: ")
+    assert rows[-3].startswith("chat long Fruit question 4: ")
+    assert rows[-2:] == [
+        "model call 1 scripted",
+        "context old turns summarised: 9 → 5 messages, 707 → 308 tokens",  # from on_compaction
+    ]
+    assert [row for row in rows if row.startswith("context")] == [rows[-1]]
+    row = page.page.locator("[role=treeitem].k-context > .row")
+    assert row.locator(".sub").inner_text() == "1000-token window"
+    row.click()
+    details = page.details()
+    assert details == {
+        "started": details["started"],
+        "took": "0.0 ms",
+        "tier": "summary",
+        "model call": "1, attempt 1",
+        "messages": "9 → 5",
+        "tokens (request, estimated)": "707 → 308",
+        "context window": "1000 tokens",
+    }
+    # on_pre_compress fires once the summary is committed, after on_compaction: it joins it.
+    assert page.page.locator("#details h3").all_inner_texts() == ["NEWLY LEFT OUT (5 MESSAGES)"]
+    assert page.page.locator("#details summary").inner_text() == "Records (2)"
+
+
+def streamed_run() -> list[str]:
+    lines: list[str] = []
+    clock = Clock()
+    agent = Agent(ScriptedModel(["Hello there!"]), name="streamer")
+    agent.use(JsonLinesTracePlugin(lines.append, clock=clock))
+
+    def latency(ctx: FirstChunkContext) -> None:  # the first chunk takes 250 ms to arrive
+        clock.now += 0.25
+
+    agent.add_hook("on_first_chunk", latency)
+
+    async def chat() -> None:
+        async with agent.chat_stream("Hi") as events:
+            async for _ in events:
+                pass
+
+    asyncio.run(chat())
+    return lines
+
+
+def test_a_streamed_model_call_shows_its_time_to_first_chunk(tmp_path: Path, open_page) -> None:
+    page = open_page(page_of(tmp_path, off_the_loop(streamed_run)))
+    assert page.rows() == ["chat streamer Hi", "model call 1 scripted"]  # no on_first_chunk row
+    page.page.locator(".k-model .head").click()
+    details = page.details()
+    assert details["time to first chunk"] == "250.0 ms"  # from on_first_chunk
+    assert details["took"] == "250.0 ms"
+    page.page.locator(".k-chat > .row .head").click()
+    assert "time to first chunk" not in page.details()
 
 
 def two_agents_in_one_file() -> list[str]:

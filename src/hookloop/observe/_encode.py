@@ -55,6 +55,8 @@ IDENTIFYING_KEYS: Final = frozenset(
         "previous_session_id",
         "role",
         "source",
+        "strategy",
+        "tier",
         "tool_call_id",
         "tool_choice",
         "tool_name",

@@ -22,7 +22,8 @@
       chat = { kind: "chat", id, root, outside: !r.chat, agent: r.agent,
         path: r.path || [r.agent], parent: r.parent,
         start: r.t, end: r.t, status: r.chat ? "running" : "", items: [], records: [],
-        models: new Map(), tools: new Map(), open: null, usage: null };
+        models: new Map(), tools: new Map(), open: null, usage: null, leftOut: null,
+        iteration: null };
       chats.set(id, chat);
     }
     chat.end = Math.max(chat.end, r.t);
@@ -87,9 +88,11 @@
           if (d.request) attempt.request = d.request;
           if (d.model) attempt.model = d.model;
           attempt.passed = true;
+          attempt.sent = r.t;
         }
         return;
       }
+      chat.iteration = d.iteration;
       const item = modelCall(chat, d.iteration, r);
       const attempt = { kind: "attempt", n: d.attempt, start: r.t, end: null, request: d.request,
         model: d.model, hooks: r.hooks || [], records: [r], iteration: d.iteration };
@@ -150,12 +153,66 @@
     },
     on_tool_call_result(chat, r, d) { toolEnd(chat, r, d, "result"); },
     on_tool_call_error(chat, r, d) { toolEnd(chat, r, d, "error"); },
-    on_pre_compress(chat, r, d) {
-      const n = (d.messages || []).length;
-      chat.items.push({ kind: "event", event: "context", start: r.t, end: r.t, records: [r],
-        summary: n + " message" + (n === 1 ? "" : "s") + " left out (a trim or a compaction)" });
+    on_first_chunk(chat, r, d) {
+      const attempt = attemptOf(chat, d, r);
+      if (attempt.firstChunk === undefined) attempt.firstChunk = r.t;
     },
+    on_backoff_wait(chat, r, d) {
+      const attempt = attemptOf(chat, d, r);
+      const seconds = typeof d.seconds === "number" ? d.seconds : 0;
+      attempt.wait = { kind: "wait", start: r.t, end: Math.min(r.t + seconds, end), seconds,
+        next: d.attempt + 1, reason: typeof d.reason === "string" ? d.reason : d.error && d.error.error_type,
+        retryAfter: d.retry_after, strategy: d.strategy, error: d.error, records: [r] };
+    },
+    // The messages a policy leaves out: they join the on_trim / on_compaction that reports
+    // the change (see settle), or stand as a row of their own.
+    on_pre_compress(chat, r, d) { chat.leftOut = r; },
+    on_trim(chat, r, d) { contextRow(chat, r, d, "trim"); },
+    on_compaction(chat, r, d) { contextRow(chat, r, d, "compaction"); },
   };
+
+  // The attempt an event of a model call names (iteration, attempt): the open one, or else
+  // the last one with that number.
+  function attemptOf(chat, d, r) {
+    const item = modelCall(chat, d.iteration, r);
+    const same = item.attempts.filter((a) => a.n === d.attempt);
+    let attempt = same.find((a) => a.end === null) || same[same.length - 1];
+    if (!attempt) {
+      attempt = { kind: "attempt", n: d.attempt, start: r.t, end: null, records: [], hooks: [] };
+      item.attempts.push(attempt);
+    }
+    attempt.records.push(r);
+    return attempt;
+  }
+
+  function contextRow(chat, r, d, what) {
+    const row = { kind: "context", what, start: r.t, end: r.t, records: [r], data: d,
+      iteration: d.iteration, leftOut: chat.leftOut };
+    if (chat.leftOut) { row.records.unshift(chat.leftOut); chat.leftOut = null; }
+    chat.items.push(row);
+    // After its attempt ended, a trim or a compaction is that attempt's recovery from an
+    // overflow: the next attempt follows at once, with no wait to infer.
+    const call = chat.models.get(d.iteration);
+    const attempt = call && call.attempts.findLast((a) => a.n === d.attempt);
+    if (attempt && attempt.end !== null) attempt.recovered = true;
+  }
+
+  // An on_pre_compress not followed at once by the on_trim or on_compaction that reports it:
+  // a summary's messages (they go once the summary is committed, after its on_compaction in
+  // the same model call), or messages a policy of the user's own left out.
+  function settle(chat) {
+    const r = chat.leftOut;
+    chat.leftOut = null;
+    const summary = chat.items.findLast((i) => i.kind === "context" && i.data && i.data.tier === "summary");
+    if (summary && !summary.leftOut && summary.iteration === chat.iteration) {
+      summary.leftOut = r;
+      summary.records.push(r);
+      return;
+    }
+    const n = ((r.data || {}).messages || []).length;
+    chat.items.push({ kind: "context", what: "left out", start: r.t, end: r.t, records: [r], leftOut: r,
+      summary: plural(n, "message") + " left out" });
+  }
 
   function toolEnd(chat, r, d, what) {
     if (r.stage === "after") {
@@ -175,6 +232,7 @@
   for (const r of records) {
     if (r.event === "on_subagent_event") continue;  // its event is recorded on its own
     const chat = chatOf(r);
+    if (chat.leftOut && r.event !== "on_trim" && r.event !== "on_compaction") settle(chat);
     const handle = handlers[r.event];
     if (handle) handle(chat, r, r.data || {});
     else if (r.stage === "after") {
@@ -187,6 +245,8 @@
       chat.items.push(item);
     }
   }
+
+  for (const chat of chats.values()) if (chat.leftOut) settle(chat);
 
   // Sub-agent chats go under the tool call (or else the chat) they ran for.
   const roots = [];
@@ -265,7 +325,13 @@
         outcome: item.error ? errorText(item.error) + (item.retry ? ", retried" : "") : item.supplied ? "answered by a hook" : "ok",
         error: Boolean(item.error) };
     }
-    if (item.kind === "wait") return { kind: "wait", label: ms(item.end - item.start) + " before attempt " + item.next };
+    if (item.kind === "wait") {
+      const seconds = item.seconds !== undefined ? item.seconds : item.end - item.start;
+      return { kind: "wait", label: ms(seconds) + " before attempt " + item.next,
+        outcome: [item.reason, item.retryAfter != null ? "Retry-After " + ms(item.retryAfter) : ""]
+          .filter(Boolean).join(" \u00b7 ") };
+    }
+    if (item.kind === "context") return describeContext(item);
     if (item.kind === "tool") {
       const call = item.call || {};
       const badges = [];
@@ -278,6 +344,23 @@
         meta: item.hooks.length ? "hooks: " + item.hooks.join(", ") : "", badges, error: Boolean(item.error) };
     }
     return { kind: item.event, label: item.summary || "" };
+  }
+
+  const TIERS = { summary: "old turns summarised", tool_results: "tool results shortened",
+    old_turns: "old turns dropped" };
+  function describeContext(item) {
+    const d = item.data;
+    if (!d) return { kind: "context", label: item.summary };
+    const change = d.messages_before + " \u2192 " + d.messages_after + " messages, " +
+      d.tokens_before + " \u2192 " + d.tokens_after + " tokens";
+    const window = typeof d.window === "number" ? d.window + "-token window" : "";
+    if (item.what === "trim") {
+      const how = d.reason === "overflow" ? "trimmed after an overflow" : "trimmed";
+      return { kind: "context", label: how + ": " + change,
+        meta: ["budget " + d.budget + " tokens", window].filter(Boolean).join(" of a ") };
+    }
+    const how = typeof d.tier === "string" ? TIERS[d.tier] || d.tier : "compacted";
+    return { kind: "context", label: how + ": " + change, meta: window };
   }
 
   function answerOf(response) {
@@ -295,14 +378,17 @@
   function childrenOf(item) {
     if (item.kind === "chat") return [...item.items].sort((a, b) => a.start - b.start);
     if (item.kind === "tool") return item.children;
-    if (item.kind === "model" && item.attempts.length > 1) {
+    if (item.kind === "model" && (item.attempts.length > 1 || item.attempts.some((a) => a.wait))) {
       const out = [];
       item.attempts.forEach((a, i) => {
         const prev = item.attempts[i - 1];
-        if (prev && prev.end !== null && a.start > prev.end)
+        if (prev && prev.wait) out.push(prev.wait);
+        else if (prev && !prev.recovered && prev.end !== null && a.start > prev.end)  // a wait no strategy reported
           out.push({ kind: "wait", start: prev.end, end: a.start, next: a.n, records: [] });
         out.push(a);
       });
+      const last = item.attempts[item.attempts.length - 1];
+      if (last && last.wait) out.push(last.wait);  // the run ended while it waited
       return out;
     }
     return [];
@@ -341,7 +427,7 @@
       sub.append(bar, " ");
     }
     const stop = item.end === null || item.end === undefined ? end : item.end;
-    if (item.kind !== "event") sub.append(el("span", "meta", ms(stop - item.start)));
+    if (item.kind !== "event" && item.kind !== "context") sub.append(el("span", "meta", ms(stop - item.start)));
     label.append(head);
     if (sub.childNodes.length) label.append(sub);
     const lane = el("div", "lane");
@@ -412,6 +498,16 @@
     return box;
   }
   function section(title, node) { details.append(el("h3", "", title), node); }
+  // From the request leaving (the pre_request handlers done) to the first streamed chunk.
+  function firstChunkOf(attempt) {
+    if (attempt.firstChunk === undefined) return "";
+    return ms(attempt.firstChunk - (attempt.sent !== undefined ? attempt.sent : attempt.start));
+  }
+  function waitsOf(model) {
+    return model.attempts.filter((a) => a.wait)
+      .map((a) => describe(a.wait).label + (a.wait.reason ? " (" + a.wait.reason + ")" : "")).join(", ");
+  }
+  function plural(n, what) { return n + " " + what + (n === 1 ? "" : "s"); }
 
   function show(item) {
     const info = describe(item);
@@ -435,11 +531,13 @@
         ["context window", win ? win.size + " tokens (" + ((win.used / win.size) * 100).toFixed(1) + "% used)" : ""],
         ["output tokens", tokens.output],
         ["finish reason", attempt.response && attempt.response.finish_reason],
+        ["time to first chunk", firstChunkOf(attempt)],
+        ["backoff waits", item.kind === "model" ? waitsOf(item) : ""],
         ["hooks", (attempt.hooks || []).join(", ")], ["changed by hooks", (attempt.changed || []).join(", ")]);
       const req = attempt.request;
       if (req) {
         if (req.system) sections.push(["System prompt", messages([{ role: "system", content: req.system }])]);
-        sections.push(["Request (" + (req.messages || []).length + " messages, " + (req.tools || []).length + " tools)", messages(req.messages)]);
+        sections.push(["Request (" + plural((req.messages || []).length, "message") + ", " + plural((req.tools || []).length, "tool") + ")", messages(req.messages)]);
       }
       if (attempt.response) sections.push(["Response", messages([{ role: "assistant", content: attempt.response.content, tool_calls: attempt.response.tool_calls }])]);
     } else if (item.kind === "tool") {
@@ -447,6 +545,23 @@
       pairs.push(["call id", call.id], ["arguments", text(call.arguments)],
         ["hooks", item.hooks.join(", ")], ["error", errorText(item.error)],
         ["result", item.error ? "" : text(item.result)]);
+    } else if (item.kind === "wait") {
+      pairs.push(["waited", item.seconds !== undefined ? ms(item.seconds) : ""], ["reason", item.reason],
+        ["error", errorText(item.error)], ["Retry-After", item.retryAfter != null ? ms(item.retryAfter) : ""],
+        ["strategy", typeof item.strategy === "string" ? item.strategy : ""]);
+      if (!item.records.length) pairs.push(["measured", "the time between the attempts (no strategy reported it)"]);
+    } else if (item.kind === "context") {
+      const d = item.data || {};
+      if (item.data) {
+        pairs.push([item.what === "trim" ? "reason" : "tier", item.what === "trim" ? text(d.reason) : text(d.tier)],
+          ["model call", (d.iteration + 1) + ", attempt " + d.attempt],
+          ["messages", d.messages_before + " \u2192 " + d.messages_after],
+          [item.what === "trim" ? "tokens (messages)" : "tokens (request, estimated)", d.tokens_before + " \u2192 " + d.tokens_after],
+          ["budget", d.budget !== undefined ? d.budget + " tokens" : ""],
+          ["context window", typeof d.window === "number" ? d.window + " tokens" : ""]);
+      }
+      const going = item.leftOut && (item.leftOut.data || {}).messages;
+      if (going) sections.push([(item.data ? "Newly left out" : "Left out") + " (" + plural(going.length, "message") + ")", messages(going)]);
     } else if (item.kind === "event") {
       for (const r of item.records) for (const [k, v] of Object.entries(r.data || {})) pairs.push([k, text(v)]);
     }
