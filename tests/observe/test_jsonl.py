@@ -160,6 +160,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         "messages": [{"role": "user", "content": "Hi", "id": "u1"}],
         "tools": [],
         "settings": {"temperature": None, "max_tokens": None, "tool_choice": "auto", "extra": {}},
+        "output_format": None,
         "tokens": got[2]["data"]["request"]["tokens"],  # type: ignore[index]
     }
     assert isinstance(request["tokens"], int)
@@ -171,6 +172,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         "attempt": 1,
         "model": model,
         "replace_history": None,
+        "left_out": [],
     }
     assert got[2]["hooks"] == ["SlidingWindow._trim"]  # the default context policy
     assert got[3]["data"] == {"changed": []}
@@ -191,6 +193,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         "model": model,
         "retry": False,
         "replace_history": None,
+        "left_out": [],
     }
     assert got[-1]["data"]["response"]["message"] == {  # type: ignore[index]
         "role": "assistant",

@@ -198,15 +198,16 @@
   }
 
   // An on_pre_compress not followed at once by the on_trim or on_compaction that reports it:
-  // a summary's messages (they go once the summary is committed, after its on_compaction in
-  // the same model call), or messages a policy of the user's own left out.
+  // the loop fires it once the policy's handler returned, so it follows the trim or
+  // compaction of the same model call (a summary's messages go once the summary is
+  // committed), or it holds messages a policy of the user's own left out.
   function settle(chat) {
     const r = chat.leftOut;
     chat.leftOut = null;
-    const summary = chat.items.findLast((i) => i.kind === "context" && i.data && i.data.tier === "summary");
-    if (summary && !summary.leftOut && summary.iteration === chat.iteration) {
-      summary.leftOut = r;
-      summary.records.push(r);
+    const reported = chat.items.findLast((i) => i.kind === "context" && i.data);
+    if (reported && !reported.leftOut && reported.iteration === chat.iteration) {
+      reported.leftOut = r;
+      reported.records.push(r);
       return;
     }
     const n = ((r.data || {}).messages || []).length;
