@@ -507,7 +507,29 @@ _SCALARS: list[tuple[Any, st.SearchStrategy[Any]]] = [
     (str, st.text(max_size=5)),
     (bool, st.booleans()),
     (float, st.floats(allow_nan=False, allow_infinity=False, width=32)),
+    (  # values of any type: they travel as JSON text
+        dict[str, Any],
+        st.dictionaries(
+            st.text(max_size=4),
+            st.recursive(
+                st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=3),
+                lambda inner: (
+                    st.lists(inner, max_size=2)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=2)
+                ),
+                max_leaves=4,
+            ),
+            max_size=3,
+        ),
+    ),
 ]
+# The keywords a strict-mode schema may hold (the others go into descriptions).
+_STRICT_KEYWORDS = {
+    *("$defs", "$ref", "additionalProperties", "anyOf", "const", "description", "enum"),
+    *("exclusiveMaximum", "exclusiveMinimum", "format", "items", "maxItems", "maximum"),
+    *("minItems", "minimum", "multipleOf", "pattern", "prefixItems", "properties"),
+    *("required", "type"),
+}
 
 
 def _field_types(depth: int) -> st.SearchStrategy[tuple[Any, st.SearchStrategy[Any]]]:
@@ -585,8 +607,11 @@ def test_the_strict_transform_round_trips_values_of_generated_models(data: st.Da
 
 
 def _assert_strict(node: Any) -> None:
-    """Every object closed with every property required; no free-keyed object left."""
+    """Every object closed with every property required; no free-keyed object left; only
+    the keywords strict mode knows."""
     if isinstance(node, dict):
+        if "type" in node or "anyOf" in node or "$ref" in node:  # a schema, not a map of them
+            assert set(node) <= _STRICT_KEYWORDS
         if node.get("type") == "object":
             assert node["additionalProperties"] is False
             assert node["required"] == list(node["properties"])
@@ -662,3 +687,250 @@ async def test_a_null_for_an_optional_field_that_takes_no_null_means_its_default
     arguments = {"name": "Bergen", "population": 291_000, "districts": None, "motto": None}
     agent = Agent(ScriptedModel([answer(arguments)]), output_type=City)
     assert (await agent.chat("Bergen?")).output == City(name="Bergen", population=291_000)
+
+
+# --- an answer beside calls that wait for approval, several answers, odd answers -------------
+
+
+@tool(requires_approval=True)
+def lookup(name: str) -> str:
+    """Look a city up.
+
+    Args:
+        name: The city.
+    """
+    return f"{name} has 709000 people"
+
+
+OSLO = {"name": "Oslo", "population": 709_000, "districts": [], "motto": None}
+
+
+async def test_an_invalid_answer_beside_a_call_that_needs_approval_ends_the_chat_waiting() -> None:
+    batch = tool_calls(
+        ToolCall.create("lookup", {"name": "Oslo"}, id="c1"),
+        ToolCall.create(OUTPUT_TOOL_NAME, {"name": "Oslo", "population": "many"}, id="c2"),
+    )
+    model = ScriptedModel([batch, answer(OSLO, id="c3")])
+    agent = Agent(model, tools=[lookup], output_type=City)
+    response = await agent.chat("Oslo?")
+    assert response.output is None
+    assert [(p.call_id, p.tool_name) for p in response.pending_approvals] == [("c1", "lookup")]
+    assert len(model.requests) == 1  # the chat waits: the model is not asked again yet
+    assert await agent.pending_approvals() == response.pending_approvals
+    resumed = await agent.resume([p.approve() for p in response.pending_approvals])
+    assert resumed.output == City(name="Oslo", population=709_000)
+    assert shape(agent.messages)[2:] == [
+        (
+            "tool",
+            OUTPUT_TOOL_NAME,
+            "The answer is not valid:\n- population: Input should be a valid integer, unable "
+            "to parse string as an integer\nCall final_result again with a corrected answer.",
+            "error",
+        ),
+        ("tool", "lookup", "Oslo has 709000 people", "ok"),
+        ("assistant", "", f"{OUTPUT_TOOL_NAME}:{json.dumps(OSLO)}"),
+        ("tool", OUTPUT_TOOL_NAME, "Final answer received.", "ok"),
+    ]
+
+
+async def test_a_resumed_chat_keeps_the_output_type_it_was_started_with() -> None:
+    model = ScriptedModel([tool_call("lookup", {"name": "Oslo"}), answer(OSLO)])
+    agent = Agent(model, tools=[lookup])
+    response = await agent.chat("Oslo?", output_type=City, output_retries=0)
+    assert response.output is None
+    resumed = await agent.resume([p.approve() for p in response.pending_approvals])
+    assert resumed.output == City(name="Oslo", population=709_000)
+    assert [t.name for t in model.requests[1].tools] == ["lookup", OUTPUT_TOOL_NAME]
+    assert model.requests[1].settings.tool_choice == "required"
+
+
+def test_a_resume_may_name_the_output_type_again() -> None:
+    # As a resume in another process does; here it asks for text instead.
+    model = ScriptedModel([tool_call("lookup", {"name": "Oslo"}), "About 709000."])
+    agent = Agent(model, tools=[lookup], output_type=City)
+    response = agent.chat_sync("Oslo?")
+    resumed = agent.resume_sync([p.approve() for p in response.pending_approvals], output_type=None)
+    assert resumed.output == "About 709000."
+    assert [t.name for t in model.requests[1].tools] == ["lookup"]
+
+
+async def test_a_sub_agent_with_an_output_type_that_waits_for_approval_tells_its_parent() -> None:
+    sub = Agent(
+        ScriptedModel([tool_call("lookup", {"name": "Oslo"})]),
+        name="finder",
+        tools=[lookup],
+        output_type=City,
+    )
+    parent = Agent(
+        ScriptedModel([tool_call("finder", {"task": "Oslo?"}, id="c1"), "Waiting."]),
+        tools=[sub.as_tool()],
+    )
+    response = await parent.chat("Oslo?")
+    assert shape(response.messages)[2] == (
+        "tool",
+        "finder",
+        "tool 'finder' failed: WaitingForApprovalError: finder is waiting for a person's "
+        'approval: lookup({"name": "Oslo"})',
+        "error",
+    )
+    assert [p.tool_name for p in await sub.pending_approvals()] == ["lookup"]
+
+
+async def test_of_two_answers_in_one_turn_the_first_valid_one_is_taken() -> None:
+    batch = tool_calls(
+        ToolCall.create(OUTPUT_TOOL_NAME, {"x": "bad", "y": 0}, id="a"),
+        ToolCall.create(OUTPUT_TOOL_NAME, {"x": 2, "y": 3}, id="b"),
+    )
+    agent = Agent(ScriptedModel([batch]), output_type=Point)
+    response = await agent.chat("Go.")
+    assert response.output == Point(x=2, y=3)
+    assert shape(response.messages)[2:] == [
+        ("tool", OUTPUT_TOOL_NAME, "Final answer received.", "ok"),
+        ("tool", OUTPUT_TOOL_NAME, "not run: the final answer was given in the same turn", "error"),
+    ]
+
+
+async def test_two_invalid_answers_in_one_turn_are_both_answered_and_count_once() -> None:
+    batch = tool_calls(
+        ToolCall.create(OUTPUT_TOOL_NAME, {"x": "bad", "y": 0}, id="a"),
+        ToolCall.create(OUTPUT_TOOL_NAME, {"x": 1}, id="b"),
+    )
+    model = ScriptedModel([batch, answer({"x": 1, "y": 2}, id="c")])
+    agent = Agent(model, output_type=Point, output_retries=1)
+    response = await agent.chat("Go.")
+    assert response.output == Point(x=1, y=2)
+    again = "\nCall final_result again with a corrected answer."
+    assert shape(response.messages)[2:4] == [
+        (
+            "tool",
+            OUTPUT_TOOL_NAME,
+            "The answer is not valid:\n- x: Input should be a valid integer, unable to parse "
+            "string as an integer" + again,
+            "error",
+        ),
+        (
+            "tool",
+            OUTPUT_TOOL_NAME,
+            "The answer is not valid:\n- y: Field required" + again,
+            "error",
+        ),
+    ]
+
+
+def test_a_tool_named_like_the_output_tool_is_refused() -> None:
+    @tool
+    def final_result(x: int) -> str:
+        """The user's own tool.
+
+        Args:
+            x: A number.
+        """
+        return "ran"
+
+    model = ScriptedModel([answer({"x": 1, "y": 2})])
+    with pytest.raises(UsageError, match="a tool is named 'final_result'"):
+        Agent(model, tools=[final_result], output_type=Point)
+    agent = Agent(model, tools=[final_result])
+    with pytest.raises(UsageError, match="a tool is named 'final_result'"):
+        agent.chat_sync("Go.", output_type=Point)
+    assert model.requests == []
+    # Without an output tool the name is free.
+    Agent(model, tools=[final_result], output_type=Point, output_mode="prompted")
+
+
+class Stock(pydantic.BaseModel):
+    counts: dict[str, int]
+
+
+async def test_a_key_value_pair_with_a_key_that_is_no_string_is_rejected_not_a_crash() -> None:
+    model = ScriptedModel(
+        [
+            answer({"counts": [{"key": ["apples"], "value": 3}]}, id="a"),
+            answer({"counts": [{"key": "apples", "value": 3}]}, id="b"),
+        ]
+    )
+    response = await Agent(model, output_type=Stock).chat("Count.")
+    assert response.output == Stock(counts={"apples": 3})
+    assert shape(response.messages)[2] == (
+        "tool",
+        OUTPUT_TOOL_NAME,
+        "The answer is not valid:\n- counts: Input should be a valid dictionary\nCall "
+        "final_result again with a corrected answer.",
+        "error",
+    )
+    spec = output_spec(Stock)
+    assert spec.partial('{"counts": [{"key": ["apples"], "value": 3}') == (False, None)
+    assert spec.partial('{"counts": [{"key": {}, "value": 3}]}') == (False, None)
+
+
+class Event(pydantic.BaseModel):
+    title: str
+    details: dict[str, Any]
+
+
+async def test_a_dict_of_any_values_travels_as_json_text_and_comes_back_decoded() -> None:
+    pairs = [{"key": "date", "value": '"2026-05-01"'}, {"key": "pad", "value": '{"n": [39]}'}]
+    model = ScriptedModel([answer({"title": "Launch", "details": pairs})])
+    response = await Agent(model, output_type=Event).chat("When?")
+    assert response.output == Event(
+        title="Launch", details={"date": "2026-05-01", "pad": {"n": [39]}}
+    )
+    (definition,) = model.requests[0].tools
+    assert definition.parameters["properties"]["details"] == {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "key": {"type": "string"},
+                "value": {"type": "string", "description": "The value as JSON text."},
+            },
+            "required": ["key", "value"],
+            "additionalProperties": False,
+        },
+    }
+
+
+class Node(pydantic.BaseModel):
+    v: int
+    kids: list[Node] = []
+
+
+async def test_a_recursive_output_type_has_an_object_at_the_root() -> None:
+    model = ScriptedModel([answer({"v": 1, "kids": [{"v": 2, "kids": None}]})])
+    response = await Agent(model, output_type=Node).chat("Tree?")
+    assert response.output == Node(v=1, kids=[Node(v=2)])
+    (definition,) = model.requests[0].tools
+    node = {
+        "type": "object",
+        "properties": {
+            "v": {"type": "integer"},
+            "kids": {
+                "anyOf": [{"type": "array", "items": {"$ref": "#/$defs/Node"}}, {"type": "null"}]
+            },
+        },
+        "required": ["v", "kids"],
+        "additionalProperties": False,
+    }
+    assert definition.parameters == {**node, "$defs": {"Node": node}}
+    assert not output_spec(Node).wrapped
+
+
+class Tagged(pydantic.BaseModel):
+    tags: set[str]
+    code: str = pydantic.Field(min_length=2, max_length=3, description="A short code.")
+
+
+async def test_keywords_strict_mode_does_not_know_go_into_the_description() -> None:
+    model = ScriptedModel(
+        [answer({"tags": ["a"], "code": "x"}, id="a"), answer({"tags": ["a"], "code": "xy"})]
+    )
+    response = await Agent(model, output_type=Tagged).chat("Tag.")
+    assert response.output == Tagged(tags={"a"}, code="xy")  # the first broke minLength
+    (definition,) = model.requests[0].tools
+    assert definition.parameters["properties"] == {
+        "tags": {"type": "array", "items": {"type": "string"}, "description": "uniqueItems: true"},
+        "code": {
+            "type": "string",
+            "description": "A short code. (maxLength: 3; minLength: 2)",
+        },
+    }

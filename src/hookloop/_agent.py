@@ -177,6 +177,8 @@ class Agent(HookHost):
         )
         if self._output is not None:
             self._output.check_model(model)
+        # The output spec of the chat started last: a resumed chat goes on with it.
+        self._chat_output = self._output
         self._output_mode = output_mode
         self._output_retries = output_retries
         # Specs of per-chat output types: a pydantic TypeAdapter costs ~150 us to build.
@@ -211,6 +213,8 @@ class Agent(HookHost):
         tool_list = list(tools)
         if tool_list:
             self.scopes.register(Scope(DEFAULT_SCOPE, tools=tool_list))
+        if self._output is not None:
+            self._output.check_tools(self.scopes.tool_names)
         if retry is Default.DEFAULT:
             retry = DefaultRetryStrategy()
         elif retry is not None and not isinstance(retry, ModelRetryStrategy):
@@ -343,7 +347,8 @@ class Agent(HookHost):
             OutputValidationError: The answer stayed invalid as ``output_type``.
             ProviderError: The model failed and no hook retried it.
             ChatCancelledError: :meth:`cancel` ended the chat.
-            UsageError: An output type, mode or retry count that cannot be used.
+            UsageError: An output type, mode or retry count that cannot be used, or a
+                tool named ``final_result`` beside the output tool.
             asyncio.CancelledError: The task running the chat was cancelled.
         """
         output = self._output_for(output_type, output_mode, output_retries)
@@ -415,22 +420,28 @@ class Agent(HookHost):
         )
 
     def _output_for(
-        self, output_type: object, mode: OutputMode | None, retries: int | None
+        self,
+        output_type: object,
+        mode: OutputMode | None,
+        retries: int | None,
+        base: OutputSpec[Any] | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> OutputSpec[Any] | None:
-        """The output spec of one chat: the agent's, unless the call asks for another.
+        """The output spec of one chat: ``base`` (the agent's), unless the call asks for another.
 
         Raises:
             UsageError: The type, mode or retries cannot be used, or the model cannot do
                 the mode.
         """
+        default_mode, default_retries = self._output_mode, self._output_retries
         if output_type is Default.DEFAULT:
-            if self._output is None or (mode is None and retries is None):
-                return self._output
-            output_type = self._output.output_type
+            spec = self._output if base is Default.DEFAULT else base
+            if spec is None or (mode is None and retries is None):
+                return spec
+            output_type, default_mode, default_retries = spec.output_type, spec.mode, spec.retries
         if output_type is None:
             return None
-        mode = self._output_mode if mode is None else mode
-        retries = self._output_retries if retries is None else retries
+        mode = default_mode if mode is None else mode
+        retries = default_retries if retries is None else retries
         key = (output_type, mode, retries)
         try:
             spec, kept = self._output_specs.get(key), True
@@ -460,7 +471,13 @@ class Agent(HookHost):
         return open_requests(await self._approval_requests(), self.history.messages)
 
     async def resume(
-        self, decisions: Iterable[ApprovalDecision], *, deps: object = NO_DEPS
+        self,
+        decisions: Iterable[ApprovalDecision],
+        *,
+        deps: object = NO_DEPS,
+        output_type: object = Default.DEFAULT,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
     ) -> AgentResponse:
         """Go on with a chat that ended with pending approvals, one decision per call.
 
@@ -470,34 +487,56 @@ class Agent(HookHost):
         and edited calls run (concurrently, committed in call order), and the chat goes on
         as :meth:`chat` does; it may end with new pending approvals.
 
+        The chat keeps the output type, mode and retries it was started with when this
+        agent started it; a resume in another process (the session restored) gets the
+        agent's, unless it passes them again.
+
         Args:
             decisions: One decision for every pending call.
             deps: As for :meth:`chat`.
+            output_type: Instead of the paused chat's output type (``None`` for text).
+            output_mode: Instead of the paused chat's output mode.
+            output_retries: Instead of the paused chat's output retries.
 
         Raises:
-            UsageError: No call is pending, or a call has no decision or two.
+            UsageError: No call is pending, or a call has no decision or two; or an
+                output type, mode or retry count that cannot be used.
             UnknownApprovalError: A decision names a call that is not pending.
             ApprovalMismatchError: A decision was made for other arguments than the call
                 has now. Nothing was run or recorded.
             ConcurrentChatError: A chat is running.
         """
         self._slot.refuse("resume")
+        output = self._output_for(output_type, output_mode, output_retries, self._chat_output)
         pending = await self.pending_approvals()
         decided = checked_decisions(pending, decisions)
         message = self.history.get_message_by_id(pending[0].message_id)
         assert isinstance(message, AssistantMessage)  # open_requests found it there
-        run = self._start(Resumption(message=message, decided=decided), None, deps)
+        run = self._start(Resumption(message=message, decided=decided), None, deps, output)
         return await self._slot.drive(run)
 
     def resume_sync(
-        self, decisions: Iterable[ApprovalDecision], *, deps: object = NO_DEPS
+        self,
+        decisions: Iterable[ApprovalDecision],
+        *,
+        deps: object = NO_DEPS,
+        output_type: object = Default.DEFAULT,
+        output_mode: OutputMode | None = None,
+        output_retries: int | None = None,
     ) -> AgentResponse:
         """Blocking :meth:`resume` for code without an event loop.
 
         Raises:
             UsageError: Called while an event loop is running in this thread.
         """
-        return run_sync(self.resume(decisions, deps=deps), "resume_sync")
+        resumed = self.resume(
+            decisions,
+            deps=deps,
+            output_type=output_type,
+            output_mode=output_mode,
+            output_retries=output_retries,
+        )
+        return run_sync(resumed, "resume_sync")
 
     def pending_approvals_sync(self) -> tuple[PendingApproval, ...]:
         """Blocking :meth:`pending_approvals` for code without an event loop.
@@ -776,6 +815,9 @@ class Agent(HookHost):
                 "tool calls of the last chat wait for approval: decide on them with "
                 "agent.resume(decisions) before the next chat"
             )
+        output = self._output if output is Default.DEFAULT else output
+        if output is not None:
+            output.check_tools(self.scopes.tool_names)
         setup = ChatSetup(
             handlers=self.hooks.handlers,
             model=self.model,
@@ -788,9 +830,11 @@ class Agent(HookHost):
             agent=self,
             deps=self.deps if deps is NO_DEPS else deps,
             approvals=self._approvals,
-            output=self._output if output is Default.DEFAULT else output,
+            output=output,
         )
-        return self._slot.claim(ChatRun(setup, message, emit))
+        run = self._slot.claim(ChatRun(setup, message, emit))
+        self._chat_output = output
+        return run
 
 
 class ChatStream:

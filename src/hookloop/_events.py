@@ -62,7 +62,8 @@ class AgentResponse(Generic[OutputT]):
             ``agent.resume(decisions)`` goes on (see ``docs/approval.md``). Empty when the
             chat finished.
         output: The answer validated as the chat's output type; without one, the final
-            answer's text. See ``docs/output.md``.
+            answer's text. ``None`` while ``pending_approvals`` wait (the chat has no
+            answer yet), whatever the type says. See ``docs/output.md``.
     """
 
     message: AssistantMessage

@@ -359,6 +359,8 @@ class ChatRun:
                 if value is not _RETRY:
                     self._checkpoint()
                     return self._response(message, response, iteration, value)
+                if self._waiting:  # the turn's other calls ran, and some wait
+                    return await self._wait_for_approval(message, response, iteration)
                 continue
             if not message.tool_calls:
                 self._checkpoint()
@@ -426,7 +428,8 @@ class ChatRun:
         """Take a valid answer, or tell the model what is wrong; ``_RETRY`` when it retries.
 
         The output tool call gets its tool message either way. With a valid answer the
-        other calls of the turn are answered as not run; with an invalid one they run.
+        other calls of the turn are answered as not run; with an invalid one the other
+        output calls are answered with what is wrong with each, and the rest run.
 
         Raises:
             OutputValidationError: The answer is invalid and no retry is left.
@@ -451,7 +454,12 @@ class ChatRun:
             await self._commit(UserMessage(content=verdict.message))
             return _RETRY
         await self._commit(_tool_text(call, verdict.message, error=True), iteration)
-        if others := tuple(c for c in message.tool_calls if c is not call):
+        answers = {id(call)}
+        for rejected in verdict.others:
+            assert rejected.call is not None  # an output tool call's verdict
+            answers.add(id(rejected.call))
+            await self._commit(_tool_text(rejected.call, rejected.message, error=True), iteration)
+        if others := tuple(c for c in message.tool_calls if id(c) not in answers):
             await self._run_tools(iteration, others)
         return _RETRY
 

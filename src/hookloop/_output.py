@@ -15,7 +15,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeAlias, TypeVar
 
@@ -24,7 +24,7 @@ import pydantic_core
 
 from ._errors import UsageError
 from ._messages import AssistantMessage, ToolCall
-from ._output_schema import WRAPPER_KEY, convert, needs_wrapper, strict_schema, wrap
+from ._output_schema import WRAPPER_KEY, convert, inline_root, needs_wrapper, strict_schema, wrap
 from .models._base import (
     Model,
     ModelSettings,
@@ -83,12 +83,15 @@ class Rejected:
         call: The output tool call it came in, which the message answers; ``None`` when
             the answer was text (the message is then a user message).
         message: What the model is told.
+        others: The turn's other output tool calls, each invalid too, with what each is
+            answered (they are answers, never run as tools).
     """
 
     raw: str
     error: Exception
     call: ToolCall | None
     message: str
+    others: tuple[Rejected, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,6 +161,18 @@ class OutputSpec(Generic[T]):
                 "(output_mode='native'); use output_mode='tool' or 'prompted'"
             )
 
+    def check_tools(self, tool_names: Iterable[str]) -> None:
+        """Refuse a tool of the user's with the output tool's name, before anything is sent.
+
+        Raises:
+            UsageError: In ``"tool"`` mode, a tool is named ``final_result``.
+        """
+        if self.tool is not None and OUTPUT_TOOL_NAME in tool_names:
+            raise UsageError(
+                f"a tool is named {OUTPUT_TOOL_NAME!r}, the name of the output tool: rename it, "
+                "or use output_mode='native' or 'prompted'"
+            )
+
     def extend(
         self, tools: tuple[ToolDefinition, ...], settings: ModelSettings, system: str | None
     ) -> tuple[tuple[ToolDefinition, ...], ModelSettings, str | None]:
@@ -184,11 +199,22 @@ class OutputSpec(Generic[T]):
         return result
 
     def judge(self, message: AssistantMessage) -> Accepted | Rejected | None:
-        """What the committed answer ``message`` means; ``None``: run its tool calls."""
+        """What the committed answer ``message`` means; ``None``: run its tool calls.
+
+        Of several output tool calls in one turn, the first valid one is the answer; when
+        none is, the first is rejected with the others in :attr:`Rejected.others`.
+        """
         if self.mode == "tool" and not self.plain_text:
-            call = next((c for c in message.tool_calls if c.name == OUTPUT_TOOL_NAME), None)
-            if call is not None:
-                return self._check(call.arguments, call)
+            calls = [c for c in message.tool_calls if c.name == OUTPUT_TOOL_NAME]
+            if calls:
+                verdicts = [self._check(call.arguments, call) for call in calls]
+                first, *others = verdicts
+                for verdict in verdicts:
+                    if isinstance(verdict, Accepted):
+                        return verdict
+                assert isinstance(first, Rejected)
+                rejected = tuple(v for v in others if isinstance(v, Rejected))
+                return dataclasses.replace(first, others=rejected) if rejected else first
             if message.tool_calls:
                 return None
             if self.accepts_text:
@@ -226,7 +252,7 @@ class OutputSpec(Generic[T]):
     def _check(self, raw: str, call: ToolCall | None) -> Accepted | Rejected:
         try:
             value = self._parse(raw)
-        except (pydantic.ValidationError, ValueError) as exc:
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
             return Rejected(raw=raw, error=exc, call=call, message=self._retry_text(exc, call))
         return Accepted(value, call)
 
@@ -258,7 +284,7 @@ class OutputSpec(Generic[T]):
         try:
             data = self._unwrap(pydantic_core.from_json(text, allow_partial=True))
             return True, self.adapter.validate_python(data, experimental_allow_partial=True)
-        except ValueError:  # pydantic's ValidationError is a ValueError too
+        except (ValueError, TypeError):  # pydantic's ValidationError is a ValueError too
             return False, None
 
     def _retry_text(self, error: Exception, call: ToolCall | None = None) -> str:
@@ -326,7 +352,7 @@ def output_spec(
         raise UsageError(f"output_retries must be an int >= 0, got {retries!r}")
     try:
         adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(typing.cast(Any, output_type))
-        schema = adapter.json_schema()
+        schema = inline_root(adapter.json_schema())
     except (pydantic.PydanticUserError, pydantic_core.SchemaError, TypeError) as exc:
         raise UsageError(f"output_type {output_type!r} cannot be used: {exc}") from exc
     plain = output_type is str

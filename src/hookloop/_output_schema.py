@@ -1,19 +1,22 @@
 """JSON schemas that OpenAI's strict mode accepts, and the values that go with them.
 
 Strict mode wants every object closed (``additionalProperties: false``) with every property
-required, and refuses an object whose keys are free (a ``dict[str, X]`` field). So
-:func:`strict_schema` closes the objects, makes each optional property nullable, and writes
-a free-keyed object as an array of ``{"key", "value"}`` objects; :func:`convert` walks the
-original schema beside a value to turn a value of one form into the other, so what the model
-sends is validated as the type the user asked for.
+required, refuses an object whose keys are free (a ``dict[str, X]`` field), and knows only
+some keywords. So :func:`strict_schema` closes the objects, makes each optional property
+nullable, writes a free-keyed object as an array of ``{"key", "value"}`` objects (a value of
+any type, as in ``dict[str, Any]``, as JSON text), and moves the keywords it does not know
+(``uniqueItems``, ``minLength``...) into the description; :func:`convert` walks the original
+schema beside a value to turn a value of one form into the other, so what the model sends
+is validated as the type the user asked for (with every keyword of its own schema).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-__all__ = ["WRAPPER_KEY", "convert", "needs_wrapper", "strict_schema"]
+__all__ = ["WRAPPER_KEY", "convert", "inline_root", "needs_wrapper", "strict_schema"]
 
 WRAPPER_KEY = "response"
 """The one property of the object that carries an answer which is not an object itself."""
@@ -23,6 +26,33 @@ Direction = Literal["to_strict", "from_strict"]
 
 # Not allowed in strict mode, or (titles) tokens that tell the model nothing.
 _DROPPED = frozenset({"default", "discriminator", "propertyNames", "patternProperties", "title"})
+# The keywords strict mode knows; any other goes into the description, so the model still
+# reads it, and validation (of the type's own schema) still checks it.
+_KNOWN = frozenset(
+    {
+        "$ref",
+        "additionalProperties",
+        "anyOf",
+        "const",
+        "description",
+        "enum",
+        "exclusiveMaximum",
+        "exclusiveMinimum",
+        "format",
+        "items",
+        "maxItems",
+        "maximum",
+        "minItems",
+        "minimum",
+        "multipleOf",
+        "pattern",
+        "prefixItems",
+        "properties",
+        "required",
+        "type",
+    }
+)
+_ANY_VALUE = {"type": "string", "description": "The value as JSON text."}
 
 
 def strict_schema(schema: Schema) -> dict[str, Any]:
@@ -31,6 +61,17 @@ def strict_schema(schema: Schema) -> dict[str, Any]:
     if "$defs" in schema:
         out["$defs"] = {name: _strict(sub) for name, sub in schema["$defs"].items()}
     return out
+
+
+def inline_root(schema: Schema) -> Schema:
+    """``schema`` with a root that is a bare ``$ref`` (a recursive type) replaced by its target.
+
+    The ``$defs`` stay for the inner references; a provider may want a ``type`` at the root.
+    """
+    if "$ref" not in schema:
+        return schema
+    target = _resolve(schema, schema)
+    return {**target, "$defs": schema.get("$defs", {})}
 
 
 def needs_wrapper(schema: Schema) -> bool:
@@ -70,22 +111,24 @@ def _strict(node: Any) -> Any:  # a schema node, or a keyword's value as it is
     if not isinstance(node, Mapping):
         return node
     if _is_free_object(node):
+        value = _ANY_VALUE if _any_value(node) else _strict(node["additionalProperties"])
         return {
             "type": "array",
             "items": {
                 "type": "object",
-                "properties": {
-                    "key": {"type": "string"},
-                    "value": _strict(node["additionalProperties"]),
-                },
+                "properties": {"key": {"type": "string"}, "value": value},
                 "required": ["key", "value"],
                 "additionalProperties": False,
             },
             **({"description": node["description"]} if "description" in node else {}),
         }
     out: dict[str, Any] = {}
+    unknown: list[str] = []
     for key, value in node.items():
         if key in _DROPPED or key == "$defs":
+            continue
+        if key not in _KNOWN and key not in ("oneOf", "allOf"):
+            unknown.append(f"{key}: {json.dumps(value)}")
             continue
         if key == "properties":
             required = set(node.get("required", ()))
@@ -103,6 +146,9 @@ def _strict(node: Any) -> Any:  # a schema node, or a keyword's value as it is
             out[key] = [_strict(sub) for sub in value]
         else:
             out[key] = value
+    if unknown:
+        note = "; ".join(unknown)
+        out["description"] = f"{out['description']} ({note})" if "description" in out else note
     if "$ref" in out and len(out) > 1:  # strict mode allows no keywords beside a $ref
         out = {"$ref": out["$ref"]}
     if out.get("type") == "object" or "properties" in out:
@@ -119,13 +165,19 @@ def _nullable(node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _is_free_object(node: Mapping[str, Any]) -> bool:
-    extra = node.get("additionalProperties")
-    return (
-        node.get("type") == "object"
-        and not node.get("properties")
-        and isinstance(extra, Mapping)
-        and bool(extra)
+    """An object whose keys are free: ``dict[str, X]``, or ``dict[str, Any]``."""
+    if node.get("type") != "object" or node.get("properties"):
+        return False
+    extra = node.get("additionalProperties", True)
+    return (isinstance(extra, Mapping) and bool(extra)) or (
+        "properties" not in node and (extra is True or extra == {})
     )
+
+
+def _any_value(node: Mapping[str, Any]) -> bool:
+    """A free object whose values may be anything: they travel as JSON text."""
+    extra = node.get("additionalProperties", True)
+    return not (isinstance(extra, Mapping) and extra)
 
 
 def _takes_null(node: Any, root: Schema) -> bool:
@@ -161,6 +213,12 @@ def _convert(root: Schema, node: Any, value: Any, direction: Direction) -> Any:
         branch = _branch(root, branches, value, direction)
         return value if branch is None else _convert(root, branch, value, direction)
     if _is_free_object(node):
+        if _any_value(node):
+            if direction == "to_strict" and isinstance(value, Mapping):
+                return [{"key": key, "value": json.dumps(item)} for key, item in value.items()]
+            if direction == "from_strict" and _is_pairs(value):
+                return {pair["key"]: _decoded(pair["value"]) for pair in value}
+            return value
         inner = node["additionalProperties"]
         if direction == "to_strict" and isinstance(value, Mapping):
             return [
@@ -247,6 +305,18 @@ def _fits(root: Schema, node: Mapping[str, Any], value: Any, direction: Directio
 
 
 def _is_pairs(value: Any) -> bool:
+    """Key/value pairs with string keys; anything else is left for validation to report."""
     return isinstance(value, list) and all(
-        isinstance(pair, Mapping) and set(pair) == {"key", "value"} for pair in value
+        isinstance(pair, Mapping) and set(pair) == {"key", "value"} and isinstance(pair["key"], str)
+        for pair in value
     )
+
+
+def _decoded(text: Any) -> Any:
+    """A value sent as JSON text; text that is no JSON stays as it is, for validation."""
+    if not isinstance(text, str):
+        return text
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

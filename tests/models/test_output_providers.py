@@ -345,3 +345,68 @@ async def test_the_local_model_uses_a_tool_then_answers_through_the_output_tool(
         ("tool", []),
     ]
     assert response.output == Total(total=391)
+
+
+class Node(pydantic.BaseModel):
+    v: int
+    kids: list[Node] = []
+
+
+class Event(pydantic.BaseModel):
+    title: str
+    details: dict[str, Any]
+
+
+async def test_anthropic_gets_an_object_at_the_root_of_a_recursive_output_type(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    tree = json.dumps({"v": 1, "kids": [{"v": 2, "kids": None}]})
+    server.add(answer("messages", calls=(("toolu_1", OUTPUT_TOOL_NAME, tree),)))
+    agent = Agent(make_model("messages"), output_type=Node)
+    assert (await agent.chat("A tree?")).output == Node(v=1, kids=[Node(v=2)])
+    (definition,) = server.received[0].body["tools"]
+    schema = definition["input_schema"]
+    assert schema["type"] == "object"
+    assert schema["properties"]["kids"]["anyOf"][0] == {
+        "type": "array",
+        "items": {"$ref": "#/$defs/Node"},
+    }
+    assert schema["$defs"]["Node"] == {
+        key: value for key, value in schema.items() if key != "$defs"
+    }
+
+
+async def test_openai_fills_a_dict_of_any_values_through_json_text(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    pairs = [{"key": "date", "value": '"2026-05-01"'}, {"key": "pad", "value": "39"}]
+    arguments = json.dumps({"title": "Launch", "details": pairs})
+    server.add(answer("chat.completions", calls=(("call_1", OUTPUT_TOOL_NAME, arguments),)))
+    agent = Agent(make_model("chat.completions"), output_type=Event)
+    response = await agent.chat("When is the launch?")
+    assert response.output == Event(title="Launch", details={"date": "2026-05-01", "pad": 39})
+    (definition,) = server.received[0].body["tools"]
+    details = definition["function"]["parameters"]["properties"]["details"]
+    assert details["items"]["properties"]["value"] == {
+        "type": "string",
+        "description": "The value as JSON text.",
+    }
+
+
+@module_loop
+async def test_the_local_model_fills_a_dict_of_any_values(local_model: LocalModel) -> None:
+    agent = Agent(local_model, output_type=Event, output_mode="native", output_retries=0)
+    response = await agent.chat(
+        "The launch is on 2026-05-01 at pad 39A. Give a title and the details (date, pad)."
+    )
+    # Each value arrives as text, decoded when it is JSON; the dict is no longer always empty.
+    raw = json.loads(response.text)["details"]
+    assert raw  # greedy decoding: the same pairs every run
+    assert response.output.details == {pair["key"]: _json_or_text(pair["value"]) for pair in raw}
+
+
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
