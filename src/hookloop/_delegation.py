@@ -15,6 +15,10 @@ What a delegation guarantees:
 - The sub-agent's background work (its async memory hooks) becomes the parent's too: the
   delegation does not wait for it, and the parent's ``aclose()`` (or leaving ``async with
   parent:``) does, so nobody has to close the sub-agent itself. Up the chain as well.
+- As a tool (``sub.as_tool()``), a sub-agent whose chat ends with calls waiting for a
+  person's approval gives the calling model an error result naming them
+  (``waiting for a person's approval: tool(arguments)``), never an empty success; the
+  calls wait in the sub-agent (``sub.pending_approvals()`` / ``sub.resume(...)``).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ._errors import UsageError
+from ._approval import PendingApproval
+from ._errors import RunError, UsageError
 from ._loop import ChatRun
 from ._messages import UserMessage
 from ._run_context import NO_DEPS
@@ -141,8 +146,12 @@ def as_tool(
         # output tool, and its text is then empty. Without one, the output is the text.
         slot = current_slot()
         if slot is None or slot.owner is sub:
-            return (await sub.chat(task)).output
-        return (await delegate(slot.owner, task, sub, metadata=metadata)).output
+            response = await sub.chat(task)
+        else:
+            response = await delegate(slot.owner, task, sub, metadata=metadata)
+        if response.pending_approvals:
+            raise WaitingForApprovalError(sub.name, response.pending_approvals)
+        return response.output
 
     run.__doc__ = f"""{summary}
 
@@ -150,6 +159,23 @@ def as_tool(
         task: The task, with all the context the {sub.name} agent needs.
     """
     return Tool.from_function(run, name=tool_name, description=summary)
+
+
+class WaitingForApprovalError(RunError):
+    """A sub-agent called as a tool ended its chat with calls waiting for approval.
+
+    The calling model sees it as the tool's error result; the calls wait in the sub-agent.
+
+    Attributes:
+        agent_name: The sub-agent.
+        pending: Its calls that wait.
+    """
+
+    def __init__(self, agent_name: str, pending: tuple[PendingApproval, ...]) -> None:
+        calls = ", ".join(f"{p.tool_name}({p.arguments})" for p in pending)
+        super().__init__(f"{agent_name} is waiting for a person's approval: {calls}")
+        self.agent_name = agent_name
+        self.pending = pending
 
 
 def _lock_for(state: _SubAgent) -> asyncio.Lock:
