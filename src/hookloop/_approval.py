@@ -218,7 +218,10 @@ def encode_decision(decision: ApprovalDecision, message_id: str) -> UserMessage:
 def decode_records(
     session_id: str, records: Sequence[tuple[int, Message]]
 ) -> list[PendingApproval]:
-    """The requests of the latest batch in a side session's records, in call order.
+    """The requests of the latest batch in a side session's records not decided yet.
+
+    A call with a decision record counts as decided even if its result never came (the
+    process died on the way): it is claimed, and never run a second time.
 
     Raises:
         CorruptSessionError: A record is not an approval record.
@@ -249,7 +252,8 @@ def decode_records(
         if requests and requests[-1].message_id != fields["message_id"]:
             requests = []  # a later batch: the earlier one was decided
         requests.append(PendingApproval(**fields))  # type: ignore[arg-type]
-    return requests
+    decided = decided_calls(session_id, records)
+    return [r for r in requests if (r.message_id, r.call_id) not in decided]
 
 
 def open_requests(
