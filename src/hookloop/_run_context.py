@@ -74,7 +74,8 @@ class RunContext(Generic[DepsT]):
             a sub-agent without its own, the delegating chat's. ``None`` for a bare
             ``RunContext`` or ``RunContext[None]`` in a chat without any.
         agent: The agent whose chat called the tool.
-        usage: Tokens used by the chat so far, sub-agents' included.
+        usage: Tokens used by the chat so far, sub-agents' included; in a chat resumed
+            after an approval (``agent.resume``), from the resume on.
         session_id: The agent's session.
         call_id: The id of this tool call.
         tool_name: The tool's name.
