@@ -523,6 +523,10 @@ class Agent(HookHost):
         Raises:
             UsageError: Tool calls of an earlier chat (of this process or another) wait.
         """
+        # While a chat runs, its calls are half-answered in the history; claiming the slot
+        # then raises ConcurrentChatError, which is the answer.
+        if self._slot.run is not None:
+            return
         if await self.pending_approvals():
             raise UsageError(
                 "tool calls of the last chat wait for approval: decide on them with "
