@@ -42,6 +42,8 @@ from hookloop import (
     PendingApproval,
     PreToolCallContext,
     ToolCall,
+    ToolCallFinished,
+    ToolCallStarted,
     ToolMessage,
     UnknownApprovalError,
     UsageError,
@@ -135,7 +137,8 @@ async def test_a_parallel_batch_ends_with_the_calls_that_need_approval() -> None
         (p, p.call_id, p.tool_name, "default") for p in response.pending_approvals
     ]
     assert await agent.pending_approvals() == response.pending_approvals
-    assert agent.pending_approvals_sync.__name__ == "pending_approvals_sync"
+    # The blocking form, from code without an event loop, reads the same calls.
+    assert await asyncio.to_thread(agent.pending_approvals_sync) == response.pending_approvals
 
 
 async def test_a_pre_tool_call_defer_makes_a_call_wait_with_its_reason() -> None:
@@ -173,10 +176,15 @@ async def test_a_predicate_that_raises_asks_for_approval() -> None:
 
 async def test_a_streamed_chat_ends_with_the_pending_calls() -> None:
     agent = Agent(ScriptedModel([batch()]), tools=[transfer, delete, balance])
-    async with agent.chat_stream("pay bob") as events:
-        last = [event async for event in events][-1]
+    async with agent.chat_stream("pay bob") as stream:
+        events = [event async for event in stream]
+    last = events[-1]
     assert isinstance(last, ChatDone)
     assert [p.call_id for p in last.response.pending_approvals] == ["c1", "c3", "c5"]
+    # Every call of the batch starts; the waiting ones never finish in this chat.
+    started = [e.call.id for e in events if isinstance(e, ToolCallStarted)]
+    finished = [e.call.id for e in events if isinstance(e, ToolCallFinished)]
+    assert (started, sorted(finished)) == (["c1", "c2", "c3", "c4", "c5"], ["c2", "c4"])
 
 
 # --- resuming --------------------------------------------------------------------------------
@@ -405,10 +413,14 @@ async def test_another_process_restores_the_session_and_resumes(backend: Backend
         ]
         side = await store.load(approval_session_id("approve-me"))
         records = [json.loads(m.content) for m in side if isinstance(m, UserMessage)]  # type: ignore[arg-type]
-        assert [(r["kind"], r["call_id"]) for r in records] == [
+        # Each request is recorded as soon as its call is found to wait (the calls of a
+        # batch run concurrently); the decisions follow in call order.
+        assert sorted((r["kind"], r["call_id"]) for r in records[:3]) == [
             ("request", "c1"),
             ("request", "c3"),
             ("request", "c5"),
+        ]
+        assert [(r["kind"], r["call_id"]) for r in records[3:]] == [
             ("decision", "c1"),
             ("decision", "c3"),
             ("decision", "c5"),

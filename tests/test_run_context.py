@@ -16,7 +16,7 @@ import dataclasses
 import re
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Optional
 
 import pytest
 from hypothesis import given, settings
@@ -98,6 +98,37 @@ def test_two_run_contexts_are_refused() -> None:
 
     with pytest.raises(ToolDefinitionError, match="'a' and 'b' both take a RunContext"):
         tool(twice)
+
+
+async def test_an_annotated_run_context_is_a_run_context() -> None:
+    def annotated(ctx: Annotated[RunContext[str], "the chat"], x: int) -> str:
+        """Annotated.
+
+        Args:
+            x: A number.
+        """
+        return f"{ctx.deps}:{x}"
+
+    made = tool(annotated)
+    assert (made.context_parameter, made.needs_deps) == ("ctx", True)
+    assert list(made.definition.parameters["properties"]) == ["x"]
+    agent = Agent(ScriptedModel([tool_call("annotated", {"x": 1}, id="c1"), "ok"]), tools=[made])
+    response = await agent.chat("go", deps="D")
+    assert [m.content for m in response.messages if isinstance(m, ToolMessage)] == ["D:1"]
+
+
+def test_a_run_context_in_a_union_is_refused() -> None:
+    def optional(ctx: Optional[RunContext[str]], x: int) -> str:  # noqa: UP045
+        """Optional."""
+        return ""
+
+    def union(ctx: RunContext[str] | int, x: int) -> str:
+        """Union."""
+        return ""
+
+    for function in (optional, union):
+        with pytest.raises(ToolDefinitionError, match="'ctx' is a union with a RunContext"):
+            tool(function)
 
 
 def test_a_plain_or_none_run_context_needs_no_deps() -> None:

@@ -35,7 +35,7 @@ from ._messages import (
     new_id,
 )
 from ._output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL_NAME, OutputMode, OutputSpec, output_spec
-from ._run_context import NO_DEPS
+from ._run_context import NO_DEPS, MissingDepsError
 from ._slot import ChatSlot
 from ._stream import StreamedChat, handoff
 from ._tools import Scope, ScopeRegistry, Tool, check_name
@@ -340,8 +340,8 @@ class Agent(HookHost):
                 :attr:`deps` when not given.
 
         Raises:
-            UsageError: Tool calls of the last chat still wait for approval (:meth:`resume`
-                first).
+            UsageError: Tool calls of the last chat (of this process, or with a session
+                recorder of any) still wait for approval (:meth:`resume` first).
             ConcurrentChatError: Another chat is running on this agent.
             MaxIterationsError: The model kept calling tools past ``max_iterations``.
             OutputValidationError: The answer stayed invalid as ``output_type``.
@@ -352,7 +352,9 @@ class Agent(HookHost):
             asyncio.CancelledError: The task running the chat was cancelled.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        return await self._slot.drive(self._start(_user_message(message), None, deps, output))
+        user = _user_message(message)
+        await self._refuse_while_pending()
+        return await self._slot.drive(self._start(user, None, deps, output))
 
     def chat_stream(
         self,
@@ -463,9 +465,10 @@ class Agent(HookHost):
         first if this agent has not yet), so a new process sees what an earlier one left
         pending; otherwise they are the ones the last chat of this agent left.
 
+        A call whose tool or arguments in the history changed since its approval was
+        asked for is listed with ``requested_digest`` set: only a denial is accepted for it.
+
         Raises:
-            ApprovalMismatchError: A pending call's arguments in the history differ from
-                those the approval was asked for.
             CorruptSessionError: An approval record of the session cannot be read.
         """
         return open_requests(await self._approval_requests(), self.history.messages)
@@ -502,14 +505,21 @@ class Agent(HookHost):
             UsageError: No call is pending, or a call has no decision or two; or an
                 output type, mode or retry count that cannot be used.
             UnknownApprovalError: A decision names a call that is not pending.
-            ApprovalMismatchError: A decision was made for other arguments than the call
-                has now. Nothing was run or recorded.
+            ApprovalMismatchError: An approval or edit was made for other arguments than
+                the call has now, or the call changed since its approval was asked for.
+                Nothing was run or recorded.
+            MissingDepsError: An approved or edited call's tool takes
+                ``RunContext[Deps]`` and no ``deps`` are given; nothing was run or
+                recorded, the calls still wait.
+            SessionConflictError: With a session recorder, another worker decided on
+                these calls first; nothing was run.
             ConcurrentChatError: A chat is running.
         """
         self._slot.refuse("resume")
         output = self._output_for(output_type, output_mode, output_retries, self._chat_output)
         pending = await self.pending_approvals()
         decided = checked_decisions(pending, decisions)
+        self._check_deps(decided, deps)
         message = self.history.get_message_by_id(pending[0].message_id)
         assert isinstance(message, AssistantMessage)  # open_requests found it there
         run = self._start(Resumption(message=message, decided=decided), None, deps, output)
@@ -545,6 +555,40 @@ class Agent(HookHost):
             UsageError: Called while an event loop is running in this thread.
         """
         return run_sync(self.pending_approvals(), "pending_approvals_sync")
+
+    async def _refuse_while_pending(self) -> None:
+        """Refuse a new chat while calls wait: the same source as :meth:`pending_approvals`.
+
+        Raises:
+            UsageError: Tool calls of an earlier chat (of this process or another) wait.
+        """
+        # While a chat runs, its calls are half-answered in the history; claiming the slot
+        # then raises ConcurrentChatError, which is the answer.
+        if self._slot.run is not None:
+            return
+        if await self.pending_approvals():
+            raise UsageError(
+                "tool calls of the last chat wait for approval: decide on them with "
+                "agent.resume(decisions) before the next chat"
+            )
+
+    def _check_deps(
+        self, decided: Iterable[tuple[PendingApproval, ApprovalDecision]], deps: object
+    ) -> None:
+        """Refuse to resume before anything is recorded if a call to run lacks its deps.
+
+        Raises:
+            MissingDepsError: An approved or edited call's tool needs dependencies and
+                neither ``deps`` nor the agent's are given.
+        """
+        if deps is not NO_DEPS or self.deps is not NO_DEPS:
+            return
+        for pending, decision in decided:
+            if decision.action == "deny":
+                continue
+            found = self.scopes.lookup(pending.tool_name)
+            if found is not None and found[0].needs_deps:
+                raise MissingDepsError(pending.tool_name)
 
     async def _approval_requests(self) -> tuple[PendingApproval, ...]:
         for plugin in self._plugins:
@@ -725,14 +769,25 @@ class Agent(HookHost):
                 on, so by default it is the session the agent was in.
             reset: Clear the conversation (the system prompt stays) before the event.
 
+        Tool calls waiting for approval stay with the session they were asked in: without
+        ``reset`` the switch is refused while some wait (decide on them with :meth:`resume`
+        first); with ``reset`` the conversation, and with it the calls, is left behind.
+
         Raises:
             ConcurrentChatError: A chat is running: a chat's messages stay in one session.
-            UsageError: ``new_session_id`` is not a non-empty str.
+            UsageError: ``new_session_id`` is not a non-empty str, or tool calls wait for
+                approval and ``reset`` is not given.
         """
         checked = _checked_session_id(new_session_id)
         if parent_session_id is not None:
             _checked_session_id(parent_session_id)
         self._slot.refuse("switch sessions")
+        if not reset and checked != self.session_id and await self.pending_approvals():
+            raise UsageError(
+                "tool calls wait for approval in this session: decide on them with "
+                "agent.resume(decisions) before switching, or switch with reset=True to "
+                "leave them behind"
+            )
         previous, self.session_id = self.session_id, checked
         if parent_session_id is None and not reset and previous != checked:
             parent_session_id = previous  # a continuation: it goes on from there
@@ -802,19 +857,11 @@ class Agent(HookHost):
 
         ``output`` is how the chat gets a typed answer; the agent's when not given.
 
+        The caller checks first that no tool call waits (``_refuse_while_pending``).
+
         Raises:
             ConcurrentChatError: A chat is running on this agent.
-            UsageError: A new chat while tool calls wait for approval.
         """
-        if (
-            self._approvals.requests
-            and isinstance(message, UserMessage)
-            and open_requests(self._approvals.requests, self.history.messages)
-        ):
-            raise UsageError(
-                "tool calls of the last chat wait for approval: decide on them with "
-                "agent.resume(decisions) before the next chat"
-            )
         output = self._output if output is Default.DEFAULT else output
         if output is not None:
             output.check_tools(self.scopes.tool_names)
@@ -888,6 +935,7 @@ class ChatStream:
 
     async def _produce(self) -> AsyncIterator[AgentEvent]:
         agent = self._agent
+        await agent._refuse_while_pending()
         run = agent._start(self._message, handoff, self._deps, self._output)
         chat = StreamedChat(run, agent._slot.drive(run))
         try:

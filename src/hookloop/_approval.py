@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ._errors import CorruptSessionError, UsageError
-from ._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from ._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
 
 __all__ = [
     "ApprovalDecision",
@@ -75,6 +75,9 @@ class PendingApproval:
         digest: A digest of the call id, tool and arguments (see :func:`arguments_digest`).
         reason: Why it needs approval: a :class:`Defer`'s reason, or empty.
         message_id: The assistant message that made the call.
+        requested_digest: ``None``, unless the call in the history is no longer the one
+            the approval was asked for (its tool or arguments were changed since): then
+            the digest it was asked for, and only :meth:`deny` is accepted for it.
     """
 
     call_id: str
@@ -83,6 +86,12 @@ class PendingApproval:
     digest: str
     reason: str = ""
     message_id: str = ""
+    requested_digest: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the call changed since its approval was asked for (only a denial goes)."""
+        return self.requested_digest is not None
 
     @property
     def parsed_arguments(self) -> Any:
@@ -209,7 +218,10 @@ def encode_decision(decision: ApprovalDecision, message_id: str) -> UserMessage:
 def decode_records(
     session_id: str, records: Sequence[tuple[int, Message]]
 ) -> list[PendingApproval]:
-    """The requests of the latest batch in a side session's records, in call order.
+    """The requests of the latest batch in a side session's records not decided yet.
+
+    A call with a decision record counts as decided even if its result never came (the
+    process died on the way): it is claimed, and never run a second time.
 
     Raises:
         CorruptSessionError: A record is not an approval record.
@@ -227,44 +239,89 @@ def decode_records(
             raise CorruptSessionError(
                 session_id=session_id, seq=seq, reason="an approval request with missing fields"
             )
+        if fields["digest"] != arguments_digest(
+            fields["call_id"],  # type: ignore[arg-type]
+            fields["tool_name"],  # type: ignore[arg-type]
+            fields["arguments"],  # type: ignore[arg-type]
+        ):
+            raise CorruptSessionError(
+                session_id=session_id,
+                seq=seq,
+                reason="an approval request whose digest does not match its call",
+            )
         if requests and requests[-1].message_id != fields["message_id"]:
             requests = []  # a later batch: the earlier one was decided
         requests.append(PendingApproval(**fields))  # type: ignore[arg-type]
-    return requests
+    decided = decided_calls(session_id, records)
+    return [r for r in requests if (r.message_id, r.call_id) not in decided]
 
 
 def open_requests(
     requests: Sequence[PendingApproval], history: Sequence[Message]
 ) -> tuple[PendingApproval, ...]:
-    """The requests still waiting: their call is in ``history`` and has no result there.
+    """The requests still waiting, as the calls are in ``history``, in call order.
 
-    Raises:
-        ApprovalMismatchError: The call in the history is not the one the request was for
-            (its tool or arguments were changed since).
+    A request waits while its call is in ``history`` and has no result there. What waits is
+    the history's call (the one that runs), not the request's copy of it; a call whose tool
+    or arguments changed since the request comes with ``requested_digest`` set.
     """
     if not requests:
         return ()
     message_id = requests[0].message_id
-    calls = None
+    calls: tuple[ToolCall, ...] | None = None
     answered: set[str] = set()
     for message in history:
         if isinstance(message, AssistantMessage) and message.id == message_id:
-            calls = {call.id: call for call in message.tool_calls}
+            calls = message.tool_calls
             answered = set()
         elif calls is not None and isinstance(message, ToolMessage):
             answered.add(message.tool_call_id)
     if calls is None:
         return ()
+    by_id = {request.call_id: request for request in requests}
     still: list[PendingApproval] = []
-    for request in requests:
-        call = calls.get(request.call_id)
-        if call is None or request.call_id in answered:
+    for call in calls:
+        request = by_id.get(call.id)
+        if request is None or call.id in answered:
             continue
-        actual = arguments_digest(call.id, call.name, call.arguments)
-        if actual != request.digest:
-            raise ApprovalMismatchError(request.call_id, expected=request.digest, actual=actual)
-        still.append(request)
+        digest = arguments_digest(call.id, call.name, call.arguments)
+        still.append(
+            PendingApproval(
+                call_id=call.id,
+                tool_name=call.name,
+                arguments=call.arguments,
+                digest=digest,
+                reason=request.reason,
+                message_id=message_id,
+                requested_digest=None if digest == request.digest else request.digest,
+            )
+        )
     return tuple(still)
+
+
+def has_unanswered_call(history: Sequence[Message]) -> bool:
+    """Whether some tool call in ``history`` has no result (so a call may still wait)."""
+    calls: set[str] = set()
+    for message in history:
+        if isinstance(message, AssistantMessage):
+            calls.update(call.id for call in message.tool_calls)
+        elif isinstance(message, ToolMessage):
+            calls.discard(message.tool_call_id)
+    return bool(calls)
+
+
+def decided_calls(session_id: str, records: Sequence[tuple[int, Message]]) -> set[tuple[str, str]]:
+    """The (message id, call id) of every decision record in a side session's records.
+
+    Raises:
+        CorruptSessionError: A record is not an approval record.
+    """
+    decided: set[tuple[str, str]] = set()
+    for seq, message in records:
+        data = _record(session_id, seq, message)
+        if data["kind"] == "decision":
+            decided.add((str(data.get("message_id")), str(data.get("call_id"))))
+    return decided
 
 
 def _record(session_id: str, seq: int, message: Message) -> dict[str, Any]:
@@ -309,7 +366,9 @@ def checked_decisions(
         UsageError: Nothing is pending, a decision is not an :class:`ApprovalDecision`, a
             call is decided twice or not at all.
         UnknownApprovalError: A decision names a call that is not pending.
-        ApprovalMismatchError: A decision was made for other arguments than the call's.
+        ApprovalMismatchError: An approval or edit was made for other arguments than the
+            call's, or the call changed since its approval was asked for (a denial is
+            always accepted).
     """
     if not pending:
         raise UsageError("nothing to resume: no tool call is waiting for approval")
@@ -326,8 +385,12 @@ def checked_decisions(
             raise UnknownApprovalError(decision.call_id, list(by_id))
         if decision.call_id in chosen:
             raise UsageError(f"call {decision.call_id!r} is decided twice")
-        if decision.digest != p.digest:
-            raise ApprovalMismatchError(p.call_id, expected=decision.digest, actual=p.digest)
+        # A denial runs nothing, so it stands whatever the call became since.
+        if decision.action != "deny":
+            if decision.digest != p.digest:
+                raise ApprovalMismatchError(p.call_id, expected=decision.digest, actual=p.digest)
+            if p.requested_digest is not None:
+                raise ApprovalMismatchError(p.call_id, expected=p.requested_digest, actual=p.digest)
         chosen[decision.call_id] = decision
     missing = [c for c in by_id if c not in chosen]
     if missing:

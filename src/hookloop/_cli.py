@@ -34,7 +34,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO, cast
 
@@ -249,10 +249,19 @@ async def _chat(args: argparse.Namespace) -> int:
     reading: asyncio.Future[str] | None = None
 
     def interrupt() -> None:
-        if reading is not None and not reading.done():  # at the prompt: leave
+        if reading is not None and not reading.done():  # at a prompt: leave
             reading.set_exception(EOFError())
         else:  # during an answer: stop it
             agent.cancel("Ctrl-C")
+
+    async def read(prompt: str) -> str:
+        """Every prompt of the chat (``you>``, the approval questions): Ctrl-C leaves."""
+        nonlocal reading
+        reading = _read_line(prompt)
+        try:
+            return await reading
+        finally:
+            reading = None
 
     with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
         loop.add_signal_handler(signal.SIGINT, interrupt)
@@ -261,13 +270,10 @@ async def _chat(args: argparse.Namespace) -> int:
         recording.enter_context(_recording(args, agent))
         while True:
             try:
-                reading = _read_line("you> ")
-                line = (await reading).strip()
+                line = (await read("you> ")).strip()
             except EOFError:
                 print(file=sys.stderr)
                 return EXIT_OK
-            finally:
-                reading = None
             if line in ("/exit", "/quit"):
                 return EXIT_OK
             if line == "/reset":
@@ -276,8 +282,8 @@ async def _chat(args: argparse.Namespace) -> int:
                 continue
             if line:
                 try:
-                    await _answer(agent, line, screen, args)
-                except EOFError:  # Ctrl-D while a tool call waited for a decision: leave
+                    await _answer(agent, line, screen, args, read)
+                except EOFError:  # Ctrl-D or Ctrl-C while a call waited for a decision: leave
                     print(file=sys.stderr)
                     return EXIT_OK
     finally:
@@ -346,7 +352,13 @@ class _Screen:
         print(line, file=self.err, flush=True)
 
 
-async def _answer(agent: Agent, line: str, screen: _Screen, args: argparse.Namespace) -> None:
+async def _answer(
+    agent: Agent,
+    line: str,
+    screen: _Screen,
+    args: argparse.Namespace,
+    read: Callable[[str], Awaitable[str]],
+) -> None:
     try:
         async with agent.chat_stream(line) as stream:
             async for event in stream:
@@ -361,7 +373,7 @@ async def _answer(agent: Agent, line: str, screen: _Screen, args: argparse.Names
         response = stream.response
         while response is not None and response.pending_approvals:
             screen.end()
-            decisions = [await _decide(p, screen) for p in response.pending_approvals]
+            decisions = [await _decide(p, screen, read) for p in response.pending_approvals]
             response = await agent.resume(decisions)
             for message in response.messages:
                 if isinstance(message, ToolMessage):
@@ -376,19 +388,21 @@ async def _answer(agent: Agent, line: str, screen: _Screen, args: argparse.Names
     screen.end()
 
 
-async def _decide(pending: PendingApproval, screen: _Screen) -> ApprovalDecision:
+async def _decide(
+    pending: PendingApproval, screen: _Screen, read: Callable[[str], Awaitable[str]]
+) -> ApprovalDecision:
     """Ask at the terminal about one call that waits for approval: y, n (why) or e (JSON)."""
     why = f" ({pending.reason})" if pending.reason else ""
     screen.note(f"  {pending.tool_name}({pending.arguments}) needs approval{why}")
     while True:
-        choice = (await _read_line("  run it? [y]es, [n]o, [e]dit: ")).strip().lower()
+        choice = (await read("  run it? [y]es, [n]o, [e]dit: ")).strip().lower()
         if choice in ("y", "yes"):
             return pending.approve()
         if choice in ("n", "no"):
-            reason = (await _read_line("  why not? ")).strip()
+            reason = (await read("  why not? ")).strip()
             return pending.deny(reason or "the user said no")
         if choice in ("e", "edit"):
-            text = (await _read_line("  arguments as JSON: ")).strip()
+            text = (await read("  arguments as JSON: ")).strip()
             try:
                 return pending.edit(text)
             except UsageError as exc:

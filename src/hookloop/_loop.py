@@ -365,7 +365,7 @@ class ChatRun:
             if not message.tool_calls:
                 self._checkpoint()
                 return self._response(message, response, iteration, message.content)
-            await self._run_tools(iteration, message.tool_calls)
+            await self._run_tools(iteration, message.id, message.tool_calls)
             if self._waiting:
                 return await self._wait_for_approval(message, response, iteration)
         raise MaxIterationsError(setup.max_iterations)
@@ -391,15 +391,14 @@ class ChatRun:
     async def _wait_for_approval(
         self, message: AssistantMessage, response: ProviderResponse, iteration: int
     ) -> AgentResponse[Any]:
-        """End the chat with the calls that wait for approval; the others have run."""
+        """End the chat with the calls that wait for approval; the others have run.
+
+        ``on_approval_request`` fired for each as soon as it was found to wait.
+        """
         waiting, self._waiting = self._waiting, []
-        pending = tuple(dataclasses.replace(w.pending, message_id=message.id) for w in waiting)
+        order = {call.id: i for i, call in enumerate(message.tool_calls)}
+        pending = tuple(w.pending for w in sorted(waiting, key=lambda w: order[w.call.id]))
         self._setup.approvals.requests = pending
-        if hs := self._handlers.get(ON_APPROVAL_REQUEST):
-            for w, p in zip(waiting, pending, strict=True):
-                await notify(
-                    hs, ApprovalRequestContext(pending=p, call=w.call, tool=w.tool, scope=w.scope)
-                )
         self._checkpoint()
         for p in pending:  # answered by resume(), not by this chat's closing
             self._unanswered.pop(p.call_id, None)
@@ -414,7 +413,7 @@ class ChatRun:
         batch = tuple(calls[p.call_id] for p, _ in resumption.decided)
         self._unanswered = {call.id: call for call in batch}
         decisions = {d.call_id: d for _, d in resumption.decided}
-        await self._run_tools(0, batch, decisions)
+        await self._run_tools(0, resumption.message.id, batch, decisions)
 
     # -- typed output --------------------------------------------------------------------
 
@@ -460,7 +459,7 @@ class ChatRun:
             answers.add(id(rejected.call))
             await self._commit(_tool_text(rejected.call, rejected.message, error=True), iteration)
         if others := tuple(c for c in message.tool_calls if id(c) not in answers):
-            await self._run_tools(iteration, others)
+            await self._run_tools(iteration, message.id, others)
         return _RETRY
 
     async def _on_invalid_output(
@@ -754,13 +753,15 @@ class ChatRun:
     async def _run_tools(
         self,
         iteration: int,
+        message_id: str,
         calls: tuple[ToolCall, ...],
         decisions: dict[str, ApprovalDecision] | None = None,
     ) -> None:
         """Run the calls concurrently; commit their results in call order.
 
         A call that waits for approval is kept in ``_waiting`` instead; ``decisions`` are
-        the decisions of a resumed chat, by call id.
+        the decisions of a resumed chat, by call id. ``message_id`` is the assistant
+        message that made the calls.
         """
         emit = self.emit
         if emit is not None:
@@ -769,13 +770,13 @@ class ChatRun:
         self._finished_results = {}  # per batch: a provider may reuse call ids across turns
         if len(calls) == 1:
             self._checkpoint()
-            outcome = await self._execute(calls[0], decisions)
+            outcome = await self._outcome(message_id, calls[0], decisions)
             if isinstance(outcome, _Waiting):
                 self._waiting.append(outcome)
             else:
                 await self._commit(outcome, iteration)
             return
-        tasks = [asyncio.ensure_future(self._keep(call, decisions)) for call in calls]
+        tasks = [asyncio.ensure_future(self._keep(message_id, call, decisions)) for call in calls]
         try:
             for task in tasks:
                 outcome = await task
@@ -794,11 +795,34 @@ class ChatRun:
                     task.exception()
 
     async def _keep(
-        self, call: ToolCall, decisions: dict[str, ApprovalDecision] | None
+        self, message_id: str, call: ToolCall, decisions: dict[str, ApprovalDecision] | None
     ) -> ToolMessage | _Waiting:
-        outcome = await self._execute(call, decisions)
+        outcome = await self._outcome(message_id, call, decisions)
         if isinstance(outcome, ToolMessage):
             self._finished_results[call.id] = outcome
+        return outcome
+
+    async def _outcome(
+        self, message_id: str, call: ToolCall, decisions: dict[str, ApprovalDecision] | None
+    ) -> ToolMessage | _Waiting:
+        """Run one call; a call found to wait fires ``on_approval_request`` at once.
+
+        At once, not when the batch is done: a session recorder then keeps the request
+        even if the process dies while another call of the batch runs.
+        """
+        outcome = await self._execute(call, decisions)
+        if isinstance(outcome, _Waiting):
+            outcome = dataclasses.replace(
+                outcome, pending=dataclasses.replace(outcome.pending, message_id=message_id)
+            )
+            if hs := self._handlers.get(ON_APPROVAL_REQUEST):
+                w = outcome
+                await notify(
+                    hs,
+                    ApprovalRequestContext(
+                        pending=w.pending, call=w.call, tool=w.tool, scope=w.scope
+                    ),
+                )
         return outcome
 
     async def _execute(

@@ -8,8 +8,18 @@ checker checks what the tool does with ``ctx.deps`` against ``Deps``.
 from __future__ import annotations
 
 import enum
+import types
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, Literal, TypeVar, get_args, get_origin
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Generic,
+    Literal,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+)
 
 from ._errors import UsageError
 
@@ -64,7 +74,8 @@ class RunContext(Generic[DepsT]):
             a sub-agent without its own, the delegating chat's. ``None`` for a bare
             ``RunContext`` or ``RunContext[None]`` in a chat without any.
         agent: The agent whose chat called the tool.
-        usage: Tokens used by the chat so far, sub-agents' included.
+        usage: Tokens used by the chat so far, sub-agents' included; in a chat resumed
+            after an approval (``agent.resume``), from the resume on.
         session_id: The agent's session.
         call_id: The id of this tool call.
         tool_name: The tool's name.
@@ -81,14 +92,22 @@ class RunContext(Generic[DepsT]):
     attempt: int = 1
 
 
-def context_kind(hint: object) -> Literal["none", "plain", "deps"]:
+def context_kind(hint: object) -> Literal["none", "plain", "deps", "union"]:
     """Whether a parameter's annotation is a :class:`RunContext`, and one naming dependencies.
 
     ``"none"``: not a run context; ``"plain"``: a bare ``RunContext`` or ``RunContext[None]``;
-    ``"deps"``: ``RunContext[Deps]`` for any other ``Deps``.
+    ``"deps"``: ``RunContext[Deps]`` for any other ``Deps``; ``"union"``: a union with a run
+    context in it (``Optional[RunContext[Deps]]``), which the loop cannot tell how to fill.
+    ``Annotated[...]`` is looked through.
     """
+    while get_origin(hint) is Annotated:
+        hint = get_args(hint)[0]
     if hint is RunContext:
         return "plain"
-    if get_origin(hint) is not RunContext:
+    origin = get_origin(hint)
+    if origin is Union or origin is types.UnionType:
+        inner = (context_kind(arg) for arg in get_args(hint))
+        return "union" if any(kind != "none" for kind in inner) else "none"
+    if origin is not RunContext:
         return "none"
     return "plain" if get_args(hint) == (type(None),) else "deps"

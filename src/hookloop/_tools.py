@@ -295,6 +295,11 @@ def _arguments_model(
                 f"tool {tool_name!r}: parameter {param.name!r} needs a type annotation"
             )
         kind = context_kind(hints[param.name])
+        if kind == "union":
+            raise ToolDefinitionError(
+                f"tool {tool_name!r}: parameter {param.name!r} is a union with a RunContext "
+                "in it; annotate it as RunContext[Deps] alone (the loop always passes one)"
+            )
         if kind != "none":
             if context is not None:
                 raise ToolDefinitionError(

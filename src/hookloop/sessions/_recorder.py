@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 from .._approval import (
     PendingApproval,
     approval_session_id,
+    decided_calls,
     decode_records,
     encode_decision,
     encode_request,
+    has_unanswered_call,
 )
 from .._errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
 from .._messages import Message
@@ -62,8 +64,10 @@ class SessionRecorder:
     - **Approvals.** A tool call that waits for approval and the decision taken on it are
       appended (at ``on_approval_request`` / ``on_approval_decision``) to a side session of
       the same store, ``"<session id>:approvals"``, one record per message; so another
-      process restores the session and resumes (see ``docs/approval.md``). The side session
-      is not forked, deleted or exported with the session.
+      process restores the session and resumes (see ``docs/approval.md``). Each decision
+      is appended only if no other writer decided on the call first, before the call runs;
+      otherwise the resume raises :class:`~hookloop.SessionConflictError` and runs
+      nothing. The side session is not forked, deleted or exported with the session.
 
     One recorder serves one agent.
 
@@ -142,7 +146,9 @@ class SessionRecorder:
         """The calls of the session's latest batch that waited for approval, in call order.
 
         Restores the session first if the recorder has not yet. Whether each still waits
-        is for the agent to tell from the history (``agent.pending_approvals()``).
+        is for the agent to tell from the history (``agent.pending_approvals()``); when
+        every call in the history has its result, none can, and the side session is not
+        read.
 
         Raises:
             UsageError: The recorder is not used by an agent.
@@ -151,6 +157,8 @@ class SessionRecorder:
         agent = self._require_agent()
         if not self._restored:
             await self._restore(agent)
+        if not has_unanswered_call(agent.history.messages):
+            return ()
         side = approval_session_id(self._require_session())
         records = await self.store.records(side)
         return tuple(decode_records(side, [(r.seq, r.message) for r in records]))
@@ -193,8 +201,24 @@ class SessionRecorder:
         await self.store.append(side, encode_request(ctx.pending))
 
     async def _on_approval_decision(self, ctx: ApprovalDecisionContext) -> None:
+        # The claim on the call: it fires before any decided call runs, and the append
+        # only goes through if no other worker wrote to the side session since it was
+        # read here, and no decision on the call is there; so of two workers resuming the
+        # same calls, one runs them and the other gets SessionConflictError first.
         side = approval_session_id(self._require_session())
-        await self.store.append(side, encode_decision(ctx.decision, ctx.pending.message_id))
+        records = [(r.seq, r.message) for r in await self.store.records(side)]
+        message_id, call_id = ctx.pending.message_id, ctx.decision.call_id
+        if (message_id, call_id) in decided_calls(side, records):
+            raise SessionConflictError(
+                f"call {call_id!r} was decided already (by another worker?); nothing was "
+                "run: restore the session to see where it stands",
+                session_id=side,
+            )
+        await self.store.append(
+            side,
+            encode_decision(ctx.decision, message_id),
+            expected_seq=records[-1][0] if records else 0,
+        )
 
     async def _on_session_switch(self, ctx: SessionSwitchContext) -> None:
         self._session_id = ctx.new_session_id
