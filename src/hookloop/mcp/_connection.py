@@ -66,7 +66,7 @@ class Connection:
         try:
             self._client = await ready
         except BaseException:
-            await self.close()
+            await self._abandon()
             raise
         self.alive = True
 
@@ -83,6 +83,17 @@ class Connection:
             owner.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await owner
+
+    async def _abandon(self) -> None:
+        """Stop connecting now: the client never became ready, so no session needs leaving."""
+        self.alive = False
+        self._stop.set()
+        owner = self._owner
+        if owner is None:
+            return
+        owner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await owner
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
         sdk = import_extra("mcp", extra="mcp", by="MCPToolset")

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from .._errors import UsageError
 from .._extras import import_extra
@@ -30,12 +30,21 @@ class Target:
         label: The server for messages: its URL, command line, or name.
         name: A default toolset name: letters, digits, ``_`` and ``-`` only.
         kind: ``"http"``, ``"stdio"`` or ``"in-process"``.
+        secrets: Texts that must not reach messages or logs: a URL's password and the
+            values of its query (where API keys often are).
     """
 
     server: object
     label: str
     name: str
     kind: str
+    secrets: tuple[str, ...] = ()
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret of the server replaced by ``***``."""
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
 
 def target_of(server: object) -> Target:
@@ -71,10 +80,16 @@ def _url(url: str) -> Target:
     parts = urlsplit(url)
     if not parts.hostname:
         raise UsageError(f"the MCP server URL {url!r} has no host")
-    # Credentials in the URL must not reach messages or logs.
+    # Credentials in the URL (a password, a key in the query) must not reach messages or
+    # logs: the label keeps the query's names only.
     netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-    label = parts._replace(netloc=netloc).geturl()
-    return Target(server=url, label=label, name=_safe(parts.hostname), kind="http")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    masked = urlencode([(key, "***") for key, _ in query], safe="*")
+    label = parts._replace(netloc=netloc, query=masked, fragment="").geturl()
+    raw = [parts.password or "", parts.query, *(v for _, v in query)]
+    raw += [unquote(text) for text in raw]
+    secrets = tuple(sorted({text for text in raw if len(text) >= 4}))
+    return Target(server=url, label=label, name=_safe(parts.hostname), kind="http", secrets=secrets)
 
 
 def _split(command: str) -> list[str]:
