@@ -83,6 +83,8 @@ class MCPToolset:
         deny: Never these tools (names or patterns), even if allowed.
         timeout: Seconds one call (or one listing) may take; ``None`` for no limit.
         connect_timeout: Seconds connecting may take (a stdio server starting up).
+        headers: HTTP headers sent with every request to a URL server, such as
+            ``{"Authorization": "Bearer ..."}``; their values never appear in messages.
 
     Raises:
         MissingExtraError: The ``mcp`` extra is not installed.
@@ -99,8 +101,9 @@ class MCPToolset:
         deny: Iterable[str] = (),
         timeout: float | None = 60.0,
         connect_timeout: float | None = 60.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._target: Target = target_of(server)
+        self._target: Target = target_of(server, headers)
         self._name = check_name("scope", self._target.name if name is None else name)
         if prefix is Default.DEFAULT:
             prefix = f"{self._name}_"
@@ -209,7 +212,8 @@ class MCPToolset:
             connection, lambda: connection.client.call_tool(name, dict(arguments)), tool=name
         )
         if result.is_error:
-            raise MCPToolError(failure_text(result), server=self._target.label, tool_name=name)
+            text = self._target.redact(failure_text(result))  # a server may echo a secret
+            raise MCPToolError(text, server=self._target.label, tool_name=name)
         return result_value(result, wrapped=name in self._wrapped)
 
     async def aclose(self) -> None:
