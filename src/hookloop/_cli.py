@@ -7,7 +7,8 @@ and keeps the conversation; Ctrl-C at the prompt, Ctrl-D or ``/exit`` leaves. ``
 picks the model (see :func:`hookloop.models.model_from_spec`; ``local`` is the default),
 ``--trace`` writes every hook event of each step to stderr as a timeline. The model gets the
 built-in calculator unless ``--tool``, ``--mcp`` or ``--no-tools`` says otherwise; ``--mcp``
-adds the tools of an MCP server (a command line run over stdio, or a streamable-HTTP URL).
+adds the tools of an MCP server (a command line run over stdio, or a streamable-HTTP URL;
+``--mcp NAME=SERVER`` names it).
 When the model calls a tool that needs approval, ``chat`` asks about each such call: ``y``
 runs it, ``n`` denies it with a reason, ``e`` runs it with arguments typed as JSON.
 
@@ -31,6 +32,7 @@ import contextlib
 import importlib
 import itertools
 import os
+import re
 import signal
 import sys
 import threading
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_NAMED = re.compile(r"[A-Za-z0-9_-]{1,64}")  # --mcp NAME=SERVER
 
 _SPINNER = "|/-\\"
 _CHOICES = ("auto", "required", "none")
@@ -142,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SERVER",
         help='offer the tools of an MCP server: a command line such as "python server.py" '
         "(run over stdio) or a streamable-HTTP URL; repeatable; its tools are named "
-        "NAME_TOOL, NAME being the script's name or the URL's host",
+        "NAME_TOOL, NAME being the script's name or the URL's host, or the NAME given "
+        'as NAME=SERVER ("files=python server.py")',
     )
     common.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     common.add_argument(
@@ -585,7 +589,14 @@ def _toolsets(servers: Sequence[str]) -> list[MCPToolset]:
     from .mcp import MCPToolset
 
     made: list[MCPToolset] = []
-    for server in servers:
+    for given in servers:
+        name, _, server = given.partition("=")
+        if server and _NAMED.fullmatch(name) and not given.startswith(("http:", "https:")):
+            if name in {t.name for t in made}:
+                raise _Usage(f"--mcp: two servers are named {name!r}")
+            made.append(MCPToolset(server, name=name))
+            continue
+        server = given
         toolset = MCPToolset(server)
         taken = {t.name for t in made}
         if toolset.name in taken:  # two servers named alike: the second is name_2, ...
