@@ -4,6 +4,7 @@ disabled and RunContext tools served, tool names, secrets in URLs, signals, SDK 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,14 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 from mcp import Client
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 
 from hookloop import (
     Agent,
     Defer,
     MCPConnectionError,
     MCPTimeoutError,
+    MCPToolError,
     PreRequestContext,
     PreToolCallContext,
     RunContext,
@@ -30,8 +34,10 @@ from hookloop import (
     UsageError,
     tool,
 )
+from hookloop._cli import _toolsets
 from hookloop.mcp import MCPToolset, mcp_server
 from hookloop.mcp import _connection as connection_module
+from hookloop.mcp._serve import tcp_listener
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests.mcp.mcp_demo_server import build
@@ -301,6 +307,53 @@ async def test_a_urls_secrets_stay_out_of_connection_errors() -> None:
     assert f"http://127.0.0.1:{port}/mcp?token=***" in str(caught.value)
 
 
+# -- headers for HTTP servers -----------------------------------------------------------------
+
+
+async def test_headers_reach_an_http_server_and_their_values_stay_out_of_messages() -> None:
+    guarded = MCPServer("guarded")
+
+    @guarded.tool(structured_output=False)
+    def secret(ctx: Context) -> str:
+        """Only for those who show the token."""
+        given = (ctx.headers or {}).get("authorization")
+        if given != "Bearer tok-4242":
+            raise ToolError(f"refused {given}")
+        return "the secret"
+
+    listener = tcp_listener(0)
+    web = uvicorn.Server(uvicorn.Config(guarded.streamable_http_app(), log_level="warning"))
+    web.capture_signals = contextlib.nullcontext  # type: ignore[method-assign]
+    serving = asyncio.create_task(web.serve(sockets=[listener]))
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
+    try:
+        with_token = MCPToolset(url, headers={"Authorization": "Bearer tok-4242"})
+        bare = MCPToolset(url)
+        try:
+            assert await with_token.call_tool("secret", {}) == "the secret"
+            with pytest.raises(MCPToolError, match="refused None"):
+                await bare.call_tool("secret", {})
+            wrong = MCPToolset(url, headers={"Authorization": "Bearer wrong-1"})
+            with pytest.raises(MCPToolError) as caught:
+                await wrong.call_tool("secret", {})
+            await wrong.aclose()
+            assert str(caught.value) == "Error executing tool secret: refused ***"
+        finally:
+            await with_token.aclose()
+            await bare.aclose()
+    finally:
+        web.should_exit = True
+        await serving
+        listener.close()
+
+
+def test_headers_for_a_server_that_is_not_a_url_are_a_usage_error() -> None:
+    with pytest.raises(UsageError, match="headers are sent to an MCP server at a URL"):
+        MCPToolset(build(), headers={"Authorization": "x"})
+    with pytest.raises(UsageError, match="headers must map str names to str values"):
+        MCPToolset("http://127.0.0.1:9/mcp", headers={"X-N": 1})  # type: ignore[dict-item]
+
+
 # -- SDK results ---------------------------------------------------------------------------
 
 
@@ -359,3 +412,45 @@ def test_the_http_server_command_stops_on_a_signal_with_its_exit_code(
             server.wait()
         assert server.stderr is not None
         server.stderr.close()
+
+
+# -- names of servers ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "name"),
+    [
+        ("uv run x.py", "x"),
+        ("uv run --with httpx server.py", "server"),
+        ("python server.py --port 3", "server"),
+        ("npx -y @org/files-mcp", "files-mcp"),
+        ("docker run -i --rm mcp/fetch", "fetch"),
+        ("pnpm dlx @a/b-mcp", "b-mcp"),
+        ("deno run --allow-net srv.ts", "srv"),
+    ],
+)
+def test_a_launchers_subcommand_does_not_name_the_server(command: str, name: str) -> None:
+    assert MCPToolset(command).name == name
+
+
+def test_command_line_servers_are_named_as_given_or_by_their_script() -> None:
+    made = _toolsets(
+        [
+            "files=python server.py --opt=1",
+            "uv run x.py",
+            "python server.py",
+            "http://h:1/mcp?a=b=c",
+            "python s.py --k=v",
+            "files_2=uv run y.py",
+        ]
+    )
+    assert [(t.name, t.server) for t in made] == [
+        ("files", "python server.py --opt=1"),
+        ("x", "uv run x.py"),
+        ("server", "python server.py"),
+        ("h", "http://h:1/mcp?a=***"),
+        ("s", "python s.py --k=v"),
+        ("files_2", "uv run y.py"),
+    ]
+    with pytest.raises(UsageError, match="--mcp: two servers are named 'files'"):
+        _toolsets(["files=python a.py", "files=python b.py"])
