@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
@@ -38,6 +39,7 @@ from hookloop._cli import _toolsets
 from hookloop.mcp import MCPToolset, mcp_server
 from hookloop.mcp import _connection as connection_module
 from hookloop.mcp._serve import tcp_listener
+from hookloop.models import ProviderRequest
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests.mcp.mcp_demo_server import build
@@ -454,3 +456,30 @@ def test_command_line_servers_are_named_as_given_or_by_their_script() -> None:
     ]
     with pytest.raises(UsageError, match="--mcp: two servers are named 'files'"):
         _toolsets(["files=python a.py", "files=python b.py"])
+
+
+@pytest.mark.parametrize("offered", [True, False])
+async def test_a_late_list_change_refreshes_only_the_tools_the_request_offers(
+    offered: bool,
+) -> None:
+    server = build()
+    toolset = MCPToolset(server, name="demo")
+    model = ScriptedModel([tool_call("demo_pid"), "done"])
+    agent = Agent(model, tools=[tool(lambda: "x", name="local")], plugins=[toolset])
+
+    def late_change(ctx: PreRequestContext) -> ProviderRequest | None:
+        if ctx.iteration != 1:
+            return None
+        server.add_tool(lambda: "new", name="extra", description="d", structured_output=False)
+        toolset._changed()  # announced after the request was built
+        if offered:
+            return None
+        local = tuple(d for d in ctx.request.tools if not d.name.startswith("demo_"))
+        return dataclasses.replace(ctx.request, tools=local)  # this hook offers none of them
+
+    agent.add_hook("pre_request", late_change)
+    async with agent:
+        await agent.chat("Pid?")
+    first, second = ([d.name for d in r.tools] for r in model.requests)
+    assert second == ([*first, "demo_extra"] if offered else ["local"])
+    assert "demo_pid" in first

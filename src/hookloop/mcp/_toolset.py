@@ -157,10 +157,10 @@ class MCPToolset:
             f"MCP toolset {self._name!r}", self._agent, agent, "it keeps that agent's scope"
         )
         # Before the user's own handlers, so they see the server's tools in the scope.
-        agent.add_hook("on_chat_start", self._on_chat_start, order=Phase.USER - 1)
+        agent.add_hook("on_chat_start", self._ensure_scope, order=Phase.USER - 1)
         # A resumed chat (maybe in a new process) has no chat start: its decided calls run
         # right after the decisions, and need the scope.
-        agent.add_hook("on_approval_decision", self._on_chat_start, order=Phase.USER - 1)
+        agent.add_hook("on_approval_decision", self._ensure_scope, order=Phase.USER - 1)
         agent.add_hook("on_message", self._on_message)
         # After the user's handlers (a change may arrive while they run), before the
         # observers and the window, which should see the tools the model gets.
@@ -222,7 +222,7 @@ class MCPToolset:
 
     # -- keeping the agent's scope in step --------------------------------------------
 
-    async def _on_chat_start(self, ctx: ChatStartContext | ApprovalDecisionContext) -> None:
+    async def _ensure_scope(self, ctx: ChatStartContext | ApprovalDecisionContext) -> None:
         if self._stale or self._registered is None:
             await self._sync()
 
