@@ -6,19 +6,20 @@ each tool call on a line of its own. In ``chat``, Ctrl-C during an answer stops 
 and keeps the conversation; Ctrl-C at the prompt, Ctrl-D or ``/exit`` leaves. ``--model``
 picks the model (see :func:`hookloop.models.model_from_spec`; ``local`` is the default),
 ``--trace`` writes every hook event of each step to stderr as a timeline. The model gets the
-built-in calculator unless ``--tool`` or ``--no-tools`` says otherwise. When the model calls
-a tool that needs approval, ``chat`` asks about each such call: ``y`` runs it, ``n`` denies
-it with a reason, ``e`` runs it with arguments typed as JSON.
+built-in calculator unless ``--tool``, ``--mcp`` or ``--no-tools`` says otherwise; ``--mcp``
+adds the tools of an MCP server (a command line run over stdio, or a streamable-HTTP URL;
+``--mcp NAME=SERVER`` names it).
+When the model calls a tool that needs approval, ``chat`` asks about each such call: ``y``
+runs it, ``n`` denies it with a reason, ``e`` runs it with arguments typed as JSON.
 
 ``--trace-file run.jsonl`` records every hook event as JSON lines, ``run --trace-html
 run.html`` writes the page that shows them once the run ends (however it ends), and
 ``hookloop trace view run.jsonl -o run.html`` makes that page from a recorded file (see
-:mod:`hookloop.observe`).
-built-in calculator unless ``--tool``, ``--mcp`` or ``--no-tools`` says otherwise; ``--mcp``
-adds the tools of an MCP server (a command line run over stdio, or a streamable-HTTP URL).
-``hookloop mcp serve module:attribute`` serves hookloop tools, or an agent's, to MCP clients.
+:mod:`hookloop.observe`). ``hookloop mcp serve module:attribute`` serves hookloop tools, or
+an agent's, to MCP clients.
 
-Every failure is one line on stderr (``--debug`` shows the traceback). Exit codes: 0 done;
+Every failure is one line on stderr (``--debug`` shows the traceback). Exit codes: 0 done
+(``mcp serve --http`` stopped by SIGTERM too);
 1 the run failed (the provider, a limit); 2 bad usage (arguments, a model that cannot be
 used); 130 interrupted.
 """
@@ -31,6 +32,7 @@ import contextlib
 import importlib
 import itertools
 import os
+import re
 import signal
 import sys
 import threading
@@ -65,6 +67,7 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_NAMED = re.compile(r"[A-Za-z0-9_-]{1,64}")  # --mcp NAME=SERVER
 
 _SPINNER = "|/-\\"
 _CHOICES = ("auto", "required", "none")
@@ -142,7 +145,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SERVER",
         help='offer the tools of an MCP server: a command line such as "python server.py" '
         "(run over stdio) or a streamable-HTTP URL; repeatable; its tools are named "
-        "NAME_TOOL, NAME being the script's name or the URL's host",
+        "NAME_TOOL, NAME being the script's name or the URL's host, or the NAME given "
+        'as NAME=SERVER ("files=python server.py")',
     )
     common.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     common.add_argument(
@@ -208,6 +212,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--port", type=int, default=0, help="the HTTP port (default: a free one)")
     serve.add_argument("--name", default="hookloop", help="the server's name for clients")
+    serve.add_argument(
+        "--allow-unapproved",
+        action="store_true",
+        help="run calls of tools that need a person's approval (refused by default: no one "
+        "is there to approve them)",
+    )
     serve.add_argument(
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
     )
@@ -593,7 +603,14 @@ def _toolsets(servers: Sequence[str]) -> list[MCPToolset]:
     from .mcp import MCPToolset
 
     made: list[MCPToolset] = []
-    for server in servers:
+    for given in servers:
+        name, _, server = given.partition("=")
+        if server and _NAMED.fullmatch(name) and not given.startswith(("http:", "https:")):
+            if name in {t.name for t in made}:
+                raise _Usage(f"--mcp: two servers are named {name!r}")
+            made.append(MCPToolset(server, name=name))
+            continue
+        server = given
         toolset = MCPToolset(server)
         taken = {t.name for t in made}
         if toolset.name in taken:  # two servers named alike: the second is name_2, ...
@@ -615,7 +632,14 @@ async def _mcp_serve(args: argparse.Namespace) -> int:
             print(f"hookloop: serving MCP at {where}", file=sys.stderr, flush=True)
 
     tools = cast("ToolSource", source)  # mcp_server() says what it cannot serve
-    await serve(tools, http=args.http, port=args.port, name=args.name, on_ready=ready)
+    await serve(
+        tools,
+        http=args.http,
+        port=args.port,
+        name=args.name,
+        on_ready=ready,
+        allow_unapproved=args.allow_unapproved,
+    )
     return EXIT_OK
 
 

@@ -92,7 +92,7 @@ async def test_an_in_process_servers_tools_are_called_like_local_ones() -> None:
 
     assert response.text == "Done."
     assert results(agent) == [
-        ("demo_add", '{"result":40}', False),  # structured_content is the result
+        ("demo_add", "40", False),  # the SDK's {"result": 40}, unwrapped
         ("demo_greet", "Hello, Ada!", False),  # text content when there is none
     ]
     listed = {t.name: t for t in await build().list_tools()}
@@ -252,7 +252,7 @@ async def test_a_call_past_the_timeout_is_a_tool_error_and_the_next_call_works()
     assert results(agent) == [
         ("demo_hang", "tool 'demo_hang' failed: MCPTimeoutError: the MCP server demo did "
          "not answer within 0.05s", True),
-        ("demo_add", '{"result":2}', False),  # the same connection, after the cancelled call
+        ("demo_add", "2", False),  # the same connection, after the cancelled call
     ]  # fmt: skip
     [cause] = errors
     assert isinstance(cause, MCPTimeoutError)
@@ -491,17 +491,17 @@ def test_every_command_gives_a_toolset_a_valid_name(argv: list[str]) -> None:
     assert toolset.server == shlex.join(argv)
 
 
-@given(st.text(min_size=1, max_size=80))
-async def test_a_server_tool_name_becomes_a_valid_tool_name_or_is_left_out(name: str) -> None:
+@given(st.text(min_size=1, max_size=120))
+async def test_every_server_tool_name_becomes_a_valid_tool_name(name: str) -> None:
     server = MCPServer("any", log_level="WARNING")
     server.add_tool(lambda: "x", name=name, description="d", structured_output=False)
     toolset = MCPToolset(server)
     tools = await toolset.list_tools()
     await toolset.aclose()
-    assert len(tools) <= 1
-    for made in tools:
-        assert check_name("tool", made.name) == made.name
-        assert made.name == "any_" + re.sub(r"[^A-Za-z0-9_-]", "_", name)
+    [made] = tools  # never left out: a name too long is shortened
+    assert check_name("tool", made.name) == made.name
+    full = "any_" + re.sub(r"[^A-Za-z0-9_-]", "_", name)
+    assert made.name == full if len(full) <= 64 else made.name.startswith(full[:55] + "_")
 
 
 @pytest.mark.parametrize("where", ["in-process", "stdio"])

@@ -66,7 +66,7 @@ class Connection:
         try:
             self._client = await ready
         except BaseException:
-            await self.close()
+            await self._abandon()
             raise
         self.alive = True
 
@@ -84,16 +84,29 @@ class Connection:
             with contextlib.suppress(asyncio.CancelledError):
                 await owner
 
+    async def _abandon(self) -> None:
+        """Stop connecting now: the client never became ready, so no session needs leaving."""
+        self.alive = False
+        self._stop.set()
+        owner = self._owner
+        if owner is None:
+            return
+        owner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await owner
+
     async def _own(self, ready: asyncio.Future[Client]) -> None:
         sdk = import_extra("mcp", extra="mcp", by="MCPToolset")
         try:
-            client = sdk.Client(
-                self._target.server,
-                message_handler=self._on_message,
-                client_info=sdk.Implementation(name="hookloop", version=__version__),
-                cache=None,  # the toolset keeps the tool list itself, until list_changed
-            )
-            async with client, anyio.create_task_group() as group:
+            async with contextlib.AsyncExitStack() as stack:
+                client = sdk.Client(
+                    await self._server(stack),
+                    message_handler=self._on_message,
+                    client_info=sdk.Implementation(name="hookloop", version=__version__),
+                    cache=None,  # the toolset keeps the tool list itself, until list_changed
+                )
+                await stack.enter_async_context(client)
+                group = await stack.enter_async_context(anyio.create_task_group())
                 if _listens(client):
                     await group.start(self._listen, client)
                 ready.set_result(client)
@@ -108,6 +121,17 @@ class Connection:
             self.alive = False
             if not ready.done():
                 ready.cancel()
+
+    async def _server(self, stack: contextlib.AsyncExitStack) -> object:
+        """What ``mcp.Client`` connects to: a URL with headers needs a transport of its own."""
+        target = self._target
+        if not target.headers:
+            return target.server
+        http = import_extra("mcp.client.streamable_http", extra="mcp", by="MCPToolset")
+        session = await stack.enter_async_context(
+            http.create_mcp_http_client(headers=dict(target.headers))
+        )
+        return http.streamable_http_client(str(target.server), http_client=session)
 
     async def _listen(
         self, client: Client, *, task_status: Any = anyio.TASK_STATUS_IGNORED

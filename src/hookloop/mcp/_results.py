@@ -7,14 +7,33 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import mcp.types
 
-__all__ = ["failure_text", "result_value"]
+__all__ = ["failure_text", "result_value", "wraps_one_result"]
 
 
-def result_value(result: mcp.types.CallToolResult) -> object:
-    """The tool's ``structured_content`` when it has one, else its content as text."""
-    if result.structured_content is not None:
-        return result.structured_content
-    return content_text(result)
+def result_value(result: mcp.types.CallToolResult, *, wrapped: bool = False) -> object:
+    """The tool's ``structured_content`` when it has one, else its content as text.
+
+    ``wrapped``: the tool's output schema is the SDK's ``{"result": ...}`` wrapper around
+    a value that is not an object (a ``-> str`` function's); the value is unwrapped.
+    """
+    structured = result.structured_content
+    if structured is None:
+        return content_text(result)
+    if wrapped and set(structured) == {"result"}:
+        return structured["result"]
+    return structured
+
+
+def wraps_one_result(output_schema: object) -> bool:
+    """Whether an output schema is exactly the SDK's single-result wrapper."""
+    if not isinstance(output_schema, dict) or output_schema.get("type") != "object":
+        return False
+    properties = output_schema.get("properties")
+    return (
+        isinstance(properties, dict)
+        and set(properties) == {"result"}
+        and output_schema.get("required") == ["result"]
+    )
 
 
 def failure_text(result: mcp.types.CallToolResult) -> str:

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
+import signal
 import socket
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 
 from .._agent import Agent
-from .._errors import ToolError, UsageError
+from .._errors import DuplicateNameError, ToolError, UsageError
 from .._extras import import_extra
+from .._messages import Usage
+from .._run_context import NO_DEPS, MissingDepsError, RunContext
 from .._tools import Tool, exception_text, serialize_result, tool
 
 if TYPE_CHECKING:
@@ -27,29 +32,43 @@ ToolSource = Agent | Tool | Callable[..., Any] | Iterable[Tool | Callable[..., A
 """What can be served: an agent (the tools of its enabled scopes), a tool, or several."""
 
 
-def mcp_server(tools: ToolSource, *, name: str = "hookloop") -> Server[Any]:
+def mcp_server(
+    tools: ToolSource, *, name: str = "hookloop", allow_unapproved: bool = False
+) -> Server[Any]:
     """An MCP server (the SDK's low-level ``mcp.server.Server``) offering ``tools``.
 
     Each call runs the tool as a chat would, without a chat: the arguments are validated
-    against the tool's schema, and a failure (invalid arguments, an exception, a disabled
-    tool) is answered as an error result (``is_error``) carrying the text a model would
-    see. A result is sent as text, and a JSON object result also as ``structured_content``.
-    An agent's tools are read at every request, so scopes registered later are served too;
-    its hooks do not run (there is no chat).
+    against the tool's schema, and a failure (invalid arguments, an exception) is answered
+    as an error result (``is_error``) carrying the text a model would see. A result is sent
+    as text, and a JSON object result also as ``structured_content``. Disabled tools are
+    neither listed nor run. An agent's tools are read at every request, so scopes
+    registered later are served too; its hooks do not run (there is no chat).
+
+    No person is there to approve a call over MCP: a call that needs approval (the tool's
+    ``requires_approval`` is true, or its predicate is for these arguments) is refused with
+    an error result, unless ``allow_unapproved`` says the client's user decides.
+
+    A tool taking a :class:`~hookloop.RunContext` is served with an agent only: it gets
+    the agent, the agent's ``deps`` and session, and no usage.
 
     Args:
         tools: An :class:`~hookloop.Agent`, a :class:`~hookloop.Tool` or typed function,
             or a list of them.
         name: The server's name, as clients see it.
+        allow_unapproved: Run calls that need approval without one.
 
     Raises:
         MissingExtraError: The ``mcp`` extra is not installed.
-        UsageError: ``tools`` holds something that is not a tool.
+        UsageError: ``tools`` holds something that is not a tool, or a tool taking a
+            ``RunContext`` without an agent to serve.
         DuplicateNameError: Two of the tools have one name.
     """
     lowlevel = import_extra("mcp.server", extra="mcp", by="mcp_server")
     types = import_extra("mcp.types", extra="mcp", by="mcp_server")
     current = _catalogue(tools)
+    runner = _Runner(
+        types, tools if isinstance(tools, Agent) else None, allow_unapproved=allow_unapproved
+    )
 
     async def list_tools(ctx: Any, params: Any) -> mcp.types.ListToolsResult:
         listed: mcp.types.ListToolsResult = types.ListToolsResult(
@@ -61,7 +80,7 @@ def mcp_server(tools: ToolSource, *, name: str = "hookloop") -> Server[Any]:
         return listed
 
     async def call_tool(ctx: Any, params: mcp.types.CallToolRequestParams) -> Any:
-        return await _call(types, current(), params.name, params.arguments or {})
+        return await runner.call(current(), params.name, params.arguments or {})
 
     server: Server[Any] = lowlevel.Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
     return server
@@ -74,8 +93,13 @@ async def serve(
     port: int = 0,
     name: str = "hookloop",
     on_ready: Callable[[str], None] | None = None,
+    allow_unapproved: bool = False,
 ) -> None:
     """Serve ``tools`` over MCP until the client leaves (stdio) or the task is cancelled.
+
+    Over HTTP in the main thread, SIGTERM shuts the server down and returns, and SIGINT
+    (Ctrl-C) shuts it down and raises ``KeyboardInterrupt``; a second SIGINT does not
+    wait for open connections.
 
     Args:
         tools: What :func:`mcp_server` takes.
@@ -85,12 +109,14 @@ async def serve(
         name: The server's name, as clients see it.
         on_ready: Called with the URL (``http://127.0.0.1:PORT/mcp``) once HTTP clients
             can connect, or with ``"stdio"``.
+        allow_unapproved: Run calls that need approval without one (see
+            :func:`mcp_server`).
 
     Raises:
         MissingExtraError: The ``mcp`` extra is not installed.
         OSError: The port is taken.
     """
-    server = mcp_server(tools, name=name)
+    server = mcp_server(tools, name=name, allow_unapproved=allow_unapproved)
     if not http:
         stdio = import_extra("mcp.server.stdio", extra="mcp", by="serve")
         async with stdio.stdio_server() as (read, write):
@@ -106,11 +132,43 @@ async def serve(
         url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
         app = server.streamable_http_app(host="127.0.0.1")
         web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        if on_ready is not None:
-            on_ready(url)
-        await web.serve(sockets=[listener])
+        # uvicorn's own handling re-raises the signal once shut down: a SIGTERM then kills
+        # the process, and a SIGINT ignored at start is lost (exit 0). The loop's instead.
+        web.capture_signals = contextlib.nullcontext
+        with _stopped_by_signals(web) as received:
+            if on_ready is not None:
+                on_ready(url)
+            await web.serve(sockets=[listener])
+        if signal.SIGINT in received:
+            raise KeyboardInterrupt
     finally:
         listener.close()
+
+
+@contextlib.contextmanager
+def _stopped_by_signals(web: Any) -> Iterator[list[int]]:
+    """SIGINT and SIGTERM shut ``web`` (a uvicorn server) down; yields the signals seen."""
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def stop(number: int) -> None:
+        if web.should_exit and number == signal.SIGINT:
+            web.force_exit = True  # a second Ctrl-C: do not wait for open connections
+        received.append(number)
+        web.should_exit = True
+
+    # SIGINT too when it was ignored at start (a background job's): a server told to stop
+    # by `kill -INT` stops, and says so with its exit status.
+    installed = []
+    for number in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main
+            loop.add_signal_handler(number, stop, number)
+            installed.append(number)
+    try:
+        yield received
+    finally:
+        for number in installed:
+            loop.remove_signal_handler(number)
 
 
 def tcp_listener(port: int) -> socket.socket:
@@ -132,7 +190,7 @@ def tcp_listener(port: int) -> socket.socket:
 
 
 def _catalogue(source: ToolSource) -> Callable[[], dict[str, Tool]]:
-    """A function giving the tools to serve now, by name."""
+    """A function giving the tools to serve now (the enabled ones), by name."""
     if isinstance(source, Agent):
         agent = source
 
@@ -155,35 +213,67 @@ def _catalogue(source: ToolSource) -> Callable[[], dict[str, Tool]]:
             raise UsageError(f"cannot serve {type(item).__name__}: it is not a tool or function")
         made = item if isinstance(item, Tool) else tool(item)
         if made.name in fixed:
-            from .._errors import DuplicateNameError
-
             raise DuplicateNameError(f"two tools to serve are named {made.name!r}")
+        if made.context_parameter is not None:
+            raise UsageError(
+                f"tool {made.name!r} takes a RunContext, which only an agent can give: serve "
+                "an agent that has the tool (mcp_server(Agent(model, tools=[...])))"
+            )
         fixed[made.name] = made
-    return lambda: fixed
+    return lambda: {name: t for name, t in fixed.items() if t.is_enabled()}
 
 
-async def _call(types: Any, tools: dict[str, Tool], name: str, arguments: Any) -> Any:
-    found = tools.get(name)
-    if found is None:
-        known = ", ".join(sorted(tools)) or "none"
-        return _error(types, f"unknown tool {name!r}; available tools: {known}")
-    try:
-        checked = found.validate("mcp", json.dumps(arguments))
-    except ToolError as exc:
-        return _error(types, str(exc))
-    try:
-        result = await found.invoke(checked)
-    except Exception as exc:
-        logger.info("served tool %r raised", name, exc_info=True)
-        kind, text = type(exc).__name__, exception_text(exc)
-        return _error(
-            types, f"tool {name!r} failed: {kind}" + ("" if text == kind else f": {text}")
+class _Runner:
+    """Runs one served call: validation, the approval rule, the run context, the result."""
+
+    def __init__(self, types: Any, agent: Agent | None, *, allow_unapproved: bool) -> None:
+        self._types = types
+        self._agent = agent
+        self._allow_unapproved = allow_unapproved
+
+    async def call(self, tools: dict[str, Tool], name: str, arguments: Any) -> Any:
+        types = self._types
+        found = tools.get(name)
+        if found is None:
+            known = ", ".join(sorted(tools)) or "none"
+            return _error(types, f"unknown tool {name!r}; available tools: {known}")
+        try:
+            checked = found.validate("mcp", json.dumps(arguments))
+        except ToolError as exc:
+            return _error(types, str(exc))
+        if not self._allow_unapproved and found.needs_approval(checked):
+            return _error(types, f"tool {name!r} needs a person's approval; not available over MCP")
+        try:
+            if found.context_parameter is not None:
+                checked = {**checked, found.context_parameter: self._run_context(found)}
+            result = await found.invoke(checked)
+        except Exception as exc:
+            logger.info("served tool %r raised", name, exc_info=True)
+            kind, text = type(exc).__name__, exception_text(exc)
+            return _error(
+                types, f"tool {name!r} failed: {kind}" + ("" if text == kind else f": {text}")
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=serialize_result(result))],
+            structured_content=_as_object(result),
         )
-    structured = _as_object(result)
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=serialize_result(result))],
-        structured_content=structured,
-    )
+
+    def _run_context(self, found: Tool) -> RunContext[object]:
+        agent = self._agent
+        assert agent is not None, "_catalogue() refuses RunContext tools without an agent"
+        deps = agent.deps
+        if deps is NO_DEPS:
+            if found.needs_deps:
+                raise MissingDepsError(found.name)
+            deps = None
+        return RunContext(
+            deps=deps,
+            agent=agent,
+            usage=Usage(),
+            session_id=agent.session_id,
+            call_id="mcp",
+            tool_name=found.name,
+        )
 
 
 def _as_object(result: object) -> dict[str, Any] | None:

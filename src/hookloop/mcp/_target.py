@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from .._errors import UsageError
 from .._extras import import_extra
@@ -30,25 +31,39 @@ class Target:
         label: The server for messages: its URL, command line, or name.
         name: A default toolset name: letters, digits, ``_`` and ``-`` only.
         kind: ``"http"``, ``"stdio"`` or ``"in-process"``.
+        secrets: Texts that must not reach messages or logs: a URL's password, the
+            values of its query (where API keys often are) and of its headers.
+        headers: HTTP headers sent with every request to a URL (authorization, say).
     """
 
     server: object
     label: str
     name: str
     kind: str
+    secrets: tuple[str, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret of the server replaced by ``***``."""
+        for secret in sorted(self.secrets, key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
 
 
-def target_of(server: object) -> Target:
+def target_of(server: object, headers: Mapping[str, str] | None = None) -> Target:
     """Read ``server``: a URL, a command line, an argv list, stdio parameters or a server.
 
     Raises:
         MissingExtraError: The ``mcp`` extra is not installed.
-        UsageError: ``server`` is none of those.
+        UsageError: ``server`` is none of those, or ``headers`` are given for a server
+            that is not a URL, or are not str names and values.
     """
     sdk = import_extra("mcp", extra="mcp", by="MCPToolset")
+    if isinstance(server, str) and server.strip().startswith(("http://", "https://")):
+        return _with_headers(_url(server.strip()), headers)
+    if headers is not None:
+        raise UsageError("headers are sent to an MCP server at a URL (http://...) only")
     if isinstance(server, str):
-        if server.strip().startswith(("http://", "https://")):
-            return _url(server.strip())
         return _stdio(sdk.StdioServerParameters, _split(server))
     if isinstance(server, Sequence) and not isinstance(server, bytes):
         return _stdio(sdk.StdioServerParameters, [_argument(a) for a in server])
@@ -71,10 +86,28 @@ def _url(url: str) -> Target:
     parts = urlsplit(url)
     if not parts.hostname:
         raise UsageError(f"the MCP server URL {url!r} has no host")
-    # Credentials in the URL must not reach messages or logs.
+    # Credentials in the URL (a password, a key in the query) must not reach messages or
+    # logs: the label keeps the query's names only.
     netloc = parts.hostname + (f":{parts.port}" if parts.port else "")
-    label = parts._replace(netloc=netloc).geturl()
-    return Target(server=url, label=label, name=_safe(parts.hostname), kind="http")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    masked = urlencode([(key, "***") for key, _ in query], safe="*")
+    label = parts._replace(netloc=netloc, query=masked, fragment="").geturl()
+    raw = [parts.password or "", parts.query, *(v for _, v in query)]
+    raw += [unquote(text) for text in raw]
+    secrets = tuple(sorted({text for text in raw if len(text) >= 4}))
+    return Target(server=url, label=label, name=_safe(parts.hostname), kind="http", secrets=secrets)
+
+
+def _with_headers(target: Target, headers: Mapping[str, str] | None) -> Target:
+    if headers is None:
+        return target
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise UsageError("headers must map str names to str values")
+    pairs = tuple(headers.items())
+    secrets = target.secrets + tuple(v for _, v in pairs if len(v) >= 4)
+    return dataclasses.replace(target, headers=pairs, secrets=secrets)
 
 
 def _split(command: str) -> list[str]:
@@ -100,10 +133,22 @@ def _stdio(parameters: type[StdioServerParameters], argv: list[str]) -> Target:
     return Target(server=server, label=shlex.join(argv), name=_stem(argv), kind="stdio")
 
 
+_SUBCOMMANDS = frozenset({"run", "exec", "x", "dlx", "tool"})  # uv run, pnpm dlx, ...
+_SCRIPTS = (".py", ".js", ".mjs", ".cjs", ".ts")
+
+
 def _stem(argv: Sequence[str]) -> str:
-    """``python server.py`` is "server", ``npx -y @org/files-mcp`` is "files-mcp"."""
-    words = [a for a in argv[1:] if not a.startswith("-")] or [argv[0]]
-    return _safe(PurePath(words[0]).stem or PurePath(argv[0]).name)
+    """``python server.py`` is "server", ``npx -y @org/files-mcp`` is "files-mcp".
+
+    A launcher's subcommand is not the server (``uv run x.py`` is "x"), and a script
+    among the words is (``uv run --with httpx x.py`` is "x" too).
+    """
+    words = [a for a in argv[1:] if not a.startswith("-")]
+    if words and words[0] in _SUBCOMMANDS:
+        words = words[1:]
+    scripts = [w for w in words if w.endswith(_SCRIPTS)]
+    chosen = (scripts or words or [argv[0]])[0]
+    return _safe(PurePath(chosen).stem or PurePath(argv[0]).name)
 
 
 def _safe(text: str) -> str:

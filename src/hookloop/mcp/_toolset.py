@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import fnmatch
+import hashlib
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
@@ -24,14 +26,15 @@ from .._loopbound import LoopBound
 from .._messages import ToolMessage
 from .._tools import Scope, Tool, check_name
 from ..hooks._hooks import Disposer, MessageContext, Phase, attach_once
-from ._results import failure_text, result_value
+from ..models._base import ProviderRequest
+from ._results import failure_text, result_value, wraps_one_result
 from ._target import Target, target_of
 
 if TYPE_CHECKING:
     import mcp.types
 
     from .._agent import Agent
-    from ..hooks import ChatStartContext
+    from ..hooks._hooks import ApprovalDecisionContext, ChatStartContext, PreRequestContext
     from ._connection import Connection
 
 __all__ = ["MCPToolset"]
@@ -39,6 +42,8 @@ __all__ = ["MCPToolset"]
 logger = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+_PREFIX = re.compile(r"[A-Za-z0-9_-]{0,56}")  # room for the tool's own name
+_MAX_NAME = 64  # what a tool name (and the providers) allow
 _PAGES = 100  # a server whose listing never ends cannot hang a chat
 _CONNECTION_CLOSED, _REQUEST_TIMEOUT = -32000, -32001  # JSON-RPC codes the SDK raises
 
@@ -70,12 +75,16 @@ class MCPToolset:
         name: The scope's name; by default derived from the server (the script's name,
             the URL's host, the in-process server's name).
         prefix: Put before each tool's name, so two servers' tools cannot clash;
-            ``f"{name}_"`` by default, ``""`` for none. Characters a tool name cannot hold
-            become ``_``.
+            ``f"{name}_"`` by default, ``""`` for none: letters, digits, ``_`` and ``-``,
+            at most 56. In a tool's name, characters a tool name cannot hold become ``_``,
+            and a name longer than 64 characters is cut to 55 followed by ``_`` and 8
+            characters of its hash.
         allow: Only these tools (names on the server; ``*`` and ``?`` patterns allowed).
         deny: Never these tools (names or patterns), even if allowed.
         timeout: Seconds one call (or one listing) may take; ``None`` for no limit.
         connect_timeout: Seconds connecting may take (a stdio server starting up).
+        headers: HTTP headers sent with every request to a URL server, such as
+            ``{"Authorization": "Bearer ..."}``; their values never appear in messages.
 
     Raises:
         MissingExtraError: The ``mcp`` extra is not installed.
@@ -92,13 +101,19 @@ class MCPToolset:
         deny: Iterable[str] = (),
         timeout: float | None = 60.0,
         connect_timeout: float | None = 60.0,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._target: Target = target_of(server)
+        self._target: Target = target_of(server, headers)
         self._name = check_name("scope", self._target.name if name is None else name)
         if prefix is Default.DEFAULT:
             prefix = f"{self._name}_"
         elif not isinstance(prefix, str):
             raise UsageError(f"prefix must be a str, got {type(prefix).__name__}")
+        if not _PREFIX.fullmatch(prefix):
+            raise UsageError(
+                f"prefix {prefix!r} cannot start a tool name: use at most 56 letters, digits, "
+                "'_' or '-'"
+            )
         self.prefix: str = prefix
         """What the server's tool names are prefixed with."""
         self.allow: tuple[str, ...] | None = None if allow is None else _names("allow", allow)
@@ -110,6 +125,7 @@ class MCPToolset:
         self.connect_timeout = _seconds("connect_timeout", connect_timeout)
         """Seconds connecting may take, or ``None``."""
         self._tools: tuple[Tool, ...] | None = None
+        self._wrapped: frozenset[str] = frozenset()  # tools answering {"result": value}
         self._stale = True
         self._agent: Agent | None = None
         self._registered: tuple[Tool, ...] | None = None
@@ -141,8 +157,14 @@ class MCPToolset:
             f"MCP toolset {self._name!r}", self._agent, agent, "it keeps that agent's scope"
         )
         # Before the user's own handlers, so they see the server's tools in the scope.
-        agent.add_hook("on_chat_start", self._on_chat_start, order=Phase.USER - 1)
+        agent.add_hook("on_chat_start", self._ensure_scope, order=Phase.USER - 1)
+        # A resumed chat (maybe in a new process) has no chat start: its decided calls run
+        # right after the decisions, and need the scope.
+        agent.add_hook("on_approval_decision", self._ensure_scope, order=Phase.USER - 1)
         agent.add_hook("on_message", self._on_message)
+        # After the user's handlers (a change may arrive while they run), before the
+        # observers and the window, which should see the tools the model gets.
+        agent.add_hook("pre_request", self._on_request, order=Phase.OBSERVE - 1)
         agent.hooks.adopt(Disposer(self._detach))  # removing the plugin takes its scope too
 
     def _detach(self) -> None:
@@ -174,20 +196,25 @@ class MCPToolset:
 
         Returns:
             The tool's ``structured_content``, or else its text (several blocks joined by
-            newlines; an image or other binary block is described in brackets).
+            newlines; an image or other binary block is described in brackets). A value
+            the server's SDK wrapped as ``{"result": value}`` (its output schema says so)
+            is unwrapped.
 
         Raises:
             MCPToolError: The tool reported an error, or the answer is malformed.
             MCPTimeoutError: No answer within :attr:`timeout`.
             MCPConnectionError: The server cannot be reached or died during the call.
         """
+        if self._tools is None:  # the listing says which results the SDK wrapped
+            await self.list_tools()
         connection = await self._connection()
         result = await self._guarded(
             connection, lambda: connection.client.call_tool(name, dict(arguments)), tool=name
         )
         if result.is_error:
-            raise MCPToolError(failure_text(result), server=self._target.label, tool_name=name)
-        return result_value(result)
+            text = self._target.redact(failure_text(result))  # a server may echo a secret
+            raise MCPToolError(text, server=self._target.label, tool_name=name)
+        return result_value(result, wrapped=name in self._wrapped)
 
     async def aclose(self) -> None:
         """Close the connection (a stdio server's process ends); the next use reopens it."""
@@ -195,7 +222,7 @@ class MCPToolset:
 
     # -- keeping the agent's scope in step --------------------------------------------
 
-    async def _on_chat_start(self, ctx: ChatStartContext) -> None:
+    async def _ensure_scope(self, ctx: ChatStartContext | ApprovalDecisionContext) -> None:
         if self._stale or self._registered is None:
             await self._sync()
 
@@ -204,6 +231,28 @@ class MCPToolset:
         # in a tool list the server changed during the chat.
         if self._stale and isinstance(ctx.message, ToolMessage):
             await self._sync()
+
+    async def _on_request(self, ctx: PreRequestContext) -> ProviderRequest | None:
+        """Give this request the server's new tools when they changed since it was built.
+
+        A change announced over streamable HTTP may arrive after the last tool result was
+        committed, which is when :meth:`_on_message` looks.
+        """
+        before = self._registered
+        if not self._stale or before is None:
+            return None
+        await self._sync()
+        after = self._registered
+        if after is before or after is None:
+            return None
+        old = {t.name for t in before}
+        kept = [d for d in ctx.request.tools if d.name not in old]
+        scope = self._agent.scopes.get(self._name) if self._agent is not None else None
+        offered = len(kept) < len(ctx.request.tools) or (not before and scope is not None)
+        if not offered or scope is None or not scope.is_enabled():
+            return None  # the scope's tools were not offered (disabled, or a hook's choice)
+        new = [t.definition for t in after if t.is_enabled()]
+        return dataclasses.replace(ctx.request, tools=(*kept, *new))
 
     async def _sync(self) -> None:
         """Put the server's current tools into the agent's scope.
@@ -243,12 +292,13 @@ class MCPToolset:
 
     # -- the server's tools as hookloop tools -----------------------------------------
 
-    def _wrap(self, listed: Iterable[mcp.types.Tool]) -> Iterator[Tool]:
+    def _wrap(self, listed: list[mcp.types.Tool]) -> Iterator[Tool]:
         seen: set[str] = set()
+        self._wrapped = frozenset(t.name for t in listed if wraps_one_result(t.output_schema))
         for remote in listed:
             if not self._wanted(remote.name):
                 continue
-            local = self.prefix + _UNSAFE.sub("_", remote.name)
+            local = _fitted(self.prefix + _UNSAFE.sub("_", remote.name), remote.name)
             if local in seen:
                 logger.warning("MCP tool %r of %s: %r is taken", remote.name, self.server, local)
                 continue
@@ -303,7 +353,8 @@ class MCPToolset:
             ) from exc
         except Exception as exc:
             raise MCPConnectionError(
-                f"cannot connect to the MCP server {label}: {_describe(exc)}", server=label
+                f"cannot connect to the MCP server {label}: {self._target.redact(_describe(exc))}",
+                server=label,
             ) from exc
         if self._tools is not None:
             self._stale = True  # a new session: the server may list other tools now
@@ -327,15 +378,18 @@ class MCPToolset:
                 timeout=self.timeout or 0.0,
             ) from exc
         except Exception as exc:
-            raise _failure(exc, connection, label, tool) from exc
+            raise _failure(exc, connection, self._target, tool) from exc
 
 
-def _failure(exc: Exception, connection: Connection, label: str, tool: str) -> MCPServerError:
+def _failure(exc: Exception, connection: Connection, target: Target, tool: str) -> MCPServerError:
     """The typed error for a failed request; a dead connection is marked for reconnecting."""
     import pydantic
 
+    label = target.label
+
     sdk = import_extra("mcp", extra="mcp", by="MCPToolset")
     if isinstance(exc, sdk.MCPError):
+        message = target.redact(exc.message)
         if exc.code == _CONNECTION_CLOSED:
             connection.alive = False
             return MCPConnectionError(
@@ -344,19 +398,20 @@ def _failure(exc: Exception, connection: Connection, label: str, tool: str) -> M
                 server=label,
             )
         if exc.code == _REQUEST_TIMEOUT:
-            return MCPTimeoutError(f"{label}: {exc.message}", server=label, timeout=0.0)
+            return MCPTimeoutError(f"{label}: {message}", server=label, timeout=0.0)
         if tool:
-            return MCPToolError(exc.message, server=label, tool_name=tool, code=exc.code)
-        return MCPServerError(f"the MCP server {label} refused: {exc.message}", server=label)
+            return MCPToolError(message, server=label, tool_name=tool, code=exc.code)
+        return MCPServerError(f"the MCP server {label} refused: {message}", server=label)
     if isinstance(exc, _transport_errors()):
         connection.alive = False  # the session is of no more use
         return MCPConnectionError(
-            f"the connection to the MCP server {label} failed: {_describe(exc)}", server=label
+            f"the connection to the MCP server {label} failed: {target.redact(_describe(exc))}",
+            server=label,
         )
     # A result that does not parse (ValidationError) or does not match the tool's declared
     # output schema (the SDK's RuntimeError): the connection itself is fine.
     kind = "a malformed" if isinstance(exc, pydantic.ValidationError) else "an unusable"
-    text = f"the MCP server {label} sent {kind} answer: {_describe(exc)}"
+    text = f"the MCP server {label} sent {kind} answer: {target.redact(_describe(exc))}"
     if tool:
         return MCPToolError(text, server=label, tool_name=tool)
     return MCPServerError(text, server=label)
@@ -390,6 +445,14 @@ async def _all_tools(connection: Connection) -> list[mcp.types.Tool]:
 
 async def _close(connection: Connection) -> None:
     await connection.close()
+
+
+def _fitted(name: str, remote: str) -> str:
+    """``name``, or when longer than a tool name may be, its start and a hash of ``remote``."""
+    if len(name) <= _MAX_NAME:
+        return name
+    digest = hashlib.sha256(remote.encode()).hexdigest()[:8]
+    return f"{name[: _MAX_NAME - 9]}_{digest}"
 
 
 def _matches(name: str, patterns: tuple[str, ...]) -> bool:
