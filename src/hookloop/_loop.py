@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 import pydantic
@@ -103,7 +103,8 @@ from .models._base import (
     ResponseAccumulator,
     StreamEnd,
     ToolDefinition,
-    response_parts,
+    WholeAnswerStream,
+    response_deltas,
 )
 
 if TYPE_CHECKING:
@@ -285,12 +286,12 @@ class ChatRun:
 
     # -- the chat ------------------------------------------------------------------------
 
-    async def run(self) -> AgentResponse:
-        """Run the chat to its end and return the response."""
-        handlers = self._handlers
-        emit = self.emit
+    def run(self) -> Coroutine[Any, Any, AgentResponse]:
+        """The chat, to await at once: it runs to its end and returns the response."""
+        # Not a coroutine of its own: one frame less for every resumption of the chat
+        # (each event of a stream resumes it through every frame).
         self.task = asyncio.current_task()
-        return await self._run(handlers, emit)
+        return self._run(self._handlers, self.emit)
 
     async def _run(
         self,
@@ -604,9 +605,8 @@ class ChatRun:
                     request = _repaired(request)
                 if isinstance(supplied, ProviderResponse):
                     if emit is not None:  # a stream shows a supplied answer like a model's
-                        for part in response_parts(supplied):
-                            if not isinstance(part, StreamEnd):
-                                await emit(part)
+                        for part in response_deltas(supplied):
+                            await emit(part)
                     await self._accept(iteration, request, supplied)
                     return
             response: ProviderResponse | None = None
@@ -701,10 +701,23 @@ class ChatRun:
         iteration: int,
         attempt: int,
     ) -> ProviderResponse:
-        accumulator = ResponseAccumulator()
         spec = self._setup.output
         partials = PartialOutputs(spec) if spec is not None else None
         parts = model.stream(request)
+        if type(parts) is WholeAnswerStream:
+            # An answer that comes whole: its parts are the response's, no folding back.
+            response = _checked(await parts.response())
+            if hs := self._handlers.get(ON_FIRST_CHUNK):
+                ctx = FirstChunkContext(iteration=iteration, attempt=attempt, model=model)
+                await notify(hs, ctx)
+            for delta in response_deltas(response):
+                await emit(delta)
+                if partials is not None:
+                    found, value = partials.feed(delta)
+                    if found:
+                        await emit(PartialOutput(output=value, iteration=self._iteration))
+            return response
+        accumulator = ResponseAccumulator()
         first = True
         try:
             async for part in parts:
