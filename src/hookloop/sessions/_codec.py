@@ -26,7 +26,14 @@ from .._messages import (
 )
 from ._types import StoredMessage
 
-__all__ = ["MESSAGE_FORMAT", "Row", "decode_rows", "encode_message", "json_text"]
+__all__ = [
+    "MESSAGE_FORMAT",
+    "Row",
+    "decode_messages",
+    "decode_rows",
+    "encode_message",
+    "json_text",
+]
 
 MESSAGE_FORMAT = 1
 """The version of the stored message form: ``dump_messages``' JSON object of one message."""
@@ -74,13 +81,35 @@ def decode_rows(
         CorruptSessionError: A row is not a message this hookloop can read; names the first
             such row's sequence number.
     """
-    try:
-        messages = _decode_all(rows)
-    except (ValueError, TypeError, RecursionError):
-        messages = None
+    messages = _decoded(rows)
     if messages is not None:
         return _records(rows, messages)
-    # Something is wrong somewhere: find the bad rows, to name them.
+    return _decode_each(session_id, rows, unreadable)
+
+
+def decode_messages(session_id: str, rows: Sequence[Row]) -> list[Message]:
+    """The messages of :func:`decode_rows`, without their records (``load()``'s own path).
+
+    Raises:
+        CorruptSessionError: As :func:`decode_rows` without ``unreadable``.
+    """
+    messages = _decoded(rows)
+    if messages is not None:
+        return messages
+    return [record.message for record in _decode_each(session_id, rows, None)]
+
+
+def _decoded(rows: Sequence[Row]) -> list[Message] | None:
+    try:
+        return _decode_all(rows)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _decode_each(
+    session_id: str, rows: Sequence[Row], unreadable: list[CorruptSessionError] | None
+) -> list[StoredMessage]:
+    """Decode the rows one by one, to name the bad ones (the fast path was in doubt)."""
     out: list[StoredMessage] = []
     for row in rows:
         try:
