@@ -31,11 +31,11 @@ from ._events import (
     AgentEvent,
     AgentResponse,
     ChatDone,
-    MessageCommitted,
     ModelRetry,
     PartialOutput,
-    ToolCallFinished,
-    ToolCallStarted,
+    message_committed,
+    tool_call_finished,
+    tool_call_started,
 )
 from ._messages import (
     AssistantMessage,
@@ -523,7 +523,7 @@ class ChatRun:
         emit = self.emit
         if emit is not None and call is not None and isinstance(message, ToolMessage):
             try:
-                await emit(ToolCallFinished(call=call, message=message, iteration=iteration))
+                await emit(tool_call_finished(call, message, iteration))
             except asyncio.CancelledError as exc:
                 cancelled = exc
         if hs := self._handlers.get(ON_MESSAGE):
@@ -531,7 +531,7 @@ class ChatRun:
             cancelled = await notify_each(hs, ctx, quietly=quietly) or cancelled
         if emit is not None:
             try:
-                await emit(MessageCommitted(message=message))
+                await emit(message_committed(message))
             except asyncio.CancelledError as exc:
                 cancelled = cancelled or exc
         return cancelled
@@ -770,7 +770,7 @@ class ChatRun:
         emit = self.emit
         if emit is not None:
             for call in calls:
-                await emit(ToolCallStarted(call=call, iteration=iteration))
+                await emit(tool_call_started(call, iteration))
         self._finished_results = {}  # per batch: a provider may reuse call ids across turns
         if len(calls) == 1:
             self._checkpoint()

@@ -9,13 +9,15 @@ adapter streams the same way.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, TypeAlias, cast
+from typing import Any, Literal, TypeAlias
 
 from .._errors import InvalidResponseError
 from .._messages import AssistantMessage, Message, ToolCall, Usage
+from .._slots import new as _new
+from .._slots import slot_setter as _setter
 
 __all__ = [
     "FinishReason",
@@ -283,15 +285,8 @@ def response_parts(response: ProviderResponse) -> list[StreamPart]:
     return parts
 
 
-def _setter(cls: type, name: str) -> Callable[[object, object], None]:
-    """The slot's own setter: it writes a frozen dataclass's field without __setattr__."""
-    return cast("Callable[[object, object], None]", vars(cls)[name].__set__)
-
-
-# The parts of a whole answer are made through their slots: a frozen dataclass's __init__
-# costs 2.4x as much (1.4 against 0.6 us a tool call delta), once per part of every
-# streamed answer (bench/loop.py, stream_ratio).
-_new = object.__new__
+# The parts of a whole answer are made through their slots (see _slots.py), once per part
+# of every streamed answer (bench/loop.py, stream_ratio).
 _text_text, _text_type = _setter(TextDelta, "text"), _setter(TextDelta, "type")
 _delta_index, _delta_id = _setter(ToolCallDelta, "index"), _setter(ToolCallDelta, "id")
 _delta_name, _delta_arguments = _setter(ToolCallDelta, "name"), _setter(ToolCallDelta, "arguments")

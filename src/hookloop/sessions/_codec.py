@@ -8,7 +8,7 @@ release can read old rows and refuse rows it cannot read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import cast
 
 from pydantic_core import from_json
@@ -24,6 +24,8 @@ from .._messages import (
     dump_messages,
     load_messages,
 )
+from .._slots import new as _new
+from .._slots import slot_setter as _setter
 from ._types import StoredMessage
 
 __all__ = [
@@ -160,13 +162,6 @@ def _decode_all(rows: Sequence[Row]) -> list[Message] | None:
 
 # Each field set through its slot, then the class's own checks (__post_init__) run: the
 # frozen dataclass __init__ costs twice as much, pydantic four times (bench/stores.py).
-_new = object.__new__
-
-
-def _setter(cls: type, name: str) -> Callable[[object, object], None]:
-    """The slot's own setter: it writes a frozen dataclass's field without __setattr__."""
-    return cast("Callable[[object, object], None]", vars(cls)[name].__set__)
-
 
 _user_content, _user_id = _setter(UserMessage, "content"), _setter(UserMessage, "id")
 _system_content, _system_id = _setter(SystemMessage, "content"), _setter(SystemMessage, "id")
