@@ -71,6 +71,7 @@ UserInput = str | UserMessage | Sequence[ContentPart]
 OutT = TypeVar("OutT")
 
 _OUTPUT_SPECS_KEPT = 64  # per agent; more distinct per-chat output types are built each time
+_DEFAULT_SETTINGS = ModelSettings()  # frozen: every agent without settings shares it
 
 
 class Default(enum.Enum):
@@ -182,7 +183,8 @@ class Agent(HookHost):
         self._output_mode = output_mode
         self._output_retries = output_retries
         # Specs of per-chat output types: a pydantic TypeAdapter costs ~150 us to build.
-        self._output_specs: dict[tuple[object, str, int], OutputSpec[Any]] = {}
+        # Made on first use: an idle agent is smaller (bench/context.py, agent_kb_*).
+        self._output_specs: dict[tuple[object, str, int], OutputSpec[Any]] | None = None
         self.model = model
         self.name = check_name("agent", name)
         if history is None:  # not `or`: an empty history is falsy, and it is still the one given
@@ -195,7 +197,7 @@ class Agent(HookHost):
         if system_prompt is not None:
             self.history.add_system_prompt(system_prompt)
         self.max_iterations = max_iterations
-        self.settings = settings or ModelSettings()
+        self.settings = settings or _DEFAULT_SETTINGS
         self.reset_tool_choice = reset_tool_choice
         """Whether a forcing ``settings.tool_choice`` applies to a chat's first model call only."""
         self.hooks = HookRegistry()
@@ -445,6 +447,8 @@ class Agent(HookHost):
         mode = default_mode if mode is None else mode
         retries = default_retries if retries is None else retries
         key = (output_type, mode, retries)
+        if self._output_specs is None:
+            self._output_specs = {}
         try:
             spec, kept = self._output_specs.get(key), True
         except TypeError:  # an unhashable type (Annotated with a list in it...): no cache

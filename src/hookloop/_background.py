@@ -87,15 +87,19 @@ class BackgroundTasks:
     raised: background work must not break the chat that started it.
     """
 
+    __slots__ = ("_tasks",)  # one per agent: an idle agent is smaller
+
     def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Task[None]] | None = None  # made on the first spawn
 
     def __len__(self) -> int:
-        return len(self._tasks)
+        return len(self._tasks) if self._tasks is not None else 0
 
     def spawn(self, coro: Coroutine[Any, Any, object], label: str) -> asyncio.Task[None]:
         """Start ``coro`` as a task in the running loop and keep track of it."""
         task = asyncio.get_running_loop().create_task(self._guard(coro, label))
+        if self._tasks is None:
+            self._tasks = set()
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -113,10 +117,13 @@ class BackgroundTasks:
         Tasks of another (finished) event loop cannot be awaited here; they are dropped.
         """
         loop = asyncio.get_running_loop()
+        tasks = self._tasks
+        if tasks is None:
+            return
         while True:
-            mine = [t for t in self._tasks if t.get_loop() is loop]
-            for task in self._tasks.difference(mine):
-                self._tasks.discard(task)
+            mine = [t for t in tasks if t.get_loop() is loop]
+            for task in tasks.difference(mine):
+                tasks.discard(task)
             if not mine:
                 return
             await asyncio.wait(mine)

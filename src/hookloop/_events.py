@@ -26,6 +26,7 @@ from typing_extensions import TypeVar
 
 from ._approval import PendingApproval
 from ._messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
+from ._slots import new, slot_setter
 from .models._base import FinishReason, TextDelta, ToolCallDelta
 
 __all__ = [
@@ -153,3 +154,51 @@ AgentEvent: TypeAlias = (
     | PartialOutput
     | ChatDone
 )
+
+
+# The loop's own events of every iteration, made through their slots (see _slots.py): a
+# stream hands several over per iteration (bench/loop.py, stream_ratio).
+_committed_message, _committed_type = (
+    slot_setter(MessageCommitted, "message"),
+    slot_setter(MessageCommitted, "type"),
+)
+_started_call, _started_iteration, _started_type = (
+    slot_setter(ToolCallStarted, "call"),
+    slot_setter(ToolCallStarted, "iteration"),
+    slot_setter(ToolCallStarted, "type"),
+)
+_finished_call, _finished_message = (
+    slot_setter(ToolCallFinished, "call"),
+    slot_setter(ToolCallFinished, "message"),
+)
+_finished_iteration, _finished_type = (
+    slot_setter(ToolCallFinished, "iteration"),
+    slot_setter(ToolCallFinished, "type"),
+)
+
+
+def message_committed(message: Message) -> MessageCommitted:
+    """``MessageCommitted(message=message)``, made faster."""
+    event = new(MessageCommitted)
+    _committed_message(event, message)
+    _committed_type(event, "message")
+    return event
+
+
+def tool_call_started(call: ToolCall, iteration: int) -> ToolCallStarted:
+    """``ToolCallStarted(call=call, iteration=iteration)``, made faster."""
+    event = new(ToolCallStarted)
+    _started_call(event, call)
+    _started_iteration(event, iteration)
+    _started_type(event, "tool_call_started")
+    return event
+
+
+def tool_call_finished(call: ToolCall, message: ToolMessage, iteration: int) -> ToolCallFinished:
+    """``ToolCallFinished(call=call, message=message, iteration=iteration)``, made faster."""
+    event = new(ToolCallFinished)
+    _finished_call(event, call)
+    _finished_message(event, message)
+    _finished_iteration(event, iteration)
+    _finished_type(event, "tool_call_finished")
+    return event

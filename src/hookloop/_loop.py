@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 import pydantic
@@ -31,11 +31,11 @@ from ._events import (
     AgentEvent,
     AgentResponse,
     ChatDone,
-    MessageCommitted,
     ModelRetry,
     PartialOutput,
-    ToolCallFinished,
-    ToolCallStarted,
+    message_committed,
+    tool_call_finished,
+    tool_call_started,
 )
 from ._messages import (
     AssistantMessage,
@@ -103,7 +103,8 @@ from .models._base import (
     ResponseAccumulator,
     StreamEnd,
     ToolDefinition,
-    response_parts,
+    WholeAnswerStream,
+    response_deltas,
 )
 
 if TYPE_CHECKING:
@@ -285,12 +286,12 @@ class ChatRun:
 
     # -- the chat ------------------------------------------------------------------------
 
-    async def run(self) -> AgentResponse:
-        """Run the chat to its end and return the response."""
-        handlers = self._handlers
-        emit = self.emit
+    def run(self) -> Coroutine[Any, Any, AgentResponse]:
+        """The chat, to await at once: it runs to its end and returns the response."""
+        # Not a coroutine of its own: one frame less for every resumption of the chat
+        # (each event of a stream resumes it through every frame).
         self.task = asyncio.current_task()
-        return await self._run(handlers, emit)
+        return self._run(self._handlers, self.emit)
 
     async def _run(
         self,
@@ -529,7 +530,7 @@ class ChatRun:
         emit = self.emit
         if emit is not None and call is not None and isinstance(message, ToolMessage):
             try:
-                await emit(ToolCallFinished(call=call, message=message, iteration=iteration))
+                await emit(tool_call_finished(call, message, iteration))
             except asyncio.CancelledError as exc:
                 cancelled = exc
         if hs := self._handlers.get(ON_MESSAGE):
@@ -537,7 +538,7 @@ class ChatRun:
             cancelled = await notify_each(hs, ctx, quietly=quietly) or cancelled
         if emit is not None:
             try:
-                await emit(MessageCommitted(message=message))
+                await emit(message_committed(message))
             except asyncio.CancelledError as exc:
                 cancelled = cancelled or exc
         return cancelled
@@ -611,9 +612,8 @@ class ChatRun:
                     request = _repaired(request)
                 if isinstance(supplied, ProviderResponse):
                     if emit is not None:  # a stream shows a supplied answer like a model's
-                        for part in response_parts(supplied):
-                            if not isinstance(part, StreamEnd):
-                                await emit(part)
+                        for part in response_deltas(supplied):
+                            await emit(part)
                     await self._accept(iteration, request, supplied)
                     return
             response: ProviderResponse | None = None
@@ -708,10 +708,23 @@ class ChatRun:
         iteration: int,
         attempt: int,
     ) -> ProviderResponse:
-        accumulator = ResponseAccumulator()
         spec = self._setup.output
         partials = PartialOutputs(spec) if spec is not None else None
         parts = model.stream(request)
+        if type(parts) is WholeAnswerStream:
+            # An answer that comes whole: its parts are the response's, no folding back.
+            response = _checked(await parts.response())
+            if hs := self._handlers.get(ON_FIRST_CHUNK):
+                ctx = FirstChunkContext(iteration=iteration, attempt=attempt, model=model)
+                await notify(hs, ctx)
+            for delta in response_deltas(response):
+                await emit(delta)
+                if partials is not None:
+                    found, value = partials.feed(delta)
+                    if found:
+                        await emit(PartialOutput(output=value, iteration=self._iteration))
+            return response
+        accumulator = ResponseAccumulator()
         first = True
         try:
             async for part in parts:
@@ -766,7 +779,7 @@ class ChatRun:
         emit = self.emit
         if emit is not None:
             for call in calls:
-                await emit(ToolCallStarted(call=call, iteration=iteration))
+                await emit(tool_call_started(call, iteration))
         self._finished_results = {}  # per batch: a provider may reuse call ids across turns
         if len(calls) == 1:
             self._checkpoint()

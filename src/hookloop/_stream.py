@@ -30,7 +30,7 @@ import collections
 import contextvars
 import types
 import weakref
-from collections.abc import Awaitable, Coroutine, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -55,9 +55,8 @@ class _Handoff:
         yield self  # caught by StreamedChat.next_event, never seen by the event loop
 
 
-def handoff(event: AgentEvent) -> Awaitable[None]:
-    """The ``emit`` of a streamed chat: hand ``event`` to the consumer, resume after it."""
-    return _Handoff(event)
+handoff: Callable[[AgentEvent], Awaitable[None]] = _Handoff
+"""The ``emit`` of a streamed chat: hand ``event`` to the consumer, resume after it."""
 
 
 class StreamedChat:

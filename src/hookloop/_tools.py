@@ -463,6 +463,10 @@ class Scope:
         return text or None
 
 
+_NO_SCOPES: dict[str, Scope] = {}  # never written to: see ScopeRegistry.register
+_NO_TOOLS: dict[str, tuple[Tool, Scope]] = {}
+
+
 class ScopeRegistry:
     """The scopes of one agent (``agent.scopes``); tool names are unique across all of them.
 
@@ -471,10 +475,14 @@ class ScopeRegistry:
     an exception from one propagates to the caller, and the change stays committed.
     """
 
+    __slots__ = ("_hooks", "_scopes", "_tools", "ordered")  # one per agent: smaller when idle
+
     def __init__(self, hooks: HookRegistry) -> None:
         self._hooks = hooks
-        self._scopes: dict[str, Scope] = {}
-        self._tools: dict[str, tuple[Tool, Scope]] = {}
+        # Shared empty dicts until the first register(), the only writer that adds: an agent
+        # without tools is smaller (bench/context.py, agent_kb_*).
+        self._scopes: dict[str, Scope] = _NO_SCOPES
+        self._tools: dict[str, tuple[Tool, Scope]] = _NO_TOOLS
         self.ordered: tuple[Scope, ...] = ()
         """The scopes in registration order (a snapshot, replaced on every change)."""
 
@@ -495,6 +503,8 @@ class ScopeRegistry:
                     f"tool {t.name!r} of scope {scope.name!r} is already provided by "
                     f"scope {owner!r}"
                 )
+        if self._scopes is _NO_SCOPES:
+            self._scopes, self._tools = {}, {}
         self._scopes[scope.name] = scope
         self.ordered = tuple(self._scopes.values())
         for t in scope.tools:

@@ -26,6 +26,9 @@ from .models._base import (
     TextDelta,
     ToolCallDelta,
 )
+from .models._base import (
+    WholeAnswerStream as _WholeAnswerStream,
+)
 from .models._base import response_parts as _response_parts
 
 __all__ = [
@@ -204,8 +207,15 @@ class ScriptedModel(Model):
         assert step.response is not None
         return step.response
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         """Stream the next scripted answer in chunks, or raise its error."""
+        if self._next < len(self._steps):
+            step = self._steps[self._next]
+            if step.fail_after is None and not (step.chunk_size or self._chunk_size):
+                return _WholeAnswerStream(self.request(request))
+        return self._stream(request)
+
+    async def _stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         step = self._take(request)
         if step.response is None:
             assert step.error is not None
@@ -258,8 +268,13 @@ class FunctionModel(Model):
             result = await result
         return text_response(result) if isinstance(result, str) else result
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         """Call the function and stream its answer in chunks."""
+        if not self._chunk_size:
+            return _WholeAnswerStream(self.request(request))
+        return self._stream(request)
+
+    async def _stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         for part in _chunked(await self.request(request), self._chunk_size):
             yield part
 

@@ -98,7 +98,10 @@ class ChatHistory:
                 f"token_counter must be a TokenCounter, got {type(token_counter).__name__}"
             )
         self._max = max_context_tokens
-        self._counter: TokenCounter = token_counter or CachingCounter(EstimateCounter())
+        # Not `or`: an empty CachingCounter is falsy, and it is still the counter given.
+        self._counter: TokenCounter = (
+            CachingCounter(EstimateCounter()) if token_counter is None else token_counter
+        )
         self._system: SystemMessage | None = None
         self._system_tokens = 0
         self._messages: list[Message] = []
@@ -441,13 +444,12 @@ class ChatHistory:
             index[message.id] = len(conversation)
             conversation.append(message)
         conversation = conversation[:]  # no room to grow: a restored history may stay idle
-        count = _own_counter(self._counter).count_message
-        counts = array("i", map(count, conversation))
         system_tokens = self._counter.count_system(system.content) if system else None
-        # Everything checked and counted: now commit, all at once.
+        # Everything checked: now commit, all at once. The messages are counted when a count
+        # is first needed (_counted), as appended ones are: an idle history holds no counts.
         self._messages = conversation
-        self._counts = counts
-        self._total = sum(counts)
+        self._counts = array("i")
+        self._total = 0
         self._index = None  # made again when first needed: an idle history is smaller
         self.version += 1
         if system is not None and system_tokens is not None:

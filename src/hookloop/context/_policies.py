@@ -144,7 +144,7 @@ class SlidingWindow:
         self._agent: Agent | None = None
         # Budgets a provider's overflow taught us, per model and room for the answer; one is
         # kept only once a request trimmed to it went through (_pending until then).
-        self._ceilings: dict[tuple[str, int], int] = {}
+        self._ceilings: dict[tuple[str, int], int] | None = None  # made on the first one
         self._pending: tuple[tuple[str, int], int] | None = None
         self._shown: set[str] | None = None  # ids already passed to on_pre_compress
         self._state: _Window | None = None  # the window, kept from one request to the next
@@ -173,7 +173,7 @@ class SlidingWindow:
         if window is not None and window - answer < budget.total:
             budget = _Budget(window - answer, "window", window, answer)
         key = (model.name, answer)
-        ceiling = self._ceilings.get(key)
+        ceiling = self._ceilings.get(key) if self._ceilings is not None else None
         if self._pending is not None and self._pending[0] == key:
             ceiling = min(ceiling or self._pending[1], self._pending[1])
         if ceiling is not None and ceiling < budget.total:
@@ -407,6 +407,8 @@ class SlidingWindow:
         if error is None:
             if self._pending is not None:  # the smaller request went through: keep its budget
                 key, ceiling = self._pending
+                if self._ceilings is None:
+                    self._ceilings = {}
                 self._ceilings[key] = ceiling
                 self._pending = None
             return

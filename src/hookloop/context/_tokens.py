@@ -458,6 +458,9 @@ def encoding_for_model(model: str) -> str | None:
     return None
 
 
+_DEFAULT_ESTIMATE = EstimateCounter()  # holds nothing but its rates: every agent shares it
+
+
 def counter_for_model(model: str, *, cache_size: int = 100_000) -> TokenCounter:
     """The best counter available for a model, with per-message caching.
 
@@ -470,7 +473,7 @@ def counter_for_model(model: str, *, cache_size: int = 100_000) -> TokenCounter:
     if encoding is not None and _exact_available():
         inner = TiktokenCounter(encoding)
     else:
-        inner = EstimateCounter()
+        inner = _DEFAULT_ESTIMATE
     return CachingCounter(inner, maxsize=cache_size)
 
 
@@ -502,7 +505,8 @@ class CachingCounter:
         self._maxsize = maxsize
         # An OrderedDict evicts its oldest entry in O(1); a plain dict's next(iter()) slows
         # down as deleted slots pile up at its front.
-        self._cache: collections.OrderedDict[str, tuple[Message, int]] = collections.OrderedDict()
+        # Made on the first count: an idle agent is smaller (bench/context.py, agent_kb_*).
+        self._cache: collections.OrderedDict[str, tuple[Message, int]] | None = None
         self._system: tuple[str, int] | None = None
         self._tools: tuple[Sequence[ToolDefinition], int] | None = None
 
@@ -518,6 +522,8 @@ class CachingCounter:
     def count_message(self, message: Message) -> int:
         """Tokens one message takes in a request, from the cache when possible."""
         cache = self._cache
+        if cache is None:
+            cache = self._cache = collections.OrderedDict()
         hit = cache.get(message.id)
         if hit is not None and hit[0] is message:
             return hit[1]
@@ -547,12 +553,12 @@ class CachingCounter:
 
     def clear(self) -> None:
         """Forget every remembered count."""
-        self._cache.clear()
+        self._cache = None
         self._system = None
         self._tools = None
 
     def __len__(self) -> int:
-        return len(self._cache)
+        return len(self._cache) if self._cache is not None else 0
 
     def __repr__(self) -> str:
         return f"CachingCounter({self._counter!r}, maxsize={self._maxsize})"

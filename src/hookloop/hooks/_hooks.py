@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -1047,10 +1046,12 @@ class HookRegistry:
     without handlers, so the loop's check costs one dictionary lookup.
     """
 
+    __slots__ = ("_collectors", "_seq", "handlers")  # one per agent: an idle agent is smaller
+
     def __init__(self) -> None:
         self.handlers: dict[str, tuple[Handler, ...]] = {}
-        self._seq = itertools.count()
-        self._collectors: list[list[Disposer]] = []
+        self._seq = 0  # the registrations so far (an int: an idle agent is smaller)
+        self._collectors: list[list[Disposer]] | None = None  # made by the first collect()
 
     def add(self, event: str, fn: Callable[[Any], Any], *, order: int = 0) -> Disposer:
         """Register ``fn`` for ``event``; returns its disposer.
@@ -1072,14 +1073,15 @@ class HookRegistry:
                 f"{event!r} fires inside a synchronous call (scopes.register()/unregister()), "
                 "so its handlers must be plain functions"
             )
-        handler = Handler(event, fn, is_async, int(order), next(self._seq), spec)
+        handler = Handler(event, fn, is_async, int(order), self._seq, spec)
+        self._seq += 1
         current = self.handlers.get(event, ())
         self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))
         return self.adopt(Disposer(lambda: self._remove(handler)))
 
     def adopt(self, disposer: Disposer) -> Disposer:
         """Hand ``disposer`` to every :meth:`collect` block open now; returns it."""
-        for collected in self._collectors:
+        for collected in self._collectors or ():
             collected.append(disposer)
         return disposer
 
@@ -1094,14 +1096,19 @@ class HookRegistry:
     def collect(self) -> Iterator[list[Disposer]]:
         """Collect the disposers of every registration made inside the ``with`` block."""
         collected: list[Disposer] = []
-        self._collectors.append(collected)
+        if self._collectors is None:
+            self._collectors = []
+        collectors = self._collectors
+        collectors.append(collected)
         try:
             yield collected
         finally:
             # By identity: list.remove compares by value, and an outer collection that is
             # still empty equals this one (a plugin that uses another before its own hooks).
-            index = next(i for i, c in enumerate(self._collectors) if c is collected)
-            del self._collectors[index]
+            index = next(i for i, c in enumerate(collectors) if c is collected)
+            del collectors[index]
+            if not collectors and self._collectors is collectors:
+                self._collectors = None
 
     def fire_sync(self, event: str, scope: Scope) -> None:
         """Fire a sync-only scope event; the first handler that raises stops the rest."""

@@ -9,13 +9,15 @@ adapter streams the same way.
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from .._errors import InvalidResponseError
 from .._messages import AssistantMessage, Message, ToolCall, Usage
+from .._slots import new as _new
+from .._slots import slot_setter as _setter
 
 __all__ = [
     "FinishReason",
@@ -264,22 +266,14 @@ class Model(abc.ABC):
     async def aclose(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Release what the model holds (connections, a server process); by default nothing."""
 
-    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+    def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
         """Send one request and yield the answer as it arrives, ending with a StreamEnd."""
-        response = await self.request(request)
-        for part in response_parts(response):
-            yield part
+        return WholeAnswerStream(self.request(request))
 
 
 def response_parts(response: ProviderResponse) -> list[StreamPart]:
     """Split a whole response into the stream parts that add up to it."""
-    parts: list[StreamPart] = []
-    if response.content:
-        parts.append(TextDelta(text=response.content))
-    for index, call in enumerate(response.tool_calls):
-        parts.append(
-            ToolCallDelta(index=index, id=call.id, name=call.name, arguments=call.arguments)
-        )
+    parts: list[StreamPart] = [*response_deltas(response)]
     parts.append(
         StreamEnd(
             finish_reason=response.finish_reason,
@@ -289,3 +283,81 @@ def response_parts(response: ProviderResponse) -> list[StreamPart]:
         )
     )
     return parts
+
+
+# The parts of a whole answer are made through their slots (see _slots.py), once per part
+# of every streamed answer (bench/loop.py, stream_ratio).
+_text_text, _text_type = _setter(TextDelta, "text"), _setter(TextDelta, "type")
+_delta_index, _delta_id = _setter(ToolCallDelta, "index"), _setter(ToolCallDelta, "id")
+_delta_name, _delta_arguments = _setter(ToolCallDelta, "name"), _setter(ToolCallDelta, "arguments")
+_delta_type = _setter(ToolCallDelta, "type")
+
+
+def response_deltas(response: ProviderResponse) -> list[TextDelta | ToolCallDelta]:
+    """The parts of :func:`response_parts` without the closing :class:`StreamEnd`."""
+    parts: list[TextDelta | ToolCallDelta] = []
+    if response.content:
+        text = _new(TextDelta)
+        _text_text(text, response.content)
+        _text_type(text, "text_delta")
+        parts.append(text)
+    for index, call in enumerate(response.tool_calls):
+        delta = _new(ToolCallDelta)
+        _delta_index(delta, index)
+        _delta_id(delta, call.id)
+        _delta_name(delta, call.name)
+        _delta_arguments(delta, call.arguments)
+        _delta_type(delta, "tool_call_delta")
+        parts.append(delta)
+    return parts
+
+
+class WholeAnswerStream:
+    """The stream of an answer that comes whole: one part for its text, one per tool call.
+
+    An async iterator of :data:`StreamPart` like any model's stream. The loop knows it:
+    instead of iterating it and folding the parts back into a response, it awaits
+    :meth:`response` and hands the consumer the response's parts itself, which costs a
+    fraction of an async generator and a :class:`ResponseAccumulator`.
+
+    Args:
+        answer: What gives the response once, awaited on the first use (``request()``'s
+            coroutine, say); it raises what the model raises.
+    """
+
+    __slots__ = ("_answer", "_parts")
+
+    def __init__(self, answer: Coroutine[Any, Any, ProviderResponse]) -> None:
+        self._answer: Coroutine[Any, Any, ProviderResponse] | None = answer
+        self._parts: Iterator[StreamPart] | None = None
+
+    async def response(self) -> ProviderResponse:
+        """The whole answer (awaited once; the stream is used up then).
+
+        Raises:
+            RuntimeError: The answer was already taken.
+        """
+        answer, self._answer = self._answer, None
+        if answer is None:
+            raise RuntimeError("the answer of this stream was already taken")
+        return await answer
+
+    def __aiter__(self) -> WholeAnswerStream:
+        return self
+
+    async def __anext__(self) -> StreamPart:
+        if self._parts is None:
+            if self._answer is None:
+                raise StopAsyncIteration
+            self._parts = iter(response_parts(await self.response()))
+        try:
+            return next(self._parts)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        """Drop the answer not taken yet, without asking the model for it."""
+        answer, self._answer = self._answer, None
+        if answer is not None:
+            answer.close()
+        self._parts = iter(())

@@ -204,6 +204,10 @@ class SessionStore(abc.ABC):
     ) -> list[StoredMessage]:
         """The session's messages as :meth:`records` describes."""
 
+    async def _read_messages(self, session_id: str) -> list[Message]:
+        """The session's messages as :meth:`load` describes; a backend may do it cheaper."""
+        return [record.message for record in await self._read_records(session_id, None)]
+
     @abc.abstractmethod
     async def _read_info(self, session_id: str) -> SessionInfo | None:
         """The session's metadata as :meth:`info` describes."""
@@ -240,7 +244,8 @@ class SessionStore(abc.ABC):
         Raises:
             CorruptSessionError: A stored message cannot be decoded.
         """
-        return [record.message for record in await self.records(session_id)]
+        check_session_id(session_id)
+        return await self._read_messages(session_id)
 
     async def export(self, session_id: str, *, readable_only: bool = False) -> ExportedSession:
         """The session as plain JSON values (``json.dumps`` takes it as it is).

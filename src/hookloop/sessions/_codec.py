@@ -8,7 +8,7 @@ release can read old rows and refuse rows it cannot read.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import cast
 
 from pydantic_core import from_json
@@ -24,9 +24,18 @@ from .._messages import (
     dump_messages,
     load_messages,
 )
+from .._slots import new as _new
+from .._slots import slot_setter as _setter
 from ._types import StoredMessage
 
-__all__ = ["MESSAGE_FORMAT", "Row", "decode_rows", "encode_message", "json_text"]
+__all__ = [
+    "MESSAGE_FORMAT",
+    "Row",
+    "decode_messages",
+    "decode_rows",
+    "encode_message",
+    "json_text",
+]
 
 MESSAGE_FORMAT = 1
 """The version of the stored message form: ``dump_messages``' JSON object of one message."""
@@ -74,13 +83,35 @@ def decode_rows(
         CorruptSessionError: A row is not a message this hookloop can read; names the first
             such row's sequence number.
     """
-    try:
-        messages = _decode_all(rows)
-    except (ValueError, TypeError, RecursionError):
-        messages = None
+    messages = _decoded(rows)
     if messages is not None:
         return _records(rows, messages)
-    # Something is wrong somewhere: find the bad rows, to name them.
+    return _decode_each(session_id, rows, unreadable)
+
+
+def decode_messages(session_id: str, rows: Sequence[Row]) -> list[Message]:
+    """The messages of :func:`decode_rows`, without their records (``load()``'s own path).
+
+    Raises:
+        CorruptSessionError: As :func:`decode_rows` without ``unreadable``.
+    """
+    messages = _decoded(rows)
+    if messages is not None:
+        return messages
+    return [record.message for record in _decode_each(session_id, rows, None)]
+
+
+def _decoded(rows: Sequence[Row]) -> list[Message] | None:
+    try:
+        return _decode_all(rows)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def _decode_each(
+    session_id: str, rows: Sequence[Row], unreadable: list[CorruptSessionError] | None
+) -> list[StoredMessage]:
+    """Decode the rows one by one, to name the bad ones (the fast path was in doubt)."""
     out: list[StoredMessage] = []
     for row in rows:
         try:
@@ -131,13 +162,6 @@ def _decode_all(rows: Sequence[Row]) -> list[Message] | None:
 
 # Each field set through its slot, then the class's own checks (__post_init__) run: the
 # frozen dataclass __init__ costs twice as much, pydantic four times (bench/stores.py).
-_new = object.__new__
-
-
-def _setter(cls: type, name: str) -> Callable[[object, object], None]:
-    """The slot's own setter: it writes a frozen dataclass's field without __setattr__."""
-    return cast("Callable[[object, object], None]", vars(cls)[name].__set__)
-
 
 _user_content, _user_id = _setter(UserMessage, "content"), _setter(UserMessage, "id")
 _system_content, _system_id = _setter(SystemMessage, "content"), _setter(SystemMessage, "id")

@@ -37,7 +37,7 @@ from .._stores._checks import check_int, check_text
 from .._stores._pools import abandon_pool, close_pool
 from .._stores._schema import check_schema_version
 from ._base import SessionStore, utc
-from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
+from ._codec import MESSAGE_FORMAT, Row, decode_messages, decode_rows, encode_message
 from ._consistency import RecordState
 from ._postgres_sql import INFO_COLUMNS, SCHEMA, SCHEMA_LOCK
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
@@ -220,6 +220,12 @@ class PostgresSessionStore(SessionStore):
     async def _read_records(
         self, session_id: str, unreadable: list[CorruptSessionError] | None
     ) -> list[StoredMessage]:
+        return decode_rows(session_id, await self._rows(session_id), unreadable)
+
+    async def _read_messages(self, session_id: str) -> list[Message]:
+        return decode_messages(session_id, await self._rows(session_id))
+
+    async def _rows(self, session_id: str) -> list[Row]:
         pool = await self._ensure()
         rows = await pool.fetch(
             "SELECT seq, message_id, format, data FROM hookloop_messages "
@@ -227,7 +233,7 @@ class PostgresSessionStore(SessionStore):
             session_id,
         )
         # asyncpg's records index and unpack like the rows' tuples: no copy of 10k rows.
-        return decode_rows(session_id, cast("list[Row]", rows), unreadable)
+        return cast("list[Row]", rows)
 
     async def _read_info(self, session_id: str) -> SessionInfo | None:
         pool = await self._ensure()

@@ -43,7 +43,7 @@ from .._stores._checks import check_text
 from .._stores._pools import abandon_client, close_client
 from .._stores._schema import check_schema_version
 from ._base import SessionStore, utc
-from ._codec import MESSAGE_FORMAT, Row, decode_rows, encode_message
+from ._codec import MESSAGE_FORMAT, Row, decode_messages, decode_rows, encode_message
 from ._consistency import RecordState
 from ._redis_lua import APPEND, CREATE, FORK, PRUNE
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
@@ -204,6 +204,12 @@ class RedisSessionStore(SessionStore):
     async def _read_records(
         self, session_id: str, unreadable: list[CorruptSessionError] | None
     ) -> list[StoredMessage]:
+        return decode_rows(session_id, await self._rows(session_id), unreadable)
+
+    async def _read_messages(self, session_id: str) -> list[Message]:
+        return decode_messages(session_id, await self._rows(session_id))
+
+    async def _rows(self, session_id: str) -> list[Row]:
         client = await self._ensure()
         try:
             entries: list[tuple[bytes, dict[bytes, bytes]]] = await client.xrange(
@@ -215,7 +221,7 @@ class RedisSessionStore(SessionStore):
         for entry_id, fields in entries:
             seq = _entry_seq(session_id, entry_id)
             rows.append((seq, fields.get(b"i"), fields.get(b"f"), fields.get(b"d")))
-        return decode_rows(session_id, rows, unreadable)
+        return rows
 
     async def _read_info(self, session_id: str) -> SessionInfo | None:
         client = await self._ensure()

@@ -33,7 +33,7 @@ from .._sqlite import naming_damage, use_wal
 from .._stores._schema import check_schema_version
 from .._stores._sqlite import SQLiteThread
 from ._base import SessionStore
-from ._codec import MESSAGE_FORMAT, decode_rows, encode_message
+from ._codec import MESSAGE_FORMAT, decode_messages, decode_rows, encode_message
 from ._sqlite_sql import (
     CHECKPOINT_EVERY,
     SCHEMA,
@@ -289,6 +289,10 @@ class SQLiteSessionStore(SessionStore):
     ) -> list[StoredMessage]:
         rows = await self._thread.run(select_messages, session_id)
         return decode_rows(session_id, rows, unreadable)
+
+    async def _read_messages(self, session_id: str) -> list[Message]:
+        rows = await self._thread.run(select_messages, session_id)
+        return decode_messages(session_id, rows)
 
     async def _read_info(self, session_id: str) -> SessionInfo | None:
         row = await self._thread.run(select_info, session_id)
