@@ -598,7 +598,11 @@ class ChatRun:
             request = base
             if hs := handlers.get(PRE_REQUEST):
                 pre = PreRequestContext(
-                    iteration=iteration, attempt=attempt, request=request, model=model
+                    iteration=iteration,
+                    attempt=attempt,
+                    request=request,
+                    model=model,
+                    stream=emit is not None,
                 )
                 supplied = await run_chain(hs, pre)
                 request = pre.request

@@ -173,6 +173,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         "model": model,
         "replace_history": None,
         "left_out": [],
+        "stream": False,
     }
     assert got[2]["hooks"] == ["SlidingWindow._trim"]  # the default context policy
     assert got[3]["data"] == {"changed": []}

@@ -28,10 +28,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 from hookloop import (
     Agent,
     ChatCancelledError,
+    ImagePart,
     MissingExtraError,
     ModelSettings,
     PreToolCallContext,
     RateLimitError,
+    TextPart,
     ToolCall,
     ToolReturn,
     UsageError,
@@ -40,7 +42,7 @@ from hookloop._messages import Usage
 from hookloop.context import Compaction, SlidingWindow
 from hookloop.models._base import ProviderResponse
 from hookloop.observe import OpenTelemetryPlugin
-from hookloop.retry import Backoff, DefaultRetryStrategy
+from hookloop.retry import Backoff, DefaultRetryStrategy, FallbackStrategy
 from hookloop.testing import ScriptedModel, ScriptStep, text_response, tool_call
 from tests.models._provider_server import (
     ProviderServer,
@@ -323,6 +325,50 @@ def test_content_is_recorded_only_when_asked(
     assert all(not (set(dict(s.attributes or {})) & CONTENT_KEYS) for s in otel.spans())
 
 
+def test_captured_images_keep_their_uri_or_their_data(otel: Telemetry) -> None:
+    agent = Agent(ScriptedModel(["A cat."]))
+    agent.use(otel.plugin(capture_content=True))
+
+    agent.chat_sync(
+        [
+            TextPart(text="What are these?"),
+            ImagePart(url="https://example.com/cat.jpg"),
+            ImagePart(url="https://example.com/dog", media_type="image/webp"),
+            ImagePart(url="data:image/gif;base64,R0lGOD"),
+            ImagePart(data="iVBORw0K", media_type="image/png"),
+        ]
+    )
+
+    attrs = dict(otel.one("chat scripted").attributes or {})
+    assert json.loads(attrs["gen_ai.input.messages"]) == [
+        {
+            "role": "user",
+            "parts": [
+                {"type": "text", "content": "What are these?"},
+                {"type": "uri", "modality": "image", "uri": "https://example.com/cat.jpg"},
+                {
+                    "type": "uri",
+                    "modality": "image",
+                    "uri": "https://example.com/dog",
+                    "mime_type": "image/webp",
+                },
+                {
+                    "type": "blob",
+                    "modality": "image",
+                    "mime_type": "image/gif",
+                    "content": "R0lGOD",
+                },
+                {
+                    "type": "blob",
+                    "modality": "image",
+                    "mime_type": "image/png",
+                    "content": "iVBORw0K",
+                },
+            ],
+        }
+    ]
+
+
 @pytest.mark.parametrize(
     ("value", "provider_key"),
     [
@@ -373,6 +419,28 @@ async def test_a_stream_records_its_time_to_first_chunk(otel: Telemetry) -> None
     (point,) = otel.metrics()["gen_ai.client.operation.time_to_first_chunk"]
     assert (point[0]["gen_ai.request.model"], point[1].count) == ("scripted", 1)
     assert tree(otel.spans()) == [(0, "invoke_agent s"), (1, "chat scripted")]
+
+
+async def test_a_stream_that_fails_before_its_first_chunk_is_marked_as_a_stream(
+    otel: Telemetry,
+) -> None:
+    agent = Agent(ScriptedModel([RateLimitError("slow", status=429)]), retry=None, name="s")
+    agent.use(otel.plugin())
+
+    with pytest.raises(RateLimitError):
+        async with agent.chat_stream("hi") as stream:
+            async for _ in stream:
+                pass
+
+    chat = otel.one("chat scripted")
+    assert dict(chat.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "scripted",
+        "gen_ai.system": "hookloop",
+        "gen_ai.request.stream": True,
+        "error.type": "RateLimitError",
+    }
+    assert "gen_ai.client.operation.time_to_first_chunk" not in otel.metrics()
 
 
 # --- retries --------------------------------------------------------------------------------
@@ -468,6 +536,90 @@ async def test_a_model_call_that_fails_for_good_sets_the_error_on_every_span(
     ((attributes, point),) = otel.metrics()["gen_ai.client.operation.duration"]
     assert (attributes["error.type"], point.count) == ("RateLimitError", 1)
     assert sorted(otel.tracked.started) == sorted(otel.tracked.ended)
+
+
+async def test_a_fallback_model_gets_its_own_chat_span_and_metrics(
+    otel: Telemetry, server: ProviderServer
+) -> None:
+    primary = ScriptedModel([RateLimitError("slow", status=429)], name="primary")
+    server.add(Reply.json(whole_answer("chat.completions", "Hi!", usage=(7, 3))))
+    backup = adapter("chat.completions", server)
+    agent = Agent(primary, retry=FallbackStrategy([backup]), name="a")
+    agent.use(otel.plugin())
+    port = int(server.url.rsplit(":", 1)[1])
+
+    try:
+        assert (await agent.chat("go")).text == "Hi!"
+    finally:
+        await backup.aclose()
+
+    assert tree(otel.spans()) == [(0, "invoke_agent a"), (1, "chat primary"), (1, "chat m")]
+    failed, answered = otel.one("chat primary"), otel.one("chat m")
+    assert (failed.kind, failed.status.status_code, failed.status.description) == (
+        SpanKind.INTERNAL,
+        StatusCode.ERROR,
+        "RateLimitError: slow (status=429)",
+    )
+    assert dict(failed.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "primary",
+        "gen_ai.system": "hookloop",
+        "error.type": "RateLimitError",
+    }
+    assert [name for name, _ in events(failed)][:1] == ["hookloop.attempt_failed"]
+    assert (answered.kind, answered.status.status_code) == (SpanKind.CLIENT, StatusCode.UNSET)
+    assert dict(answered.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "m",
+        "server.address": "127.0.0.1",
+        "server.port": port,
+        "gen_ai.system": "openai",
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.response.id": "chatcmpl-1",
+        "gen_ai.response.model": "m-served",
+        "gen_ai.usage.input_tokens": 7,
+        "gen_ai.usage.output_tokens": 3,
+    }
+    metrics = otel.metrics()
+    durations = sorted(
+        (a["gen_ai.request.model"], a.get("gen_ai.system"), a.get("error.type"), p.count)
+        for a, p in metrics["gen_ai.client.operation.duration"]
+    )
+    assert durations == [("m", "openai", None, 1), ("primary", "hookloop", "RateLimitError", 1)]
+    tokens = sorted(
+        (a["gen_ai.request.model"], a["gen_ai.system"], a["gen_ai.token.type"], p.sum)
+        for a, p in metrics["gen_ai.client.token.usage"]
+    )
+    assert tokens == [("m", "openai", "input", 7), ("m", "openai", "output", 3)]
+    assert sorted(otel.tracked.started) == sorted(otel.tracked.ended)
+
+
+async def test_an_answer_a_pre_request_hook_supplied_is_no_model_usage(
+    otel: Telemetry, server: ProviderServer
+) -> None:
+    model = adapter("chat.completions", server)  # never called: the cache answers
+    agent = Agent(model, name="c")
+    cached = ProviderResponse(content="from cache", usage=Usage(input_tokens=500, output_tokens=50))
+    agent.add_hook("pre_request", lambda ctx: cached)
+    agent.use(otel.plugin())
+
+    try:
+        assert (await agent.chat("hi")).text == "from cache"
+    finally:
+        await model.aclose()
+
+    chat = otel.one("chat m")
+    assert chat.kind == SpanKind.INTERNAL  # no server was called
+    assert dict(chat.attributes or {}) == {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "m",
+        "gen_ai.system": "openai",
+        "gen_ai.response.finish_reasons": ("stop",),
+        "gen_ai.usage.input_tokens": 500,
+        "gen_ai.usage.output_tokens": 50,
+        "hookloop.response.supplied": True,
+    }
+    assert otel.metrics() == {}
 
 
 # --- tools ----------------------------------------------------------------------------------

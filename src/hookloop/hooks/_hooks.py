@@ -196,6 +196,7 @@ class PreRequestContext:
     ``replace_history``; the loop commits it once the handlers returned. A policy that
     leaves stored messages out of the request (a sliding window) adds them to
     ``left_out``; the loop fires ``on_pre_compress`` with them once the handlers returned.
+    ``stream`` says whether the attempt streams (``chat_stream()``); read it, do not set it.
     """
 
     iteration: int
@@ -204,6 +205,7 @@ class PreRequestContext:
     model: Model
     replace_history: HistoryReplacement | None = None
     left_out: tuple[Message, ...] = ()
+    stream: bool = False
 
 
 @dataclass(slots=True, kw_only=True)

@@ -168,13 +168,30 @@ def _parts(message: Message) -> list[dict[str, Any]]:
             if isinstance(part, TextPart):
                 parts.append({"type": "text", "content": part.text})
             elif isinstance(part, ImagePart):
-                parts.append({"type": "uri" if part.url else "blob", "modality": "image"})
+                parts.append(_image(part))
     if isinstance(message, AssistantMessage):
         parts.extend(
             {"type": "tool_call", "id": c.id, "name": c.name, "arguments": _arguments(c)}
             for c in message.tool_calls
         )
     return parts
+
+
+def _image(part: ImagePart) -> dict[str, Any]:
+    """An image as a ``blob`` part (base64 ``content``) or a ``uri`` part."""
+    url = part.url
+    if url is not None and url.startswith("data:"):
+        header, _, data = url.partition(",")
+        mime_type, _, encoding = header[len("data:") :].partition(";")
+        if encoding == "base64":  # what providers accept; anything else stays a uri
+            mime = mime_type or part.media_type
+            return {"type": "blob", "modality": "image", "mime_type": mime, "content": data}
+    if url is not None:
+        found: dict[str, Any] = {"type": "uri", "modality": "image", "uri": url}
+        if part.media_type:
+            found["mime_type"] = part.media_type
+        return found
+    return {"type": "blob", "modality": "image", "mime_type": part.media_type, "content": part.data}
 
 
 def input_messages(messages: Iterable[Message]) -> str:

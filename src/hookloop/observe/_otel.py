@@ -74,6 +74,8 @@ class _Call:
     attributes: dict[str, Any] = field(default_factory=dict)  # those the metrics carry too
     attempt_started: float = 0.0
     failed: set[int] = field(default_factory=set)
+    model: Model | None = None  # the model the span names
+    error: Exception | None = None  # that of the last failed attempt
 
 
 @dataclass(slots=True, eq=False)
@@ -96,6 +98,7 @@ class _Chat:
     tools: dict[str, _ToolRun] = field(default_factory=dict)
     asked: dict[str, ToolCall] = field(default_factory=dict)  # tool calls as the model made them
     model_known: bool = False
+    model: Model | None = None  # the model of the agent's last call
 
 
 class OpenTelemetryPlugin:
@@ -277,21 +280,41 @@ class OpenTelemetryPlugin:
             call = chat.call = _Call(start_ns=time.time_ns(), started=time.monotonic())
         return call
 
-    def _open(self, chat: _Chat, model: Model | None, request: ProviderRequest) -> _Call:
-        """The model call's span, started now if it was not (with its pending events)."""
+    def _open(
+        self,
+        chat: _Chat,
+        model: Model | None,
+        request: ProviderRequest,
+        *,
+        stream: bool = False,
+        supplied: bool = False,
+    ) -> _Call:
+        """The model call's span, started now if it was not (with its pending events).
+
+        A ``supplied`` answer (a ``pre_request`` hook's) reached no server: its span names
+        the model's provider only, and is INTERNAL.
+        """
         call = self._current_call(chat)
         if call.span is not None:
             return call
-        client = model is not None and model.base_url is not None
+        client = model is not None and model.base_url is not None and not supplied
         kind = self._trace.SpanKind.CLIENT if client else self._trace.SpanKind.INTERNAL
         name = model.name if model is not None else request.model
         call.attributes = {g.OPERATION: "chat", g.REQUEST_MODEL: name}
+        call.model = model
         if model is not None:
-            call.attributes.update(self._model_attributes(model))
+            chat.model = model
+            model_attributes = self._model_attributes(model)
+            if supplied:
+                call.attributes.update(self._provider(model))
+            else:
+                call.attributes.update(model_attributes)
             if not chat.model_known:
-                chat.span.set_attributes(self._model_attributes(model))
+                chat.span.set_attributes(model_attributes)
                 chat.model_known = True
         attributes = {**call.attributes, **g.request_attributes(request)}
+        if stream:
+            attributes[g.REQUEST_STREAM] = True
         if self.capture_content:
             attributes[g.INPUT_MESSAGES] = g.input_messages(request.messages)
             if request.system:
@@ -312,19 +335,25 @@ class OpenTelemetryPlugin:
         return call
 
     def _model_attributes(self, model: Model) -> dict[str, Any]:
-        attributes = g.server_attributes(model.base_url)
-        attributes[g.PROVIDER if self.latest else g.SYSTEM_OLD] = model.provider_name
-        return attributes
+        return {**g.server_attributes(model.base_url), **self._provider(model)}
+
+    def _provider(self, model: Model) -> dict[str, Any]:
+        return {g.PROVIDER if self.latest else g.SYSTEM_OLD: model.provider_name}
 
     def _pre_request(self, key: _Key, ctx: PreRequestContext) -> None:
         chat = self._chats.get(key)
         if chat is None:
             return
         call = chat.call
-        if ctx.attempt == 1 and call is not None and call.span is not None:
-            # The last call never ended (a hook raised after it): it is over now.
-            self._end_call(chat, call, None, None, None)
-        call = self._open(chat, ctx.model, ctx.request)
+        if call is not None and call.span is not None:
+            if ctx.attempt == 1:
+                # The last call never ended (a hook raised after it): it is over now.
+                self._end_call(chat, call, None, None, None)
+            elif call.model is not None and ctx.model is not call.model:
+                # A fallback: the attempts so far failed on the model the span names; the
+                # call goes on under a span (and metrics) of the model it goes to now.
+                self._end_call(chat, call, *_failure(call.error))
+        call = self._open(chat, ctx.model, ctx.request, stream=ctx.stream)
         call.attempt_started = time.monotonic()
 
     def _first_chunk_arrived(self, key: _Key, ctx: FirstChunkContext) -> None:
@@ -344,11 +373,10 @@ class OpenTelemetryPlugin:
         self._attempt_failed(call, ctx.attempt, ctx.error, retry=ctx.retry)
         if not ctx.retry:
             chat.call = None
-            error_type = _error_type(ctx.error)
-            description = f"{type(ctx.error).__name__}: {ctx.error}"
-            self._end_call(chat, call, "ERROR", description, error_type)
+            self._end_call(chat, call, *_failure(ctx.error))
 
     def _attempt_failed(self, call: _Call, attempt: int, error: Exception, *, retry: bool) -> None:
+        call.error = error
         if attempt in call.failed:
             return
         call.failed.add(attempt)
@@ -400,7 +428,10 @@ class OpenTelemetryPlugin:
         if chat is None:
             return
         supplied = chat.call is None or chat.call.span is None  # pre_request answered
-        call = self._open(chat, None, ctx.request)
+        # The model that would have answered: the agent's, or a sub-agent's last one.
+        agent = self._agent
+        model = agent.model if len(key) == 1 and agent is not None else chat.model
+        call = self._open(chat, model if supplied else None, ctx.request, supplied=supplied)
         chat.call = None
         response = ctx.response
         attributes = g.response_attributes(response, latest=self.latest)
@@ -412,8 +443,9 @@ class OpenTelemetryPlugin:
         call.span.set_attributes(attributes)
         if response.model:
             call.attributes[g.RESPONSE_MODEL] = response.model
-        self._end_call(chat, call, None, None, None)
-        if response.usage is not None:
+        # A supplied answer used no model: no tokens, no duration of a model call.
+        self._end_call(chat, call, None, None, None, record=not supplied)
+        if response.usage is not None and not supplied:
             metric = call.attributes
             self._tokens.record(response.usage.input_tokens, {**metric, g.TOKEN_TYPE: "input"})
             self._tokens.record(response.usage.output_tokens, {**metric, g.TOKEN_TYPE: "output"})
@@ -425,6 +457,8 @@ class OpenTelemetryPlugin:
         status: str | None,
         description: str | None,
         error_type: str | None,
+        *,
+        record: bool = True,
     ) -> None:
         if chat.call is call:
             chat.call = None
@@ -438,10 +472,13 @@ class OpenTelemetryPlugin:
             for event, attributes, at in call.pending:
                 call.span.add_event(event, attributes, timestamp=at)
         self._end(call.span, status, description, error_type)
-        metric = (
-            call.attributes if error_type is None else {**call.attributes, g.ERROR_TYPE: error_type}
-        )
-        self._duration.record(time.monotonic() - call.started, metric)
+        if record:
+            metric = (
+                call.attributes
+                if error_type is None
+                else {**call.attributes, g.ERROR_TYPE: error_type}
+            )
+            self._duration.record(time.monotonic() - call.started, metric)
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -564,6 +601,13 @@ def _figures(
         if value is not None:
             attributes[f"hookloop.{what}.{name}"] = value
     return attributes
+
+
+def _failure(error: Exception | None) -> tuple[str | None, str | None, str | None]:
+    """Status, description and ``error.type`` of a call that ended with ``error`` (or none)."""
+    if error is None:
+        return None, None, None
+    return "ERROR", f"{type(error).__name__}: {error}", _error_type(error)
 
 
 def _error_type(error: BaseException | None) -> str:
