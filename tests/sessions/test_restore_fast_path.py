@@ -10,13 +10,13 @@ import json
 from collections.abc import Callable
 
 import pytest
-from hookloop._errors import CorruptSessionError
 from hypothesis import HealthCheck, given, settings
-from test_context_strategies import histories
 
 from hookloop import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from hookloop._errors import CorruptSessionError
 from hookloop.sessions import MESSAGE_FORMAT, StoredMessage, _codec
 from hookloop.sessions._codec import Row, decode_rows, encode_message
+from tests.context.test_strategies import histories
 
 CALL = ToolCall(name="lookup", arguments='{"key": 1}')
 MESSAGES: list[Message] = [
