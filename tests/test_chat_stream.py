@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from hookloop.testing import ScriptedModel, tool_calls
 
 from hookloop import (
     Agent,
@@ -28,6 +27,7 @@ from hookloop import (
 )
 from hookloop._slot import current_slot
 from hookloop.context import repair
+from hookloop.testing import ScriptedModel, tool_calls
 
 
 @tool

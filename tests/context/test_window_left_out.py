@@ -8,7 +8,6 @@ events (DESIGN sections 2 and 8), and the order a user sees is the one it was.
 from __future__ import annotations
 
 import pytest
-from hookloop.testing import ScriptedModel
 
 from hookloop import (
     AfterModelCallContext,
@@ -23,6 +22,7 @@ from hookloop import (
 )
 from hookloop.context import Compaction, SlidingWindow
 from hookloop.hooks import Phase
+from hookloop.testing import ScriptedModel
 
 
 def text(words: int) -> str:
