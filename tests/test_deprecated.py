@@ -600,3 +600,35 @@ sys.exit(int(code))
     )
     assert done.returncode == 0, done.stdout[-3000:]
     assert "LEFT []" in done.stdout.splitlines()
+
+
+def _python_m(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
+
+
+def test_python_m_of_the_old_cli_path_warns_and_runs_the_command(tmp_path: Path) -> None:
+    done = _python_m("hookloop.cli", "--help", cwd=tmp_path)
+    now = _python_m("hookloop", "--help", cwd=tmp_path)
+
+    assert (done.returncode, done.stdout) == (0, now.stdout)
+    assert now.stdout.startswith("usage: hookloop ")
+    assert done.stderr == (
+        "<hookloop.cli>:2: DeprecationWarning: hookloop.cli is deprecated: use the `hookloop` "
+        "command or `python -m hookloop`; the old path goes in the next release "
+        "(see docs/migration.md)\n"
+    )
+    wrong = _python_m("hookloop.cli", "nope", cwd=tmp_path)
+    assert wrong.returncode == 2  # the command's own usage error, after the warning
+    assert wrong.stderr.splitlines()[-1].startswith("hookloop: error: argument COMMAND")
+
+
+def test_python_m_of_another_old_path_warns_and_does_nothing_else(tmp_path: Path) -> None:
+    done = _python_m("hookloop.agent", cwd=tmp_path)
+
+    assert (done.returncode, done.stdout) == (0, "")
+    assert done.stderr == (
+        "<hookloop.agent>:2: DeprecationWarning: hookloop.agent is deprecated: import from "
+        "hookloop; the old path goes in the next release (see docs/migration.md)\n"
+    )

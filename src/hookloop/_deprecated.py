@@ -19,11 +19,18 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 
 from ._old_all import OLD_ALL
 
-__all__ = ["MOVED_MODULES", "MOVED_NAMES", "RENAMED", "install", "warn_deprecated"]
+__all__ = [
+    "MOVED_MODULES",
+    "MOVED_NAMES",
+    "RENAMED",
+    "install",
+    "run_as_main",
+    "warn_deprecated",
+]
 
 _ROOT, _CONTEXT, _MEMORY, _MODELS, _RETRY = (
     "hookloop",
@@ -85,6 +92,7 @@ RENAMED: dict[str, str] = {
 """Old ``package.Name`` -> the name it has now in the same package."""
 
 _PACKAGE_DIR = str(Path(__file__).parent) + os.sep
+_COMMANDS = frozenset({"hookloop.cli"})  # old paths whose ``python -m`` ran the command
 _AFTER_THIS_RELEASE = "the old path goes in the next release (see docs/migration.md)"
 
 
@@ -111,6 +119,27 @@ def warn_deprecated(message: str) -> None:
         if not _is_import_machinery(frame.f_code.co_filename):
             level += 1
     warnings.warn(message, DeprecationWarning, stacklevel=level)
+
+
+def _use(old: str) -> str:
+    public = MOVED_MODULES[old][1]
+    return f"use {public}" if public.startswith("the ") else f"import from {public}"
+
+
+def _deprecation(old: str) -> str:
+    return f"{old} is deprecated: {_use(old)}; {_AFTER_THIS_RELEASE}"
+
+
+def run_as_main(old: str) -> None:
+    """``python -m <old path>``: warn, then run the command if the path was the CLI's.
+
+    ``runpy`` runs a module's code without its loader's ``exec_module``, so the warning
+    is given here; running any other old path only imports its module, as in 0.1.
+    """
+    warn_deprecated(_deprecation(old))
+    target = importlib.import_module(MOVED_MODULES[old][0])
+    if old in _COMMANDS:
+        sys.exit(target.main())
 
 
 class _KeepsItsNames(ModuleType):
@@ -144,15 +173,27 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED_MODULES:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        new = importlib.util.find_spec(MOVED_MODULES[fullname][0])
+        # ``python -m`` puts the origin in ``sys.argv[0]``: the file the code is in now.
+        return importlib.util.spec_from_loader(
+            fullname, self, origin=None if new is None else new.origin
+        )
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         return None  # the default module object
 
+    def is_package(self, fullname: str) -> bool:
+        """No old path is a package (``runpy`` asks, for ``python -m``)."""
+        return False
+
+    def get_code(self, fullname: str) -> CodeType:
+        """What ``python -m <old path>`` runs as ``__main__``: :func:`run_as_main`."""
+        source = f"import hookloop._deprecated\nhookloop._deprecated.run_as_main({fullname!r})\n"
+        return compile(source, f"<{fullname}>", "exec")
+
     def exec_module(self, module: ModuleType) -> None:
-        new, public = MOVED_MODULES[module.__name__]
-        use = f"use {public}" if public.startswith("the ") else f"import from {public}"
-        warn_deprecated(f"{module.__name__} is deprecated: {use}; {_AFTER_THIS_RELEASE}")
+        new, _ = MOVED_MODULES[module.__name__]
+        warn_deprecated(_deprecation(module.__name__))
         target = importlib.import_module(new)
         package, _, child = module.__name__.rpartition(".")
         parent = sys.modules[package]
@@ -170,7 +211,7 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         module.__getattr__ = forward  # type: ignore[method-assign]
         module.__dir__ = lambda: sorted({*dir(target), *old_all})  # type: ignore[method-assign]
         module.__dict__["__all__"] = list(old_all)  # 0.1's: ``import *`` gives what it gave
-        module.__doc__ = f"Deprecated alias of {new}; {use}."
+        module.__doc__ = f"Deprecated alias of {new}; {_use(module.__name__)}."
 
 
 _FINDER = _MovedModuleFinder()
