@@ -970,14 +970,22 @@ class Phase(IntEnum):
     """Sub-agent forwarding: after every handler, so the parent sees the final values."""
 
 
-def attach_once(plugin: object, current: Agent | None, agent: Agent, why: str) -> Agent:
+def attach_once(
+    plugin: object, current: Agent | None, agent: Agent, why: str, *, owner: object = None
+) -> Agent:
     """The "one plugin instance, one agent" guard; returns ``agent`` to keep.
+
+    Call it first in ``init_agent`` as ``self._agent = attach_once(..., owner=self)``.
+    With ``owner``, the guard also releases the plugin when it leaves the agent: the
+    disposer :meth:`Agent.use <hookloop.Agent.use>` returned (or a failed ``init_agent``)
+    sets ``owner._agent`` back to ``None``, so the plugin can then serve another agent.
 
     Args:
         plugin: How the error names the plugin, e.g. ``"retry strategy 'default'"``.
         current: The agent the plugin serves already, if any.
         agent: The agent it is being attached to.
         why: Why it cannot serve two, e.g. ``"it keeps per-call state"``.
+        owner: The plugin object, whose ``_agent`` attribute holds the agent it serves.
 
     Raises:
         UsageError: The plugin is attached to another agent already.
@@ -987,7 +995,14 @@ def attach_once(plugin: object, current: Agent | None, agent: Agent, why: str) -
             f"{plugin} is already attached to agent {current.name!r}; {why}, "
             "so give each agent its own"
         )
+    if owner is not None and current is None:
+        agent.hooks.adopt(Disposer(lambda: _release(owner, agent)))
     return agent
+
+
+def _release(owner: object, agent: Agent) -> None:
+    if getattr(owner, "_agent", None) is agent:
+        owner._agent = None  # type: ignore[attr-defined]  # the attribute attach_once fills
 
 
 # --- registry --------------------------------------------------------------------------

@@ -155,7 +155,11 @@ class JsonLinesTracePlugin:
     def init_agent(self, agent: Agent) -> None:
         """Register a recording handler on every event of the event table."""
         self._agent = attach_once(
-            f"trace plugin {self.name!r}", self._agent, agent, "it names the agent in its records"
+            f"trace plugin {self.name!r}",
+            self._agent,
+            agent,
+            "it names the agent in its records",
+            owner=self,
         )
         for event, spec in EVENT_TABLE.items():
             if event == ON_SUBAGENT_EVENT:
