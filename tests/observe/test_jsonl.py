@@ -160,6 +160,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         "messages": [{"role": "user", "content": "Hi", "id": "u1"}],
         "tools": [],
         "settings": {"temperature": None, "max_tokens": None, "tool_choice": "auto", "extra": {}},
+        "output_format": None,
         "tokens": got[2]["data"]["request"]["tokens"],  # type: ignore[index]
     }
     assert isinstance(request["tokens"], int)
@@ -171,6 +172,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         "attempt": 1,
         "model": model,
         "replace_history": None,
+        "left_out": [],
     }
     assert got[2]["hooks"] == ["SlidingWindow._trim"]  # the default context policy
     assert got[3]["data"] == {"changed": []}
@@ -191,6 +193,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         "model": model,
         "retry": False,
         "replace_history": None,
+        "left_out": [],
     }
     assert got[-1]["data"]["response"]["message"] == {  # type: ignore[index]
         "role": "assistant",
@@ -291,7 +294,9 @@ async def test_a_streamed_chat_is_recorded_like_a_plain_one() -> None:
                     pass
         else:
             await agent.chat(UserMessage(content="Hi", id="u"))
-    assert steps(streamed) == steps(plain)
+    first_chunk = [step for step in steps(streamed) if step[0] == "on_first_chunk"]
+    assert first_chunk == [("on_first_chunk", None, "c1", "a")]  # a streamed request only
+    assert [step for step in steps(streamed) if step not in first_chunk] == steps(plain)
 
 
 async def test_parallel_chats_of_two_agents_keep_their_chat_ids_apart() -> None:
