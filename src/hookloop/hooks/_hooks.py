@@ -13,6 +13,8 @@ full contract, with the firing order drawn once, is in ``docs/hooks.md``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import inspect
 import itertools
 import logging
@@ -650,6 +652,16 @@ class EventSpec:
     accept: tuple[type, ...] = ()
     stop: tuple[type, ...] = ()
 
+    @property
+    def fixed(self) -> tuple[str, ...]:
+        """The context fields a handler may not set (an interceptor's ``field`` included)."""
+        return _fixed_fields(self.context, self.settable)
+
+
+@functools.cache
+def _fixed_fields(context: type, settable: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(context) if f.name not in settable)
+
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
@@ -1179,6 +1191,8 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
     cancelled: asyncio.CancelledError | None = None
     texts: list[str] = []  # only collect mode fills it
     for handler in handlers:
+        fixed = handler.spec.fixed
+        before = [getattr(ctx, name) for name in fixed]
         try:
             result = handler.fn(ctx)
             # is_async was decided at registration; a sync function may return an awaitable.
@@ -1206,6 +1220,7 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                 continue
             _annotate(exc, handler)
             raise
+        _check_unset(ctx, handler, fixed, before)
         if result is None:
             continue
         if mode == "collect":
@@ -1265,6 +1280,26 @@ def run_chain(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     :class:`~hookloop.HookReturnError` when a handler returned a value of another type.
     """
     return dispatch(handlers, ctx, "chain")
+
+
+def _check_unset(
+    ctx: object, handler: Handler, fixed: tuple[str, ...], before: list[object]
+) -> None:
+    """Refuse a handler that set a field outside its event's settable ones (and undo it)."""
+    for name, value in zip(fixed, before, strict=True):
+        if getattr(ctx, name) is not value:
+            setattr(ctx, name, value)
+            spec = handler.spec
+            how = (
+                "return the new value instead"
+                if name == spec.field
+                else f"the fields it may set are: {', '.join(spec.settable) or 'none'}"
+            )
+            error = HookReturnError(
+                f"the {handler.event!r} handler {handler.label} set ctx.{name}; {how}"
+            )
+            _annotate(error, handler)
+            raise error
 
 
 def _bad_return(
