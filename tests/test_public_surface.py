@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import subprocess
 import sys
 import warnings
@@ -276,3 +277,19 @@ def test_fake_clock_moves_only_by_its_sleeps_and_advances(
     asyncio.run(run())
     assert clock.waits == [seconds for sleeps, seconds in steps if sleeps]
     assert clock.now == clock() == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [hookloop.__doc__ or "", (SRC.parents[1] / "docs" / "migration.md").read_text()],
+    ids=["root docstring", "docs/migration.md"],
+)
+def test_the_guides_name_every_public_path_and_the_subpackage_only_ones(text: str) -> None:
+    prose = " ".join(text.split())
+    for path in sorted(PUBLIC_MODULES - {"hookloop"}):
+        assert re.search(rf"`{re.escape(path)}`", prose), path
+    # The sub-package-only modules are named as the exceptions, with the reason.
+    exceptions = prose.partition("but for those of two modules:")[2][:300]
+    for path in SUBPACKAGE_ONLY:
+        assert f"{path}`" in exceptions, path
+    assert "MCP's own" in exceptions

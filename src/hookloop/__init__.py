@@ -1,10 +1,14 @@
 """hookloop: an LLM agent runtime whose whole lifecycle is under your control.
 
-Every public name is importable from here (test doubles from :mod:`hookloop.testing`); the
-subpackages ``hookloop.context``, ``hookloop.hooks``, ``hookloop.memory``, ``hookloop.models``,
-``hookloop.retry`` and ``hookloop.sessions`` group the same names by family. The model
-adapters and the PostgreSQL and Redis session stores load on first use, so ``import
-hookloop`` needs none of the optional extras. See ``docs/`` for the guides.
+Every public name is importable from here, but for those of two modules: the test doubles
+of :mod:`hookloop.testing`, and :mod:`hookloop.mcp`, whose names read as MCP's own
+(``hookloop.mcp.serve``; its errors are here). The subpackages ``hookloop.context``,
+``hookloop.hooks``, ``hookloop.memory``, ``hookloop.models``, ``hookloop.observe``,
+``hookloop.retry`` and ``hookloop.sessions`` group the names of the root by family. Those
+ten paths are the public ones; every other module is private (``_``-prefixed). The model
+adapters, the trace and telemetry plugins and the PostgreSQL and Redis session stores load
+on first use, so ``import hookloop`` needs none of the optional extras. See ``docs/`` for
+the guides.
 """
 
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
