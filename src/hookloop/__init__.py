@@ -96,6 +96,7 @@ from ._events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ._extras import lazy_dir as _lazy_dir
 from ._extras import lazy_getattr as _lazy_getattr
 from ._messages import (
     AssistantMessage,
@@ -114,6 +115,7 @@ from ._messages import (
     messages_to_json,
     new_id,
 )
+from ._publish import publish as _publish
 from ._run_context import NO_DEPS, MissingDepsError, RunContext
 from ._toolbox import (
     BUILTIN_TOOLS,
@@ -309,6 +311,7 @@ _LAZY = {
 }
 
 __getattr__ = _lazy_getattr(__name__, _LAZY)
+__dir__ = _lazy_dir(__name__, _LAZY)
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -545,3 +548,5 @@ __all__ = [
     "truncate_tool_results",
     "write_trace_page",
 ]
+
+_publish(globals(), __all__, of=("hookloop._errors", "hookloop._messages"))
