@@ -118,3 +118,49 @@ def test_the_command_names_the_extra_in_one_line(
     assert (done.returncode, done.stdout) == (2, "")
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.rstrip().endswith(message)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [
+        "hookloop",
+        "hookloop.context",
+        "hookloop.hooks",
+        "hookloop.mcp",
+        "hookloop.memory",
+        "hookloop.models",
+        "hookloop.observe",
+        "hookloop.retry",
+        "hookloop.sessions",
+        "hookloop.testing",
+    ],
+)
+def test_a_star_import_of_every_public_module_works_without_extras(
+    core: Path, tmp_path: Path, module: str
+) -> None:
+    # Every name of __all__ is loaded: the stores import their driver only to connect.
+    code = f"from {module} import *; import {module} as m; print(len(m.__all__) > 0)"
+    done = run(core, "python", "-c", code, cwd=tmp_path)
+
+    assert (done.returncode, done.stdout, done.stderr) == (0, "True\n", "")
+
+
+def test_a_server_store_names_its_extra_when_it_connects(core: Path, tmp_path: Path) -> None:
+    code = """
+import asyncio
+from hookloop import MissingExtraError, PostgresSessionStore, RedisSessionStore
+
+stores = [PostgresSessionStore("postgresql://u@127.0.0.1:9/d"), RedisSessionStore("redis://h:9")]
+for store in stores:
+    try:
+        asyncio.run(store.list_sessions())
+    except MissingExtraError as exc:
+        print(exc)
+"""
+    done = run(core, "python", "-c", code, cwd=tmp_path)
+
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout.splitlines() == [
+        "PostgresSessionStore needs the 'postgres' extra: pip install 'hookloop[postgres]'",
+        "RedisSessionStore needs the 'redis' extra: pip install 'hookloop[redis]'",
+    ]

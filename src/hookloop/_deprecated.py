@@ -3,8 +3,10 @@
 :data:`MOVED_MODULES` is the one table of the module paths that became private: an import
 of an old path is answered by :class:`_MovedModuleFinder` (on ``sys.meta_path`` from the
 first ``import hookloop``) with a module that forwards every attribute to the new one, so
-``from hookloop.agent import Agent`` gives the very same ``Agent``. :data:`RENAMED` lists
-the names that changed; a package's ``__getattr__`` (``_extras.lazy_getattr``) answers them.
+``from hookloop.agent import Agent`` gives the very same ``Agent``, and ``import *`` the
+names of the module's 0.1 ``__all__`` (``_old_all.OLD_ALL``), those that moved to another
+module (:data:`MOVED_NAMES`) included. :data:`RENAMED` lists the names that changed; a
+package's ``__getattr__`` (``_extras.lazy_getattr``) answers them.
 """
 
 from __future__ import annotations
@@ -17,9 +19,18 @@ import os
 import sys
 import warnings
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 
-__all__ = ["MOVED_MODULES", "RENAMED", "install", "warn_deprecated"]
+from ._old_all import OLD_ALL
+
+__all__ = [
+    "MOVED_MODULES",
+    "MOVED_NAMES",
+    "RENAMED",
+    "install",
+    "run_as_main",
+    "warn_deprecated",
+]
 
 _ROOT, _CONTEXT, _MEMORY, _MODELS, _RETRY = (
     "hookloop",
@@ -68,12 +79,20 @@ MOVED_MODULES: dict[str, tuple[str, str]] = {
 }
 """Every module path of 0.1 that is now private: its new place and the public path to use."""
 
+MOVED_NAMES: dict[str, str] = {
+    # old ``module.name``: the public module that holds the name now
+    "hookloop.context_hooks.OVERFLOW_MARKERS": _MODELS,
+    "hookloop.context_hooks.is_context_overflow": _MODELS,
+}
+"""Names of a 0.1 module that now live in another module than its :data:`MOVED_MODULES` one."""
+
 RENAMED: dict[str, str] = {
     "hookloop.sessions.SqliteSessionStore": "SQLiteSessionStore",
 }
 """Old ``package.Name`` -> the name it has now in the same package."""
 
 _PACKAGE_DIR = str(Path(__file__).parent) + os.sep
+_COMMANDS = frozenset({"hookloop.cli"})  # old paths whose ``python -m`` ran the command
 _AFTER_THIS_RELEASE = "the old path goes in the next release (see docs/migration.md)"
 
 
@@ -100,6 +119,27 @@ def warn_deprecated(message: str) -> None:
         if not _is_import_machinery(frame.f_code.co_filename):
             level += 1
     warnings.warn(message, DeprecationWarning, stacklevel=level)
+
+
+def _use(old: str) -> str:
+    public = MOVED_MODULES[old][1]
+    return f"use {public}" if public.startswith("the ") else f"import from {public}"
+
+
+def _deprecation(old: str) -> str:
+    return f"{old} is deprecated: {_use(old)}; {_AFTER_THIS_RELEASE}"
+
+
+def run_as_main(old: str) -> None:
+    """``python -m <old path>``: warn, then run the command if the path was the CLI's.
+
+    ``runpy`` runs a module's code without its loader's ``exec_module``, so the warning
+    is given here; running any other old path only imports its module, as in 0.1.
+    """
+    warn_deprecated(_deprecation(old))
+    target = importlib.import_module(MOVED_MODULES[old][0])
+    if old in _COMMANDS:
+        sys.exit(target.main())
 
 
 class _KeepsItsNames(ModuleType):
@@ -133,15 +173,27 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED_MODULES:
             return None
-        return importlib.util.spec_from_loader(fullname, self)
+        new = importlib.util.find_spec(MOVED_MODULES[fullname][0])
+        # ``python -m`` puts the origin in ``sys.argv[0]``: the file the code is in now.
+        return importlib.util.spec_from_loader(
+            fullname, self, origin=None if new is None else new.origin
+        )
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> None:
         return None  # the default module object
 
+    def is_package(self, fullname: str) -> bool:
+        """No old path is a package (``runpy`` asks, for ``python -m``)."""
+        return False
+
+    def get_code(self, fullname: str) -> CodeType:
+        """What ``python -m <old path>`` runs as ``__main__``: :func:`run_as_main`."""
+        source = f"import hookloop._deprecated\nhookloop._deprecated.run_as_main({fullname!r})\n"
+        return compile(source, f"<{fullname}>", "exec")
+
     def exec_module(self, module: ModuleType) -> None:
-        new, public = MOVED_MODULES[module.__name__]
-        use = f"use {public}" if public.startswith("the ") else f"import from {public}"
-        warn_deprecated(f"{module.__name__} is deprecated: {use}; {_AFTER_THIS_RELEASE}")
+        new, _ = MOVED_MODULES[module.__name__]
+        warn_deprecated(_deprecation(module.__name__))
         target = importlib.import_module(new)
         package, _, child = module.__name__.rpartition(".")
         parent = sys.modules[package]
@@ -149,15 +201,17 @@ class _MovedModuleFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if shared is not None and not isinstance(shared, ModuleType):
             parent.__class__ = _KeepsItsNames
 
+        old_all = OLD_ALL[module.__name__]
+
         def forward(name: str) -> object:
-            return getattr(target, name)
+            elsewhere = MOVED_NAMES.get(f"{module.__name__}.{name}")
+            source = target if elsewhere is None else importlib.import_module(elsewhere)
+            return getattr(source, name)
 
         module.__getattr__ = forward  # type: ignore[method-assign]
-        module.__dir__ = lambda: dir(target)  # type: ignore[method-assign]
-        names = getattr(target, "__all__", None)
-        if names is not None:
-            module.__dict__["__all__"] = list(names)
-        module.__doc__ = f"Deprecated alias of {new}; {use}."
+        module.__dir__ = lambda: sorted({*dir(target), *old_all})  # type: ignore[method-assign]
+        module.__dict__["__all__"] = list(old_all)  # 0.1's: ``import *`` gives what it gave
+        module.__doc__ = f"Deprecated alias of {new}; {_use(module.__name__)}."
 
 
 _FINDER = _MovedModuleFinder()

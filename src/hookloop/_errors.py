@@ -134,6 +134,19 @@ __all__ = [
 class HookloopError(Exception):
     """The root of every exception hookloop raises on purpose."""
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Pickle the state, not a call: most subclasses take other arguments than ``args``.
+        return (_unpickle, (type(self), self.args, self.__dict__))
+
+
+def _unpickle(
+    cls: type[HookloopError], args: tuple[object, ...], state: dict[str, object]
+) -> HookloopError:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryAttempt:

@@ -20,7 +20,7 @@ from types import ModuleType
 from ._deprecated import MOVED_MODULES, RENAMED, warn_deprecated
 from ._errors import MissingExtraError
 
-__all__ = ["extra_needed", "import_extra", "lazy_getattr"]
+__all__ = ["extra_needed", "import_extra", "lazy_dir", "lazy_getattr"]
 
 
 @contextmanager
@@ -61,7 +61,7 @@ def lazy_getattr(package: str, lazy: Mapping[str, str]) -> Callable[[str], objec
             setattr(sys.modules[package], name, value)
             return value
         old = f"{package}.{name}"
-        if old in MOVED_MODULES:  # ``hookloop.errors`` used without importing it
+        if old in MOVED_MODULES:  # an old module path used as an attribute, not imported
             return importlib.import_module(old)
         new_name = RENAMED.get(old)
         if new_name is not None:
@@ -73,3 +73,17 @@ def lazy_getattr(package: str, lazy: Mapping[str, str]) -> Callable[[str], objec
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def lazy_dir(package: str, lazy: Mapping[str, str]) -> Callable[[], list[str]]:
+    """The module ``__dir__`` of ``package``: its namespace and its lazy names not loaded yet.
+
+    Args:
+        package: The package's ``__name__``.
+        lazy: The same mapping as :func:`lazy_getattr`'s.
+    """
+
+    def __dir__() -> list[str]:
+        return sorted({*vars(sys.modules[package]), *lazy})
+
+    return __dir__

@@ -200,7 +200,8 @@ def memory(name):
 
 def sessions(name):
     import hookloop.sessions
-    getattr(hookloop.sessions, name)
+    store = getattr(hookloop.sessions, name)("postgresql://x" if "Postgres" in name else "redis://x")
+    asyncio.run(store.info("s1"))  # the driver is imported on connecting, as for memory
 
 def tokens():
     from hookloop.context import _tokens as tokens

@@ -155,7 +155,9 @@ class SlidingWindow:
         The recovery runs in ``after_model_call`` after ContextHooks (a user's ``on_error``
         decides first) and before retry strategies.
         """
-        self._agent = attach_once("a SlidingWindow", self._agent, agent, "it keeps per-agent state")
+        self._agent = attach_once(
+            "a SlidingWindow", self._agent, agent, "it keeps per-agent state", owner=self
+        )
         agent.add_hook("pre_request", self._trim, order=Phase.TRIM)
         if self.recover:
             agent.add_hook("after_model_call", self._recover, order=Phase.WINDOW_RECOVER)
@@ -656,7 +658,9 @@ class Compaction:
         The check runs first in ``pre_request``; the recovery runs early in
         ``after_model_call``, before retry strategies.
         """
-        self._agent = attach_once("a Compaction", self._agent, agent, "it keeps per-agent state")
+        self._agent = attach_once(
+            "a Compaction", self._agent, agent, "it keeps per-agent state", owner=self
+        )
         agent.add_hook("pre_request", self._proactive, order=Phase.COMPACT)
         agent.add_hook("after_model_call", self._after, order=Phase.COMPACT_RECOVER)
 

@@ -13,6 +13,8 @@ full contract, with the firing order drawn once, is in ``docs/hooks.md``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping
@@ -651,6 +653,16 @@ class EventSpec:
     accept: tuple[type, ...] = ()
     stop: tuple[type, ...] = ()
 
+    @property
+    def fixed(self) -> tuple[str, ...]:
+        """The context fields a handler may not set (an interceptor's ``field`` included)."""
+        return _fixed_fields(self.context, self.settable)
+
+
+@functools.cache
+def _fixed_fields(context: type, settable: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(context) if f.name not in settable)
+
 
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
@@ -971,14 +983,22 @@ class Phase(IntEnum):
     """Sub-agent forwarding: after every handler, so the parent sees the final values."""
 
 
-def attach_once(plugin: object, current: Agent | None, agent: Agent, why: str) -> Agent:
+def attach_once(
+    plugin: object, current: Agent | None, agent: Agent, why: str, *, owner: object = None
+) -> Agent:
     """The "one plugin instance, one agent" guard; returns ``agent`` to keep.
+
+    Call it first in ``init_agent`` as ``self._agent = attach_once(..., owner=self)``.
+    With ``owner``, the guard also releases the plugin when it leaves the agent: the
+    disposer :meth:`Agent.use <hookloop.Agent.use>` returned (or a failed ``init_agent``)
+    sets ``owner._agent`` back to ``None``, so the plugin can then serve another agent.
 
     Args:
         plugin: How the error names the plugin, e.g. ``"retry strategy 'default'"``.
         current: The agent the plugin serves already, if any.
         agent: The agent it is being attached to.
         why: Why it cannot serve two, e.g. ``"it keeps per-call state"``.
+        owner: The plugin object, whose ``_agent`` attribute holds the agent it serves.
 
     Raises:
         UsageError: The plugin is attached to another agent already.
@@ -988,7 +1008,14 @@ def attach_once(plugin: object, current: Agent | None, agent: Agent, why: str) -
             f"{plugin} is already attached to agent {current.name!r}; {why}, "
             "so give each agent its own"
         )
+    if owner is not None and current is None:
+        agent.hooks.adopt(Disposer(lambda: _release(owner, agent)))
     return agent
+
+
+def _release(owner: object, agent: Agent) -> None:
+    if getattr(owner, "_agent", None) is agent:
+        owner._agent = None  # type: ignore[attr-defined]  # the attribute attach_once fills
 
 
 # --- registry --------------------------------------------------------------------------
@@ -1173,6 +1200,8 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
     cancelled: asyncio.CancelledError | None = None
     texts: list[str] = []  # only collect mode fills it
     for handler in handlers:
+        fixed = handler.spec.fixed
+        before = [getattr(ctx, name) for name in fixed]
         try:
             result = handler.fn(ctx)
             # is_async was decided at registration; a sync function may return an awaitable.
@@ -1200,6 +1229,7 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                 continue
             _annotate(exc, handler)
             raise
+        _check_unset(ctx, handler, fixed, before)
         if result is None:
             continue
         if mode == "collect":
@@ -1259,6 +1289,26 @@ def run_chain(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     :class:`~hookloop.HookReturnError` when a handler returned a value of another type.
     """
     return dispatch(handlers, ctx, "chain")
+
+
+def _check_unset(
+    ctx: object, handler: Handler, fixed: tuple[str, ...], before: list[object]
+) -> None:
+    """Refuse a handler that set a field outside its event's settable ones (and undo it)."""
+    for name, value in zip(fixed, before, strict=True):
+        if getattr(ctx, name) is not value:
+            setattr(ctx, name, value)
+            spec = handler.spec
+            how = (
+                "return the new value instead"
+                if name == spec.field
+                else f"the fields it may set are: {', '.join(spec.settable) or 'none'}"
+            )
+            error = HookReturnError(
+                f"the {handler.event!r} handler {handler.label} set ctx.{name}; {how}"
+            )
+            _annotate(error, handler)
+            raise error
 
 
 def _bad_return(

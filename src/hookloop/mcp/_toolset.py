@@ -154,7 +154,11 @@ class MCPToolset:
             UsageError: The toolset serves another agent already.
         """
         self._agent = attach_once(
-            f"MCP toolset {self._name!r}", self._agent, agent, "it keeps that agent's scope"
+            f"MCP toolset {self._name!r}",
+            self._agent,
+            agent,
+            "it keeps that agent's scope",
+            owner=self,
         )
         # Before the user's own handlers, so they see the server's tools in the scope.
         agent.add_hook("on_chat_start", self._ensure_scope, order=Phase.USER - 1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .._extras import lazy_dir as _lazy_dir
 from .._extras import lazy_getattr as _lazy_getattr
 from ._base import (
     FinishReason,
@@ -71,3 +72,4 @@ __all__ = [
 
 
 __getattr__ = _lazy_getattr(__name__, _LAZY)
+__dir__ = _lazy_dir(__name__, _LAZY)

@@ -1,7 +1,7 @@
 """Any hook context as JSON-ready data, with or without the conversation's text.
 
 One walker serves every event: messages take the session codec's JSON form
-(:func:`~hookloop.messages.dump_messages`), dataclasses become objects of their fields, a
+(:func:`~hookloop.dump_messages`), dataclasses become objects of their fields, a
 model its name and window, an exception its type and text, anything else what pydantic
 makes of it (or its ``repr``). So an event added to the table later is recorded without a
 change here.

@@ -97,7 +97,7 @@ class JsonLinesTracePlugin:
     Example:
         >>> import io
         >>> from hookloop import Agent
-        >>> from hookloop.models.testing import ScriptedModel
+        >>> from hookloop.testing import ScriptedModel
         >>> out = io.StringIO()
         >>> agent = Agent(ScriptedModel(["Hello!"]))
         >>> _ = agent.use(JsonLinesTracePlugin(out))
@@ -155,7 +155,11 @@ class JsonLinesTracePlugin:
     def init_agent(self, agent: Agent) -> None:
         """Register a recording handler on every event of the event table."""
         self._agent = attach_once(
-            f"trace plugin {self.name!r}", self._agent, agent, "it names the agent in its records"
+            f"trace plugin {self.name!r}",
+            self._agent,
+            agent,
+            "it names the agent in its records",
+            owner=self,
         )
         for event, spec in EVENT_TABLE.items():
             if event == ON_SUBAGENT_EVENT:

@@ -196,7 +196,11 @@ class OpenTelemetryPlugin:
             UsageError: This instance already traces another agent.
         """
         self._agent = attach_once(
-            "OpenTelemetryPlugin", self._agent, agent, "it keeps the open spans of its chats"
+            "OpenTelemetryPlugin",
+            self._agent,
+            agent,
+            "it keeps the open spans of its chats",
+            owner=self,
         )
         key = (agent.name,)
         for event, method in self._handlers.items():

@@ -110,7 +110,11 @@ class ModelRetryStrategy(abc.ABC):
             UsageError: This instance already serves another agent.
         """
         self._agent = attach_once(
-            f"retry strategy {self.name!r}", self._agent, agent, "it keeps per-call state"
+            f"retry strategy {self.name!r}",
+            self._agent,
+            agent,
+            "it keeps per-call state",
+            owner=self,
         )
         agent.add_hook("after_model_call", self.retry_model)
         # Goes into the disposer agent.use() returns, next to the hook's own.
@@ -152,8 +156,7 @@ class ModelRetryStrategy(abc.ABC):
         event.retry = True
 
     def _release(self, agent: Agent) -> None:
-        if self._agent is agent:
-            self._agent = None
+        # attach_once releases ``_agent``; the agent's retry slot is this plugin's to free.
         if agent.retry_strategy is self:
             agent.retry_strategy = None
 

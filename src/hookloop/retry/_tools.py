@@ -67,7 +67,9 @@ class ToolRetryStrategy:
         Raises:
             UsageError: This instance already serves another agent.
         """
-        self._agent = attach_once(repr(self.name), self._agent, agent, "it keeps per-agent state")
+        self._agent = attach_once(
+            repr(self.name), self._agent, agent, "it keeps per-agent state", owner=self
+        )
         agent.add_hook("on_tool_call_error", self.retry_tool)
 
     def should_retry(self, ctx: ToolErrorContext) -> bool:

@@ -24,6 +24,7 @@ from .._errors import (
     SessionNotFoundError,
     SessionSchemaError,
 )
+from .._extras import lazy_dir as _lazy_dir
 from .._extras import lazy_getattr as _lazy_getattr
 from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT
@@ -72,3 +73,4 @@ __all__ = [
 _LAZY = {"PostgresSessionStore": "._postgres", "RedisSessionStore": "._redis"}
 
 __getattr__ = _lazy_getattr(__name__, _LAZY)
+__dir__ = _lazy_dir(__name__, _LAZY)

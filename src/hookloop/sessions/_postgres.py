@@ -20,7 +20,8 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TypeAlias, cast
+from types import ModuleType
+from typing import TYPE_CHECKING, TypeAlias, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import (
@@ -30,7 +31,7 @@ from .._errors import (
     SessionNotFoundError,
     UsageError,
 )
-from .._extras import extra_needed
+from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._messages import Message
 from .._stores._checks import check_int, check_text
@@ -42,7 +43,7 @@ from ._consistency import RecordState
 from ._postgres_sql import INFO_COLUMNS, SCHEMA, SCHEMA_LOCK
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
-with extra_needed("postgres", by="PostgresSessionStore"):
+if TYPE_CHECKING:
     import asyncpg
 
 __all__ = ["PostgresSessionStore"]
@@ -110,7 +111,7 @@ class PostgresSessionStore(SessionStore):
         """The running loop's pool, its schema checked (and pruned); once per loop."""
         pool = self._given
         if pool is None:
-            pool = await asyncpg.create_pool(
+            pool = await _asyncpg().create_pool(
                 self._dsn, min_size=1, max_size=self._max_connections, reset=_keep_session
             )
         try:
@@ -183,7 +184,7 @@ class PostgresSessionStore(SessionStore):
                     "SELECT * FROM hookloop_append($1,$2,$3,$4,$5,$6,$7)", *args
                 )
                 break
-            except asyncpg.UniqueViolationError as exc:
+            except _asyncpg().UniqueViolationError as exc:
                 if exc.constraint_name == "hookloop_messages_id" and attempt == 1:
                     continue  # the same message appended concurrently: now it is a duplicate
                 (await _record_state(pool, session_id)).check()
@@ -192,7 +193,7 @@ class PostgresSessionStore(SessionStore):
                     seq=None,
                     reason=f"its record's last_seq is behind the messages stored ({exc})",
                 ) from None
-            except asyncpg.NumericValueOutOfRangeError:  # last_seq + 1 beyond bigint
+            except _asyncpg().NumericValueOutOfRangeError:  # last_seq + 1 beyond bigint
                 (await _record_state(pool, session_id)).check()
                 raise
         assert row is not None
@@ -409,6 +410,11 @@ async def _record_state(conn: _Conn | asyncpg.Pool, session_id: str) -> RecordSt
     assert row is not None
     last_seq, has_record, first, top, count = tuple(row)
     return RecordState(session_id, bool(has_record), last_seq, first, top, int(count))
+
+
+def _asyncpg() -> ModuleType:
+    """The driver, imported on connecting, so the store loads without asyncpg."""
+    return import_extra("asyncpg", extra="postgres", by="PostgresSessionStore")
 
 
 def _info(row: asyncpg.Record) -> SessionInfo:

@@ -129,7 +129,9 @@ class SessionRecorder:
         Raises:
             UsageError: The recorder serves another agent already.
         """
-        self._agent = attach_once("a SessionRecorder", self._agent, agent, "it serves one agent")
+        self._agent = attach_once(
+            "a SessionRecorder", self._agent, agent, "it serves one agent", owner=self
+        )
         if self._session_id is None:
             self._session_id = check_session_id(agent.session_id)
         agent.add_hook("on_chat_start", self._on_chat_start)

@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .._errors import (
     CorruptSessionError,
@@ -36,7 +37,7 @@ from .._errors import (
     SessionExistsError,
     SessionNotFoundError,
 )
-from .._extras import extra_needed
+from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._messages import Message
 from .._stores._checks import check_text
@@ -48,10 +49,10 @@ from ._consistency import RecordState
 from ._redis_lua import APPEND, CREATE, FORK, PRUNE
 from ._types import SCHEMA_VERSION, Retention, SessionInfo, StoredMessage
 
-with extra_needed("redis", by="RedisSessionStore"):
+if TYPE_CHECKING:
     from redis.asyncio import Redis
     from redis.commands.core import AsyncScript
-    from redis.exceptions import ResponseError, WatchError
+    from redis.exceptions import ResponseError
 
 __all__ = ["RedisSessionStore"]
 
@@ -106,7 +107,8 @@ class RedisSessionStore(SessionStore):
 
     async def _open(self) -> Redis:
         """The running loop's client, the schema checked (and pruned); once per loop."""
-        client = Redis.from_url(self.url)
+        redis = import_extra("redis.asyncio", extra="redis", by="RedisSessionStore")
+        client: Redis = redis.Redis.from_url(self.url)
         self._scripts[client] = {}
         try:
             await self._migrate(client)
@@ -172,7 +174,7 @@ class RedisSessionStore(SessionStore):
                     "" if limit is None else limit,
                 ],
             )
-        except ResponseError as exc:
+        except _redis_errors().ResponseError as exc:
             await self._check_record(client, session_id)
             raise _corrupt(session_id, exc) from exc
         if status in (0, 1):
@@ -215,7 +217,7 @@ class RedisSessionStore(SessionStore):
             entries: list[tuple[bytes, dict[bytes, bytes]]] = await client.xrange(
                 self._keys(session_id)[1]
             )  # type: ignore[assignment]  # redis-py's union of every reply type
-        except ResponseError as exc:
+        except _redis_errors().ResponseError as exc:
             raise _corrupt(session_id, exc) from exc
         rows: list[Row] = []
         for entry_id, fields in entries:
@@ -237,7 +239,7 @@ class RedisSessionStore(SessionStore):
             ids: Sequence[object] = await client.zrevrange(
                 self._index, 0, -1 if limit is None else limit - 1
             )
-        except ResponseError as exc:
+        except _redis_errors().ResponseError as exc:
             raise self._broken_index(exc) from exc
         infos = await self._infos(client, [_text(i) for i in ids])
         out: list[SessionInfo] = []
@@ -285,7 +287,7 @@ class RedisSessionStore(SessionStore):
                 keys=[*self._keys(session_id), *self._keys(new_id), self._index],
                 args=[session_id, new_id, repr(self._clock())],
             )
-        except ResponseError as exc:
+        except _redis_errors().ResponseError as exc:
             raise _corrupt(session_id, exc) from exc
         if done == -1:
             raise SessionNotFoundError(session_id)
@@ -297,7 +299,7 @@ class RedisSessionStore(SessionStore):
         try:
             async with client.pipeline(transaction=True) as pipe:
                 state = await self._record_state(pipe, session_id)
-        except ResponseError:
+        except _redis_errors().ResponseError:
             return  # keys of another type: the caller reports what Redis said
         state.check()
 
@@ -343,7 +345,7 @@ class RedisSessionStore(SessionStore):
                 _ = pipe.hset(record, "last_seq", last_seq)  # queued: the pipeline returns itself
                 try:
                     await pipe.execute()
-                except WatchError:
+                except _redis_errors().WatchError:
                     continue
             return await self._info_after(client, session_id)
 
@@ -388,7 +390,7 @@ class RedisSessionStore(SessionStore):
             deleted = await self._script(client, PRUNE)(
                 keys=[self._index], args=[self.prefix, cutoff, limit]
             )
-        except ResponseError as exc:
+        except _redis_errors().ResponseError as exc:
             raise self._broken_index(exc) from exc
         return int(deleted)
 
@@ -405,6 +407,11 @@ def _corrupt(session_id: str, exc: ResponseError) -> CorruptSessionError:
     return CorruptSessionError(session_id=session_id, seq=None, reason=f"Redis said: {exc}")
 
 
+def _redis_errors() -> ModuleType:
+    """redis-py's exceptions: imported with the client, so the store loads without redis."""
+    return import_extra("redis.exceptions", extra="redis", by="RedisSessionStore")
+
+
 def _entry_seq(session_id: str, entry_id: bytes) -> int:
     head, _, tail = entry_id.partition(b"-")
     if tail != b"0" or not head.isdigit():
@@ -415,11 +422,12 @@ def _entry_seq(session_id: str, entry_id: bytes) -> int:
 
 
 def _info(session_id: str, fields: object, count: object) -> SessionInfo | None:
-    if isinstance(fields, ResponseError) or isinstance(count, ResponseError):
+    error = _redis_errors().ResponseError
+    if isinstance(fields, error) or isinstance(count, error):
         raise CorruptSessionError(
             session_id=session_id,
             seq=None,
-            reason=f"Redis said: {fields if isinstance(fields, ResponseError) else count}",
+            reason=f"Redis said: {fields if isinstance(fields, error) else count}",
         )
     if not fields:
         return None
