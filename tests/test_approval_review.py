@@ -29,6 +29,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
+import hookloop
 from hookloop import (
     Agent,
     ApprovalMismatchError,
@@ -384,7 +385,15 @@ async def test_a_sub_agents_waiting_call_is_an_error_result_for_the_parent_model
     )
     parent_model = ScriptedModel([tool_call("payer", {"task": "pay 7"}, id="p1"), "It waits."])
     parent = Agent(parent_model, tools=[sub.as_tool()])
+    causes: list[BaseException | None] = []
+    parent.add_hook("on_tool_call_error", lambda ctx: causes.append(ctx.error.__cause__))
     response = await parent.chat("pay 7")
+    # The cause is public: a program can tell this failure from the others and find the calls.
+    (cause,) = causes
+    assert isinstance(cause, hookloop.WaitingForApprovalError)
+    assert isinstance(cause, hookloop.RunError)
+    assert cause.agent_name == "payer"
+    assert [p.call_id for p in cause.pending] == ["s1"]
     assert tool_results(response.messages) == [
         (
             "p1",

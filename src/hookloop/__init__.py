@@ -83,6 +83,7 @@ from ._errors import (
     ToolValidationError,
     UnknownToolError,
     UsageError,
+    WaitingForApprovalError,
 )
 from ._events import (
     AgentEvent,
@@ -517,6 +518,7 @@ __all__ = [
     "Usage",
     "UsageError",
     "UserMessage",
+    "WaitingForApprovalError",
     "__version__",
     "apply_jitter",
     "attach_once",

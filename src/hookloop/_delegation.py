@@ -29,8 +29,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ._approval import PendingApproval
-from ._errors import RunError, UsageError
+from ._errors import UsageError, WaitingForApprovalError
 from ._loop import ChatRun
 from ._messages import UserMessage
 from ._run_context import NO_DEPS
@@ -159,23 +158,6 @@ def as_tool(
         task: The task, with all the context the {sub.name} agent needs.
     """
     return Tool.from_function(run, name=tool_name, description=summary)
-
-
-class WaitingForApprovalError(RunError):
-    """A sub-agent called as a tool ended its chat with calls waiting for approval.
-
-    The calling model sees it as the tool's error result; the calls wait in the sub-agent.
-
-    Attributes:
-        agent_name: The sub-agent.
-        pending: Its calls that wait.
-    """
-
-    def __init__(self, agent_name: str, pending: tuple[PendingApproval, ...]) -> None:
-        calls = ", ".join(f"{p.tool_name}({p.arguments})" for p in pending)
-        super().__init__(f"{agent_name} is waiting for a person's approval: {calls}")
-        self.agent_name = agent_name
-        self.pending = pending
 
 
 def _lock_for(state: _SubAgent) -> asyncio.Lock:

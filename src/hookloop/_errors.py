@@ -47,6 +47,8 @@ while a chat runs, and a correct program still has to expect them::
         ├── OutputValidationError      the model's typed answer stayed invalid after
         │                              ``output_retries`` retries (raw, error)
         ├── ChatCancelledError         ``agent.cancel()`` ended the chat
+        ├── WaitingForApprovalError    a sub-agent called as a tool waits for approval
+        │                              (agent_name, pending)
         ├── StoreError                 a store's database cannot be used (store: where it is)
         │   └── CorruptStoreError      a SQLite store's file is damaged (truncated, overwritten)
         ├── MemoryNotFoundError        (also LookupError) no memory entry has that id or text
@@ -75,6 +77,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._approval import PendingApproval
 
 __all__ = [
     "AuthenticationError",
@@ -128,6 +134,7 @@ __all__ = [
     "ToolValidationError",
     "UnknownToolError",
     "UsageError",
+    "WaitingForApprovalError",
 ]
 
 
@@ -460,6 +467,23 @@ class ChatCancelledError(RunError):
     def __init__(self, reason: object = None) -> None:
         super().__init__("the chat was cancelled" + ("" if reason is None else f": {reason}"))
         self.reason = reason
+
+
+class WaitingForApprovalError(RunError):
+    """A sub-agent called as a tool ended its chat with calls waiting for approval.
+
+    The calling model sees it as the tool's error result; the calls wait in the sub-agent.
+
+    Attributes:
+        agent_name: The sub-agent.
+        pending: Its calls that wait.
+    """
+
+    def __init__(self, agent_name: str, pending: tuple[PendingApproval, ...]) -> None:
+        calls = ", ".join(f"{p.tool_name}({p.arguments})" for p in pending)
+        super().__init__(f"{agent_name} is waiting for a person's approval: {calls}")
+        self.agent_name = agent_name
+        self.pending = pending
 
 
 class StoreError(RunError):
