@@ -146,7 +146,7 @@ class DurableChats:
         steps = TurnSteps(self.engine, wid)
         token = await steps.begin()
         try:
-            agent = self._build(session_id)
+            agent = steps.agent = self._build(session_id)
             recorder = SessionRecorder(self.sessions, session_id)
             agent.use(recorder)
             # The conversation as it was when the turn began: a turn run again finds its
