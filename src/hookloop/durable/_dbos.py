@@ -27,6 +27,7 @@ Pass your own to tell apart deployments whose turns must not resume on each othe
 """
 
 _WORKFLOW_NAME: Final = "hookloop.durable_turn"
+_POLL_SECONDS: Final = 0.1  # how often a wait on another worker's turn reads its status
 
 # The workflow bodies of the engine that is launched (DBOS is one instance per process).
 _bodies: dict[str, WorkflowBody] = {}
@@ -91,6 +92,9 @@ class DBOSEngine:
         if executor_id is not None:
             self._config["executor_id"] = executor_id
         self._bodies: dict[str, WorkflowBody] = {}
+        # The handles of turns this worker started, by id: waiting on one awaits its task
+        # (a handle found by id polls the database).
+        self._handles: dict[str, Any] = {}
         self._launched = False
 
     def __repr__(self) -> str:
@@ -136,6 +140,7 @@ class DBOSEngine:
         if not self._launched:
             return
         self._launched = False
+        self._handles.clear()
         _bodies.clear()
         await asyncio.to_thread(self._dbos.DBOS.destroy)
 
@@ -156,13 +161,20 @@ class DBOSEngine:
         self._require_launched()
         dbos = self._dbos
         with dbos.SetWorkflowID(workflow_id):
-            await dbos.DBOS.start_workflow_async(_registered_workflow(dbos), name, payload)
+            handle = await dbos.DBOS.start_workflow_async(_registered_workflow(dbos), name, payload)
+        self._handles.setdefault(workflow_id, handle)
 
     async def result(self, workflow_id: str) -> str:
         """Wait for the workflow to end; its output, or the exception it raised."""
         self._require_launched()
-        handle = await self._dbos.DBOS.retrieve_workflow_async(workflow_id)
-        return _text(await handle.get_result(), workflow_id, "output")
+        handle = self._handles.get(workflow_id)
+        if handle is None:
+            handle = await self._dbos.DBOS.retrieve_workflow_async(workflow_id)
+        try:
+            output = await handle.get_result(polling_interval_sec=_POLL_SECONDS)
+        finally:
+            self._handles.pop(workflow_id, None)
+        return _text(output, workflow_id, "output")
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Run ``body`` as the next DBOS step of the running workflow, or replay it."""
