@@ -16,6 +16,8 @@ import asyncio
 import base64
 import pickle
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -133,16 +135,20 @@ async def test_a_new_turn_continues_the_session(
     assert [r.seq for r in records] == list(range(1, 7))  # the second needs no tool
 
 
-def test_chat_sync_runs_a_turn(tmp_path: Path) -> None:
-    async def main() -> str:
-        engine = DBOSEngine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="sync")
-        chats = DurableChats(
-            engine, _agents.echo_agent, sessions=SQLiteSessionStore(tmp_path / "s.db")
-        )
-        async with engine:
-            return (await chats.chat("s", "say hi")).text
+def test_the_sync_wrappers_run_a_turn_without_an_event_loop(tmp_path: Path) -> None:
+    engine = DBOSEngine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="sync")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=SQLiteSessionStore(tmp_path / "s.db"))
+    engine.launch_sync()
+    try:
+        assert chats.chat_sync("s", "say hi").text == "said hi"
+    finally:
+        engine.shutdown_sync()
 
-    assert asyncio.run(main()) == "said hi"
+
+def test_importing_the_package_does_not_import_dbos() -> None:
+    code = "import sys, hookloop.durable; print('dbos' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "False\n"
 
 
 def test_the_engine_is_a_durable_engine(engine: DBOSEngine) -> None:

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType, TracebackType
 from typing import Any, Final
 
+from .._background import run_sync
 from .._errors import DurableRecordError, UsageError
 from .._extras import import_extra
 from ._engine import WorkflowBody
@@ -134,6 +135,14 @@ class DBOSEngine:
             dbos.DBOS.destroy()
             raise
         self._launched = True
+
+    def launch_sync(self) -> None:
+        """Blocking :meth:`launch`, for code without an event loop."""
+        run_sync(self.launch(), "launch_sync")
+
+    def shutdown_sync(self) -> None:
+        """Blocking :meth:`shutdown`, for code without an event loop."""
+        run_sync(self.shutdown(), "shutdown_sync")
 
     async def shutdown(self) -> None:
         """Stop DBOS; turns still running resume at the next launch of this worker."""
