@@ -15,6 +15,7 @@ real worker's would.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
 import sys
@@ -29,6 +30,7 @@ from hookloop import (
     ProviderRequest,
     ProviderResponse,
     RunContext,
+    Usage,
     UserMessage,
     dump_messages,
     tool,
@@ -88,10 +90,14 @@ async def answer(request: ProviderRequest) -> ProviderResponse | str:
     log("model", iteration)
     await stop_here(f"model:{iteration}")
     if iteration == 0:
-        return tool_call("lookup", {"item": "tea"}, id="call-lookup")
-    if iteration == 1:
-        return tool_call("charge", {"amount": 5}, id="call-charge")
-    return f"done after {iteration} tool results"
+        response = tool_call("lookup", {"item": "tea"}, id="call-lookup")
+    elif iteration == 1:
+        response = tool_call("charge", {"amount": 5}, id="call-charge")
+    else:
+        response = ProviderResponse(content=f"done after {iteration} tool results")
+    # Usage that tells the calls apart: a replay must count each call's own.
+    usage = Usage(input_tokens=10 ** (iteration + 1), output_tokens=iteration + 1)
+    return dataclasses.replace(response, usage=usage)
 
 
 def build() -> Agent:
@@ -133,7 +139,12 @@ async def main(spec: dict[str, object]) -> None:
     finally:
         await engine.shutdown()
         await store.close()
-    out = {"messages": dump_messages(response.messages), "text": response.text}
+    out = {
+        "messages": dump_messages(response.messages),
+        "text": response.text,
+        "usage": dataclasses.asdict(response.usage),
+        "iterations": response.iterations,
+    }
     (_dir() / "response.json").write_text(json.dumps(out))
 
 

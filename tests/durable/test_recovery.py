@@ -24,6 +24,7 @@ from hookloop import ToolResultLostError, dump_messages, load_messages
 from hookloop._errors import RESULT_LOST_TEXT
 from tests.sessions._backends import ROOT, open_store
 
+USAGE = {"input_tokens": 1110, "output_tokens": 6, "cached_input_tokens": 0, "reasoning_tokens": 0}
 GUARD = 120.0  # seconds: only a failure guard, never a timing assumption
 
 
@@ -107,6 +108,8 @@ def check_turn(directory: Path, sessions: dict[str, str], baseline: list[dict[st
     assert len(set(ids)) == len(ids)  # no duplicate
     load_messages(log_messages)  # a valid history
     assert without_ids(log_messages) == without_ids(baseline)
+    # Every model call counted once, the recorded ones from their records.
+    assert (response["usage"], response["iterations"]) == (USAGE, 3)
 
 
 @pytest.fixture(scope="module")
