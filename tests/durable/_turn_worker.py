@@ -26,6 +26,7 @@ from hookloop import (
     AgentEvent,
     ChatStartContext,
     MessageContext,
+    PreRequestContext,
     PreToolCallContext,
     ProviderRequest,
     ProviderResponse,
@@ -109,11 +110,15 @@ def build() -> Agent:
     async def on_message(ctx: MessageContext) -> None:
         log("hook on_message", ctx.message.role, "replaying", replaying())
 
+    async def pre_request(ctx: PreRequestContext) -> None:
+        log("hook pre_request", ctx.iteration, "replaying", replaying())
+
     async def pre_tool_call(ctx: PreToolCallContext) -> None:
         log("hook pre_tool_call", ctx.call.name, "replaying", replaying())
 
     agent.add_hook("on_chat_start", on_chat_start)
     agent.add_hook("on_message", on_message)
+    agent.add_hook("pre_request", pre_request)
     agent.add_hook("pre_tool_call", pre_tool_call)
     return agent
 

@@ -147,6 +147,9 @@ def check_counts(stop: str, lines: list[str]) -> None:
         # Hooks inside a finished call do not fire again.
         "hook pre_tool_call lookup replaying False": 2 if stop == "tool:lookup" else 1,
         "hook pre_tool_call charge replaying False": 1,
+        "hook pre_request 0 replaying False": 1,
+        "hook pre_request 1 replaying False": 2 if stop == "model:1" else 1,
+        "hook pre_request 2 replaying False": 1,
         "event model_call_restarted 1": 1 if stop == "model:1" else 0,
     }
     assert {k: counts[k] for k in expected} == expected
