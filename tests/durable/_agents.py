@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hookloop import Agent, ProviderRequest, ProviderResponse, RunContext, tool
-from hookloop.testing import FunctionModel, tool_call
+from hookloop import Agent, ProviderRequest, ProviderResponse, RunContext, ToolCall, tool
+from hookloop.testing import FunctionModel, tool_call, tool_calls
 
 calls: list[str] = []
 """What the models and tools of this module did, in order (cleared by each test)."""
@@ -31,6 +31,31 @@ def answer(request: ProviderRequest) -> ProviderResponse | str:
     if not any(m.role == "tool" for m in request.messages):
         return tool_call("echo", {"text": "hi"}, id="call-1")
     return "said hi"
+
+
+@tool
+def note(text: str) -> str:
+    """Write a note (not idempotent).
+
+    Args:
+        text: The note.
+    """
+    calls.append(f"note {text}")
+    return "noted"
+
+
+def batch_answer(request: ProviderRequest) -> ProviderResponse | str:
+    if not any(m.role == "tool" for m in request.messages):
+        return tool_calls(
+            ToolCall.create("note", {"text": "a"}, id="call-a"),
+            ToolCall.create("echo", {"text": "b"}, id="call-b"),
+            ToolCall.create("note", {"text": "c"}, id="call-c"),
+        )
+    return "done"
+
+
+def batch_agent() -> Agent:
+    return Agent(FunctionModel(batch_answer), tools=[echo, note])
 
 
 def echo_agent() -> Agent:

@@ -89,6 +89,33 @@ async def test_a_turn_answers_and_keeps_its_messages_in_the_session(
     assert _agents.calls == ["model", "echo hookloop-turn:s:m-1:call-1", "model"]
 
 
+async def test_each_model_call_and_each_tool_call_is_one_step(
+    tmp_path: Path, engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.batch_agent, sessions=store)
+    await engine.launch()
+    response = await chats.chat("s", "go", turn_id="t")
+    with sqlite3.connect(tmp_path / "dbos.db") as db:
+        steps = db.execute(
+            "SELECT function_name FROM operation_outputs WHERE workflow_uuid = ? "
+            "ORDER BY function_id",
+            (workflow_id("s", "t"),),
+        ).fetchall()
+    assert [name for (name,) in steps] == [
+        "hookloop.begin",
+        "hookloop.model",
+        "hookloop.tool_started",  # a tool that is not idempotent first records its start
+        "hookloop.tool",
+        "hookloop.tool",
+        "hookloop.tool_started",
+        "hookloop.tool",
+        "hookloop.model",
+    ]
+    # The batch's calls ran one after another, in the model's order.
+    assert _agents.calls == ["note a", "echo hookloop-turn:s:t:call-b", "note c"]
+    assert [m.content for m in response.messages if m.role == "tool"] == ["noted", "b", "noted"]
+
+
 async def test_the_workflow_id_is_the_session_and_the_turn(
     engine: DBOSEngine, store: SQLiteSessionStore
 ) -> None:
