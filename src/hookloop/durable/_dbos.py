@@ -188,6 +188,8 @@ class DBOSEngine:
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Run ``body`` as the next DBOS step of the running workflow, or replay it."""
         output = await self._dbos.DBOS.run_step_async({"name": name}, body)
+        if isinstance(output, str):
+            return output
         return _text(output, self.workflow_id(), name)
 
     def workflow_id(self) -> str:
