@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 
 from hookloop import (
     Agent,
+    AgentResponse,
     AssistantMessage,
     DurableRecordError,
     ProviderResponse,
@@ -41,8 +42,10 @@ from hookloop import (
 from hookloop.durable import DBOSEngine, DurableChats, DurableEngine, workflow_id
 from hookloop.durable._records import (
     decode_model_call,
+    decode_response,
     decode_tool_call,
     encode_model_call,
+    encode_response,
     encode_tool_call,
 )
 from hookloop.sessions import SQLiteSessionStore
@@ -308,6 +311,24 @@ async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
     assert [r.message for r in before] == list(done.messages)
 
 
+async def test_a_corrupt_turn_output_is_a_typed_error_and_the_session_stays(
+    tmp_path: Path, engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    await engine.launch()
+    done = await chats.chat("s", "say hi", turn_id="t-1")
+    wid = workflow_id("s", "t-1")
+    with sqlite3.connect(tmp_path / "dbos.db") as db:
+        corrupt = base64.b64encode(pickle.dumps(b"not text")).decode()
+        db.execute("UPDATE workflow_status SET output = ? WHERE workflow_uuid = ?", (corrupt, wid))
+        db.execute("UPDATE workflow_output SET output = ? WHERE workflow_uuid = ?", (corrupt, wid))
+    with pytest.raises(DurableRecordError) as caught:
+        await chats.chat("s", "say hi", turn_id="t-1")
+    assert (caught.value.workflow_id, caught.value.step) == (wid, "output")
+    assert [r.message for r in await store.records("s")] == list(done.messages)
+    assert _agents.calls == ["model", f"echo {wid}:call-1", "model"]  # nothing ran again
+
+
 # --- records ----------------------------------------------------------------------------
 
 texts = st.text(max_size=30)
@@ -364,6 +385,28 @@ def test_a_model_call_record_gives_back_the_response_and_message(
 def test_a_tool_call_record_gives_back_the_tool_message(content: str, error: bool) -> None:
     message = ToolMessage(tool_call_id="c", tool_name="t", content=content, is_error=error)
     assert decode_tool_call(encode_tool_call(message), "w", "s") == message
+
+
+@settings(max_examples=40)
+@given(
+    question=texts.filter(str.strip),
+    answer=texts,
+    usage=usages.filter(lambda u: u is not None),
+    iterations=st.integers(1, 50),
+)
+def test_a_turn_output_gives_back_the_response(
+    question: str, answer: str, usage: Usage, iterations: int
+) -> None:
+    final = AssistantMessage(content=answer)
+    response = AgentResponse(
+        message=final,
+        messages=(UserMessage(content=question), final),
+        usage=usage,
+        iterations=iterations,
+        finish_reason="stop",
+        output=answer,
+    )
+    assert decode_response(encode_response(response), "w") == response
 
 
 @pytest.mark.parametrize("text", ["", "[]", '{"role": "user", "content": "x"}', "null", '"x"'])
