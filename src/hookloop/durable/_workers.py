@@ -1,0 +1,239 @@
+"""Many workers on one PostgreSQL database: one session at a time, dead workers' turns resumed.
+
+A worker is a process with a launched DBOS executor that listens on the session queue. Two
+things make a group of them safe and self-healing:
+
+- **The session queue** is a DBOS queue partitioned by session id with a partition
+  concurrency of one: however many workers listen, one turn of a session runs at a time
+  (DBOS's own, public mechanism; the dequeue is one atomic transaction in PostgreSQL). A turn
+  submitted while another turn of its session runs waits in the queue.
+- **Heartbeats** (:class:`~hookloop.durable._lease.ExecutorLease`): each worker renews its row
+  every ``heartbeat`` seconds; a worker whose row is older than ``dead_after`` is dead, one
+  live worker claims it atomically and puts its pending workflows back on their queues, where
+  any live worker picks them up. Self-hosted DBOS does not notice a dead executor by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from .._errors import RunError, UsageError
+from ._lease import ExecutorLease
+
+__all__ = [
+    "SESSION_QUEUE",
+    "Takeover",
+    "Worker",
+    "WorkerFencedError",
+    "WorkerTimings",
+    "register_session_queue",
+]
+
+logger = logging.getLogger(__name__)
+
+SESSION_QUEUE = "hookloop_sessions"
+"""The DBOS queue turns are submitted to; its partition key is the session id."""
+
+QUEUE_POLLING = 0.2
+"""How often (seconds) a worker looks for new turns on the session queue."""
+
+
+def register_session_queue(*, polling_interval: float = QUEUE_POLLING) -> None:
+    """Declare the session queue in the launched DBOS: one running turn per session.
+
+    Call it after ``DBOS.launch()`` in every worker (declaring it again is harmless).
+    """
+    from dbos import DBOS
+
+    DBOS.register_queue(
+        SESSION_QUEUE, partition_concurrency=1, polling_interval_sec=polling_interval
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerTimings:
+    """How often a worker beats and how long a silent worker takes to be declared dead.
+
+    Takeover of a killed worker's turns takes between ``dead_after`` and ``dead_after +
+    heartbeat`` seconds. ``dead_after`` must be at least three heartbeats, so a worker that is
+    merely slow for a beat or two is not taken over while it still runs its turns.
+
+    Attributes:
+        heartbeat: Seconds between two beats (and two looks for dead workers).
+        dead_after: Seconds of silence after which a worker is dead.
+    """
+
+    heartbeat: float = 1.0
+    dead_after: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.heartbeat > 0:
+            raise UsageError(
+                f"heartbeat must be a positive number of seconds, not {self.heartbeat}"
+            )
+        if not self.dead_after >= 3 * self.heartbeat:
+            raise UsageError(
+                f"dead_after ({self.dead_after} s) must be at least three heartbeats "
+                f"(3 x {self.heartbeat} s), or a slow worker is taken for dead"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Takeover:
+    """A dead executor whose pending workflows this worker put back on their queues.
+
+    Attributes:
+        executor_id: The dead executor.
+        workflow_ids: Its workflows that were pending (they now run on live workers).
+        at: ``time.time()`` when the takeover was done.
+    """
+
+    executor_id: str
+    workflow_ids: tuple[str, ...]
+    at: float
+
+
+class WorkerFencedError(RunError):
+    """Another worker declared this one dead (its heartbeat stalled) and took its turns.
+
+    The worker stops: its turns now run elsewhere, and running them here too would repeat
+    their steps. A restart with the same executor id rejoins cleanly.
+    """
+
+    def __init__(self, *, executor_id: str) -> None:
+        super().__init__(
+            f"executor {executor_id!r} was declared dead by another worker (its heartbeat "
+            "stalled longer than dead_after); its turns were handed over"
+        )
+        self.executor_id = executor_id
+
+
+class Worker:
+    """The heartbeat and takeover duty of one worker process.
+
+    Start it after DBOS is launched (with this ``executor_id``, the same ``app_name`` and the
+    same pinned ``application_version`` as every other worker): a background thread beats every
+    ``timings.heartbeat`` seconds and takes over dead executors. Stop it on the way out;
+    ``leave=True`` (a graceful exit) hands whatever this executor still had pending to a live
+    worker at its next beat instead of after ``dead_after``.
+
+    Args:
+        database_url: The PostgreSQL database the workers share (DBOS's system database).
+        app_name: The DBOS application name; workers of other applications are not touched.
+        executor_id: This worker's DBOS executor id (unique per live worker).
+        timings: Heartbeat interval and dead-after delay.
+        on_fenced: Called (on the heartbeat thread) when another worker took this one for dead.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        app_name: str,
+        executor_id: str,
+        timings: WorkerTimings = WorkerTimings(),
+        on_fenced: Callable[[WorkerFencedError], None] | None = None,
+    ) -> None:
+        self.executor_id = executor_id
+        self.timings = timings
+        self.takeovers: list[Takeover] = []
+        self.fenced: WorkerFencedError | None = None
+        self._on_fenced = on_fenced
+        self._lease = ExecutorLease(
+            database_url, app_name=app_name, executor_id=executor_id, dead_after=timings.dead_after
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Join the executors table (a first beat) and start beating in the background."""
+        if self._thread is not None:
+            raise UsageError("this worker is started already")
+        self._lease.join()
+        self._thread = threading.Thread(
+            target=self._run, name=f"hookloop-worker-{self.executor_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, *, leave: bool = True) -> None:
+        """Stop beating; with ``leave``, have a live worker take what is left here at once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            if leave and self.fenced is None:
+                self._lease.leave()
+        finally:
+            self._lease.close()
+
+    def beat(self) -> list[Takeover]:
+        """One beat: renew this worker's heartbeat, then take over dead executors.
+
+        Returns:
+            The takeovers this beat made (also appended to :attr:`takeovers`).
+
+        Raises:
+            WorkerFencedError: Another worker declared this one dead.
+        """
+        if not self._lease.renew():
+            raise WorkerFencedError(executor_id=self.executor_id)
+        done = []
+        for executor_id in self._lease.claim_dead():
+            workflow_ids = _recover(executor_id)
+            self._lease.release(executor_id)
+            done.append(
+                Takeover(executor_id=executor_id, workflow_ids=workflow_ids, at=time.time())
+            )
+            logger.info(
+                "worker %s took over %d workflows of dead executor %s",
+                self.executor_id,
+                len(workflow_ids),
+                executor_id,
+            )
+        self.takeovers.extend(done)
+        return done
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.timings.heartbeat):
+            try:
+                self.beat()
+            except WorkerFencedError as exc:
+                logger.error("%s", exc)
+                self.fenced = exc
+                if self._on_fenced is not None:
+                    self._on_fenced(exc)
+                return
+            except Exception:  # a database hiccup: reconnect and beat again next time
+                logger.warning("worker %s could not beat", self.executor_id, exc_info=True)
+                self._lease.close()
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _recover(executor_id: str) -> tuple[str, ...]:
+    """Put a dead executor's pending workflows back on their queues; their ids.
+
+    DBOS 3.4 has no public call for another executor's workflows; this private one is pinned
+    by the extra (``dbos>=3.4,<3.5``) and covered by the takeover tests. It only re-enqueues
+    workflows still PENDING on ``executor_id``, so a repeated call is harmless.
+    """
+    from dbos import DBOS
+
+    handles: list[Any] = DBOS._recover_pending_workflows([executor_id])
+    return tuple(sorted(handle.workflow_id for handle in handles))
