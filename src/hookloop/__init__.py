@@ -1,11 +1,12 @@
 """hookloop: an LLM agent runtime whose whole lifecycle is under your control.
 
-Every public name is importable from here, but for those of two modules: the test doubles
-of :mod:`hookloop.testing`, and :mod:`hookloop.mcp`, whose names read as MCP's own
-(``hookloop.mcp.serve``; its errors are here). The subpackages ``hookloop.context``,
+Every public name is importable from here, but for those of three modules: the test
+doubles of :mod:`hookloop.testing`, :mod:`hookloop.mcp`, whose names read as MCP's own
+(``hookloop.mcp.serve``; its errors are here), and the durable turns of
+:mod:`hookloop.durable` (its errors are here too). The subpackages ``hookloop.context``,
 ``hookloop.hooks``, ``hookloop.memory``, ``hookloop.models``, ``hookloop.observe``,
 ``hookloop.retry`` and ``hookloop.sessions`` group the names of the root by family. Those
-ten paths are the public ones; every other module is private (``_``-prefixed). The model
+eleven paths are the public ones; every other module is private (``_``-prefixed). The model
 adapters, the trace and telemetry plugins and the PostgreSQL and Redis session stores load
 on first use, so ``import hookloop`` needs none of the optional extras. See ``docs/`` for
 the guides.
@@ -42,6 +43,7 @@ from ._errors import (
     CorruptStoreError,
     DuplicateMessageIdError,
     DuplicateNameError,
+    DurableRecordError,
     HistoryError,
     HookloopError,
     HookRegistrationError,
@@ -80,6 +82,7 @@ from ._errors import (
     ToolDisabledError,
     ToolError,
     ToolExecutionError,
+    ToolResultLostError,
     ToolValidationError,
     UnknownToolError,
     UsageError,
@@ -89,6 +92,7 @@ from ._events import (
     AgentResponse,
     ChatDone,
     MessageCommitted,
+    ModelCallRestarted,
     ModelRetry,
     PartialOutput,
     TextDelta,
@@ -378,6 +382,7 @@ __all__ = [
     "Disposer",
     "DuplicateMessageIdError",
     "DuplicateNameError",
+    "DurableRecordError",
     "EstimateCounter",
     "EventSpec",
     "ExportedMessage",
@@ -423,6 +428,7 @@ __all__ = [
     "MissingDepsError",
     "MissingExtraError",
     "Model",
+    "ModelCallRestarted",
     "ModelRetry",
     "ModelRetryStrategy",
     "ModelSettings",
@@ -504,6 +510,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolMessage",
     "ToolResultContext",
+    "ToolResultLostError",
     "ToolRetryStrategy",
     "ToolReturn",
     "ToolValidationError",

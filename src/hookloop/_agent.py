@@ -24,7 +24,7 @@ from ._background import BackgroundTasks, run_sync
 from ._delegation import as_tool, delegate
 from ._errors import InvalidMessageError, MemoryRequestError, UsageError
 from ._events import AgentEvent, AgentResponse
-from ._loop import ChatRun, ChatSetup, Resumption
+from ._loop import ChatRun, ChatSetup, Resumption, StepRunner
 from ._messages import (
     AssistantMessage,
     ContentPart,
@@ -856,10 +856,12 @@ class Agent(HookHost):
         emit: Callable[[AgentEvent], Awaitable[None]] | None,
         deps: object = NO_DEPS,
         output: OutputSpec[Any] | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        steps: StepRunner | None = None,
     ) -> ChatRun:
         """A chat of ``message`` holding this agent's slot; run it with ``_slot.drive``.
 
         ``output`` is how the chat gets a typed answer; the agent's when not given.
+        ``steps`` records a durable turn's model and tool calls (``hookloop.durable``).
 
         The caller checks first that no tool call waits (``_refuse_while_pending``).
 
@@ -882,6 +884,7 @@ class Agent(HookHost):
             deps=self.deps if deps is NO_DEPS else deps,
             approvals=self._approvals,
             output=output,
+            steps=steps,
         )
         run = self._slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output

@@ -42,8 +42,11 @@ while a chat runs, and a correct program still has to expect them::
         │   ├── UnknownToolError
         │   ├── ToolDisabledError
         │   ├── ToolValidationError    the arguments are not valid JSON or have wrong types
-        │   └── ToolExecutionError     the tool's function raised (the cause is chained)
+        │   ├── ToolExecutionError     the tool's function raised (the cause is chained)
+        │   └── ToolResultLostError    a durable turn's worker died while the tool ran; not
+        │                              run again (the tool is not idempotent)
         ├── MaxIterationsError         the model kept calling tools past ``max_iterations``
+        ├── DurableRecordError         a durable turn's recorded step output cannot be read
         ├── OutputValidationError      the model's typed answer stayed invalid after
         │                              ``output_retries`` retries (raw, error)
         ├── ChatCancelledError         ``agent.cancel()`` ended the chat
@@ -87,6 +90,7 @@ __all__ = [
     "CorruptStoreError",
     "DuplicateMessageIdError",
     "DuplicateNameError",
+    "DurableRecordError",
     "HistoryError",
     "HookRegistrationError",
     "HookReturnError",
@@ -125,6 +129,7 @@ __all__ = [
     "ToolDisabledError",
     "ToolError",
     "ToolExecutionError",
+    "ToolResultLostError",
     "ToolValidationError",
     "UnknownToolError",
     "UsageError",
@@ -413,6 +418,62 @@ class ToolValidationError(ToolError):
 
 class ToolExecutionError(ToolError):
     """The tool's own function raised; the original exception is the ``__cause__``."""
+
+
+class ToolResultLostError(ToolError):
+    """A durable turn's worker died while this tool ran, and the tool is not idempotent.
+
+    The tool is not run again: the model gets this error as the call's result (the text
+    is :data:`RESULT_LOST_TEXT` with the tool's name) and decides what to do. See
+    ``docs/durable.md``.
+    """
+
+    def __init__(self, *, tool_name: str, call_id: str) -> None:
+        super().__init__(
+            RESULT_LOST_TEXT.format(tool=tool_name), tool_name=tool_name, call_id=call_id
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_lost, (self.tool_name, self.call_id)
+
+
+RESULT_LOST_TEXT = (
+    "result lost in a crash: the worker running tool {tool!r} stopped before its result was "
+    "recorded; it was not run again because it is not idempotent, so it may or may not have "
+    "taken effect"
+)
+"""What the model reads for a call whose result was lost (``{tool}`` is the tool's name)."""
+
+
+def _rebuild_lost(tool_name: str, call_id: str) -> ToolResultLostError:
+    return ToolResultLostError(tool_name=tool_name, call_id=call_id)
+
+
+class DurableRecordError(RunError):
+    """A durable turn's recorded step output cannot be read back; the turn stops there.
+
+    The session keeps every message committed before; nothing is run again.
+
+    Attributes:
+        workflow_id: The turn's workflow id.
+        step: The step whose recorded output is unreadable.
+    """
+
+    def __init__(self, *, workflow_id: str, step: str, reason: str) -> None:
+        super().__init__(
+            f"durable turn {workflow_id!r}: the recorded output of step {step!r} cannot be "
+            f"read ({reason})"
+        )
+        self.workflow_id = workflow_id
+        self.step = step
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return _rebuild_record, (self.workflow_id, self.step, self.reason)
+
+
+def _rebuild_record(workflow_id: str, step: str, reason: str) -> DurableRecordError:
+    return DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
 
 
 class MaxIterationsError(RunError):

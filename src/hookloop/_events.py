@@ -34,6 +34,7 @@ __all__ = [
     "AgentResponse",
     "ChatDone",
     "MessageCommitted",
+    "ModelCallRestarted",
     "ModelRetry",
     "PartialOutput",
     "TextDelta",
@@ -123,6 +124,18 @@ class ModelRetry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallRestarted:
+    """A durable turn resumed after its worker died, and this model call runs again.
+
+    Discard the deltas received since the iteration started, in an earlier process or
+    this one: the call streams its answer from the beginning. See ``docs/durable.md``.
+    """
+
+    iteration: int
+    type: Literal["model_call_restarted"] = "model_call_restarted"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PartialOutput:
     """With an output type: the answer streamed so far validates to ``output``.
 
@@ -151,6 +164,7 @@ AgentEvent: TypeAlias = (
     | ToolCallStarted
     | ToolCallFinished
     | ModelRetry
+    | ModelCallRestarted
     | PartialOutput
     | ChatDone
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pydantic
 
@@ -25,12 +25,15 @@ from ._errors import (
     ToolDisabledError,
     ToolError,
     ToolExecutionError,
+    ToolResultLostError,
     UnknownToolError,
+    UsageError,
 )
 from ._events import (
     AgentEvent,
     AgentResponse,
     ChatDone,
+    ModelCallRestarted,
     ModelRetry,
     PartialOutput,
     message_committed,
@@ -118,6 +121,41 @@ _RETRY: Final = object()  # _settle_output's "the model tries again"
 _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 
 
+class StepRunner(Protocol):
+    """How a durable turn runs each model call and each tool call as one recorded step.
+
+    ``hookloop.durable`` implements it; a chat without one runs as it always does.
+    """
+
+    async def model_call(
+        self, run: Callable[[bool], Awaitable[ProviderResponse]]
+    ) -> tuple[ProviderResponse, AssistantMessage]:
+        """The response and its message: ``run``'s, or the ones recorded by an earlier run.
+
+        ``run(restarted)`` makes the call; ``restarted`` says that the turn resumed after a
+        crash at this call.
+        """
+        ...
+
+    async def tool_call(
+        self,
+        call: ToolCall,
+        idempotent: bool,
+        run: Callable[[], Awaitable[ToolMessage]],
+        lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
+    ) -> ToolMessage:
+        """The call's result: ``run``'s, the recorded one, or ``lost``'s answer.
+
+        ``lost`` answers a call that is not ``idempotent`` and was running when the
+        worker died.
+        """
+        ...
+
+    def idempotency_key(self, call_id: str) -> str:
+        """The key that stays the same every time the call runs."""
+        ...
+
+
 @dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
 class ChatSetup:
     """What one chat runs with, taken from its agent when the chat starts; read-only.
@@ -137,6 +175,7 @@ class ChatSetup:
         deps: The chat's dependencies for tools' run contexts, or ``NO_DEPS``.
         approvals: Where the chat leaves the calls that wait for approval.
         output: How the chat asks for and checks a typed answer; ``None`` for text.
+        steps: How a durable turn records its model and tool calls; ``None`` otherwise.
     """
 
     handlers: dict[str, tuple[Handler, ...]]
@@ -151,6 +190,7 @@ class ChatSetup:
     deps: object
     approvals: ApprovalBook
     output: OutputSpec[Any] | None = None
+    steps: StepRunner | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -347,10 +387,14 @@ class ChatRun:
         for iteration in range(setup.max_iterations):
             self._iteration = iteration
             self._checkpoint()
-            await self._call_model(iteration, build_request(setup, iteration + after_tools))
+            request = build_request(setup, iteration + after_tools)
+            if setup.steps is None:
+                await self._call_model(iteration, request)
+                response = self._last_response
+                message = response.to_message()
+            else:
+                response, message = await self._recorded_model_call(setup.steps, iteration, request)
             self._checkpoint()
-            response = self._last_response
-            message = response.to_message()
             if message.tool_calls:
                 self._unanswered = {call.id: call for call in message.tool_calls}
             await self._commit(message)
@@ -586,6 +630,24 @@ class ChatRun:
         return cancelled
 
     # -- one model call, with attempts ---------------------------------------------------
+
+    async def _recorded_model_call(
+        self, steps: StepRunner, iteration: int, request: ProviderRequest
+    ) -> tuple[ProviderResponse, AssistantMessage]:
+        """One model call as a durable step: a replay takes the recorded answer."""
+        usage = self._usage
+
+        async def run(restarted: bool) -> ProviderResponse:
+            if restarted and self.emit is not None:
+                await self.emit(ModelCallRestarted(iteration=iteration))
+            await self._call_model(iteration, request)
+            return self._last_response
+
+        response, message = await steps.model_call(run)
+        # The recorded answer's usage, whether the call ran here or in an earlier run.
+        self._usage = usage if response.usage is None else usage + response.usage
+        self._last_response = response
+        return response, message
 
     async def _call_model(self, iteration: int, request: ProviderRequest) -> None:
         handlers = self._handlers
@@ -827,7 +889,11 @@ class ChatRun:
         At once, not when the batch is done: a session recorder then keeps the request
         even if the process dies while another call of the batch runs.
         """
-        outcome = await self._execute(call, decisions)
+        steps = self._setup.steps
+        if steps is None:
+            outcome = await self._execute(call, decisions)
+        else:
+            outcome = await self._recorded_tool_call(steps, call, decisions)
         if isinstance(outcome, _Waiting):
             outcome = dataclasses.replace(
                 outcome, pending=dataclasses.replace(outcome.pending, message_id=message_id)
@@ -841,6 +907,31 @@ class ChatRun:
                     ),
                 )
         return outcome
+
+    async def _recorded_tool_call(
+        self, steps: StepRunner, call: ToolCall, decisions: dict[str, ApprovalDecision] | None
+    ) -> ToolMessage:
+        """One tool call as a durable step (its hooks inside): a replay takes the record.
+
+        Raises:
+            UsageError: The call waits for approval, which a durable turn does not do.
+        """
+        found = self._setup.scopes.lookup(call.name)
+
+        async def run() -> ToolMessage:
+            outcome = await self._execute(call, decisions)
+            if isinstance(outcome, _Waiting):
+                raise UsageError(
+                    f"tool {call.name!r} needs approval, which a durable turn cannot wait for"
+                )
+            return outcome
+
+        async def lost(error: ToolResultLostError) -> ToolMessage:
+            tool, scope = found if found is not None else (None, None)
+            return await self._failed(call, tool, scope, error)
+
+        idempotent = found is not None and found[0].idempotent
+        return await steps.tool_call(call, idempotent, run, lost)
 
     async def _execute(
         self, call: ToolCall, decisions: dict[str, ApprovalDecision] | None = None
@@ -951,6 +1042,7 @@ class ChatRun:
             call_id=call.id,
             tool_name=tool.name,
             attempt=attempt,
+            idempotency_key=None if setup.steps is None else setup.steps.idempotency_key(call.id),
         )
 
     async def _succeeded(

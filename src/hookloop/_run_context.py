@@ -81,6 +81,10 @@ class RunContext(Generic[DepsT]):
         tool_name: The tool's name.
         attempt: 1 on the first run of the call, one more on each retry
             (``on_tool_call_error`` with ``retry = True``).
+        idempotency_key: In a durable turn, a key that is the same every time this call
+            runs (``"<workflow id>:<call id>"``), also after the worker died and another run
+            of the turn runs the call again; pass it to the service the tool calls so it
+            acts once. ``None`` outside a durable turn. See ``docs/durable.md``.
     """
 
     deps: DepsT
@@ -90,6 +94,7 @@ class RunContext(Generic[DepsT]):
     call_id: str
     tool_name: str
     attempt: int = 1
+    idempotency_key: str | None = None
 
 
 def context_kind(hint: object) -> Literal["none", "plain", "deps", "union"]:

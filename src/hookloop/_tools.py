@@ -91,6 +91,10 @@ class Tool:
             returning ``True``, makes each call wait for a person's decision: the chat ends
             with it in ``response.pending_approvals`` (see ``docs/approval.md``). A
             predicate that raises counts as ``True``.
+        idempotent: Whether running the tool twice for one call does no harm (it uses the
+            call's ``RunContext.idempotency_key``, say). A durable turn whose worker died
+            while the tool ran runs an idempotent tool again; any other tool is answered
+            with :class:`~hookloop.ToolResultLostError` (see ``docs/durable.md``).
         context_parameter: The parameter that receives the :class:`~hookloop.RunContext`,
             if any; it is not in ``parameters``.
         needs_deps: Whether that run context names a dependencies type, so the chat must
@@ -104,6 +108,7 @@ class Tool:
     enabled: Enabled = True
     run_in_thread: bool = True
     requires_approval: NeedsApproval = False
+    idempotent: bool = False
     context_parameter: str | None = None
     needs_deps: bool = False
     arguments_model: type[pydantic.BaseModel] | None = field(default=None, repr=False)
@@ -127,6 +132,7 @@ class Tool:
         enabled: Enabled = True,
         run_in_thread: bool = True,
         requires_approval: NeedsApproval = False,
+        idempotent: bool = False,
     ) -> Tool:
         """Build a tool from a typed function; see :func:`tool`."""
         tool_name = check_name(
@@ -142,6 +148,7 @@ class Tool:
             enabled=enabled,
             run_in_thread=run_in_thread,
             requires_approval=requires_approval,
+            idempotent=idempotent,
             context_parameter=context,
             needs_deps=needs_deps,
             arguments_model=model,
@@ -215,6 +222,7 @@ def tool(
     enabled: Enabled = True,
     run_in_thread: bool = True,
     requires_approval: NeedsApproval = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -227,6 +235,7 @@ def tool(
     enabled: Enabled = True,
     run_in_thread: bool = True,
     requires_approval: NeedsApproval = False,
+    idempotent: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a :class:`Tool` from a typed function, as ``@tool`` or ``@tool(...)``.
 
@@ -234,7 +243,8 @@ def tool(
     each parameter's description comes from the docstring's ``Args:`` section. Every
     parameter needs a type annotation; pydantic validates the model's arguments against them.
     A parameter annotated with :class:`~hookloop.RunContext` receives the run context and
-    is left out of the schema. ``requires_approval`` is described on :class:`Tool`.
+    is left out of the schema. ``requires_approval`` and ``idempotent`` are described on
+    :class:`Tool`.
 
     Example:
         >>> @tool
@@ -262,6 +272,7 @@ def tool(
             enabled=enabled,
             run_in_thread=run_in_thread,
             requires_approval=requires_approval,
+            idempotent=idempotent,
         )
 
     return build if function is None else build(function)

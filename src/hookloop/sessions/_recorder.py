@@ -165,8 +165,15 @@ class SessionRecorder:
         records = await self.store.records(side)
         return tuple(decode_records(side, [(r.seq, r.message) for r in records]))
 
-    async def restore(self) -> list[Message]:
+    async def restore(self, *, before: str | None = None) -> list[Message]:
         """Load the session into the agent's history now; returns the messages restored.
+
+        Args:
+            before: The id of a message: restore only the messages stored before it (all
+                of them if the session does not hold it). Messages the agent then commits
+                again are not stored twice (appends are idempotent by message id): a
+                durable turn run again after a crash restores the session as it was when
+                the turn began, and re-commits what the first run stored.
 
         Raises:
             UsageError: The recorder is not used by an agent, or the agent is chatting.
@@ -175,7 +182,7 @@ class SessionRecorder:
         agent = self._require_agent()
         if agent.is_running:
             raise UsageError("restore() cannot run while the agent is chatting")
-        return await self._restore(agent)
+        return await self._restore(agent, before)
 
     # --- hooks --------------------------------------------------------------------------
 
@@ -233,9 +240,13 @@ class SessionRecorder:
 
     # --- work ---------------------------------------------------------------------------
 
-    async def _restore(self, agent: Agent) -> list[Message]:
+    async def _restore(self, agent: Agent, before: str | None = None) -> list[Message]:
         session_id = self._require_session()
         records = await self.store.records(session_id)
+        if before is not None:
+            cut = next((i for i, r in enumerate(records) if r.message.id == before), None)
+            if cut is not None:
+                records = records[:cut]
         history = agent.history
         if not records:
             info = await self.store.info(session_id)

@@ -1,0 +1,192 @@
+"""The DBOS engine: durable turns as DBOS workflows, each call a DBOS step.
+
+The only module of hookloop that imports ``dbos`` (the ``dbos`` extra). DBOS keeps one
+instance per process, so one :class:`DBOSEngine` is launched per process at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from types import ModuleType, TracebackType
+from typing import Any, Final
+
+from .._errors import DurableRecordError, UsageError
+from .._extras import import_extra
+from ._engine import WorkflowBody
+
+__all__ = ["APPLICATION_VERSION", "DBOSEngine"]
+
+APPLICATION_VERSION: Final = "hookloop-durable-1"
+"""The DBOS application version a :class:`DBOSEngine` runs under unless told otherwise.
+
+DBOS recovers only the workflows of its own application version, and by default derives
+that from a hash of the code: any code change would leave the turns in flight unrecovered.
+hookloop pins it instead, and changes it only when a release records turns differently.
+Pass your own to tell apart deployments whose turns must not resume on each other.
+"""
+
+_WORKFLOW_NAME: Final = "hookloop.durable_turn"
+
+# The workflow bodies of the engine that is launched (DBOS is one instance per process).
+_bodies: dict[str, WorkflowBody] = {}
+_workflow: Callable[[str, str], Awaitable[str]] | None = None
+
+
+def _dbos() -> ModuleType:
+    return import_extra("dbos", extra="dbos", by="DBOSEngine")
+
+
+def _registered_workflow(dbos: Any) -> Callable[[str, str], Awaitable[str]]:
+    """The one DBOS workflow function of hookloop, registered once per process."""
+    global _workflow
+    if _workflow is None:
+
+        async def hookloop_workflow(name: str, payload: str) -> str:
+            body = _bodies.get(name)
+            if body is None:
+                raise UsageError(
+                    f"no durable workflow named {name!r} is registered in this worker "
+                    "(make the DurableChats before launching the engine)"
+                )
+            return await body(payload)
+
+        _workflow = dbos.DBOS.workflow(name=_WORKFLOW_NAME)(hookloop_workflow)
+    return _workflow
+
+
+class DBOSEngine:
+    """A :class:`~hookloop.durable.DurableEngine` on DBOS (``pip install 'hookloop[dbos]'``).
+
+    Args:
+        database_url: DBOS's system database: ``sqlite:///path/to/file.db`` for one machine,
+            ``postgresql://user:password@host:port/db`` for many.
+        app_name: DBOS's application name (lowercase letters, digits, ``-`` and ``_``).
+        executor_id: This worker's id. A worker that restarts with the same id resumes
+            the turns it left unfinished, about a second after launch.
+        application_version: See :data:`APPLICATION_VERSION`.
+
+    Raises:
+        MissingExtraError: ``dbos`` is not installed.
+        UsageError: ``database_url`` is not a str.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        app_name: str = "hookloop",
+        executor_id: str | None = None,
+        application_version: str = APPLICATION_VERSION,
+    ) -> None:
+        if not isinstance(database_url, str) or not database_url:
+            raise UsageError(f"database_url must be a non-empty str, got {database_url!r}")
+        self._dbos = _dbos()
+        self._config: dict[str, Any] = {
+            "name": app_name,
+            "system_database_url": database_url,
+            "application_version": application_version,
+            "log_level": "WARNING",
+        }
+        if executor_id is not None:
+            self._config["executor_id"] = executor_id
+        self._bodies: dict[str, WorkflowBody] = {}
+        self._launched = False
+
+    def __repr__(self) -> str:
+        return f"DBOSEngine({self._config['system_database_url']!r})"
+
+    def register(self, name: str, body: WorkflowBody) -> None:
+        """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
+
+        Raises:
+            UsageError: The engine is launched already, or ``name`` is taken.
+        """
+        if self._launched:
+            raise UsageError("register durable workflows before the engine is launched")
+        if name in self._bodies:
+            raise UsageError(f"a durable workflow named {name!r} is registered already")
+        self._bodies[name] = body
+
+    async def launch(self) -> None:
+        """Start DBOS; the turns this worker (its ``executor_id``) left unfinished resume.
+
+        Raises:
+            UsageError: The engine is launched already, or another one is in this process.
+        """
+        if self._launched:
+            raise UsageError("the engine is launched already")
+        if _bodies:
+            raise UsageError("another durable engine is launched in this process")
+        dbos = self._dbos
+        _registered_workflow(dbos)
+        _bodies.update(self._bodies)
+        try:
+            dbos.DBOS(config=self._config)
+            # From inside the event loop: DBOS then runs recovered workflows on this loop.
+            dbos.DBOS.launch()
+        except BaseException:
+            _bodies.clear()
+            dbos.DBOS.destroy()
+            raise
+        self._launched = True
+
+    async def shutdown(self) -> None:
+        """Stop DBOS; turns still running resume at the next launch of this worker."""
+        if not self._launched:
+            return
+        self._launched = False
+        _bodies.clear()
+        await asyncio.to_thread(self._dbos.DBOS.destroy)
+
+    async def __aenter__(self) -> DBOSEngine:
+        await self.launch()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    async def start(self, name: str, workflow_id: str, payload: str) -> None:
+        """Start workflow ``name`` as ``workflow_id``, or join the one that has that id."""
+        self._require_launched()
+        dbos = self._dbos
+        with dbos.SetWorkflowID(workflow_id):
+            await dbos.DBOS.start_workflow_async(_registered_workflow(dbos), name, payload)
+
+    async def result(self, workflow_id: str) -> str:
+        """Wait for the workflow to end; its output, or the exception it raised."""
+        self._require_launched()
+        handle = await self._dbos.DBOS.retrieve_workflow_async(workflow_id)
+        return _text(await handle.get_result(), workflow_id, "output")
+
+    async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
+        """Run ``body`` as the next DBOS step of the running workflow, or replay it."""
+        output = await self._dbos.DBOS.run_step_async({"name": name}, body)
+        return _text(output, self.workflow_id(), name)
+
+    def workflow_id(self) -> str:
+        """The id of the DBOS workflow running now.
+
+        Raises:
+            UsageError: Not called from inside a workflow.
+        """
+        workflow_id = self._dbos.DBOS.workflow_id
+        if not isinstance(workflow_id, str):
+            raise UsageError("workflow_id() is only known inside a durable workflow")
+        return workflow_id
+
+    def _require_launched(self) -> None:
+        if not self._launched:
+            raise UsageError("launch the engine first: await engine.launch()")
+
+
+def _text(output: object, workflow_id: str, step: str) -> str:
+    if not isinstance(output, str):  # every body returns str: the record was changed
+        reason = f"a {type(output).__name__}, not JSON text"
+        raise DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
+    return output

@@ -1,0 +1,62 @@
+"""The small interface a durable-execution engine implements for hookloop's durable turns.
+
+DBOS implements it (:class:`~hookloop.durable.DBOSEngine`); another engine (Temporal) can
+follow without changing the loop or :class:`~hookloop.durable.DurableChats`, which only
+talk to this protocol. Every value crossing it is a ``str`` (JSON made by hookloop), so an
+engine needs no serializer of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
+
+__all__ = ["DurableEngine", "WorkflowBody"]
+
+WorkflowBody = Callable[[str], Awaitable[str]]
+"""A workflow's code: its recorded input in, its recorded output out."""
+
+
+@runtime_checkable
+class DurableEngine(Protocol):
+    """What hookloop needs from a durable-execution engine.
+
+    A workflow is registered under a name before :meth:`launch` (so a restarted worker can
+    recover the workflows it left), and started with an id; its body runs steps, each of
+    which runs once: run again after a crash, the body gets each finished step's recorded
+    output instead of running it.
+    """
+
+    def register(self, name: str, body: WorkflowBody) -> None:
+        """Make ``body`` the code of workflows named ``name``; before :meth:`launch`."""
+        ...
+
+    async def launch(self) -> None:
+        """Start the engine; the workflows this worker left unfinished resume."""
+        ...
+
+    async def shutdown(self) -> None:
+        """Stop the engine; unfinished workflows resume at the next launch."""
+        ...
+
+    async def start(self, name: str, workflow_id: str, payload: str) -> None:
+        """Start workflow ``name`` with id ``workflow_id``, or join the one that has it.
+
+        A second start with an id that exists starts nothing: the first run's input stands.
+        """
+        ...
+
+    async def result(self, workflow_id: str) -> str:
+        """Wait for the workflow to end; its output, or the exception it raised."""
+        ...
+
+    async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
+        """Run ``body`` as the workflow's next step, or return that step's recorded output.
+
+        Called from inside a workflow body, one step at a time.
+        """
+        ...
+
+    def workflow_id(self) -> str:
+        """The id of the workflow whose body is running (from inside it)."""
+        ...

@@ -1,0 +1,126 @@
+"""How a durable turn runs its calls as steps, and tells a replay from a first run.
+
+A turn run again after a crash re-executes from the top: each step that finished returns
+its recorded output instead of running, so until the first step whose body runs again,
+the code between steps (hooks such as ``on_chat_start`` and ``on_message``) is re-running
+what the first run did. :func:`replaying` tells it so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable
+
+from .._errors import ToolResultLostError
+from .._messages import AssistantMessage, ToolCall, ToolMessage
+from ..models._base import ProviderResponse
+from ._engine import DurableEngine
+from ._records import decode_model_call, decode_tool_call, encode_model_call, encode_tool_call
+
+__all__ = ["TurnSteps", "replaying"]
+
+BEGIN_STEP = "hookloop.begin"
+MODEL_STEP = "hookloop.model"
+TOOL_STEP = "hookloop.tool"
+TOOL_STARTED_STEP = "hookloop.tool_started"
+
+_current: contextvars.ContextVar[TurnSteps | None] = contextvars.ContextVar(
+    "hookloop_durable_turn", default=None
+)
+
+
+def replaying() -> bool:
+    """Whether the code running now re-runs what an earlier run of its durable turn did.
+
+    ``True`` in a durable turn run again after its worker died, from its start until the
+    first model or tool call that was not recorded as finished: hooks that fire outside a
+    call (``on_chat_start``, ``on_message``, ``on_chat_done``...) see it, and can skip side
+    effects they had before. Hooks that fire inside a recorded call (``pre_request``,
+    ``pre_tool_call``, ``on_tool_call_result``...) do not fire again on a replay at all.
+    ``False`` outside a durable turn.
+    """
+    steps = _current.get()
+    return steps is not None and steps.replaying
+
+
+class TurnSteps:
+    """The step runner of one durable turn (the loop's ``StepRunner``).
+
+    Tool calls are recorded one at a time, in the order the loop starts them (a lock),
+    so each replay meets the steps in the recorded order. A call of a tool that is not
+    idempotent first records a "started" step: when that comes back recorded but the
+    tool's own step runs, the tool was running when the worker died.
+    """
+
+    def __init__(self, engine: DurableEngine, workflow_id: str) -> None:
+        self._engine = engine
+        self.workflow_id = workflow_id
+        self.replaying = False
+        self._lock = asyncio.Lock()
+
+    async def begin(self) -> contextvars.Token[TurnSteps | None]:
+        """The turn's first step, which tells a replay; makes :func:`replaying` answer."""
+        ran = False
+
+        async def body() -> str:
+            nonlocal ran
+            ran = True
+            return ""
+
+        await self._engine.step(BEGIN_STEP, body)
+        self.replaying = not ran
+        return _current.set(self)
+
+    def end(self, token: contextvars.Token[TurnSteps | None]) -> None:
+        """Undo :meth:`begin`'s hold on :func:`replaying`."""
+        _current.reset(token)
+
+    async def model_call(
+        self, run: Callable[[bool], Awaitable[ProviderResponse]]
+    ) -> tuple[ProviderResponse, AssistantMessage]:
+        """One model call as a step; see the loop's ``StepRunner``."""
+
+        async def body() -> str:
+            restarted, self.replaying = self.replaying, False
+            response = await run(restarted)
+            return encode_model_call(response, response.to_message())
+
+        text = await self._engine.step(MODEL_STEP, body)
+        return decode_model_call(text, self.workflow_id, MODEL_STEP)
+
+    async def tool_call(
+        self,
+        call: ToolCall,
+        idempotent: bool,
+        run: Callable[[], Awaitable[ToolMessage]],
+        lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
+    ) -> ToolMessage:
+        """One tool call as a step; see the loop's ``StepRunner``."""
+        async with self._lock:
+            in_flight = False
+            if not idempotent:
+                ran = False
+
+                async def started() -> str:
+                    nonlocal ran
+                    ran = True
+                    self.replaying = False
+                    return call.id
+
+                await self._engine.step(TOOL_STARTED_STEP, started)
+                in_flight = not ran
+
+            async def body() -> str:
+                self.replaying = False
+                if in_flight:
+                    error = ToolResultLostError(tool_name=call.name, call_id=call.id)
+                    return encode_tool_call(await lost(error))
+                return encode_tool_call(await run())
+
+            text = await self._engine.step(TOOL_STEP, body)
+        return decode_tool_call(text, self.workflow_id, TOOL_STEP)
+
+    def idempotency_key(self, call_id: str) -> str:
+        """``"<workflow id>:<call id>"``: the same whenever the call runs."""
+        return f"{self.workflow_id}:{call_id}"

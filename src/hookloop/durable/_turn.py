@@ -1,0 +1,193 @@
+"""Durable chat turns: each turn of a session one workflow of a durable engine."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from .._agent import Agent, UserInput, _user_message
+from .._background import run_sync
+from .._errors import UsageError
+from .._events import AgentEvent, AgentResponse
+from ..sessions._base import SessionStore, check_session_id
+from ..sessions._recorder import SessionRecorder
+from ._engine import DurableEngine
+from ._records import decode_response, decode_turn, encode_response, encode_turn
+from ._replay import TurnSteps
+
+__all__ = ["DurableChats", "TurnHandle", "workflow_id"]
+
+WORKFLOW_PREFIX: Final = "hookloop-turn"
+
+
+def workflow_id(session_id: str, turn_id: str) -> str:
+    """The workflow id of a turn: ``"hookloop-turn:<session id>:<turn id>"``."""
+    return f"{WORKFLOW_PREFIX}:{session_id}:{turn_id}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TurnHandle:
+    """A turn that was started: wait for it with :meth:`result`.
+
+    Attributes:
+        workflow_id: The turn's workflow id (see :func:`workflow_id`).
+        session_id: The session.
+        turn_id: The turn's id in the session.
+    """
+
+    workflow_id: str
+    session_id: str
+    turn_id: str
+    _chats: DurableChats = dataclasses.field(repr=False, compare=False)
+
+    async def result(self) -> AgentResponse[Any]:
+        """Wait for the turn to end (in any worker); its response.
+
+        Raises:
+            RunError: What the turn raised (a provider's error, ``MaxIterationsError``...).
+            DurableRecordError: The turn's recorded output cannot be read.
+        """
+        return await self._chats._result(self.workflow_id)
+
+
+class DurableChats:
+    """Chat turns that survive their worker: each turn runs as a workflow of ``engine``.
+
+    Each model call and each tool call of a turn is a step of the engine: when the worker
+    dies, a worker that resumes the turn replays the finished steps from their records
+    and goes on from the call that was running. The conversation is kept in ``sessions``
+    as usual. See ``docs/durable.md``.
+
+    Make it before launching the engine, in every worker (a worker resumes only the
+    turns whose code it registered).
+
+    Args:
+        engine: The durable engine (:class:`~hookloop.durable.DBOSEngine`).
+        agent: What builds the agent of a turn, in any worker: an import path
+            ``"module:function"``, or a module-level function (kept as its import path).
+            It is called with no arguments for each turn and must return a new
+            :class:`~hookloop.Agent` with a text answer (no ``output_type``) and no tools
+            that need approval.
+        sessions: Where the sessions are kept.
+        on_event: Receives the events of every turn this worker runs, as a chat stream
+            would (the model is then asked to stream), including
+            :class:`~hookloop.ModelCallRestarted`.
+
+    Raises:
+        UsageError: ``agent`` cannot be imported or is not a module-level function, or
+            ``sessions`` is not a session store.
+    """
+
+    def __init__(
+        self,
+        engine: DurableEngine,
+        agent: str | Callable[[], Agent],
+        *,
+        sessions: SessionStore,
+        on_event: Callable[[AgentEvent], Awaitable[None]] | None = None,
+    ) -> None:
+        if not isinstance(sessions, SessionStore):
+            raise UsageError(f"sessions must be a SessionStore, got {type(sessions).__name__}")
+        self.engine = engine
+        self.agent_path = _agent_path(agent)
+        self._factory = _load_factory(self.agent_path)
+        self.sessions = sessions
+        self._on_event = on_event
+        self._workflow = f"chat:{self.agent_path}"
+        engine.register(self._workflow, self._turn)
+
+    def __repr__(self) -> str:
+        return f"DurableChats({self.engine!r}, {self.agent_path!r})"
+
+    async def chat(
+        self, session_id: str, message: UserInput, *, turn_id: str | None = None
+    ) -> AgentResponse[Any]:
+        """Run one turn of the session as a workflow and wait for its response.
+
+        Args:
+            session_id: The session.
+            message: The user's message.
+            turn_id: The turn's id in the session; by default the user message's id. A
+                turn started again with the same id (a retried request) is the same
+                turn: it runs once, and both get its response.
+
+        Raises:
+            UsageError: A session id, message or turn id that cannot be used.
+            RunError: What the turn raised.
+        """
+        return await (await self.submit(session_id, message, turn_id=turn_id)).result()
+
+    async def submit(
+        self, session_id: str, message: UserInput, *, turn_id: str | None = None
+    ) -> TurnHandle:
+        """Start one turn of the session as a workflow; returns at once. See :meth:`chat`."""
+        check_session_id(session_id)
+        user = _user_message(message)
+        turn = user.id if turn_id is None else check_session_id(turn_id, "turn_id")
+        wid = workflow_id(session_id, turn)
+        await self.engine.start(self._workflow, wid, encode_turn(session_id, user))
+        return TurnHandle(wid, session_id, turn, self)
+
+    def chat_sync(
+        self, session_id: str, message: UserInput, *, turn_id: str | None = None
+    ) -> AgentResponse[Any]:
+        """Blocking :meth:`chat` (the engine must run in this thread's next event loop)."""
+        return run_sync(self.chat(session_id, message, turn_id=turn_id), "chat_sync")
+
+    async def _result(self, wid: str) -> AgentResponse[Any]:
+        return decode_response(await self.engine.result(wid), wid)
+
+    async def _turn(self, payload: str) -> str:
+        """The workflow: the turn's agent, its session up to the turn, the chat."""
+        wid = self.engine.workflow_id()
+        session_id, user = decode_turn(payload, wid)
+        steps = TurnSteps(self.engine, wid)
+        token = await steps.begin()
+        try:
+            agent = self._build(session_id)
+            recorder = SessionRecorder(self.sessions, session_id)
+            agent.use(recorder)
+            # The conversation as it was when the turn began: a turn run again finds its
+            # own messages in the session, which it commits again (stored once).
+            await recorder.restore(before=user.id)
+            run = agent._start(user, self._on_event, steps=steps)
+            response = await agent._slot.drive(run)
+        finally:
+            steps.end(token)
+        return encode_response(response)
+
+    def _build(self, session_id: str) -> Agent:
+        agent = self._factory()
+        if not isinstance(agent, Agent):
+            raise UsageError(f"{self.agent_path} must return an Agent, got {type(agent).__name__}")
+        if agent._output is not None:
+            raise UsageError(
+                f"{self.agent_path} returned an agent with an output type, which a durable "
+                "turn does not support: answer in text"
+            )
+        agent.session_id = session_id
+        return agent
+
+
+def _agent_path(agent: object) -> str:
+    if isinstance(agent, str):
+        return agent
+    module = getattr(agent, "__module__", None)
+    qualname = getattr(agent, "__qualname__", None)
+    if not (inspect.isfunction(agent) and module and qualname) or "<" in qualname:
+        raise UsageError(
+            f"agent must be an import path 'module:function' or a module-level function, "
+            f"got {agent!r}"
+        )
+    return f"{module}:{qualname}"
+
+
+def _load_factory(path: str) -> Callable[[], object]:
+    from .._cli import _import_attribute
+
+    factory = _import_attribute(path, "agent factory")
+    if not callable(factory):
+        raise UsageError(f"{path} is {type(factory).__name__}, not a function that builds an Agent")
+    return factory
