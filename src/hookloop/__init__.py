@@ -86,6 +86,7 @@ from ._errors import (
     ToolValidationError,
     UnknownToolError,
     UsageError,
+    WorkerFencedError,
 )
 from ._events import (
     AgentEvent,
@@ -524,6 +525,7 @@ __all__ = [
     "Usage",
     "UsageError",
     "UserMessage",
+    "WorkerFencedError",
     "__version__",
     "apply_jitter",
     "attach_once",

@@ -1,12 +1,9 @@
 """Many workers on one PostgreSQL database: one session at a time, dead workers' turns resumed.
 
-A worker is a process with a launched DBOS executor that listens on the session queue. Two
-things make a group of them safe and self-healing:
+A worker is a process with a launched DBOS executor that listens on the session queue
+(:mod:`hookloop.durable._queue`: one turn of a session at a time, whichever worker runs it).
+What makes a group of workers self-healing:
 
-- **The session queue** is a DBOS queue partitioned by session id with a partition
-  concurrency of one: however many workers listen, one turn of a session runs at a time
-  (DBOS's own, public mechanism; the dequeue is one atomic transaction in PostgreSQL). A turn
-  submitted while another turn of its session runs waits in the queue.
 - **Heartbeats** (:class:`~hookloop.durable._lease.ExecutorLease`): each worker renews its row
   every ``heartbeat`` seconds; a worker whose row is older than ``dead_after`` is dead, one
   live worker claims it atomically and puts its pending workflows back on their queues, where
@@ -15,45 +12,34 @@ things make a group of them safe and self-healing:
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._errors import RunError, UsageError
-from ._lease import ExecutorLease
+from .._errors import UsageError, WorkerFencedError
+from ._dbos import APPLICATION_VERSION, DBOSEngine
+from ._lease import ExecutorLease, libpq_url
+from ._queue import register_session_queue
+from ._turn import DurableChats
 
-__all__ = [
-    "SESSION_QUEUE",
-    "Takeover",
-    "Worker",
-    "WorkerFencedError",
-    "WorkerTimings",
-    "register_session_queue",
-]
+if TYPE_CHECKING:
+    from .._agent import Agent
+    from ..sessions._base import SessionStore
+
+__all__ = ["Takeover", "Worker", "WorkerTimings", "run_worker"]
 
 logger = logging.getLogger(__name__)
 
-SESSION_QUEUE = "hookloop_sessions"
-"""The DBOS queue turns are submitted to; its partition key is the session id."""
-
-QUEUE_POLLING = 0.2
-"""How often (seconds) a worker looks for new turns on the session queue."""
-
-
-def register_session_queue(*, polling_interval: float = QUEUE_POLLING) -> None:
-    """Declare the session queue in the launched DBOS: one running turn per session.
-
-    Call it after ``DBOS.launch()`` in every worker (declaring it again is harmless).
-    """
-    from dbos import DBOS
-
-    DBOS.register_queue(
-        SESSION_QUEUE, partition_concurrency=1, polling_interval_sec=polling_interval
-    )
+DEFAULT_GRACE = 30.0
+"""Seconds a stopping worker lets its running turns finish before it leaves them."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,21 +83,6 @@ class Takeover:
     executor_id: str
     workflow_ids: tuple[str, ...]
     at: float
-
-
-class WorkerFencedError(RunError):
-    """Another worker declared this one dead (its heartbeat stalled) and took its turns.
-
-    The worker stops: its turns now run elsewhere, and running them here too would repeat
-    their steps. A restart with the same executor id rejoins cleanly.
-    """
-
-    def __init__(self, *, executor_id: str) -> None:
-        super().__init__(
-            f"executor {executor_id!r} was declared dead by another worker (its heartbeat "
-            "stalled longer than dead_after); its turns were handed over"
-        )
-        self.executor_id = executor_id
 
 
 class Worker:
@@ -167,7 +138,7 @@ class Worker:
         if self._thread is not None:
             self._thread.join()
         try:
-            if leave and self.fenced is None:
+            if leave and self.fenced is None and self._thread is not None:
                 self._lease.leave()
         finally:
             self._lease.close()
@@ -237,3 +208,107 @@ def _recover(executor_id: str) -> tuple[str, ...]:
 
     handles: list[Any] = DBOS._recover_pending_workflows([executor_id])
     return tuple(sorted(handle.workflow_id for handle in handles))
+
+
+def default_executor_id() -> str:
+    """``<host>-<pid>``: unique among live workers (a restart gets a new one)."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def run_worker(
+    database_url: str,
+    agent: str | Callable[[], Agent],
+    *,
+    sessions: SessionStore | None = None,
+    executor_id: str | None = None,
+    app_name: str = "hookloop",
+    application_version: str = APPLICATION_VERSION,
+    timings: WorkerTimings = WorkerTimings(),
+    grace: float = DEFAULT_GRACE,
+    stop: asyncio.Event | None = None,
+    on_ready: Callable[[Worker], None] | None = None,
+) -> None:
+    """Run a worker for durable turns until ``stop`` is set (what ``hookloop worker`` runs).
+
+    It launches DBOS on ``database_url`` with this executor id, runs the turns submitted to the
+    session queue (``DurableChats(SessionQueue(url), agent, ...).submit(...)`` in any process)
+    with the agent ``agent`` builds, beats, and takes over dead workers' turns. When ``stop``
+    is set it takes no new turn, lets the running ones finish for up to ``grace`` seconds, and
+    hands any still running to a live worker at its next beat. Exit the process right after it
+    returns, as ``hookloop worker`` does: a turn left running must not be cancelled (that
+    would record its cancellation); it is resumed elsewhere.
+
+    Args:
+        database_url: The workers' PostgreSQL database (DBOS's system database).
+        agent: The turns' agent factory, ``"module:function"`` (see ``DurableChats``).
+        sessions: Where the sessions are kept; by default a ``PostgresSessionStore`` on
+            ``database_url``.
+        executor_id: This worker's id; by default ``<host>-<pid>``. Restarting a worker with
+            its old id resumes its turns at launch, without waiting for ``dead_after``.
+        app_name: The DBOS application name, the same in all workers.
+        application_version: The pinned DBOS application version, the same in all workers.
+        timings: Heartbeat interval and dead-after delay.
+        grace: Seconds the running turns get to finish once ``stop`` is set.
+        stop: Set it to stop the worker (default: runs until cancelled).
+        on_ready: Called once the worker beats and takes turns.
+
+    Raises:
+        UsageError: ``database_url`` is not a PostgreSQL URL, or a bad ``agent``.
+        WorkerFencedError: Another worker declared this one dead and took its turns.
+    """
+    if not libpq_url(database_url).startswith(("postgresql://", "postgres://")):
+        raise UsageError(
+            f"workers share a PostgreSQL database: {database_url!r} is not a postgresql:// URL"
+        )
+    executor_id = executor_id or default_executor_id()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def fenced(_: WorkerFencedError) -> None:
+        loop.call_soon_threadsafe(stop.set)
+
+    store = sessions if sessions is not None else _postgres_store(database_url)
+    engine = DBOSEngine(
+        database_url,
+        app_name=app_name,
+        executor_id=executor_id,
+        application_version=application_version,
+    )
+    DurableChats(engine, agent, sessions=store)
+    worker = Worker(
+        database_url,
+        app_name=app_name,
+        executor_id=executor_id,
+        timings=timings,
+        on_fenced=fenced,
+    )
+    try:
+        await engine.launch()
+        try:
+            await asyncio.to_thread(register_session_queue)
+            await asyncio.to_thread(worker.start)
+            if on_ready is not None:
+                on_ready(worker)
+            await stop.wait()
+            await asyncio.to_thread(_drain, grace)
+        finally:
+            await engine.shutdown()
+            await asyncio.to_thread(worker.stop)
+    finally:
+        if sessions is None:
+            await store.close()
+    if worker.fenced is not None:
+        raise worker.fenced
+
+
+def _postgres_store(database_url: str) -> SessionStore:
+    from ..sessions import PostgresSessionStore
+
+    return PostgresSessionStore(libpq_url(database_url))
+
+
+def _drain(grace: float) -> None:
+    """Stop taking turns; wait up to ``grace`` seconds for the running ones to end."""
+    from dbos import DBOS
+
+    DBOS.destroy(workflow_completion_timeout_sec=math.ceil(grace))
