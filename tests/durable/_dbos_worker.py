@@ -18,7 +18,8 @@ from pathlib import Path
 
 from dbos import DBOS
 
-from hookloop.durable._workers import Worker, WorkerTimings, register_session_queue
+from hookloop.durable._queue import register_session_queue
+from hookloop.durable._workers import Worker, WorkerTimings
 
 APP = "hookloop_workers_test"
 VERSION = "workers-test-1"

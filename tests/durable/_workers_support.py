@@ -64,33 +64,56 @@ class Run:
 class Workers:
     """Worker processes of one test, all killed at its end."""
 
-    def __init__(self, module: str, database_url: str, runs_dir: Path) -> None:
+    def __init__(
+        self,
+        module: str,
+        database_url: str,
+        runs_dir: Path,
+        *,
+        command: Callable[[str], list[str]] | None = None,
+        ready: str = "ready",
+    ) -> None:
+        """``python -m module`` with ``command(executor_id)`` as its arguments (by default
+        the database URL and the id); it is ready when its standard output (with a
+        ``command``: its standard error) says ``ready``."""
         self.module = module
         self.database_url = database_url
         self.dir = runs_dir
+        self.command = command or (lambda executor_id: [database_url, executor_id])
+        self.on_stderr = command is not None
+        self.ready = ready
         self.procs: dict[str, subprocess.Popen[str]] = {}
 
-    def start(self, *executor_ids: str, extra: tuple[str, ...] = ()) -> None:
-        """Start one worker per id and wait until each prints ``ready``."""
+    def start(self, *executor_ids: str) -> None:
+        """Start one worker per id and wait until each is ready."""
         env = {**os.environ, "HOOKLOOP_TEST_RUNS": str(self.dir), "PYTHONUNBUFFERED": "1"}
+        pipe = {"stderr" if self.on_stderr else "stdout": subprocess.PIPE}
         for executor_id in executor_ids:
             self.procs[executor_id] = subprocess.Popen(
-                [sys.executable, "-m", self.module, self.database_url, executor_id, *extra],
+                [sys.executable, "-m", self.module, *self.command(executor_id)],
                 cwd=ROOT,
                 env=env,
-                stdout=subprocess.PIPE,
                 text=True,
+                **pipe,  # type: ignore[call-overload]
             )
         for executor_id in executor_ids:
-            self._expect(executor_id, "ready")
+            self._expect(executor_id)
 
-    def _expect(self, executor_id: str, word: str) -> None:
+    def _expect(self, executor_id: str) -> None:
         proc = self.procs[executor_id]
-        assert proc.stdout is not None
-        ready, _, _ = select.select([proc.stdout], [], [], GUARD)
-        line = proc.stdout.readline() if ready else ""
-        if line.strip() != word:
-            pytest.fail(f"worker {executor_id} said {line!r}, not {word!r} (exit {proc.poll()})")
+        stream = proc.stderr if self.on_stderr else proc.stdout
+        assert stream is not None
+        deadline = time.monotonic() + GUARD
+        said = []
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([stream], [], [], deadline - time.monotonic())
+            line = stream.readline() if ready else ""
+            if self.ready in line:
+                return
+            said.append(line)
+            if not line:
+                break
+        pytest.fail(f"worker {executor_id} did not get ready (exit {proc.poll()}): {said}")
 
     def pid(self, executor_id: str) -> int:
         return self.procs[executor_id].pid
@@ -115,8 +138,9 @@ class Workers:
             if proc.poll() is None:
                 proc.kill()
             proc.wait(GUARD)
-            if proc.stdout is not None:
-                proc.stdout.close()
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
 
     def runs(self) -> list[Run]:
         path = self.dir / "runs"

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hookloop.durable._workers import SESSION_QUEUE
+from hookloop.durable._queue import SESSION_QUEUE
 from tests.durable._workers_support import Workers, database_url, dbos_workers, wait_for
 
 __all__ = ["database_url", "dbos_workers"]  # fixtures
