@@ -23,7 +23,8 @@ the workers are ``hookloop.durable`` workers and the turns are submitted to the 
 Figures per configuration: ``chats_per_s``, ``appends_per_s`` (messages in the store at the
 end / wall time), ``p50_ms``/``p99_ms`` (one chat, from its start to its answer),
 ``conflicts``, ``give_ups``, ``worker_cpu`` and ``db_cpu`` (CPU seconds per wall second,
-i.e. cores busy, read from /proc: the bench must run on the database's machine).
+i.e. cores busy, read from /proc: the bench must run on the database's machine), and with
+durability ``submitter_cpu``, the bench process that submits the turns and waits for them.
 Each worker's pool is sized to the server's ``max_connections`` divided among the workers.
 """
 
@@ -316,9 +317,10 @@ def run_durable(config: Config, dsn: str) -> dict[str, Any]:
                     raise SystemExit(f"a worker did not start (exit {proc.wait()})")
         worker_cpu = sum(_stat(proc.pid)[1] for proc in procs)
         db_cpu = postgres_cpu(dsn)
-        start = time.perf_counter()
+        start, driver_cpu = time.perf_counter(), time.process_time()
         latencies, give_ups = asyncio.run(drive(config, url))
         wall = time.perf_counter() - start
+        driver_cpu = time.process_time() - driver_cpu
         db_cpu = postgres_cpu(dsn) - db_cpu
         ticks = os.sysconf("SC_CLK_TCK")
         worker_cpu = (sum(_stat(proc.pid)[1] for proc in procs) - worker_cpu) / ticks
@@ -338,7 +340,8 @@ def run_durable(config: Config, dsn: str) -> dict[str, Any]:
                 proc.stderr.close()
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    return figures(config, wall, sorted(latencies), appended, 0, give_ups, worker_cpu, db_cpu)
+    found = figures(config, wall, sorted(latencies), appended, 0, give_ups, worker_cpu, db_cpu)
+    return {**found, "submitter_cpu": round(driver_cpu / wall, 2)}
 
 
 async def drive(config: Config, url: str) -> tuple[list[float], int]:
