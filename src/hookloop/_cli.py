@@ -292,6 +292,8 @@ async def _worker(args: argparse.Namespace) -> int:
             flush=True,
         )
 
+    # It ends the process itself when turns are still running at the end of --grace, or when
+    # another worker took it for dead: those turns run elsewhere now.
     await run_worker(
         args.database,
         args.agent,
@@ -302,10 +304,7 @@ async def _worker(args: argparse.Namespace) -> int:
         on_ready=ready,
     )
     print("hookloop worker: stopped", file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    # Turns still running past --grace were handed to a live worker: end them the way a kill
-    # would. Cancelling them (what leaving asyncio.run does) would record their cancellation.
-    os._exit(EXIT_OK)
+    return EXIT_OK
 
 
 async def _run(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 60.0  # seconds: only a failure guard, never a timing the test relies on
+AGENT = "tests.durable._workers_turn:build"  # the agent of the `hookloop worker` tests
 T = TypeVar("T")
 
 

@@ -125,6 +125,11 @@ def test_the_default_timings_take_over_within_a_few_seconds() -> None:
     assert WorkerTimings() == WorkerTimings(heartbeat=1.0, dead_after=5.0)
 
 
+@pytest.mark.parametrize(("heartbeat", "dead_after"), [(0.1, 0.3), (0.05, 0.15), (1, 3)])
+def test_exactly_three_heartbeats_is_enough(heartbeat: float, dead_after: float) -> None:
+    assert WorkerTimings(heartbeat=heartbeat, dead_after=dead_after).dead_after == dead_after
+
+
 @pytest.mark.parametrize(
     ("url", "expected"),
     [

@@ -19,11 +19,10 @@ import pytest
 from hookloop import AssistantMessage, Message, ToolMessage, UserMessage
 from hookloop.durable import DurableChats, SessionQueue
 from hookloop.sessions import PostgresSessionStore
-from tests.durable._workers_support import GUARD, Workers, database_url, wait_for
+from tests.durable._workers_support import AGENT, GUARD, Workers, database_url, wait_for
 
 __all__ = ["database_url"]  # fixture
 
-AGENT = "tests.durable._workers_turn:build"
 TIMINGS = ("--heartbeat", "0.2", "--dead-after", "1.5", "--grace", "1")
 
 
@@ -139,3 +138,25 @@ async def test_two_turns_of_one_session_submitted_together_run_one_after_the_oth
     log = await chats.sessions.load("s1")
     assert [text for kind, text in shape(log) if kind == "UserMessage"] == ["s1 1", "s1 2", "s1 3"]
     assert len(log) == 12
+
+
+async def test_a_worker_stopped_with_sigterm_hands_its_turn_over_without_running_the_tool_twice(
+    workers: Workers, chats: DurableChats
+) -> None:
+    workers.start("w1", "w2")
+    hold = workers.hold("tool", "s1")
+    handle = await chats.submit("s1", "s1 1")
+    leaver = workers.by_pid(wait_for("the tool", lambda: workers.ran("tool", "s1", 1))[0].pid)
+    assert workers.terminate(leaver) == 0  # after --grace 1: the tool still runs, left behind
+    hold.unlink()
+
+    text = await answer(chats, handle)
+    assert text.startswith("charged 1: ")
+    assert text != "charged 1: ok"  # its result is reported lost, not made up by a second run
+    assert [run.pid for run in workers.ran("tool", "s1", 1)] == [workers.pid(leaver)]
+    stayer = next(eid for eid in ("w1", "w2") if eid != leaver)
+    assert [run.pid for run in workers.ran("model-done", "s1", 1)] == [
+        workers.pid(leaver),
+        workers.pid(stayer),
+    ]
+    assert len(await chats.sessions.load("s1")) == 4

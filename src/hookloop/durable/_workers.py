@@ -13,13 +13,16 @@ What makes a group of workers self-healing:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -63,7 +66,10 @@ class WorkerTimings:
             raise UsageError(
                 f"heartbeat must be a positive number of seconds, not {self.heartbeat}"
             )
-        if not self.dead_after >= 3 * self.heartbeat:
+        if not (
+            self.dead_after >= 3 * self.heartbeat
+            or math.isclose(self.dead_after, 3 * self.heartbeat)
+        ):
             raise UsageError(
                 f"dead_after ({self.dead_after} s) must be at least three heartbeats "
                 f"(3 x {self.heartbeat} s), or a slow worker is taken for dead"
@@ -232,11 +238,15 @@ async def run_worker(
 
     It launches DBOS on ``database_url`` with this executor id, runs the turns submitted to the
     session queue (``DurableChats(SessionQueue(url), agent, ...).submit(...)`` in any process)
-    with the agent ``agent`` builds, beats, and takes over dead workers' turns. When ``stop``
-    is set it takes no new turn, lets the running ones finish for up to ``grace`` seconds, and
-    hands any still running to a live worker at its next beat. Exit the process right after it
-    returns, as ``hookloop worker`` does: a turn left running must not be cancelled (that
-    would record its cancellation); it is resumed elsewhere.
+    with the agent ``agent`` builds, beats, and takes over dead workers' turns.
+
+    When ``stop`` is set it takes no new turn and lets the running ones finish for up to
+    ``grace`` seconds. If none is left it shuts down and returns. If some still run, it hands
+    them to a live worker and **ends the process** at once (``os._exit(0)``), the way a kill
+    would: cancelling them would record their cancellation in their sessions, and shutting
+    DBOS down under them would fail their steps. Likewise a worker that learns it was taken
+    for dead (its heartbeat stalled past ``dead_after``) logs :class:`WorkerFencedError` and
+    ends the process with status 1, since its turns already run elsewhere.
 
     Args:
         database_url: The workers' PostgreSQL database (DBOS's system database).
@@ -254,7 +264,6 @@ async def run_worker(
 
     Raises:
         UsageError: ``database_url`` is not a PostgreSQL URL, or a bad ``agent``.
-        WorkerFencedError: Another worker declared this one dead and took its turns.
     """
     if not libpq_url(database_url).startswith(("postgresql://", "postgres://")):
         raise UsageError(
@@ -263,10 +272,6 @@ async def run_worker(
     executor_id = executor_id or default_executor_id()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-
-    def fenced(_: WorkerFencedError) -> None:
-        loop.call_soon_threadsafe(stop.set)
-
     store = sessions if sessions is not None else _postgres_store(database_url)
     engine = DBOSEngine(
         database_url,
@@ -276,29 +281,34 @@ async def run_worker(
     )
     DurableChats(engine, agent, sessions=store)
     worker = Worker(
-        database_url,
-        app_name=app_name,
-        executor_id=executor_id,
-        timings=timings,
-        on_fenced=fenced,
+        database_url, app_name=app_name, executor_id=executor_id, timings=timings, on_fenced=_die
     )
+    # DBOS makes its own thread pool the loop's default one: the worker's blocking calls get a
+    # thread of their own, which DBOS's shutdown does not take away.
+    own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookloop-worker")
     try:
         await engine.launch()
         try:
-            await asyncio.to_thread(register_session_queue)
-            await asyncio.to_thread(worker.start)
+            await loop.run_in_executor(own, register_session_queue)
+            await loop.run_in_executor(own, worker.start)
             if on_ready is not None:
                 on_ready(worker)
             await stop.wait()
-            await asyncio.to_thread(_drain, grace)
+            left = await loop.run_in_executor(own, _drain, executor_id, grace)
+            if left:
+                # No await from here on: no turn of this process runs another step.
+                worker.stop(leave=True)
+                logger.warning(
+                    "worker %s left %d running turns to a live worker", executor_id, left
+                )
+                _exit(0)
         finally:
             await engine.shutdown()
-            await asyncio.to_thread(worker.stop)
+            await loop.run_in_executor(own, worker.stop)
     finally:
+        own.shutdown(wait=False)
         if sessions is None:
             await store.close()
-    if worker.fenced is not None:
-        raise worker.fenced
 
 
 def _postgres_store(database_url: str) -> SessionStore:
@@ -307,8 +317,38 @@ def _postgres_store(database_url: str) -> SessionStore:
     return PostgresSessionStore(libpq_url(database_url))
 
 
-def _drain(grace: float) -> None:
-    """Stop taking turns; wait up to ``grace`` seconds for the running ones to end."""
-    from dbos import DBOS
+def _drain(executor_id: str, grace: float) -> int:
+    """Take no new turn; wait up to ``grace`` s for this executor's turns; how many are left.
 
-    DBOS.destroy(workflow_completion_timeout_sec=math.ceil(grace))
+    DBOS 3.4 stops dequeuing only in ``DBOS.destroy()``, which also tears down what running
+    turns need; setting its background threads' stop events (the first thing ``destroy``
+    does) stops the queue thread alone. Private, pinned by the extra, covered by the SIGTERM
+    tests.
+    """
+    from dbos import DBOS
+    from dbos._dbos import _get_dbos_instance
+
+    for event in _get_dbos_instance().background_thread_stop_events:
+        event.set()
+    deadline = time.monotonic() + grace
+    while True:
+        pending = DBOS.list_workflows(
+            status="PENDING", executor_id=executor_id, load_input=False, load_output=False
+        )
+        if not pending or time.monotonic() >= deadline:
+            return len(pending)
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+
+def _die(exc: WorkerFencedError) -> None:
+    """The worker's turns run elsewhere now: end this process before they run here again."""
+    logger.critical("%s", exc)
+    print(f"hookloop: WorkerFencedError: {exc}", file=sys.stderr)
+    _exit(1)
+
+
+def _exit(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
