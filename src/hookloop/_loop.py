@@ -151,10 +151,6 @@ class StepRunner(Protocol):
         """
         ...
 
-    def idempotency_key(self, call_id: str) -> str:
-        """The key that stays the same every time the call runs."""
-        ...
-
 
 @dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
 class ChatSetup:
@@ -1042,7 +1038,6 @@ class ChatRun:
             call_id=call.id,
             tool_name=tool.name,
             attempt=attempt,
-            idempotency_key=None if setup.steps is None else setup.steps.idempotency_key(call.id),
         )
 
     async def _succeeded(

@@ -7,6 +7,7 @@ checker checks what the tool does with ``ctx.deps`` against ``Deps``.
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import types
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import (
     Annotated,
     Generic,
     Literal,
+    Protocol,
     TypeVar,
     Union,
     get_args,
@@ -30,6 +32,22 @@ if TYPE_CHECKING:
 __all__ = ["NO_DEPS", "MissingDepsError", "RunContext"]
 
 DepsT = TypeVar("DepsT")
+
+
+class DurableTurn(Protocol):
+    """The durable turn running in this context (``hookloop.durable`` sets it)."""
+
+    agent: Agent | None
+
+    def idempotency_key(self, call_id: str) -> str:
+        """The key of a tool call that stays the same every time the call runs."""
+        ...
+
+
+durable_turn: contextvars.ContextVar[DurableTurn | None] = contextvars.ContextVar(
+    "hookloop_durable_turn", default=None
+)
+"""The durable turn whose code runs in this context, if any."""
 
 
 class NoDeps(enum.Enum):
@@ -81,10 +99,6 @@ class RunContext(Generic[DepsT]):
         tool_name: The tool's name.
         attempt: 1 on the first run of the call, one more on each retry
             (``on_tool_call_error`` with ``retry = True``).
-        idempotency_key: In a durable turn, a key that is the same every time this call
-            runs (``"<workflow id>:<call id>"``), also after the worker died and another run
-            of the turn runs the call again; pass it to the service the tool calls so it
-            acts once. ``None`` outside a durable turn. See ``docs/durable.md``.
     """
 
     deps: DepsT
@@ -94,7 +108,21 @@ class RunContext(Generic[DepsT]):
     call_id: str
     tool_name: str
     attempt: int = 1
-    idempotency_key: str | None = None
+
+    @property
+    def idempotency_key(self) -> str | None:
+        """In a durable turn, a key that is the same every time this call runs.
+
+        ``"<workflow id>:<call id>"``, also when the worker died and a resumed run of the
+        turn runs the call again; pass it to the service the tool calls so that it acts
+        once. ``None`` outside a durable turn (and in a sub-agent's chat inside one). See
+        ``docs/durable.md``.
+        """
+        # Read from the context, not stored: a chat that is not durable pays nothing.
+        turn = durable_turn.get()
+        if turn is None or turn.agent is not self.agent:
+            return None
+        return turn.idempotency_key(self.call_id)
 
 
 def context_kind(hint: object) -> Literal["none", "plain", "deps", "union"]:

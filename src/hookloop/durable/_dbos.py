@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from types import ModuleType, TracebackType
 from typing import Any, Final
 
+from .._background import run_sync
 from .._errors import DurableRecordError, UsageError
 from .._extras import import_extra
 from ._engine import WorkflowBody
@@ -27,6 +28,7 @@ Pass your own to tell apart deployments whose turns must not resume on each othe
 """
 
 _WORKFLOW_NAME: Final = "hookloop.durable_turn"
+_POLL_SECONDS: Final = 0.1  # how often a wait on another worker's turn reads its status
 
 # The workflow bodies of the engine that is launched (DBOS is one instance per process).
 _bodies: dict[str, WorkflowBody] = {}
@@ -91,6 +93,9 @@ class DBOSEngine:
         if executor_id is not None:
             self._config["executor_id"] = executor_id
         self._bodies: dict[str, WorkflowBody] = {}
+        # The handles of turns this worker started, by id: waiting on one awaits its task
+        # (a handle found by id polls the database).
+        self._handles: dict[str, Any] = {}
         self._launched = False
 
     def __repr__(self) -> str:
@@ -131,11 +136,20 @@ class DBOSEngine:
             raise
         self._launched = True
 
+    def launch_sync(self) -> None:
+        """Blocking :meth:`launch`, for code without an event loop."""
+        run_sync(self.launch(), "launch_sync")
+
+    def shutdown_sync(self) -> None:
+        """Blocking :meth:`shutdown`, for code without an event loop."""
+        run_sync(self.shutdown(), "shutdown_sync")
+
     async def shutdown(self) -> None:
         """Stop DBOS; turns still running resume at the next launch of this worker."""
         if not self._launched:
             return
         self._launched = False
+        self._handles.clear()
         _bodies.clear()
         await asyncio.to_thread(self._dbos.DBOS.destroy)
 
@@ -156,13 +170,20 @@ class DBOSEngine:
         self._require_launched()
         dbos = self._dbos
         with dbos.SetWorkflowID(workflow_id):
-            await dbos.DBOS.start_workflow_async(_registered_workflow(dbos), name, payload)
+            handle = await dbos.DBOS.start_workflow_async(_registered_workflow(dbos), name, payload)
+        self._handles.setdefault(workflow_id, handle)
 
     async def result(self, workflow_id: str) -> str:
         """Wait for the workflow to end; its output, or the exception it raised."""
         self._require_launched()
-        handle = await self._dbos.DBOS.retrieve_workflow_async(workflow_id)
-        return _text(await handle.get_result(), workflow_id, "output")
+        handle = self._handles.get(workflow_id)
+        if handle is None:
+            handle = await self._dbos.DBOS.retrieve_workflow_async(workflow_id)
+        try:
+            output = await handle.get_result(polling_interval_sec=_POLL_SECONDS)
+        finally:
+            self._handles.pop(workflow_id, None)
+        return _text(output, workflow_id, "output")
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Run ``body`` as the next DBOS step of the running workflow, or replay it."""

@@ -25,6 +25,9 @@ class DurableEngine(Protocol):
     recover the workflows it left), and started with an id; its body runs steps, each of
     which runs once: run again after a crash, the body gets each finished step's recorded
     output instead of running it.
+
+    A replay is told from :meth:`step` alone: a step whose body does not run came from the
+    record (see :func:`~hookloop.durable.replaying`), so an engine needs nothing more.
     """
 
     def register(self, name: str, body: WorkflowBody) -> None:

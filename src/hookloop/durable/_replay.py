@@ -11,11 +11,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from .._errors import ToolResultLostError
 from .._messages import AssistantMessage, ToolCall, ToolMessage
+from .._run_context import DurableTurn, durable_turn
 from ..models._base import ProviderResponse
 from ._engine import DurableEngine
+
+if TYPE_CHECKING:
+    from .._agent import Agent
 from ._records import decode_model_call, decode_tool_call, encode_model_call, encode_tool_call
 
 __all__ = ["TurnSteps", "replaying"]
@@ -24,10 +29,6 @@ BEGIN_STEP = "hookloop.begin"
 MODEL_STEP = "hookloop.model"
 TOOL_STEP = "hookloop.tool"
 TOOL_STARTED_STEP = "hookloop.tool_started"
-
-_current: contextvars.ContextVar[TurnSteps | None] = contextvars.ContextVar(
-    "hookloop_durable_turn", default=None
-)
 
 
 def replaying() -> bool:
@@ -40,8 +41,8 @@ def replaying() -> bool:
     ``pre_tool_call``, ``on_tool_call_result``...) do not fire again on a replay at all.
     ``False`` outside a durable turn.
     """
-    steps = _current.get()
-    return steps is not None and steps.replaying
+    turn = durable_turn.get()
+    return isinstance(turn, TurnSteps) and turn.replaying
 
 
 class TurnSteps:
@@ -57,9 +58,10 @@ class TurnSteps:
         self._engine = engine
         self.workflow_id = workflow_id
         self.replaying = False
+        self.agent: Agent | None = None  # the turn's, once built
         self._lock = asyncio.Lock()
 
-    async def begin(self) -> contextvars.Token[TurnSteps | None]:
+    async def begin(self) -> contextvars.Token[DurableTurn | None]:
         """The turn's first step, which tells a replay; makes :func:`replaying` answer."""
         ran = False
 
@@ -70,11 +72,11 @@ class TurnSteps:
 
         await self._engine.step(BEGIN_STEP, body)
         self.replaying = not ran
-        return _current.set(self)
+        return durable_turn.set(self)
 
-    def end(self, token: contextvars.Token[TurnSteps | None]) -> None:
+    def end(self, token: contextvars.Token[DurableTurn | None]) -> None:
         """Undo :meth:`begin`'s hold on :func:`replaying`."""
-        _current.reset(token)
+        durable_turn.reset(token)
 
     async def model_call(
         self, run: Callable[[bool], Awaitable[ProviderResponse]]

@@ -146,14 +146,16 @@ class DurableChats:
         steps = TurnSteps(self.engine, wid)
         token = await steps.begin()
         try:
-            agent = self._build(session_id)
+            agent = steps.agent = self._build(session_id)
             recorder = SessionRecorder(self.sessions, session_id)
             agent.use(recorder)
             # The conversation as it was when the turn began: a turn run again finds its
             # own messages in the session, which it commits again (stored once).
             await recorder.restore(before=user.id)
-            run = agent._start(user, self._on_event, steps=steps)
-            response = await agent._slot.drive(run)
+            try:
+                response = await agent._slot.drive(agent._start(user, self._on_event, steps=steps))
+            finally:
+                await agent.aclose()  # its background tasks (async memory hooks) end here
         finally:
             steps.end(token)
         return encode_response(response)

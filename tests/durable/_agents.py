@@ -1,0 +1,79 @@
+"""Agent factories for the in-process durable-turn tests, importable by path."""
+
+from __future__ import annotations
+
+from hookloop import Agent, ProviderRequest, ProviderResponse, RunContext, ToolCall, tool
+from hookloop.testing import FunctionModel, tool_call, tool_calls
+
+calls: list[str] = []
+"""What the models and tools of this module did, in order (cleared by each test)."""
+
+
+@tool(idempotent=True)
+def echo(ctx: RunContext, text: str) -> str:
+    """Say it back.
+
+    Args:
+        text: What to say.
+    """
+    calls.append(f"echo {ctx.idempotency_key}")
+    return text
+
+
+@tool(requires_approval=True)
+def delete_all() -> str:
+    """Delete everything."""
+    return "deleted"
+
+
+def answer(request: ProviderRequest) -> ProviderResponse | str:
+    calls.append("model")
+    if not any(m.role == "tool" for m in request.messages):
+        return tool_call("echo", {"text": "hi"}, id="call-1")
+    return "said hi"
+
+
+@tool
+def note(text: str) -> str:
+    """Write a note (not idempotent).
+
+    Args:
+        text: The note.
+    """
+    calls.append(f"note {text}")
+    return "noted"
+
+
+def batch_answer(request: ProviderRequest) -> ProviderResponse | str:
+    if not any(m.role == "tool" for m in request.messages):
+        return tool_calls(
+            ToolCall.create("note", {"text": "a"}, id="call-a"),
+            ToolCall.create("echo", {"text": "b"}, id="call-b"),
+            ToolCall.create("note", {"text": "c"}, id="call-c"),
+        )
+    return "done"
+
+
+def batch_agent() -> Agent:
+    return Agent(FunctionModel(batch_answer), tools=[echo, note])
+
+
+def echo_agent() -> Agent:
+    return Agent(FunctionModel(answer), tools=[echo])
+
+
+def approval_agent() -> Agent:
+    return Agent(
+        FunctionModel(lambda r: tool_call("delete_all", {}, id="call-1")), tools=[delete_all]
+    )
+
+
+def typed_agent() -> Agent:
+    return Agent(FunctionModel(lambda r: "{}"), output_type=dict)
+
+
+def not_an_agent() -> object:
+    return "an agent"
+
+
+NOT_CALLABLE = 42

@@ -1,0 +1,393 @@
+"""Durable turns in one process: the workflow id, joining a turn, the tool rules, bad input.
+
+Layout of this module:
+    turns        a turn's response and session; the workflow id; the same turn twice is one
+    tools        ``@tool(idempotent=True)``; the idempotency key inside and outside a turn
+    bad input    agent paths, factories, agents a durable turn cannot run, a corrupt record
+    records      the step records round-trip (property)
+    recorder     ``restore(before=...)`` and appends idempotent by message id
+
+The kill-and-restart tests are in ``test_recovery.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import pickle
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hookloop import (
+    Agent,
+    AssistantMessage,
+    DurableRecordError,
+    ProviderResponse,
+    RunContext,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UsageError,
+    UserMessage,
+    tool,
+)
+from hookloop.durable import DBOSEngine, DurableChats, DurableEngine, workflow_id
+from hookloop.durable._records import (
+    decode_model_call,
+    decode_tool_call,
+    encode_model_call,
+    encode_tool_call,
+)
+from hookloop.sessions import SQLiteSessionStore
+from hookloop.testing import ScriptedModel
+from tests.durable import _agents
+
+Launch = Callable[..., "asyncio.Future[DurableChats]"]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteSessionStore:
+    return SQLiteSessionStore(tmp_path / "sessions.db")
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[DBOSEngine]:
+    """An engine on a SQLite file; the test makes its DurableChats, then launches it."""
+    engine = DBOSEngine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="test")
+    _agents.calls.clear()
+    yield engine
+    await engine.shutdown()
+
+
+# --- turns ------------------------------------------------------------------------------
+
+
+async def test_a_turn_answers_and_keeps_its_messages_in_the_session(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    assert chats.agent_path == "tests.durable._agents:echo_agent"
+    await engine.launch()
+    response = await chats.chat("s", UserMessage(content="say hi", id="m-1"))
+    assert response.text == "said hi"
+    assert response.iterations == 2
+    records = await store.records("s")
+    assert [r.message for r in records] == list(response.messages)
+    assert [(m.role, m.content) for m in response.messages] == [
+        ("user", "say hi"),
+        ("assistant", ""),
+        ("tool", "hi"),
+        ("assistant", "said hi"),
+    ]
+    assert _agents.calls == ["model", "echo hookloop-turn:s:m-1:call-1", "model"]
+
+
+async def test_each_model_call_and_each_tool_call_is_one_step(
+    tmp_path: Path, engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.batch_agent, sessions=store)
+    await engine.launch()
+    response = await chats.chat("s", "go", turn_id="t")
+    with sqlite3.connect(tmp_path / "dbos.db") as db:
+        steps = db.execute(
+            "SELECT function_name FROM operation_outputs WHERE workflow_uuid = ? "
+            "ORDER BY function_id",
+            (workflow_id("s", "t"),),
+        ).fetchall()
+    assert [name for (name,) in steps] == [
+        "hookloop.begin",
+        "hookloop.model",
+        "hookloop.tool_started",  # a tool that is not idempotent first records its start
+        "hookloop.tool",
+        "hookloop.tool",
+        "hookloop.tool_started",
+        "hookloop.tool",
+        "hookloop.model",
+    ]
+    # The batch's calls ran one after another, in the model's order.
+    assert _agents.calls == ["note a", "echo hookloop-turn:s:t:call-b", "note c"]
+    assert [m.content for m in response.messages if m.role == "tool"] == ["noted", "b", "noted"]
+
+
+async def test_the_workflow_id_is_the_session_and_the_turn(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, "tests.durable._agents:echo_agent", sessions=store)
+    await engine.launch()
+    by_message = await chats.submit("s", UserMessage(content="say hi", id="m-7"))
+    assert by_message.workflow_id == workflow_id("s", "m-7") == "hookloop-turn:s:m-7"
+    named = await chats.submit("s2", "say hi", turn_id="t-1")
+    assert (named.workflow_id, named.session_id, named.turn_id) == (
+        "hookloop-turn:s2:t-1",
+        "s2",
+        "t-1",
+    )
+    await by_message.result()
+    await named.result()
+
+
+async def test_the_same_turn_started_twice_is_one_turn(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    await engine.launch()
+    first, second = await asyncio.gather(
+        chats.submit("s", "say hi", turn_id="t-1"), chats.submit("s", "say it again", turn_id="t-1")
+    )
+    one, other = await first.result(), await second.result()
+    later = await chats.chat("s", "once more", turn_id="t-1")  # after it ended: its response
+    assert one == other == later
+    records = await store.records("s")
+    assert [r.message for r in records] == list(one.messages)
+    assert records[0].message.content in ("say hi", "say it again")  # the one that won
+    assert _agents.calls == ["model", "echo hookloop-turn:s:t-1:call-1", "model"]
+
+
+async def test_a_new_turn_continues_the_session(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    await engine.launch()
+    first = await chats.chat("s", "say hi", turn_id="t-1")
+    second = await chats.chat("s", "and again", turn_id="t-2")
+    records = await store.records("s")
+    assert [r.message for r in records] == [*first.messages, *second.messages]
+    assert [r.seq for r in records] == list(range(1, 7))  # the second needs no tool
+
+
+def test_the_sync_wrappers_run_a_turn_without_an_event_loop(tmp_path: Path) -> None:
+    engine = DBOSEngine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="sync")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=SQLiteSessionStore(tmp_path / "s.db"))
+    engine.launch_sync()
+    try:
+        assert chats.chat_sync("s", "say hi").text == "said hi"
+    finally:
+        engine.shutdown_sync()
+
+
+def test_importing_the_package_does_not_import_dbos() -> None:
+    code = "import sys, hookloop.durable; print('dbos' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout == "False\n"
+
+
+def test_the_engine_is_a_durable_engine(engine: DBOSEngine) -> None:
+    assert isinstance(engine, DurableEngine)
+
+
+# --- tools ------------------------------------------------------------------------------
+
+
+def test_a_tool_is_not_idempotent_unless_it_says_so() -> None:
+    def f() -> str:
+        """F."""
+        return ""
+
+    assert tool(f).idempotent is False
+    assert tool(idempotent=True)(f).idempotent is True
+    assert _agents.echo.idempotent is True
+
+
+async def test_outside_a_durable_turn_a_call_has_no_idempotency_key() -> None:
+    seen: list[str | None] = []
+
+    @tool
+    def probe(ctx: RunContext) -> str:
+        """Probe."""
+        seen.append(ctx.idempotency_key)
+        return "ok"
+
+    model = ScriptedModel(
+        [ProviderResponse(tool_calls=(ToolCall(name="probe", arguments="{}", id="c"),)), "done"]
+    )
+    await Agent(model, tools=[probe]).chat("go")
+    assert seen == [None]
+
+
+# --- bad input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        (
+            "tests.durable._agents:nobody",
+            "cannot load agent factory 'tests.durable._agents:nobody'",
+        ),
+        ("tests.durable.nowhere:build", "cannot load agent factory 'tests.durable.nowhere:build'"),
+        ("no_colon", "write it as module:attribute"),
+        ("tests.durable._agents:NOT_CALLABLE", "is int, not a function that builds an Agent"),
+        (lambda: None, "module-level function"),
+        (42, "module-level function"),
+    ],
+)
+def test_an_agent_that_cannot_be_found_is_refused_at_once(
+    engine: DBOSEngine, store: SQLiteSessionStore, agent: object, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message.replace("(", r"\(")):
+        DurableChats(engine, agent, sessions=store)  # type: ignore[arg-type]
+    DurableChats(engine, _agents.echo_agent, sessions=store)  # nothing was registered
+
+
+@pytest.mark.parametrize(
+    ("factory", "message"),
+    [
+        (_agents.not_an_agent, "must return an Agent, got str"),
+        (_agents.typed_agent, "with an output type"),
+        (_agents.approval_agent, "needs approval, which a durable turn cannot wait for"),
+    ],
+)
+async def test_a_turn_whose_agent_cannot_run_durably_fails_with_a_usage_error(
+    engine: DBOSEngine, store: SQLiteSessionStore, factory: Callable[[], object], message: str
+) -> None:
+    chats = DurableChats(engine, factory, sessions=store)  # type: ignore[arg-type]
+    await engine.launch()
+    with pytest.raises(UsageError, match=message):
+        await chats.chat("s", UserMessage(content="go", id="m-1"))
+    messages = [r.message for r in await store.records("s")]
+    assert [m.id for m in messages][:1] in ([], ["m-1"])  # at most the user's message, kept
+
+
+async def test_bad_arguments_start_nothing(engine: DBOSEngine, store: SQLiteSessionStore) -> None:
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    with pytest.raises(UsageError, match="launch the engine first"):
+        await chats.chat("s", "hi")
+    await engine.launch()
+    with pytest.raises(UsageError, match="session_id"):
+        await chats.chat("", "hi")
+    with pytest.raises(UsageError, match="turn_id"):
+        await chats.chat("s", "hi", turn_id="")
+    with pytest.raises(UsageError):
+        await chats.chat("s", "")
+    with pytest.raises(UsageError, match="register durable workflows before"):
+        DurableChats(engine, _agents.echo_agent, sessions=store)
+    assert await store.records("s") == []
+
+
+def test_an_engine_needs_a_database_url() -> None:
+    with pytest.raises(UsageError, match="database_url"):
+        DBOSEngine("")
+
+
+async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
+    tmp_path: Path, store: SQLiteSessionStore
+) -> None:
+    """A turn replayed over a model step record that cannot be read: the session keeps all."""
+    url = f"sqlite:///{tmp_path / 'dbos.db'}"
+    engine = DBOSEngine(url, executor_id="test")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    async with engine:
+        done = await chats.chat("s", "say hi", turn_id="t-1")
+    before = await store.records("s")
+    with sqlite3.connect(tmp_path / "dbos.db") as db:  # as if the worker died mid-turn
+        wid = workflow_id("s", "t-1")
+        corrupt = base64.b64encode(pickle.dumps('{"message": 1}')).decode()
+        db.execute(
+            "UPDATE operation_outputs SET output = ? WHERE workflow_uuid = ? AND function_id = ?",
+            (corrupt, wid, 2),
+        )
+        db.execute(
+            "UPDATE workflow_status SET status = 'PENDING', output = NULL WHERE workflow_uuid = ?",
+            (wid,),
+        )
+        db.execute("DELETE FROM workflow_output WHERE workflow_uuid = ?", (wid,))
+    engine = DBOSEngine(url, executor_id="test")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    async with engine:  # recovery replays the turn
+        with pytest.raises(DurableRecordError) as caught:
+            await chats.chat("s", "say hi", turn_id="t-1")
+    assert (caught.value.workflow_id, caught.value.step) == (wid, "hookloop.model")
+    assert await store.records("s") == before  # nothing lost, nothing added
+    assert [r.message for r in before] == list(done.messages)
+
+
+# --- records ----------------------------------------------------------------------------
+
+texts = st.text(max_size=30)
+calls = st.lists(
+    st.builds(
+        ToolCall,
+        name=st.from_regex(r"[a-z_]{1,10}", fullmatch=True),
+        arguments=texts,
+        id=texts.filter(bool),
+    ),
+    max_size=3,
+    unique_by=lambda c: c.id,
+)
+usages = st.none() | st.builds(
+    Usage,
+    input_tokens=st.integers(0, 10**6),
+    output_tokens=st.integers(0, 10**6),
+    cached_input_tokens=st.integers(0, 10**6),
+    reasoning_tokens=st.integers(0, 10**6),
+)
+
+
+@settings(max_examples=60)
+@given(
+    content=texts,
+    tool_calls=calls,
+    usage=usages,
+    finish=st.sampled_from(["stop", "tool_calls", "length"]),
+    model=st.none() | texts,
+    rid=st.none() | texts,
+)
+def test_a_model_call_record_gives_back_the_response_and_message(
+    content: str,
+    tool_calls: list[ToolCall],
+    usage: Usage | None,
+    finish: str,
+    model: str | None,
+    rid: str | None,
+) -> None:
+    response = ProviderResponse(
+        content=content,
+        tool_calls=tuple(tool_calls),
+        finish_reason=finish,  # type: ignore[arg-type]
+        usage=usage,
+        model=model,
+        id=rid,
+    )
+    message = response.to_message()
+    assert decode_model_call(encode_model_call(response, message), "w", "s") == (response, message)
+
+
+@settings(max_examples=60)
+@given(content=texts, error=st.booleans())
+def test_a_tool_call_record_gives_back_the_tool_message(content: str, error: bool) -> None:
+    message = ToolMessage(tool_call_id="c", tool_name="t", content=content, is_error=error)
+    assert decode_tool_call(encode_tool_call(message), "w", "s") == message
+
+
+@pytest.mark.parametrize("text", ["", "[]", '{"role": "user", "content": "x"}', "null", '"x"'])
+def test_an_unreadable_record_is_a_durable_record_error(text: str) -> None:
+    with pytest.raises(DurableRecordError, match="'w': the recorded output of step 's'"):
+        decode_tool_call(text, "w", "s")
+    with pytest.raises(DurableRecordError):
+        decode_model_call(text, "w", "s")
+
+
+# --- recorder ---------------------------------------------------------------------------
+
+
+async def test_a_recorder_restores_before_a_message_and_stores_it_again_once(
+    store: SQLiteSessionStore,
+) -> None:
+    first, answer = UserMessage(content="a", id="u-1"), AssistantMessage(content="b", id="a-1")
+    turn = UserMessage(content="c", id="u-2")
+    for message in (first, answer, turn):
+        await store.append("s", message)
+    agent = Agent(ScriptedModel(["d"]))
+    recorder = store.session("s")
+    agent.use(recorder)
+    assert await recorder.restore(before="u-2") == [first, answer]
+    assert agent.history.messages == (first, answer)
+    response = await agent.chat(turn)  # the turn again: its message is stored once
+    assert [r.message for r in await store.records("s")] == [first, answer, turn, response.message]
