@@ -138,6 +138,10 @@ async def test_two_turns_of_one_session_submitted_together_run_one_after_the_oth
     log = await chats.sessions.load("s1")
     assert [text for kind, text in shape(log) if kind == "UserMessage"] == ["s1 1", "s1 2", "s1 3"]
     assert len(log) == 12
+    again = await chats.submit("s1", "s1 1", turn_id=handles[0].turn_id)  # a retried request
+    assert again.workflow_id == handles[0].workflow_id
+    assert await answer(chats, again) == "charged 1: ok"
+    assert await chats.sessions.load("s1") == log  # the same turn: nothing ran again
 
 
 async def test_a_worker_stopped_with_sigterm_hands_its_turn_over_without_running_the_tool_twice(
