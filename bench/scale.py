@@ -2,7 +2,7 @@
 
     python bench/scale.py                # a readable table
     python bench/scale.py --json         # one JSON object with the same figures
-    python bench/scale.py --quick        # fewer chats per configuration (about a minute)
+    python bench/scale.py --quick        # fewer chats per configuration (1-1.5 minutes)
 
 Every configuration starts N worker processes (1, 2, 4) on a PostgreSQL database of its own
 (loopback only) and gives them a fixed list of chats:
