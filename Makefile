@@ -38,6 +38,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/context.py
 	$(BIN)/python bench/trace_page.py
 	scripts/test-services run $(BIN)/python bench/stores.py
+	scripts/test-services run $(BIN)/python bench/scale.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis .services

@@ -87,6 +87,7 @@ from ._errors import (
     UnknownToolError,
     UsageError,
     WaitingForApprovalError,
+    WorkerFencedError,
 )
 from ._events import (
     AgentEvent,
@@ -526,6 +527,7 @@ __all__ = [
     "UsageError",
     "UserMessage",
     "WaitingForApprovalError",
+    "WorkerFencedError",
     "__version__",
     "apply_jitter",
     "attach_once",

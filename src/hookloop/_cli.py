@@ -222,7 +222,89 @@ def _parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
     )
     serve.set_defaults(handler=_mcp_serve)
+    _worker_parser(commands)
     return parser
+
+
+def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    worker = commands.add_parser(
+        "worker",
+        help="run a worker for durable chat turns (hookloop[dbos], PostgreSQL)",
+        description="Run the durable chat turns submitted to the session queue of a PostgreSQL "
+        "database, one turn of a session at a time, and take over the turns of workers that "
+        "died. SIGTERM or Ctrl-C stops it: running turns get --grace seconds to finish, and "
+        "a live worker resumes those still running at once.",
+    )
+    worker.add_argument(
+        "--database", required=True, metavar="URL", help="the workers' postgresql:// database"
+    )
+    worker.add_argument(
+        "--agent",
+        required=True,
+        metavar="MODULE:FUNCTION",
+        help="the function that builds each turn's Agent (modules in the current directory "
+        "included)",
+    )
+    worker.add_argument(
+        "--executor-id",
+        metavar="ID",
+        help="this worker's id, unique among live workers (default: HOST-PID); a worker "
+        "restarted with its old id resumes its own turns at once",
+    )
+    worker.add_argument(
+        "--heartbeat", type=float, default=1.0, metavar="S", help="seconds between beats (1)"
+    )
+    worker.add_argument(
+        "--dead-after",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds of silence after which a worker is dead and its turns move (5)",
+    )
+    worker.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds running turns get to finish when the worker stops (30)",
+    )
+    worker.add_argument(
+        "--debug", action="store_true", help="show the traceback of a failure, not one line"
+    )
+    worker.set_defaults(handler=_worker)
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from .durable._workers import Worker, WorkerTimings, run_worker
+
+    timings = WorkerTimings(heartbeat=args.heartbeat, dead_after=args.dead_after)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+
+    def ready(worker: Worker) -> None:
+        print(
+            f"hookloop worker {worker.executor_id}: taking turns "
+            f"(heartbeat {timings.heartbeat} s, dead after {timings.dead_after} s); "
+            "SIGTERM or Ctrl-C stops it",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    # It ends the process itself when turns are still running at the end of --grace, or when
+    # another worker took it for dead: those turns run elsewhere now.
+    await run_worker(
+        args.database,
+        args.agent,
+        executor_id=args.executor_id,
+        timings=timings,
+        grace=args.grace,
+        stop=stop,
+        on_ready=ready,
+    )
+    print("hookloop worker: stopped", file=sys.stderr, flush=True)
+    return EXIT_OK
 
 
 async def _run(args: argparse.Namespace) -> int:

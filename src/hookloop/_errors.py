@@ -47,6 +47,7 @@ while a chat runs, and a correct program still has to expect them::
         │                              run again (the tool is not idempotent)
         ├── MaxIterationsError         the model kept calling tools past ``max_iterations``
         ├── DurableRecordError         a durable turn's recorded step output cannot be read
+        ├── WorkerFencedError          another worker took this one for dead and took its turns
         ├── OutputValidationError      the model's typed answer stayed invalid after
         │                              ``output_retries`` retries (raw, error)
         ├── ChatCancelledError         ``agent.cancel()`` ended the chat
@@ -140,6 +141,7 @@ __all__ = [
     "UnknownToolError",
     "UsageError",
     "WaitingForApprovalError",
+    "WorkerFencedError",
 ]
 
 
@@ -481,6 +483,24 @@ class DurableRecordError(RunError):
 
 def _rebuild_record(workflow_id: str, step: str, reason: str) -> DurableRecordError:
     return DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
+
+
+class WorkerFencedError(RunError):
+    """Another worker declared this one dead (its heartbeat stalled) and took its turns.
+
+    The worker stops: its turns now run elsewhere, and running them here too would repeat
+    their steps. A restart with the same executor id rejoins cleanly.
+
+    Attributes:
+        executor_id: This worker's executor id.
+    """
+
+    def __init__(self, *, executor_id: str) -> None:
+        super().__init__(
+            f"executor {executor_id!r} was declared dead by another worker (its heartbeat "
+            "stalled longer than dead_after); its turns were handed over"
+        )
+        self.executor_id = executor_id
 
 
 class MaxIterationsError(RunError):

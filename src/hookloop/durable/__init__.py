@@ -1,21 +1,27 @@
 """Durable chat turns: a turn survives its worker dying, and no tool runs twice by accident.
 
 Needs the ``dbos`` extra (``pip install 'hookloop[dbos]'``) for :class:`DBOSEngine`;
-importing this module does not. See ``docs/durable.md``.
+importing this module does not. See ``docs/durable.md``, and ``docs/scaling.md`` for many
+workers on PostgreSQL (``hookloop worker``, :class:`SessionQueue`).
 """
 
 from ._dbos import APPLICATION_VERSION, DBOSEngine
 from ._engine import DurableEngine, WorkflowBody
+from ._queue import SessionQueue
 from ._replay import replaying
 from ._turn import DurableChats, TurnHandle, workflow_id
+from ._workers import WorkerTimings, run_worker
 
 __all__ = [
     "APPLICATION_VERSION",
     "DBOSEngine",
     "DurableChats",
     "DurableEngine",
+    "SessionQueue",
     "TurnHandle",
+    "WorkerTimings",
     "WorkflowBody",
     "replaying",
+    "run_worker",
     "workflow_id",
 ]

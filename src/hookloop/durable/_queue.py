@@ -1,0 +1,133 @@
+"""The session queue: turns submitted from any process, run by workers one session at a time.
+
+A DBOS queue partitioned by session id with a partition concurrency of one: however many
+workers listen, one turn of a session runs at a time (DBOS's own, public mechanism; the
+dequeue is one atomic transaction in PostgreSQL), and a turn submitted while another turn of
+its session runs waits in the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+from .._errors import UsageError
+from .._extras import import_extra
+from ._dbos import _WORKFLOW_NAME, APPLICATION_VERSION, _text
+from ._records import decode_turn
+
+__all__ = [
+    "QUEUE_POLLING",
+    "RESULT_POLLING",
+    "SESSION_QUEUE",
+    "SessionQueue",
+    "register_session_queue",
+]
+
+SESSION_QUEUE: Final = "hookloop_sessions"
+"""The DBOS queue turns are submitted to; its partition key is the session id."""
+
+QUEUE_POLLING: Final = 0.2
+"""How often (seconds) a worker looks for new turns on the session queue."""
+
+RESULT_POLLING: Final = 0.05
+"""How often (seconds) a :class:`SessionQueue` looks whether a turn it waits for has ended."""
+
+
+def register_session_queue(*, polling_interval: float = QUEUE_POLLING) -> None:
+    """Declare the session queue in this process's launched DBOS: one turn per session at once.
+
+    Every worker calls it after launching (declaring it again is harmless).
+    """
+    dbos = import_extra("dbos", extra="dbos", by="the session queue")
+    dbos.DBOS.register_queue(
+        SESSION_QUEUE, partition_concurrency=1, polling_interval_sec=polling_interval
+    )
+
+
+class SessionQueue:
+    """A durable engine for processes that submit turns and leave running them to workers.
+
+    ``DurableChats(SessionQueue(url), "module:function", sessions=store)`` in a web process:
+    :meth:`~hookloop.durable.DurableChats.submit` puts the turn on the session queue of the
+    PostgreSQL database at ``url`` (no DBOS is launched here), a ``hookloop worker`` runs it,
+    and :meth:`~hookloop.durable.TurnHandle.result` waits for its answer.
+
+    Args:
+        database_url: The workers' PostgreSQL database (their ``--database``).
+        app_name: The workers' DBOS application name.
+        application_version: The workers' pinned application version.
+
+    Raises:
+        MissingExtraError: ``dbos`` is not installed.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        app_name: str = "hookloop",
+        application_version: str = APPLICATION_VERSION,
+    ) -> None:
+        self._dbos = import_extra("dbos", extra="dbos", by="SessionQueue")
+        self._url = database_url
+        self._app_name = app_name
+        self._version = application_version
+        self._client: Any = None
+
+    def __repr__(self) -> str:
+        return f"SessionQueue({self._url!r})"
+
+    def register(self, name: str, body: Callable[[str], Awaitable[str]]) -> None:
+        """Accept a workflow's name; its body runs in the workers, never here."""
+
+    async def launch(self) -> None:
+        """Connect to the workers' database."""
+        if self._client is None:
+            self._client = self._dbos.DBOSClient(
+                system_database_url=self._url, application_name=self._app_name
+            )
+
+    async def shutdown(self) -> None:
+        """Disconnect; submitted turns go on in the workers."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.destroy()
+
+    async def start(self, name: str, workflow_id: str, payload: str) -> None:
+        """Queue the turn under its session's partition, or join the turn with that id."""
+        session_id, _ = decode_turn(payload, workflow_id)
+        options = {
+            "workflow_name": _WORKFLOW_NAME,
+            "queue_name": SESSION_QUEUE,
+            "queue_partition_key": session_id,
+            "workflow_id": workflow_id,
+            "app_version": self._version,
+        }
+        await self._require_client().enqueue_async(options, name, payload)
+
+    async def result(self, workflow_id: str) -> str:
+        """Wait for the turn to end in whichever worker runs it; its output."""
+        handle = await self._require_client().retrieve_workflow_async(workflow_id)
+        output = await handle.get_result(polling_interval_sec=RESULT_POLLING)
+        return _text(output, workflow_id, "output")
+
+    async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
+        """Not here: turns run in the workers."""
+        raise UsageError("a SessionQueue submits turns; the workers run their steps")
+
+    def workflow_id(self) -> str:
+        """Not here: turns run in the workers."""
+        raise UsageError("a SessionQueue submits turns; the workers run them")
+
+    def _require_client(self) -> Any:
+        if self._client is None:
+            raise UsageError("launch the session queue first: await queue.launch()")
+        return self._client
+
+    async def __aenter__(self) -> SessionQueue:
+        await self.launch()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()

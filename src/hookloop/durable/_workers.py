@@ -1,0 +1,354 @@
+"""Many workers on one PostgreSQL database: one session at a time, dead workers' turns resumed.
+
+A worker is a process with a launched DBOS executor that listens on the session queue
+(:mod:`hookloop.durable._queue`: one turn of a session at a time, whichever worker runs it).
+What makes a group of workers self-healing:
+
+- **Heartbeats** (:class:`~hookloop.durable._lease.ExecutorLease`): each worker renews its row
+  every ``heartbeat`` seconds; a worker whose row is older than ``dead_after`` is dead, one
+  live worker claims it atomically and puts its pending workflows back on their queues, where
+  any live worker picks them up. Self-hosted DBOS does not notice a dead executor by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from .._errors import UsageError, WorkerFencedError
+from ._dbos import APPLICATION_VERSION, DBOSEngine
+from ._lease import ExecutorLease, libpq_url
+from ._queue import register_session_queue
+from ._turn import DurableChats
+
+if TYPE_CHECKING:
+    from .._agent import Agent
+    from ..sessions._base import SessionStore
+
+__all__ = ["Takeover", "Worker", "WorkerTimings", "run_worker"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_GRACE = 30.0
+"""Seconds a stopping worker lets its running turns finish before it leaves them."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerTimings:
+    """How often a worker beats and how long a silent worker takes to be declared dead.
+
+    Takeover of a killed worker's turns takes between ``dead_after`` and ``dead_after +
+    heartbeat`` seconds. ``dead_after`` must be at least three heartbeats, so a worker that is
+    merely slow for a beat or two is not taken over while it still runs its turns.
+
+    Attributes:
+        heartbeat: Seconds between two beats (and two looks for dead workers).
+        dead_after: Seconds of silence after which a worker is dead.
+    """
+
+    heartbeat: float = 1.0
+    dead_after: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.heartbeat > 0:
+            raise UsageError(
+                f"heartbeat must be a positive number of seconds, not {self.heartbeat}"
+            )
+        if not (
+            self.dead_after >= 3 * self.heartbeat
+            or math.isclose(self.dead_after, 3 * self.heartbeat)
+        ):
+            raise UsageError(
+                f"dead_after ({self.dead_after} s) must be at least three heartbeats "
+                f"(3 x {self.heartbeat} s), or a slow worker is taken for dead"
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class Takeover:
+    """A dead executor whose pending workflows this worker put back on their queues.
+
+    Attributes:
+        executor_id: The dead executor.
+        workflow_ids: Its workflows that were pending (they now run on live workers).
+        at: ``time.time()`` when the takeover was done.
+    """
+
+    executor_id: str
+    workflow_ids: tuple[str, ...]
+    at: float
+
+
+class Worker:
+    """The heartbeat and takeover duty of one worker process.
+
+    Start it after DBOS is launched (with this ``executor_id``, the same ``app_name`` and the
+    same pinned ``application_version`` as every other worker): a background thread beats every
+    ``timings.heartbeat`` seconds and takes over dead executors. Stop it on the way out;
+    ``leave=True`` (a graceful exit) hands whatever this executor still had pending to a live
+    worker at its next beat instead of after ``dead_after``.
+
+    Args:
+        database_url: The PostgreSQL database the workers share (DBOS's system database).
+        app_name: The DBOS application name; workers of other applications are not touched.
+        executor_id: This worker's DBOS executor id (unique per live worker).
+        timings: Heartbeat interval and dead-after delay.
+        on_fenced: Called (on the heartbeat thread) when another worker took this one for dead.
+    """
+
+    def __init__(
+        self,
+        database_url: str,
+        *,
+        app_name: str,
+        executor_id: str,
+        timings: WorkerTimings = WorkerTimings(),
+        on_fenced: Callable[[WorkerFencedError], None] | None = None,
+    ) -> None:
+        self.executor_id = executor_id
+        self.timings = timings
+        self.takeovers: list[Takeover] = []
+        self.fenced: WorkerFencedError | None = None
+        self._on_fenced = on_fenced
+        self._lease = ExecutorLease(
+            database_url, app_name=app_name, executor_id=executor_id, dead_after=timings.dead_after
+        )
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Join the executors table (a first beat) and start beating in the background."""
+        if self._thread is not None:
+            raise UsageError("this worker is started already")
+        self._lease.join()
+        self._thread = threading.Thread(
+            target=self._run, name=f"hookloop-worker-{self.executor_id}", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self, *, leave: bool = True) -> None:
+        """Stop beating; with ``leave``, have a live worker take what is left here at once."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            if leave and self.fenced is None and self._thread is not None:
+                self._lease.leave()
+        finally:
+            self._lease.close()
+
+    def beat(self) -> list[Takeover]:
+        """One beat: renew this worker's heartbeat, then take over dead executors.
+
+        Returns:
+            The takeovers this beat made (also appended to :attr:`takeovers`).
+
+        Raises:
+            WorkerFencedError: Another worker declared this one dead.
+        """
+        if not self._lease.renew():
+            raise WorkerFencedError(executor_id=self.executor_id)
+        done = []
+        for executor_id in self._lease.claim_dead():
+            workflow_ids = _recover(executor_id)
+            self._lease.release(executor_id)
+            done.append(
+                Takeover(executor_id=executor_id, workflow_ids=workflow_ids, at=time.time())
+            )
+            logger.info(
+                "worker %s took over %d workflows of dead executor %s",
+                self.executor_id,
+                len(workflow_ids),
+                executor_id,
+            )
+        self.takeovers.extend(done)
+        return done
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.timings.heartbeat):
+            try:
+                self.beat()
+            except WorkerFencedError as exc:
+                logger.error("%s", exc)
+                self.fenced = exc
+                if self._on_fenced is not None:
+                    self._on_fenced(exc)
+                return
+            except Exception:  # a database hiccup: reconnect and beat again next time
+                logger.warning("worker %s could not beat", self.executor_id, exc_info=True)
+                self._lease.close()
+
+    def __enter__(self) -> Worker:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _recover(executor_id: str) -> tuple[str, ...]:
+    """Put a dead executor's pending workflows back on their queues; their ids.
+
+    DBOS 3.4 has no public call for another executor's workflows; this private one is pinned
+    by the extra (``dbos>=3.4,<3.5``) and covered by the takeover tests. It only re-enqueues
+    workflows still PENDING on ``executor_id``, so a repeated call is harmless.
+    """
+    from dbos import DBOS
+
+    handles: list[Any] = DBOS._recover_pending_workflows([executor_id])
+    return tuple(sorted(handle.workflow_id for handle in handles))
+
+
+def default_executor_id() -> str:
+    """``<host>-<pid>``: unique among live workers (a restart gets a new one)."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def run_worker(
+    database_url: str,
+    agent: str | Callable[[], Agent],
+    *,
+    sessions: SessionStore | None = None,
+    executor_id: str | None = None,
+    app_name: str = "hookloop",
+    application_version: str = APPLICATION_VERSION,
+    timings: WorkerTimings = WorkerTimings(),
+    grace: float = DEFAULT_GRACE,
+    stop: asyncio.Event | None = None,
+    on_ready: Callable[[Worker], None] | None = None,
+) -> None:
+    """Run a worker for durable turns until ``stop`` is set (what ``hookloop worker`` runs).
+
+    It launches DBOS on ``database_url`` with this executor id, runs the turns submitted to the
+    session queue (``DurableChats(SessionQueue(url), agent, ...).submit(...)`` in any process)
+    with the agent ``agent`` builds, beats, and takes over dead workers' turns.
+
+    When ``stop`` is set it takes no new turn and lets the running ones finish for up to
+    ``grace`` seconds. If none is left it shuts down and returns. If some still run, it hands
+    them to a live worker and **ends the process** at once (``os._exit(0)``), the way a kill
+    would: cancelling them would record their cancellation in their sessions, and shutting
+    DBOS down under them would fail their steps. Likewise a worker that learns it was taken
+    for dead (its heartbeat stalled past ``dead_after``) logs :class:`WorkerFencedError` and
+    ends the process with status 1, since its turns already run elsewhere.
+
+    Args:
+        database_url: The workers' PostgreSQL database (DBOS's system database).
+        agent: The turns' agent factory, ``"module:function"`` (see ``DurableChats``).
+        sessions: Where the sessions are kept; by default a ``PostgresSessionStore`` on
+            ``database_url``.
+        executor_id: This worker's id; by default ``<host>-<pid>``. Restarting a worker with
+            its old id resumes its turns at launch, without waiting for ``dead_after``.
+        app_name: The DBOS application name, the same in all workers.
+        application_version: The pinned DBOS application version, the same in all workers.
+        timings: Heartbeat interval and dead-after delay.
+        grace: Seconds the running turns get to finish once ``stop`` is set.
+        stop: Set it to stop the worker (default: runs until cancelled).
+        on_ready: Called once the worker beats and takes turns.
+
+    Raises:
+        UsageError: ``database_url`` is not a PostgreSQL URL, or a bad ``agent``.
+    """
+    if not libpq_url(database_url).startswith(("postgresql://", "postgres://")):
+        raise UsageError(
+            f"workers share a PostgreSQL database: {database_url!r} is not a postgresql:// URL"
+        )
+    executor_id = executor_id or default_executor_id()
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    store = sessions if sessions is not None else _postgres_store(database_url)
+    engine = DBOSEngine(
+        database_url,
+        app_name=app_name,
+        executor_id=executor_id,
+        application_version=application_version,
+    )
+    DurableChats(engine, agent, sessions=store)
+    worker = Worker(
+        database_url, app_name=app_name, executor_id=executor_id, timings=timings, on_fenced=_die
+    )
+    # DBOS makes its own thread pool the loop's default one: the worker's blocking calls get a
+    # thread of their own, which DBOS's shutdown does not take away.
+    own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookloop-worker")
+    try:
+        await engine.launch()
+        try:
+            await loop.run_in_executor(own, register_session_queue)
+            await loop.run_in_executor(own, worker.start)
+            if on_ready is not None:
+                on_ready(worker)
+            await stop.wait()
+            left = await loop.run_in_executor(own, _drain, executor_id, grace)
+            if left:
+                # No await from here on: no turn of this process runs another step.
+                worker.stop(leave=True)
+                logger.warning(
+                    "worker %s left %d running turns to a live worker", executor_id, left
+                )
+                _exit(0)
+        finally:
+            await engine.shutdown()
+            await loop.run_in_executor(own, worker.stop)
+    finally:
+        own.shutdown(wait=False)
+        if sessions is None:
+            await store.close()
+
+
+def _postgres_store(database_url: str) -> SessionStore:
+    from ..sessions import PostgresSessionStore
+
+    return PostgresSessionStore(libpq_url(database_url))
+
+
+def _drain(executor_id: str, grace: float) -> int:
+    """Take no new turn; wait up to ``grace`` s for this executor's turns; how many are left.
+
+    DBOS 3.4 stops dequeuing only in ``DBOS.destroy()``, which also tears down what running
+    turns need; setting its background threads' stop events (the first thing ``destroy``
+    does) stops the queue thread alone. Private, pinned by the extra, covered by the SIGTERM
+    tests.
+    """
+    from dbos import DBOS
+    from dbos._dbos import _get_dbos_instance
+
+    for event in _get_dbos_instance().background_thread_stop_events:
+        event.set()
+    deadline = time.monotonic() + grace
+    while True:
+        pending = DBOS.list_workflows(
+            status="PENDING", executor_id=executor_id, load_input=False, load_output=False
+        )
+        if not pending or time.monotonic() >= deadline:
+            return len(pending)
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+
+def _die(exc: WorkerFencedError) -> None:
+    """The worker's turns run elsewhere now: end this process before they run here again."""
+    logger.critical("%s", exc)
+    print(f"hookloop: WorkerFencedError: {exc}", file=sys.stderr)
+    _exit(1)
+
+
+def _exit(status: int) -> None:
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)

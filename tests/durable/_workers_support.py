@@ -1,0 +1,178 @@
+"""Worker processes, a fresh PostgreSQL database per test, and the runs file they write."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GUARD = 60.0  # seconds: only a failure guard, never a timing the test relies on
+AGENT = "tests.durable._workers_turn:build"  # the agent of the `hookloop worker` tests
+T = TypeVar("T")
+
+
+@pytest.fixture
+def database_url(postgres_dsn: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database (DBOS's system tables and the executors table)."""
+    import psycopg
+
+    name = f"w_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    parts = urlsplit(postgres_dsn)
+    try:
+        yield urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], *, guard: float = GUARD) -> T:
+    """Poll ``probe`` until it returns something true; fail after ``guard`` seconds."""
+    deadline = time.monotonic() + guard
+    while True:
+        found = probe()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what} after {guard} s")
+        time.sleep(0.02)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    """One line of the runs file."""
+
+    step: str
+    session_id: str
+    turn: int
+    pid: int
+    at: float
+
+
+class Workers:
+    """Worker processes of one test, all killed at its end."""
+
+    def __init__(
+        self,
+        module: str,
+        database_url: str,
+        runs_dir: Path,
+        *,
+        command: Callable[[str], list[str]] | None = None,
+        ready: str = "ready",
+    ) -> None:
+        """``python -m module`` with ``command(executor_id)`` as its arguments (by default
+        the database URL and the id); it is ready when its standard output (with a
+        ``command``: its standard error) says ``ready``."""
+        self.module = module
+        self.database_url = database_url
+        self.dir = runs_dir
+        self.command = command or (lambda executor_id: [database_url, executor_id])
+        self.on_stderr = command is not None
+        self.ready = ready
+        self.procs: dict[str, subprocess.Popen[str]] = {}
+
+    def start(self, *executor_ids: str) -> None:
+        """Start one worker per id and wait until each is ready."""
+        env = {**os.environ, "HOOKLOOP_TEST_RUNS": str(self.dir), "PYTHONUNBUFFERED": "1"}
+        pipe = {"stderr" if self.on_stderr else "stdout": subprocess.PIPE}
+        for executor_id in executor_ids:
+            self.procs[executor_id] = subprocess.Popen(
+                [sys.executable, "-m", self.module, *self.command(executor_id)],
+                cwd=ROOT,
+                env=env,
+                text=True,
+                **pipe,  # type: ignore[call-overload]
+            )
+        for executor_id in executor_ids:
+            self._expect(executor_id)
+
+    def _expect(self, executor_id: str) -> None:
+        proc = self.procs[executor_id]
+        stream = proc.stderr if self.on_stderr else proc.stdout
+        assert stream is not None
+        deadline = time.monotonic() + GUARD
+        said = []
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([stream], [], [], deadline - time.monotonic())
+            line = stream.readline() if ready else ""
+            if self.ready in line:
+                return
+            said.append(line)
+            if not line:
+                break
+        pytest.fail(f"worker {executor_id} did not get ready (exit {proc.poll()}): {said}")
+
+    def pid(self, executor_id: str) -> int:
+        return self.procs[executor_id].pid
+
+    def by_pid(self, pid: int) -> str:
+        return next(eid for eid, proc in self.procs.items() if proc.pid == pid)
+
+    def kill(self, executor_id: str) -> None:
+        """SIGKILL one worker and reap it."""
+        proc = self.procs[executor_id]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(GUARD)
+
+    def terminate(self, executor_id: str) -> int:
+        """SIGTERM one worker (a graceful stop); its exit status."""
+        proc = self.procs[executor_id]
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(GUARD)
+
+    def close(self) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(GUARD)
+            for stream in (proc.stdout, proc.stderr):
+                if stream is not None:
+                    stream.close()
+
+    def runs(self) -> list[Run]:
+        path = self.dir / "runs"
+        if not path.exists():
+            return []
+        found = []
+        for line in path.read_text().splitlines():
+            step, session_id, turn, pid, at = line.split()
+            found.append(
+                Run(step=step, session_id=session_id, turn=int(turn), pid=int(pid), at=float(at))
+            )
+        return found
+
+    def ran(self, step: str, session_id: str, turn: int) -> list[Run]:
+        return [
+            run
+            for run in self.runs()
+            if (run.step, run.session_id, run.turn) == (step, session_id, turn)
+        ]
+
+    def hold(self, step: str, session_id: str) -> Path:
+        path = self.dir / f"hold-{step}-{session_id}"
+        path.touch()
+        return path
+
+
+@pytest.fixture
+def dbos_workers(database_url: str, tmp_path: Path) -> Iterator[Workers]:
+    """Worker processes running the plain DBOS workflow of ``tests.durable._dbos_worker``."""
+    workers = Workers("tests.durable._dbos_worker", database_url, tmp_path)
+    try:
+        yield workers
+    finally:
+        workers.close()

@@ -1,0 +1,86 @@
+"""``hookloop worker``: arguments refused before anything starts, and a worker that is fenced."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from hookloop import WorkerFencedError
+from hookloop._cli import EXIT_USAGE, main
+from hookloop.durable._lease import ExecutorLease
+from hookloop.durable._workers import Worker, WorkerTimings
+from tests.durable._workers_support import AGENT, GUARD, Workers, database_url
+
+__all__ = ["database_url"]  # fixture
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said"),
+    [
+        (["--database", "sqlite:///turns.db"], "is not a postgresql:// URL"),
+        (["--heartbeat", "1", "--dead-after", "2"], "must be at least three heartbeats"),
+        (["--heartbeat", "0"], "heartbeat must be a positive number of seconds"),
+    ],
+)
+def test_bad_worker_arguments_are_refused_with_a_usage_error(
+    arguments: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given = ["--database", "postgresql://nowhere.invalid/app", "--agent", "support:build"]
+    assert main(["worker", *given, *arguments]) == EXIT_USAGE
+    assert said in capsys.readouterr().err
+
+
+def test_a_worker_taken_for_dead_learns_it_at_its_next_beat_and_stops(database_url: str) -> None:
+    fenced = threading.Event()
+    caught: list[WorkerFencedError] = []
+
+    def on_fenced(exc: WorkerFencedError) -> None:
+        caught.append(exc)
+        fenced.set()
+
+    worker = Worker(
+        database_url,
+        app_name="app",
+        executor_id="slow",
+        timings=WorkerTimings(heartbeat=0.05, dead_after=0.15),
+        on_fenced=on_fenced,
+    )
+    with ExecutorLease(database_url, app_name="app", executor_id="live", dead_after=0) as live:
+        worker.start()
+        try:
+            live.join()
+            # dead_after=0: every other executor counts as dead, as a stalled worker would.
+            assert live.claim_dead() == ["slow"]
+            assert fenced.wait(GUARD)
+        finally:
+            worker.stop()
+    assert worker.fenced is caught[0]
+    assert caught[0].executor_id == "slow"
+
+
+def test_a_worker_process_taken_for_dead_ends_with_status_1(
+    database_url: str, tmp_path: Path
+) -> None:
+    command = ["worker", "--database", database_url, "--agent", AGENT, "--executor-id"]
+    workers = Workers(
+        "hookloop",
+        database_url,
+        tmp_path,
+        command=lambda eid: [*command, eid, "--heartbeat", "0.2", "--dead-after", "1.5"],
+        ready="taking turns",
+    )
+    try:
+        workers.start("slow")
+        with ExecutorLease(
+            database_url, app_name="hookloop", executor_id="live", dead_after=0
+        ) as live:
+            live.join()
+            assert live.claim_dead() == ["slow"]
+        proc = workers.procs["slow"]
+        assert proc.wait(GUARD) == 1
+        assert proc.stderr is not None
+        assert "WorkerFencedError: executor 'slow' was declared dead" in proc.stderr.read()
+    finally:
+        workers.close()

@@ -1,0 +1,142 @@
+"""The executors table on a real PostgreSQL database: beats, atomic claims, fencing, leaving."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import psycopg
+import pytest
+
+from hookloop import UsageError
+from hookloop.durable._lease import TABLE, ExecutorLease, libpq_url
+from hookloop.durable._workers import WorkerTimings
+from tests.durable._workers_support import database_url
+
+__all__ = ["database_url"]  # fixture
+
+
+def lease(url: str, executor_id: str, *, app: str = "app", dead_after: float = 60) -> ExecutorLease:
+    return ExecutorLease(url, app_name=app, executor_id=executor_id, dead_after=dead_after)
+
+
+def age(url: str, executor_id: str, seconds: float) -> None:
+    """Date an executor's last beat ``seconds`` back (in the database's clock)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE {TABLE} SET heartbeat_at = heartbeat_at - make_interval(secs => %s) "
+            "WHERE executor_id = %s",
+            (seconds, executor_id),
+        )
+
+
+def rows(url: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute(
+            f"SELECT app_name, executor_id, claimed_by FROM {TABLE} ORDER BY 1, 2"
+        ).fetchall()
+
+
+def test_a_silent_executor_is_claimed_by_one_live_worker_and_fenced(database_url: str) -> None:
+    with lease(database_url, "dead") as dead, lease(database_url, "live") as live:
+        dead.join()
+        live.join()
+        assert live.claim_dead() == []
+        age(database_url, "dead", 61)
+        assert live.claim_dead() == ["dead"]
+        assert live.claim_dead() == []  # claimed: its heartbeat is fresh again
+        assert rows(database_url) == [("app", "dead", "live"), ("app", "live", None)]
+        assert dead.renew() is False  # a worker that was only slow learns it was taken over
+        live.release("dead")
+        assert rows(database_url) == [("app", "live", None)]
+        dead.join()  # restarting with the same id rejoins
+        assert dead.renew() is True
+
+
+def test_a_claim_abandoned_by_a_dying_claimer_is_claimed_again(database_url: str) -> None:
+    with (
+        lease(database_url, "dead") as dead,
+        lease(database_url, "a") as a,
+        lease(database_url, "b") as b,
+    ):
+        for each in (dead, a, b):
+            each.join()
+        age(database_url, "dead", 61)
+        assert a.claim_dead() == ["dead"]
+        age(database_url, "dead", 61)  # a died before releasing it
+        age(database_url, "a", 61)
+        assert b.claim_dead() == ["a", "dead"]
+
+
+def test_other_applications_are_never_claimed(database_url: str) -> None:
+    with lease(database_url, "x", app="other") as other, lease(database_url, "live") as live:
+        other.join()
+        live.join()
+        age(database_url, "x", 61)
+        assert live.claim_dead() == []
+
+
+def test_leaving_hands_over_at_the_next_look_not_after_dead_after(database_url: str) -> None:
+    with lease(database_url, "leaver") as leaver, lease(database_url, "live") as live:
+        leaver.join()
+        live.join()
+        leaver.leave()
+        assert live.claim_dead() == ["leaver"]
+
+
+def test_racing_claimers_split_the_dead_executors_between_them(database_url: str) -> None:
+    dead = [f"dead-{i:02}" for i in range(30)]
+    for executor_id in dead:
+        with lease(database_url, executor_id) as each:
+            each.join()
+            each.leave()
+    claimers = [lease(database_url, f"live-{i}") for i in range(4)]
+    claimed: list[list[str]] = [[] for _ in claimers]
+    start = threading.Barrier(len(claimers))
+
+    def claim(i: int) -> None:
+        claimers[i].join()
+        start.wait()
+        for _ in range(5):
+            claimed[i].extend(claimers[i].claim_dead())
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(len(claimers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for each in claimers:
+        each.close()
+    everything = [executor_id for each in claimed for executor_id in each]
+    assert sorted(everything) == dead  # each dead executor claimed exactly once
+
+
+@pytest.mark.parametrize(
+    ("heartbeat", "dead_after"), [(0, 5), (-1, 5), (1, 2.9), (float("nan"), 5)]
+)
+def test_timings_that_would_take_a_slow_worker_for_dead_are_refused(
+    heartbeat: float, dead_after: float
+) -> None:
+    with pytest.raises(UsageError):
+        WorkerTimings(heartbeat=heartbeat, dead_after=dead_after)
+
+
+def test_the_default_timings_take_over_within_a_few_seconds() -> None:
+    assert WorkerTimings() == WorkerTimings(heartbeat=1.0, dead_after=5.0)
+
+
+@pytest.mark.parametrize(("heartbeat", "dead_after"), [(0.1, 0.3), (0.05, 0.15), (1, 3)])
+def test_exactly_three_heartbeats_is_enough(heartbeat: float, dead_after: float) -> None:
+    assert WorkerTimings(heartbeat=heartbeat, dead_after=dead_after).dead_after == dead_after
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql+psycopg://u@h:5/d", "postgresql://u@h:5/d"),
+        ("postgres+asyncpg://h/d", "postgres://h/d"),
+        ("postgresql://h/d?x=1", "postgresql://h/d?x=1"),
+    ],
+)
+def test_driver_suffixes_are_dropped_for_libpq(url: str, expected: str) -> None:
+    assert libpq_url(url) == expected
