@@ -269,6 +269,12 @@ def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="seconds running turns get to finish when the worker stops (30)",
     )
     worker.add_argument(
+        "--pool-size",
+        type=int,
+        metavar="N",
+        help="the most connections DBOS opens to the database (20); see docs/scaling.md",
+    )
+    worker.add_argument(
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
     )
     worker.set_defaults(handler=_worker)
@@ -300,6 +306,7 @@ async def _worker(args: argparse.Namespace) -> int:
         executor_id=args.executor_id,
         timings=timings,
         grace=args.grace,
+        pool_size=args.pool_size,
         stop=stop,
         on_ready=ready,
     )

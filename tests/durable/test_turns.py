@@ -434,3 +434,46 @@ async def test_a_recorder_restores_before_a_message_and_stores_it_again_once(
     assert agent.history.messages == (first, answer)
     response = await agent.chat(turn)  # the turn again: its message is stored once
     assert [r.message for r in await store.records("s")] == [first, answer, turn, response.message]
+
+
+@pytest.mark.parametrize("size", [0, -1, True, 2.0, "2"])
+def test_a_pool_size_is_a_positive_int(size: object) -> None:
+    with pytest.raises(UsageError, match="pool_size must be a positive int"):
+        DBOSEngine("sqlite:///dbos.db", pool_size=size)  # type: ignore[arg-type]
+
+
+def test_the_engines_repr_leaves_the_password_out() -> None:
+    engine = DBOSEngine("postgresql://app:s3cret@db.example:5432/turns")
+    assert repr(engine) == "DBOSEngine('postgresql://app:***@db.example:5432/turns')"
+    assert repr(DBOSEngine("sqlite:///x.db")) == "DBOSEngine('sqlite:///x.db')"
+
+
+async def test_the_pool_size_bounds_dboss_connections_to_postgresql(
+    dbos_postgres_url: str, postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Eight turns at once on a pool of two: DBOS holds two connections and its listener's."""
+    import asyncpg
+
+    database = dbos_postgres_url.rsplit("/", 1)[1]
+    engine = DBOSEngine(dbos_postgres_url, executor_id="pool", pool_size=2)
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    most = 0
+    async with engine:
+        monitor = await asyncpg.connect(postgres_dsn)
+        try:
+            turns = [asyncio.ensure_future(chats.chat(f"s{i}", "say hi")) for i in range(8)]
+            while not all(turn.done() for turn in turns):
+                found = await monitor.fetchval(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = $1 AND application_name = 'dbos_transact'",
+                    database,
+                )
+                most = max(most, found)
+                await asyncio.sleep(0.005)
+            answers = [(await turn).text for turn in turns]
+        finally:
+            await monitor.close()
+    await store.close()
+    assert answers == ["said hi"] * 8
+    assert 2 <= most <= 3

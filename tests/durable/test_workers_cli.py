@@ -22,6 +22,7 @@ __all__ = ["database_url"]  # fixture
         (["--database", "sqlite:///turns.db"], "is not a postgresql:// URL"),
         (["--heartbeat", "1", "--dead-after", "2"], "must be at least three heartbeats"),
         (["--heartbeat", "0"], "heartbeat must be a positive number of seconds"),
+        (["--pool-size", "0"], "pool_size must be a positive int, got 0"),
     ],
 )
 def test_bad_worker_arguments_are_refused_with_a_usage_error(

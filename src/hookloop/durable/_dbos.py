@@ -67,10 +67,14 @@ class DBOSEngine:
         executor_id: This worker's id. A worker that restarts with the same id resumes
             the turns it left unfinished, about a second after launch.
         application_version: See :data:`APPLICATION_VERSION`.
+        pool_size: The most connections DBOS opens to its system database (DBOS's default:
+            20). With N workers on one PostgreSQL server, keep the sum of every process's
+            pools under the server's ``max_connections`` (see ``docs/scaling.md``).
 
     Raises:
         MissingExtraError: ``dbos`` is not installed.
-        UsageError: ``database_url`` is not a str.
+        UsageError: ``database_url`` is not a non-empty str, or ``pool_size`` is not a
+            positive int.
     """
 
     def __init__(
@@ -80,9 +84,14 @@ class DBOSEngine:
         app_name: str = "hookloop",
         executor_id: str | None = None,
         application_version: str = APPLICATION_VERSION,
+        pool_size: int | None = None,
     ) -> None:
         if not isinstance(database_url, str) or not database_url:
             raise UsageError(f"database_url must be a non-empty str, got {database_url!r}")
+        if pool_size is not None and (
+            type(pool_size) is not int or pool_size < 1  # bool is not a size
+        ):
+            raise UsageError(f"pool_size must be a positive int, got {pool_size!r}")
         self._dbos = _dbos()
         self._config: dict[str, Any] = {
             "name": app_name,
@@ -92,6 +101,8 @@ class DBOSEngine:
         }
         if executor_id is not None:
             self._config["executor_id"] = executor_id
+        if pool_size is not None:
+            self._config["sys_db_pool_size"] = pool_size
         self._bodies: dict[str, WorkflowBody] = {}
         # The handles of turns this worker started, by id: waiting on one awaits its task
         # (a handle found by id polls the database).
@@ -99,7 +110,8 @@ class DBOSEngine:
         self._launched = False
 
     def __repr__(self) -> str:
-        return f"DBOSEngine({self._config['system_database_url']!r})"
+        # Without the password: a repr ends up in logs and tracebacks.
+        return f"DBOSEngine({_without_password(self._config['system_database_url'])!r})"
 
     def register(self, name: str, body: WorkflowBody) -> None:
         """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
@@ -206,6 +218,15 @@ class DBOSEngine:
     def _require_launched(self) -> None:
         if not self._launched:
             raise UsageError("launch the engine first: await engine.launch()")
+
+
+def _without_password(url: str) -> str:
+    """``url`` with the password of its user part, if any, replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    user, at, host = rest.rpartition("@")
+    if not (sep and at) or ":" not in user:
+        return url
+    return f"{scheme}://{user.partition(':')[0]}:***@{host}"
 
 
 def _text(output: object, workflow_id: str, step: str) -> str:

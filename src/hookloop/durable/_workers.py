@@ -231,6 +231,7 @@ async def run_worker(
     application_version: str = APPLICATION_VERSION,
     timings: WorkerTimings = WorkerTimings(),
     grace: float = DEFAULT_GRACE,
+    pool_size: int | None = None,
     stop: asyncio.Event | None = None,
     on_ready: Callable[[Worker], None] | None = None,
 ) -> None:
@@ -259,6 +260,8 @@ async def run_worker(
         application_version: The pinned DBOS application version, the same in all workers.
         timings: Heartbeat interval and dead-after delay.
         grace: Seconds the running turns get to finish once ``stop`` is set.
+        pool_size: The most connections DBOS opens to ``database_url`` (DBOS's default: 20);
+            see ``DBOSEngine`` and the pool sizing in ``docs/scaling.md``.
         stop: Set it to stop the worker (default: runs until cancelled).
         on_ready: Called once the worker beats and takes turns.
 
@@ -278,6 +281,7 @@ async def run_worker(
         app_name=app_name,
         executor_id=executor_id,
         application_version=application_version,
+        pool_size=pool_size,
     )
     DurableChats(engine, agent, sessions=store)
     worker = Worker(
