@@ -28,13 +28,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
+import sys
 import types
+import typing
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import Awaitable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any
 
+from ._events import AgentEvent, AgentResponse
+
 if TYPE_CHECKING:
-    from ._events import AgentEvent, AgentResponse
     from ._loop import ChatRun
 
 __all__ = ["STREAM_CLOSED", "StreamedChat", "handoff"]
@@ -43,20 +46,35 @@ STREAM_CLOSED = "the stream was closed before the chat finished"
 """The reason of a chat that ended because its consumer left the stream."""
 
 
-class _Handoff:
-    """An event on its way out: awaiting it suspends the chat until the consumer is back."""
+@types.coroutine
+def handoff(event: AgentEvent) -> Generator[AgentEvent, None, None]:
+    """The ``emit`` of a streamed chat: hand ``event`` to the consumer, resume after it.
 
-    __slots__ = ("event",)
-
-    def __init__(self, event: AgentEvent) -> None:
-        self.event = event
-
-    def __await__(self) -> Generator[Any, None, None]:
-        yield self  # caught by StreamedChat.next_event, never seen by the event loop
+    The event itself is what the chat yields (no wrapper around it): the driver tells it
+    from what the chat waits for by its type (``_is_event``).
+    """
+    yield event  # caught by StreamedChat.next_event, never seen by the event loop
 
 
-handoff: Callable[[AgentEvent], Awaitable[None]] = _Handoff
-"""The ``emit`` of a streamed chat: hand ``event`` to the consumer, resume after it."""
+_EVENT_TYPES = frozenset(typing.get_args(AgentEvent))
+
+if sys.version_info >= (3, 12):
+    _current_task = asyncio.current_task  # in C
+else:
+    # 3.11's asyncio.current_task is a Python function around this lookup (its whole body
+    # with the loop given); called for every event, the function call cost about 0.4 us an
+    # iteration (bench/loop.py, stream_ratio).
+    _current_task = asyncio.tasks._current_tasks.get  # type: ignore[attr-defined]
+
+
+def _is_event(yielded: object) -> bool:
+    """Whether the chat yielded an event (``handoff``) rather than what asyncio waits for.
+
+    A task takes only futures (``_asyncio_future_blocking``) and ``None`` (a bare yield);
+    anything else comes from ``handoff`` (an event of a type not in the union, too: a part
+    subclassed by a model's stream).
+    """
+    return yielded is not None and not hasattr(yielded, "_asyncio_future_blocking")
 
 
 class StreamedChat:
@@ -101,18 +119,26 @@ class StreamedChat:
         self.done = False
         self.response: AgentResponse | None = None
 
-    @types.coroutine
-    def pull(self) -> Generator[Any, Any, AgentEvent | None]:
+    def pull(self) -> Awaitable[AgentEvent | None]:
         """The consumer's next event; ``None`` once the chat has ended (see ``response``).
+
+        To await at once. Without a helper or kept events it is the chat's own next step:
+        one generator an event, not a layer more over ``next_event`` (0.1 us an event,
+        bench/loop.py ``stream_ratio``).
 
         Raises:
             Exception: What the chat raised.
             asyncio.CancelledError: The consumer's task was cancelled; the chat has closed.
         """
         self._holding = False
+        if self._ahead is None and not self._buffer and self._error is None and not self.done:
+            return self.next_event(consumer=True)
+        return self._pull_kept()
+
+    @types.coroutine
+    def _pull_kept(self) -> Generator[Any, Any, AgentEvent | None]:
+        """``pull`` after the helper ran: its events and error first, then the chat."""
         ahead, self._ahead = self._ahead, None
-        # A generator, like next_event: an `async def` layer more costs 0.5 us an event
-        # (bench/loop.py, stream_ratio).
         if ahead is not None:
             # It stops at its next event now. A cancellation of ours meanwhile goes on to
             # the chat through it; the chat then closes, here, before we raise it.
@@ -121,22 +147,24 @@ class StreamedChat:
                 yield from self.close().__await__()
                 raise cancelled
         if self._buffer:
-            event: AgentEvent | None = self._buffer.popleft()
+            event = self._buffer.popleft()
         elif self._error is not None:
             error, self._error = self._error, None
             raise error
         elif self.done:
             return None
         else:
-            event = yield from self.next_event()
-        if event is not None:
-            self._holding = True
-            if not self._scheduled:
-                # One callback at a time, holding the stream weakly: a consumer that never
-                # waits (nothing in the chat does) piles up neither callbacks nor chats.
-                self._scheduled = True
-                self._loop.call_soon(_run_ahead, weakref.ref(self))
+            return (yield from self.next_event(consumer=True))
+        self._holding = True
+        if not self._scheduled:
+            self._schedule_ahead()
         return event
+
+    def _schedule_ahead(self) -> None:
+        # One callback at a time, holding the stream weakly: a consumer that never waits
+        # (nothing in the chat does) piles up neither callbacks nor chats.
+        self._scheduled = True
+        self._loop.call_soon(_run_ahead, weakref.ref(self))
 
     async def _go_on(self) -> None:
         """The helper: run the chat on, keeping its events, until the consumer is back."""
@@ -151,15 +179,18 @@ class StreamedChat:
             self._error = exc
 
     @types.coroutine
-    def next_event(self) -> Generator[Any, Any, AgentEvent | None]:
+    def next_event(self, *, consumer: bool = False) -> Generator[Any, Any, AgentEvent | None]:
         """Run the chat to its next event; ``None`` once it has ended (see ``response``).
+
+        ``consumer``: the consumer asks (not the helper, nor ``close``); it holds the event
+        then.
 
         Raises:
             Exception: What the chat raised.
             asyncio.CancelledError: The consumer's task was cancelled; the chat has closed.
         """
         run = self._run
-        run.task = asyncio.current_task(self._loop)  # the loop given: 0.1 us less an event
+        run.task = _current_task(self._loop)
         error: BaseException | None = None
         if run.cancel_requested and not self._parked_asked:
             # Cancelled while the consumer held an event: where a chat in its own task
@@ -167,13 +198,15 @@ class StreamedChat:
             run.cancel_delivered = True
             error = asyncio.CancelledError()
         value: object = None
+        context = self._context
+        coro = self._coro
         try:
             while True:
                 try:
                     if error is None:
-                        yielded = self._context.run(self._coro.send, value)
+                        yielded = context.run(coro.send, value)
                     else:
-                        yielded = self._context.run(self._coro.throw, error)
+                        yielded = context.run(coro.throw, error)
                 except StopIteration as stop:
                     self.done = True
                     self.response = stop.value
@@ -182,14 +215,18 @@ class StreamedChat:
                     self.done = True
                     raise
                 error = None
-                if type(yielded) is _Handoff:
+                if type(yielded) in _EVENT_TYPES or _is_event(yielded):
                     self._parked_asked = run.cancel_requested
-                    return yielded.event
+                    if consumer:
+                        self._holding = True
+                        if not self._scheduled:
+                            self._schedule_ahead()
+                    return yielded  # type: ignore[no-any-return]
                 try:
                     value = yield yielded  # a future the chat waits for: the task's business
                 except GeneratorExit:
                     self.done = True
-                    self._context.run(self._coro.close)
+                    context.run(coro.close)
                     raise
                 except BaseException as exc:  # thrown in by the task: forwarded, as `await` does
                     # A cancellation too: the consumer's task cancelled, agent.cancel(), or a
