@@ -8,11 +8,14 @@ variables stay the chat's, and a cancelled consumer still leaves a valid history
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 
 from hookloop import (
     Agent,
+    AssistantMessage,
     ChatAbortContext,
     ChatCancelledError,
     ChatDone,
@@ -27,6 +30,14 @@ from hookloop import (
 )
 from hookloop._slot import current_slot
 from hookloop.context import repair
+from hookloop.models import (
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamEnd,
+    StreamPart,
+    TextDelta,
+)
 from hookloop.testing import ScriptedModel, tool_calls
 
 
@@ -197,3 +208,45 @@ async def test_a_consumer_waiting_for_the_chats_progress_does_not_stall_it() -> 
         MessageCommitted.__name__,
         ChatDone.__name__,
     ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Piece(TextDelta):
+    """A model's own kind of text part."""
+
+    source: str = "pieces"
+
+
+class _PieceModel(Model):
+    """Streams its answer as ``_Piece`` parts, waiting for the event loop between them."""
+
+    name = "pieces"
+
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        raise AssertionError("the chat streams")
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(0)  # a bare yield to the event loop
+        yield _Piece(text="Hel")
+        ready = loop.create_future()
+        loop.call_soon(ready.set_result, None)
+        await ready  # a future
+        yield _Piece(text="lo")
+        yield StreamEnd(finish_reason="stop")
+
+
+async def test_a_models_own_parts_reach_the_consumer_and_its_waits_the_event_loop() -> None:
+    # The chat hands its events over by yielding them; what it waits for (a future, a bare
+    # yield) goes to the consumer's task. A part of a model's own type is an event too.
+    agent = Agent(_PieceModel(), retry=None)
+    events = [event async for event in agent.chat_stream("hi")]
+    assert events[1:3] == [_Piece(text="Hel"), _Piece(text="lo")]
+    assert [type(event) for event in events] == [
+        MessageCommitted,
+        _Piece,
+        _Piece,
+        MessageCommitted,
+        ChatDone,
+    ]
+    assert agent.messages[-1] == AssistantMessage(content="Hello", id=agent.messages[-1].id)
