@@ -20,6 +20,7 @@ from hookloop import (
     ChatCancelledError,
     ChatDone,
     ChatStartContext,
+    ConcurrentChatError,
     MessageCommitted,
     ToolCall,
     ToolCallDelta,
@@ -29,6 +30,7 @@ from hookloop import (
     tool,
 )
 from hookloop._slot import current_slot
+from hookloop._stream import STREAM_CLOSED
 from hookloop.context import repair
 from hookloop.models import (
     Model,
@@ -250,3 +252,113 @@ async def test_a_models_own_parts_reach_the_consumer_and_its_waits_the_event_loo
         ChatDone,
     ]
     assert agent.messages[-1] == AssistantMessage(content="Hello", id=agent.messages[-1].id)
+
+
+# The stream's iterator is no async generator, yet behaves as one where a user can tell:
+# closed when dropped or when asyncio.run() ends, refused to a second reader, ended once
+# it raised or was closed.
+
+
+def aborts(agent: Agent) -> list[object]:
+    reasons: list[object] = []
+    agent.add_hook("on_chat_abort", lambda ctx: reasons.append(ctx.reason))
+    return reasons
+
+
+def gated_agent(gate: asyncio.Event) -> Agent:
+    @tool
+    async def wait() -> str:
+        """Wait for the gate."""
+        await gate.wait()
+        return "open"
+
+    model = ScriptedModel([tool_calls(ToolCall.create("wait", {}, id="w1")), "done"])
+    return Agent(model, tools=[wait], retry=None)
+
+
+async def test_a_stream_dropped_unclosed_is_closed_in_a_task_of_its_own() -> None:
+    agent = gated_agent(asyncio.Event())  # a gate that stays shut: only closing ends it
+    reasons = aborts(agent)
+    aborted = asyncio.Event()
+    agent.add_hook("on_chat_abort", lambda ctx: aborted.set())
+    stream = agent.chat_stream("go")
+    async for event in stream:
+        if isinstance(event, ToolCallStarted):
+            break
+    del stream
+    assert agent.is_running
+    async with asyncio.timeout(60):  # a guard against a hang, not a measurement
+        await aborted.wait()  # the close runs in a task of its own
+    assert not agent.is_running
+    assert reasons == [STREAM_CLOSED]
+    last = agent.messages[-1]
+    assert isinstance(last, ToolMessage)
+    assert (last.tool_call_id, last.is_error) == ("w1", True)
+
+
+def test_a_stream_left_open_is_closed_when_asyncio_run_ends() -> None:
+    agent = gated_agent(asyncio.Event())
+    reasons = aborts(agent)
+    kept: list[AsyncIterator[object]] = []
+
+    async def main() -> None:
+        events = aiter(agent.chat_stream("go"))
+        kept.append(events)
+        while not isinstance(await anext(events), ToolCallStarted):
+            pass
+
+    asyncio.run(main())
+    assert reasons == [STREAM_CLOSED]
+    assert not agent.is_running
+    last = agent.messages[-1]
+    assert isinstance(last, ToolMessage)
+    assert (last.tool_call_id, last.is_error) == ("w1", True)
+
+
+async def test_a_second_reader_is_refused_while_the_first_waits_for_the_chat() -> None:
+    gate = asyncio.Event()
+    agent = gated_agent(gate)
+    events = aiter(agent.chat_stream("go"))
+    async with asyncio.timeout(60):  # a guard against a hang, not a measurement
+        while not isinstance(await anext(events), ToolCallStarted):
+            pass
+
+        async def next_event() -> object:
+            return await anext(events)
+
+        first = asyncio.create_task(next_event())  # runs the tool, which waits
+        await asyncio.sleep(0)
+        with pytest.raises(RuntimeError):
+            await anext(events)
+        with pytest.raises(RuntimeError):
+            await events.aclose()  # type: ignore[attr-defined]
+        gate.set()
+        finished = await first
+        rest = [type(event) async for event in events]
+    assert isinstance(finished, ToolCallFinished)
+    assert finished.message.content == "open"
+    assert rest == [MessageCommitted, TextDelta, MessageCommitted, ChatDone]
+
+
+async def test_a_stream_closed_before_it_is_read_never_starts_its_chat() -> None:
+    agent = two_calls_agent()
+    stream = agent.chat_stream("go")
+    events = aiter(stream)
+    await stream.aclose()
+    assert [event async for event in events] == []
+    assert [event async for event in stream] == []
+    assert agent.messages == ()
+    assert stream.response is None
+    assert (await agent.chat("now")).text == "done"
+
+
+async def test_a_stream_that_cannot_start_ends() -> None:
+    agent = two_calls_agent()
+    async with agent.chat_stream("first") as first:
+        await anext(aiter(first))
+        second = aiter(agent.chat_stream("second"))
+        with pytest.raises(ConcurrentChatError):
+            await anext(second)
+        with pytest.raises(StopAsyncIteration):
+            await anext(second)
+    assert not agent.is_running
