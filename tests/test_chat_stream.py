@@ -315,22 +315,31 @@ def test_a_stream_left_open_is_closed_when_asyncio_run_ends() -> None:
     assert (last.tool_call_id, last.is_error) == ("w1", True)
 
 
-async def test_a_second_reader_is_refused_while_the_first_waits_for_the_chat() -> None:
+@pytest.mark.parametrize("holding", [True, False], ids=["helper", "reader"])
+async def test_a_second_reader_is_refused_while_the_first_waits_for_the_chat(
+    holding: bool,
+) -> None:
+    # holding: this task holds ToolCallStarted while the first reader starts, so the helper
+    # runs the chat meanwhile; otherwise the first reader reads every event up to the tool
+    # itself, and then waits for the tool.
     gate = asyncio.Event()
     agent = gated_agent(gate)
     events = aiter(agent.chat_stream("go"))
     async with asyncio.timeout(60):  # a guard against a hang, not a measurement
-        while not isinstance(await anext(events), ToolCallStarted):
-            pass
+        if holding:
+            while not isinstance(await anext(events), ToolCallStarted):
+                pass
 
         async def next_event() -> object:
+            while not holding and not isinstance(await anext(events), ToolCallStarted):
+                pass
             return await anext(events)
 
         first = asyncio.create_task(next_event())  # runs the tool, which waits
         await asyncio.sleep(0)
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match=r"^anext\(\): the stream is already being read$"):
             await anext(events)
-        with pytest.raises(RuntimeError):
+        with pytest.raises(RuntimeError, match=r"^aclose\(\): the stream is already being read$"):
             await events.aclose()  # type: ignore[attr-defined]
         gate.set()
         finished = await first
