@@ -8,15 +8,19 @@ variables stay the chat's, and a cancelled consumer still leaves a valid history
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
 
 from hookloop import (
     Agent,
+    AssistantMessage,
     ChatAbortContext,
     ChatCancelledError,
     ChatDone,
     ChatStartContext,
+    ConcurrentChatError,
     MessageCommitted,
     ToolCall,
     ToolCallDelta,
@@ -26,7 +30,16 @@ from hookloop import (
     tool,
 )
 from hookloop._slot import current_slot
+from hookloop._stream import STREAM_CLOSED
 from hookloop.context import repair
+from hookloop.models import (
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    StreamEnd,
+    StreamPart,
+    TextDelta,
+)
 from hookloop.testing import ScriptedModel, tool_calls
 
 
@@ -197,3 +210,164 @@ async def test_a_consumer_waiting_for_the_chats_progress_does_not_stall_it() -> 
         MessageCommitted.__name__,
         ChatDone.__name__,
     ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Piece(TextDelta):
+    """A model's own kind of text part."""
+
+    source: str = "pieces"
+
+
+class _PieceModel(Model):
+    """Streams its answer as ``_Piece`` parts, waiting for the event loop between them."""
+
+    name = "pieces"
+
+    async def request(self, request: ProviderRequest) -> ProviderResponse:
+        raise AssertionError("the chat streams")
+
+    async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(0)  # a bare yield to the event loop
+        yield _Piece(text="Hel")
+        ready = loop.create_future()
+        loop.call_soon(ready.set_result, None)
+        await ready  # a future
+        yield _Piece(text="lo")
+        yield StreamEnd(finish_reason="stop")
+
+
+async def test_a_models_own_parts_reach_the_consumer_and_its_waits_the_event_loop() -> None:
+    # The chat hands its events over by yielding them; what it waits for (a future, a bare
+    # yield) goes to the consumer's task. A part of a model's own type is an event too.
+    agent = Agent(_PieceModel(), retry=None)
+    events = [event async for event in agent.chat_stream("hi")]
+    assert events[1:3] == [_Piece(text="Hel"), _Piece(text="lo")]
+    assert [type(event) for event in events] == [
+        MessageCommitted,
+        _Piece,
+        _Piece,
+        MessageCommitted,
+        ChatDone,
+    ]
+    assert agent.messages[-1] == AssistantMessage(content="Hello", id=agent.messages[-1].id)
+
+
+# The stream's iterator is no async generator, yet behaves as one where a user can tell:
+# closed when dropped or when asyncio.run() ends, refused to a second reader, ended once
+# it raised or was closed.
+
+
+def aborts(agent: Agent) -> list[object]:
+    reasons: list[object] = []
+    agent.add_hook("on_chat_abort", lambda ctx: reasons.append(ctx.reason))
+    return reasons
+
+
+def gated_agent(gate: asyncio.Event) -> Agent:
+    @tool
+    async def wait() -> str:
+        """Wait for the gate."""
+        await gate.wait()
+        return "open"
+
+    model = ScriptedModel([tool_calls(ToolCall.create("wait", {}, id="w1")), "done"])
+    return Agent(model, tools=[wait], retry=None)
+
+
+async def test_a_stream_dropped_unclosed_is_closed_in_a_task_of_its_own() -> None:
+    agent = gated_agent(asyncio.Event())  # a gate that stays shut: only closing ends it
+    reasons = aborts(agent)
+    aborted = asyncio.Event()
+    agent.add_hook("on_chat_abort", lambda ctx: aborted.set())
+    stream = agent.chat_stream("go")
+    async for event in stream:
+        if isinstance(event, ToolCallStarted):
+            break
+    del stream
+    assert agent.is_running
+    async with asyncio.timeout(60):  # a guard against a hang, not a measurement
+        await aborted.wait()  # the close runs in a task of its own
+    assert not agent.is_running
+    assert reasons == [STREAM_CLOSED]
+    last = agent.messages[-1]
+    assert isinstance(last, ToolMessage)
+    assert (last.tool_call_id, last.is_error) == ("w1", True)
+
+
+def test_a_stream_left_open_is_closed_when_asyncio_run_ends() -> None:
+    agent = gated_agent(asyncio.Event())
+    reasons = aborts(agent)
+    kept: list[AsyncIterator[object]] = []
+
+    async def main() -> None:
+        events = aiter(agent.chat_stream("go"))
+        kept.append(events)
+        while not isinstance(await anext(events), ToolCallStarted):
+            pass
+
+    asyncio.run(main())
+    assert reasons == [STREAM_CLOSED]
+    assert not agent.is_running
+    last = agent.messages[-1]
+    assert isinstance(last, ToolMessage)
+    assert (last.tool_call_id, last.is_error) == ("w1", True)
+
+
+@pytest.mark.parametrize("holding", [True, False], ids=["helper", "reader"])
+async def test_a_second_reader_is_refused_while_the_first_waits_for_the_chat(
+    holding: bool,
+) -> None:
+    # holding: this task holds ToolCallStarted while the first reader starts, so the helper
+    # runs the chat meanwhile; otherwise the first reader reads every event up to the tool
+    # itself, and then waits for the tool.
+    gate = asyncio.Event()
+    agent = gated_agent(gate)
+    events = aiter(agent.chat_stream("go"))
+    async with asyncio.timeout(60):  # a guard against a hang, not a measurement
+        if holding:
+            while not isinstance(await anext(events), ToolCallStarted):
+                pass
+
+        async def next_event() -> object:
+            while not holding and not isinstance(await anext(events), ToolCallStarted):
+                pass
+            return await anext(events)
+
+        first = asyncio.create_task(next_event())  # runs the tool, which waits
+        await asyncio.sleep(0)
+        with pytest.raises(RuntimeError, match=r"^anext\(\): the stream is already being read$"):
+            await anext(events)
+        with pytest.raises(RuntimeError, match=r"^aclose\(\): the stream is already being read$"):
+            await events.aclose()  # type: ignore[attr-defined]
+        gate.set()
+        finished = await first
+        rest = [type(event) async for event in events]
+    assert isinstance(finished, ToolCallFinished)
+    assert finished.message.content == "open"
+    assert rest == [MessageCommitted, TextDelta, MessageCommitted, ChatDone]
+
+
+async def test_a_stream_closed_before_it_is_read_never_starts_its_chat() -> None:
+    agent = two_calls_agent()
+    stream = agent.chat_stream("go")
+    events = aiter(stream)
+    await stream.aclose()
+    assert [event async for event in events] == []
+    assert [event async for event in stream] == []
+    assert agent.messages == ()
+    assert stream.response is None
+    assert (await agent.chat("now")).text == "done"
+
+
+async def test_a_stream_that_cannot_start_ends() -> None:
+    agent = two_calls_agent()
+    async with agent.chat_stream("first") as first:
+        await anext(aiter(first))
+        second = aiter(agent.chat_stream("second"))
+        with pytest.raises(ConcurrentChatError):
+            await anext(second)
+        with pytest.raises(StopAsyncIteration):
+            await anext(second)
+    assert not agent.is_running

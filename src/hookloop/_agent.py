@@ -9,7 +9,15 @@ to the loop in ``_loop.py`` with what it needs (a ``ChatSetup``), each memory wr
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
@@ -897,7 +905,8 @@ class ChatStream:
     The chat starts when iteration starts and runs in the consumer's task, one event at a
     time: it waits while the consumer handles an event. Leaving the ``async with`` block (or
     calling :meth:`aclose`) before the end cancels the chat, which then ends as cancelled
-    (``on_chat_abort``); so does cancelling the consumer's task.
+    (``on_chat_abort``); so does cancelling the consumer's task. A stream dropped unclosed
+    is closed so in a task of its own, as an async generator would be.
     """
 
     def __init__(
@@ -911,13 +920,16 @@ class ChatStream:
         self._message = message
         self._deps = deps
         self._output = output
-        self._events: AsyncIterator[AgentEvent] | None = None
-        self.response: AgentResponse[Any] | None = None
+        self._events: StreamedChat | None = None
+
+    @property
+    def response(self) -> AgentResponse[Any] | None:
         """The chat's response, once the stream has ended successfully."""
+        return self._events.response if self._events is not None else None
 
     def __aiter__(self) -> AsyncIterator[AgentEvent]:
         if self._events is None:
-            self._events = self._produce()
+            self._events = StreamedChat(self._begin)
         return self._events
 
     async def __aenter__(self) -> ChatStream:
@@ -938,19 +950,14 @@ class ChatStream:
         waits, it passes the cancellation on to the chat, still waits, and then raises it.
         """
         if self._events is not None:
-            await self._events.aclose()  # type: ignore[attr-defined]
+            await self._events.aclose()
 
-    async def _produce(self) -> AsyncIterator[AgentEvent]:
+    async def _begin(self) -> tuple[ChatRun, Coroutine[Any, Any, AgentResponse]]:
+        """Claim the agent's chat slot for this stream's chat: at its first ``__anext__``."""
         agent = self._agent
         await agent._refuse_while_pending()
         run = agent._start(self._message, handoff, self._deps, self._output)
-        chat = StreamedChat(run, agent._slot.drive(run))
-        try:
-            while (event := await chat.pull()) is not None:
-                yield event
-            self.response = chat.response
-        finally:
-            await chat.close()
+        return run, agent._slot.drive(run)
 
 
 def _user_message(message: UserInput) -> UserMessage:

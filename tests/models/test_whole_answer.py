@@ -31,7 +31,7 @@ from hookloop import (
     Usage,
     UserMessage,
 )
-from hookloop.models._base import response_parts
+from hookloop.models._base import WholeAnswerStream, response_parts
 from hookloop.testing import FunctionModel, ScriptedModel, ScriptStep, tool_calls
 
 CALL = ToolCall(name="add", arguments='{"a": 1, "b": 2}', id="c1")
@@ -137,3 +137,15 @@ async def test_first_chunk_fires_once_per_streamed_whole_answer() -> None:
     agent.add_hook("on_first_chunk", lambda ctx: fired.append((ctx.iteration, ctx.attempt)))
     [event async for event in agent.chat_stream("1 + 2?")]
     assert fired == [(0, 1), (1, 1)]
+
+
+async def test_a_whole_answer_is_the_models_own_coroutine_taken_once() -> None:
+    # No coroutine of the stream's own around the answer: one frame less on every streamed
+    # answer (bench/loop.py, stream_ratio).
+    answer = ScriptedModel([ANSWER]).request(request())
+    stream = WholeAnswerStream(answer)
+    assert stream.response() is answer
+    with pytest.raises(RuntimeError, match=r"^the answer of this stream was already taken$"):
+        stream.response()
+    assert await answer is ANSWER
+    assert [part async for part in stream] == []

@@ -331,8 +331,11 @@ class WholeAnswerStream:
         self._answer: Coroutine[Any, Any, ProviderResponse] | None = answer
         self._parts: Iterator[StreamPart] | None = None
 
-    async def response(self) -> ProviderResponse:
-        """The whole answer (awaited once; the stream is used up then).
+    def response(self) -> Coroutine[Any, Any, ProviderResponse]:
+        """The whole answer, to await once (the stream is used up then).
+
+        The answer's own coroutine, not one around it: every streamed answer of the loop
+        is awaited through it (bench/loop.py, stream_ratio).
 
         Raises:
             RuntimeError: The answer was already taken.
@@ -340,7 +343,7 @@ class WholeAnswerStream:
         answer, self._answer = self._answer, None
         if answer is None:
             raise RuntimeError("the answer of this stream was already taken")
-        return await answer
+        return answer
 
     def __aiter__(self) -> WholeAnswerStream:
         return self
