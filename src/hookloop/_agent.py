@@ -483,7 +483,10 @@ class Agent(HookHost):
         Raises:
             CorruptSessionError: An approval record of the session cannot be read.
         """
-        return open_requests(await self._approval_requests(), self.history.messages)
+        requests = await self._approval_requests()
+        if not requests:  # every chat asks; no copy of the history (window_ratio_100k_to_100)
+            return ()
+        return open_requests(requests, self.history.messages)
 
     async def resume(
         self,
