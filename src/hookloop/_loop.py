@@ -151,6 +151,13 @@ class StepRunner(Protocol):
         """
         ...
 
+    def closing_id(self, call_id: str) -> str:
+        """The id of the "not run" answer to call ``call_id`` when an error ends the turn.
+
+        The same in every run, so a resumed turn that closes the call again stores it once.
+        """
+        ...
+
 
 @dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
 class ChatSetup:
@@ -606,13 +613,14 @@ class ChatRun:
         """
         finished = self._finished_results
         history = self._history
+        steps = self._setup.steps
         closing: list[tuple[ToolCall, ToolMessage]] = []
         for call in self._unanswered.values():
             message = finished.get(call.id)
             if message is None or history.get_message_by_id(message.id) is not None:
-                message = ToolMessage(
-                    tool_call_id=call.id, tool_name=call.name, content=text, is_error=True
-                )
+                message = _tool_text(call, text, error=True)
+                if steps is not None:
+                    message = dataclasses.replace(message, id=steps.closing_id(call.id))
             closing.append((call, message))
         self._unanswered = {}
         self._finished_results = {}

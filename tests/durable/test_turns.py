@@ -32,6 +32,7 @@ from hookloop import (
     DurableRecordError,
     ProviderResponse,
     RunContext,
+    SessionConflictError,
     ToolCall,
     ToolMessage,
     Usage,
@@ -434,6 +435,44 @@ async def test_a_recorder_restores_before_a_message_and_stores_it_again_once(
     assert agent.history.messages == (first, answer)
     response = await agent.chat(turn)  # the turn again: its message is stored once
     assert [r.message for r in await store.records("s")] == [first, answer, turn, response.message]
+
+
+async def test_a_recorder_restored_before_the_first_message_sees_later_writers(
+    store: SQLiteSessionStore,
+) -> None:
+    # A turn that started the session, run again: the messages after its own (another
+    # writer's) are not the turn's to append after.
+    turn = UserMessage(content="a", id="u-1")
+    other = UserMessage(content="x", id="o-1")
+    for message in (turn, other):
+        await store.append("s", message)
+    agent = Agent(ScriptedModel(["b"]))
+    recorder = store.session("s")
+    agent.use(recorder)
+    assert await recorder.restore(before="u-1") == []
+    assert (recorder.last_seq, agent.history.messages) == (0, ())
+    with pytest.raises(SessionConflictError) as caught:
+        await agent.chat(turn)
+    assert (caught.value.expected_seq, caught.value.actual_seq) == (1, 2)
+    assert [r.message for r in await store.records("s")] == [turn, other]
+
+
+async def test_a_message_stored_after_another_writers_is_a_conflict(
+    store: SQLiteSessionStore,
+) -> None:
+    # What a resumed turn commits again must be found right after what it restored.
+    turn, other = UserMessage(content="a", id="u-1"), UserMessage(content="x", id="o-1")
+    answer = AssistantMessage(content="b", id="a-1")
+    for message in (turn, other, answer):
+        await store.append("s", message)
+    recorder = store.session("s")
+    Agent(ScriptedModel([])).use(recorder)
+    await recorder.restore(before="u-1")
+    await recorder._append(turn)  # the loop's commit of a recorded message
+    with pytest.raises(SessionConflictError, match=r"stored at seq 3 .* not right after seq 1"):
+        await recorder._append(answer)
+    assert recorder.last_seq == 1
+    assert [r.message for r in await store.records("s")] == [turn, other, answer]
 
 
 @pytest.mark.parametrize("size", [0, -1, True, 2.0, "2"])

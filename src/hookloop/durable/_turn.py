@@ -152,6 +152,9 @@ class DurableChats:
             # The conversation as it was when the turn began: a turn run again finds its
             # own messages in the session, which it commits again (stored once).
             await recorder.restore(before=user.id)
+            if steps.replaying:
+                records = await self.sessions.records(session_id)
+                steps.watch_commits(agent, {r.message.id for r in records})
             try:
                 response = await agent._slot.drive(agent._start(user, self._on_event, steps=steps))
             finally:

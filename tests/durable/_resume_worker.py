@@ -1,0 +1,131 @@
+"""A durable-turn worker for the resume tests: python -m tests.durable._resume_worker SPEC.
+
+SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL),
+``sessions`` (a SQLite file), ``agent`` (``"unrun"`` or ``"answer"``, the factories below)
+and ``stop`` (``"on_chat_error"``, ``"append:<text>"`` or ``"none"``). At the stop the
+worker writes ``dir/reached`` and waits for ever (the test kills it). Hooks write lines to
+``dir/log``; the turn's outcome goes to ``dir/outcome.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from hookloop import (
+    Agent,
+    ChatErrorContext,
+    ChatStartContext,
+    Message,
+    MessageContext,
+    ToolCall,
+    UserMessage,
+    tool,
+)
+from hookloop.durable import DBOSEngine, DurableChats, replaying
+from hookloop.sessions import SQLiteSessionStore
+from hookloop.testing import ScriptedModel, tool_calls
+
+SESSION = "s-1"
+
+
+def _dir() -> Path:
+    return Path(os.environ["HOOKLOOP_TURN_DIR"])
+
+
+def log(*fields: object) -> None:
+    with (_dir() / "log").open("a") as f:
+        f.write(" ".join(str(x) for x in fields) + "\n")
+
+
+async def stop_here(point: str) -> None:
+    if os.environ.get("HOOKLOOP_TURN_STOP") == point:
+        os.environ["HOOKLOOP_TURN_STOP"] = "passed"  # a run stops once
+        (_dir() / "reached").write_text(point)
+        await asyncio.Event().wait()
+
+
+class StoppingStore(SQLiteSessionStore):
+    """Stops inside the append of the message whose text the stop names."""
+
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
+    ) -> int:
+        await stop_here(f"append:{message.content}")
+        return await super()._append_message(session_id, message, expected_seq)
+
+
+@tool(idempotent=True)
+def lookup(item: str) -> str:
+    """Look an item up.
+
+    Args:
+        item: What to look up.
+    """
+    log("tool lookup")
+    return f"{item} costs 5"
+
+
+@tool(requires_approval=True)
+def wipe() -> str:
+    """Wipe everything."""
+    return "wiped"
+
+
+def _logged(agent: Agent) -> Agent:
+    async def on_chat_start(ctx: ChatStartContext) -> None:
+        log("on_chat_start replaying", replaying())
+
+    async def on_message(ctx: MessageContext) -> None:
+        log("on_message", ctx.message.role, "replaying", replaying())
+
+    async def on_chat_error(ctx: ChatErrorContext) -> None:
+        log("on_chat_error", type(ctx.error).__name__)
+        await stop_here("on_chat_error")
+
+    agent.add_hook("on_chat_start", on_chat_start)
+    agent.add_hook("on_message", on_message)
+    agent.add_hook("on_chat_error", on_chat_error)
+    return agent
+
+
+def unrun() -> Agent:
+    """One answer calls ``lookup`` and ``wipe``, which a durable turn cannot run."""
+    answer = tool_calls(
+        ToolCall.create("lookup", {"item": "tea"}, id="call-lookup"),
+        ToolCall.create("wipe", {}, id="call-wipe"),
+    )
+    return _logged(Agent(ScriptedModel([answer]), tools=[lookup, wipe]))
+
+
+def answer() -> Agent:
+    """Answers at once."""
+    return _logged(Agent(ScriptedModel(["the answer"])))
+
+
+async def main(spec: dict[str, str]) -> None:
+    os.environ["HOOKLOOP_TURN_DIR"] = spec["dir"]
+    os.environ["HOOKLOOP_TURN_STOP"] = spec["stop"]
+    store = StoppingStore(spec["sessions"])
+    engine = DBOSEngine(spec["engine"], executor_id="worker-1")
+    chats = DurableChats(engine, f"tests.durable._resume_worker:{spec['agent']}", sessions=store)
+    await engine.launch()
+    try:
+        message = UserMessage(content="hi", id="m-1")
+        try:
+            response = await chats.chat(SESSION, message, turn_id="t-1")
+        except Exception as exc:  # the outcome is what the test checks
+            outcome = {"error": type(exc).__name__}
+        else:
+            outcome = {"text": response.text}
+    finally:
+        await engine.shutdown()
+        await store.close()
+    (_dir() / "outcome.json").write_text(json.dumps(outcome))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(sys.argv[1])))

@@ -1,0 +1,89 @@
+"""A durable turn resumed after a SIGKILL at the edge of a commit: each message stored once.
+
+Each test runs ``_resume_worker.py`` in a child process until its stop, kills it, and
+starts it again, which resumes the turn (see ``test_recovery.py`` for the calls' steps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from hookloop import dump_messages
+from hookloop.sessions import SQLiteSessionStore
+from tests.durable.test_recovery import finish, kill_at_stop
+from tests.sessions._backends import ROOT
+
+
+def run(tmp_path: Path, agent: str, stop: str) -> Path:
+    """The turn killed at ``stop`` and run again; returns the run's directory."""
+    directory = tmp_path / "run"
+    directory.mkdir()
+    spec = {
+        "dir": str(directory),
+        "engine": f"sqlite:///{tmp_path / 'dbos.db'}",
+        "sessions": str(tmp_path / "s.db"),
+        "agent": agent,
+    }
+
+    def start(stop: str) -> subprocess.Popen[str]:
+        arguments = json.dumps({**spec, "stop": stop})
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.durable._resume_worker", arguments],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    kill_at_stop(start(stop), directory / "reached")
+    finish(start("none"))
+    return directory
+
+
+def stored(tmp_path: Path) -> list[tuple[int, dict[str, Any]]]:
+    async def read() -> list[tuple[int, dict[str, Any]]]:
+        store = SQLiteSessionStore(tmp_path / "s.db")
+        try:
+            records = await store.records("s-1")
+        finally:
+            await store.close()
+        return list(
+            zip([r.seq for r in records], dump_messages(r.message for r in records), strict=True)
+        )
+
+    return asyncio.run(read())
+
+
+def test_a_turn_resumed_after_its_error_answers_each_call_once(tmp_path: Path) -> None:
+    # The turn fails (a tool needs approval) and its worker dies in on_chat_error, after
+    # the "not run" answer was stored: the resumed turn stores nothing again.
+    directory = run(tmp_path, "unrun", "on_chat_error")
+    assert json.loads((directory / "outcome.json").read_text()) == {"error": "UsageError"}
+    log = [(seq, m["role"], m.get("tool_call_id")) for seq, m in stored(tmp_path)]
+    assert log == [
+        (1, "user", None),
+        (2, "assistant", None),
+        (3, "tool", "call-lookup"),
+        (4, "tool", "call-wipe"),
+    ]
+    assert (directory / "log").read_text().splitlines().count("tool lookup") == 1
+
+
+def test_a_message_first_stored_by_the_resumed_turn_is_not_a_replay(tmp_path: Path) -> None:
+    # Killed while the store appended the answer (the model call recorded, the answer not
+    # stored): the resumed turn stores it for the first time, so its hooks are told so.
+    directory = run(tmp_path, "answer", "append:the answer")
+    assert json.loads((directory / "outcome.json").read_text()) == {"text": "the answer"}
+    assert [(seq, m["role"]) for seq, m in stored(tmp_path)] == [(1, "user"), (2, "assistant")]
+    assert (directory / "log").read_text().splitlines() == [
+        "on_chat_start replaying False",
+        "on_message user replaying False",
+        "on_chat_start replaying True",
+        "on_message user replaying True",
+        "on_message assistant replaying False",
+    ]
