@@ -1,8 +1,9 @@
 """A durable-turn worker for the resume tests: python -m tests.durable._resume_worker SPEC.
 
 SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL),
-``sessions`` (a SQLite file), ``agent`` (``"unrun"`` or ``"answer"``, the factories below)
-and ``stop`` (``"on_chat_error"``, ``"append:<text>"`` or ``"none"``). At the stop the
+``sessions`` (a SQLite file), ``agent`` (a factory below), ``stop`` (``"on_chat_error"``,
+``"tool:lookup"``, ``"append:<text>"`` or ``"none"``) and optionally ``then`` (the text of
+a turn ``"t-2"`` run first, while turn ``"t-1"`` is resumed). At the stop the
 worker writes ``dir/reached`` and waits for ever (the test kills it). Hooks write lines to
 ``dir/log``; the turn's outcome goes to ``dir/outcome.json``.
 """
@@ -21,13 +22,15 @@ from hookloop import (
     ChatStartContext,
     Message,
     MessageContext,
+    ProviderRequest,
+    ProviderResponse,
     ToolCall,
     UserMessage,
     tool,
 )
 from hookloop.durable import DBOSEngine, DurableChats, replaying
 from hookloop.sessions import SQLiteSessionStore
-from hookloop.testing import ScriptedModel, tool_calls
+from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
 
 SESSION = "s-1"
 
@@ -59,13 +62,14 @@ class StoppingStore(SQLiteSessionStore):
 
 
 @tool(idempotent=True)
-def lookup(item: str) -> str:
+async def lookup(item: str) -> str:
     """Look an item up.
 
     Args:
         item: What to look up.
     """
     log("tool lookup")
+    await stop_here("tool:lookup")
     return f"{item} costs 5"
 
 
@@ -106,6 +110,20 @@ def answer() -> Agent:
     return _logged(Agent(ScriptedModel(["the answer"])))
 
 
+def looks_up() -> Agent:
+    """Looks something up, then answers; answers a later message at once."""
+
+    def answer(request: ProviderRequest) -> ProviderResponse | str:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return "looked up"
+        if last.content == "hi":
+            return tool_call("lookup", {"item": "tea"}, id="call-lookup")
+        return f"answer to {last.content}"
+
+    return Agent(FunctionModel(answer), tools=[lookup])
+
+
 async def main(spec: dict[str, str]) -> None:
     os.environ["HOOKLOOP_TURN_DIR"] = spec["dir"]
     os.environ["HOOKLOOP_TURN_STOP"] = spec["stop"]
@@ -114,6 +132,8 @@ async def main(spec: dict[str, str]) -> None:
     chats = DurableChats(engine, f"tests.durable._resume_worker:{spec['agent']}", sessions=store)
     await engine.launch()
     try:
+        if spec.get("then"):  # a new turn at once, while the killed one is being resumed
+            await chats.chat(SESSION, spec["then"], turn_id="t-2")
         message = UserMessage(content="hi", id="m-1")
         try:
             response = await chats.chat(SESSION, message, turn_id="t-1")

@@ -19,8 +19,8 @@ from tests.durable.test_recovery import finish, kill_at_stop
 from tests.sessions._backends import ROOT
 
 
-def run(tmp_path: Path, agent: str, stop: str) -> Path:
-    """The turn killed at ``stop`` and run again; returns the run's directory."""
+def run(tmp_path: Path, agent: str, stop: str, then: str = "") -> Path:
+    """The turn killed at ``stop`` and run again (``then`` first); returns the run's directory."""
     directory = tmp_path / "run"
     directory.mkdir()
     spec = {
@@ -30,8 +30,8 @@ def run(tmp_path: Path, agent: str, stop: str) -> Path:
         "agent": agent,
     }
 
-    def start(stop: str) -> subprocess.Popen[str]:
-        arguments = json.dumps({**spec, "stop": stop})
+    def start(stop: str, then: str = "") -> subprocess.Popen[str]:
+        arguments = json.dumps({**spec, "stop": stop, "then": then})
         return subprocess.Popen(
             [sys.executable, "-m", "tests.durable._resume_worker", arguments],
             cwd=ROOT,
@@ -41,7 +41,7 @@ def run(tmp_path: Path, agent: str, stop: str) -> Path:
         )
 
     kill_at_stop(start(stop), directory / "reached")
-    finish(start("none"))
+    finish(start("none", then))
     return directory
 
 
@@ -86,4 +86,20 @@ def test_a_message_first_stored_by_the_resumed_turn_is_not_a_replay(tmp_path: Pa
         "on_chat_start replaying True",
         "on_message user replaying True",
         "on_message assistant replaying False",
+    ]
+
+
+def test_a_new_turn_of_a_session_waits_for_the_turn_being_resumed(tmp_path: Path) -> None:
+    # Killed while the first turn's tool ran; restarted, the worker at once runs a second
+    # turn of the session, which waits until the first one (resumed by DBOS) has ended.
+    directory = run(tmp_path, "looks_up", "tool:lookup", then="second")
+    assert json.loads((directory / "outcome.json").read_text()) == {"text": "looked up"}
+    log = [(m["role"], m.get("content"), m.get("tool_call_id")) for _, m in stored(tmp_path)]
+    assert log == [
+        ("user", "hi", None),
+        ("assistant", "", None),
+        ("tool", "tea costs 5", "call-lookup"),
+        ("assistant", "looked up", None),
+        ("user", "second", None),
+        ("assistant", "answer to second", None),
     ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import pickle
 import sqlite3
 import subprocess
@@ -106,6 +107,7 @@ async def test_each_model_call_and_each_tool_call_is_one_step(
             (workflow_id("s", "t"),),
         ).fetchall()
     assert [name for (name,) in steps] == [
+        "DBOS.listWorkflows",  # the earlier turns of the session to wait for (none)
         "hookloop.begin",
         "hookloop.model",
         "hookloop.tool_started",  # a tool that is not idempotent first records its start
@@ -164,6 +166,53 @@ async def test_a_new_turn_continues_the_session(
     records = await store.records("s")
     assert [r.message for r in records] == [*first.messages, *second.messages]
     assert [r.seq for r in records] == list(range(1, 7))  # the second needs no tool
+
+
+async def test_turns_of_one_session_run_one_at_a_time_in_their_order(
+    tmp_path: Path, engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    # The second turn starts while the first waits for its model: it waits for the first,
+    # rather than putting its messages between the first's. Its id sorts first, so within
+    # one tick of DBOS's clock (a second on SQLite) only the worker's own lock orders them.
+    chats = DurableChats(engine, _agents.gated_agent, sessions=store)
+    await engine.launch()
+    _agents.gate = asyncio.Event()
+    try:
+        first = await chats.submit("s", "first", turn_id="t-b")
+        await until(lambda: _agents.calls == ["model first"])
+        second = await chats.submit("s", "second", turn_id="t-a")
+        wid = workflow_id("s", "t-a")
+
+        def waiting_or_stored() -> bool:
+            """Whether the second turn waits, or wrote into the session (as it once did)."""
+            with sqlite3.connect(tmp_path / "dbos.db") as db:
+                listed = db.execute(
+                    "SELECT 1 FROM operation_outputs WHERE workflow_uuid = ? "
+                    "AND function_name = 'DBOS.listWorkflows'",
+                    (wid,),
+                ).fetchall()
+            with sqlite3.connect(tmp_path / "sessions.db") as db:
+                stored = db.execute("SELECT COUNT(*) FROM hookloop_messages").fetchone()[0]
+            return bool(listed) or stored > 1
+
+        await until(waiting_or_stored)
+        _agents.gate.set()
+        answers = [(await h.result()).text for h in (first, second)]
+    finally:
+        _agents.gate = None
+    assert answers == ["answer to first", "answer to second"]
+    log = [r.message.content for r in await store.records("s")]
+    assert log == ["first", "answer to first", "second", "answer to second"]
+    assert _agents.calls == ["model first", "model second"]
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait until ``condition()`` holds; only a failure guard limits the time."""
+    async with asyncio.timeout(60):
+        for _ in itertools.count():
+            if condition():
+                return
+            await asyncio.sleep(0.01)
 
 
 def test_the_sync_wrappers_run_a_turn_without_an_event_loop(tmp_path: Path) -> None:
@@ -294,8 +343,10 @@ async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
         wid = workflow_id("s", "t-1")
         corrupt = base64.b64encode(pickle.dumps('{"message": 1}')).decode()
         db.execute(
-            "UPDATE operation_outputs SET output = ? WHERE workflow_uuid = ? AND function_id = ?",
-            (corrupt, wid, 2),
+            "UPDATE operation_outputs SET output = ? WHERE workflow_uuid = ? AND function_id = "
+            "(SELECT MIN(function_id) FROM operation_outputs WHERE workflow_uuid = ? "
+            "AND function_name = 'hookloop.model')",
+            (corrupt, wid, wid),
         )
         db.execute(
             "UPDATE workflow_status SET status = 'PENDING', output = NULL WHERE workflow_uuid = ?",

@@ -7,6 +7,7 @@ instance per process, so one :class:`DBOSEngine` is launched per process at a ti
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from types import ModuleType, TracebackType
 from typing import Any, Final
@@ -203,6 +204,43 @@ class DBOSEngine:
         if isinstance(output, str):
             return output
         return _text(output, self.workflow_id(), name)
+
+    async def wait_earlier(self, prefix: str) -> None:
+        """Wait for this worker's earlier unfinished workflows whose ids start with ``prefix``.
+
+        Ordered by DBOS's creation time (whole seconds on SQLite), then id. Run inside the
+        workflow, DBOS records the list and each wait as steps, so a replay waits for the
+        same ones.
+        """
+        from ._queue import SESSION_QUEUE  # it imports this module
+
+        dbos = self._dbos.DBOS
+        own = self.workflow_id()
+        pending = await dbos.list_workflows_async(
+            status=["PENDING", "ENQUEUED"],  # DBOS's recovery enqueues what it resumes
+            workflow_id_prefix=prefix,
+            executor_id=dbos.executor_id,
+            app_version=self._config["application_version"],
+            load_input=False,
+            load_output=False,
+        )
+        if any(w.workflow_id == own and w.queue_name == SESSION_QUEUE for w in pending):
+            return  # the session queue runs one turn of a session at a time already
+        # The turns the session queue holds wait for its partition, not for this one.
+        order = {
+            w.workflow_id: (w.created_at or 0, w.workflow_id)
+            for w in pending
+            if w.queue_name != SESSION_QUEUE
+        }
+        mine = order.get(own)
+        if mine is None:  # not this worker's (taken over): no order to keep here
+            return
+        for workflow_id in sorted(order, key=order.__getitem__):
+            if order[workflow_id] >= mine:
+                continue
+            handle = await dbos.retrieve_workflow_async(workflow_id)
+            with contextlib.suppress(Exception):  # its own caller gets its error
+                await handle.get_result(polling_interval_sec=_POLL_SECONDS)
 
     def workflow_id(self) -> str:
         """The id of the DBOS workflow running now.

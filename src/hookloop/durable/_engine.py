@@ -63,3 +63,12 @@ class DurableEngine(Protocol):
     def workflow_id(self) -> str:
         """The id of the workflow whose body is running (from inside it)."""
         ...
+
+    async def wait_earlier(self, prefix: str) -> None:
+        """From inside a workflow: wait for this worker's earlier workflows of ``prefix``.
+
+        Those whose ids start with ``prefix``, that are not finished and were started
+        before the running one (those being recovered included). Each workflow waits only
+        for earlier ones, so two never wait for each other.
+        """
+        ...

@@ -120,6 +120,10 @@ class SessionQueue:
         """Not here: turns run in the workers."""
         raise UsageError("a SessionQueue submits turns; the workers run them")
 
+    async def wait_earlier(self, prefix: str) -> None:
+        """Not here: turns run in the workers."""
+        raise UsageError("a SessionQueue submits turns; the workers run them")
+
     def _require_client(self) -> Any:
         if self._client is None:
             raise UsageError("launch the session queue first: await queue.launch()")
