@@ -139,6 +139,37 @@ async def test_the_workflow_id_is_the_session_and_the_turn(
     await named.result()
 
 
+async def test_turns_whose_ids_share_colons_are_distinct(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    # Session "acme:alice" turn "req-1" and session "acme" turn "alice:req-1".
+    chats = DurableChats(engine, _agents.gated_agent, sessions=store)
+    await engine.launch()
+    alice = await chats.chat("acme:alice", "alice's secret", turn_id="req-1")
+    bob = await chats.chat("acme", "bob's question", turn_id="alice:req-1")
+    assert (alice.text, bob.text) == ("answer to alice's secret", "answer to bob's question")
+    assert [r.message.content for r in await store.records("acme")] == [
+        "bob's question",
+        "answer to bob's question",
+    ]
+    assert workflow_id("acme:alice", "req-1") == "hookloop-turn:acme%3Aalice:req-1"
+    assert workflow_id("acme", "alice:req-1") == "hookloop-turn:acme:alice%3Areq-1"
+
+
+_ID_PART = st.text(alphabet="a:%3A", max_size=6)  # the separator and what escapes it
+_SESSION_TURN = st.tuples(_ID_PART.filter(bool), _ID_PART)
+
+
+@given(_SESSION_TURN, _SESSION_TURN)
+def test_a_workflow_id_names_one_session_and_turn(
+    one: tuple[str, str], other: tuple[str, str]
+) -> None:
+    assert (workflow_id(*one) == workflow_id(*other)) == (one == other)
+    # The session's turns, and only they, start with its prefix.
+    session_prefix = workflow_id(other[0], "")
+    assert workflow_id(*one).startswith(session_prefix) == (one[0] == other[0])
+
+
 async def test_the_same_turn_started_twice_is_one_turn(
     engine: DBOSEngine, store: SQLiteSessionStore
 ) -> None:

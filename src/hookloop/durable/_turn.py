@@ -26,8 +26,16 @@ WORKFLOW_PREFIX: Final = "hookloop-turn"
 
 
 def workflow_id(session_id: str, turn_id: str) -> str:
-    """The workflow id of a turn: ``"hookloop-turn:<session id>:<turn id>"``."""
-    return f"{WORKFLOW_PREFIX}:{session_id}:{turn_id}"
+    """The workflow id of a turn: ``"hookloop-turn:<session id>:<turn id>"``.
+
+    In each id, ``%`` is written ``%25`` and ``:`` is written ``%3A``, so that one workflow
+    id names one session and turn (``"a:b"``, ``"c"`` and ``"a"``, ``"b:c"`` differ).
+    """
+    return f"{WORKFLOW_PREFIX}:{_escaped(session_id)}:{_escaped(turn_id)}"
+
+
+def _escaped(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
