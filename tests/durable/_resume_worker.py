@@ -3,7 +3,8 @@
 SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL),
 ``sessions`` (a SQLite file), ``agent`` (a factory below), ``stop`` (``"on_chat_error"``,
 ``"tool:lookup"``, ``"append:<text>"`` or ``"none"``) and optionally ``then`` (the text of
-a turn ``"t-2"`` run first, while turn ``"t-1"`` is resumed). At the stop the
+a turn ``"t-2"`` run first, while turn ``"t-1"`` is resumed) or ``watch`` (run no turn:
+log what DBOS's recovery does with turn ``"t-1"``). At the stop the
 worker writes ``dir/reached`` and waits for ever (the test kills it). Hooks write lines to
 ``dir/log``; the turn's outcome goes to ``dir/outcome.json``.
 """
@@ -11,6 +12,7 @@ worker writes ``dir/reached`` and waits for ever (the test kills it). Hooks writ
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -28,7 +30,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.durable import DBOSEngine, DurableChats, replaying
+from hookloop.durable import DBOSEngine, DurableChats, replaying, workflow_id
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
 
@@ -124,6 +126,20 @@ def looks_up() -> Agent:
     return Agent(FunctionModel(answer), tools=[lookup])
 
 
+async def watch(wid: str) -> None:
+    """Log the turn's DBOS status until recovery failed it or gave up on running it here."""
+    from dbos import DBOS
+
+    async with asyncio.timeout(60):  # only a failure guard
+        for _ in itertools.count():
+            status = await DBOS.get_workflow_status_async(wid)
+            assert status is not None
+            if status.status == "ERROR" or (status.status == "PENDING" and status.dequeued_at):
+                log("status", status.status)
+                return
+            await asyncio.sleep(0.02)
+
+
 async def main(spec: dict[str, str]) -> None:
     os.environ["HOOKLOOP_TURN_DIR"] = spec["dir"]
     os.environ["HOOKLOOP_TURN_STOP"] = spec["stop"]
@@ -132,6 +148,9 @@ async def main(spec: dict[str, str]) -> None:
     chats = DurableChats(engine, f"tests.durable._resume_worker:{spec['agent']}", sessions=store)
     await engine.launch()
     try:
+        if spec.get("watch"):  # only see what DBOS's recovery does with turn "t-1"
+            await watch(workflow_id(SESSION, "t-1"))
+            return
         if spec.get("then"):  # a new turn at once, while the killed one is being resumed
             await chats.chat(SESSION, spec["then"], turn_id="t-2")
         message = UserMessage(content="hi", id="m-1")

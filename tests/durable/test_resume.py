@@ -19,29 +19,34 @@ from tests.durable.test_recovery import finish, kill_at_stop
 from tests.sessions._backends import ROOT
 
 
-def run(tmp_path: Path, agent: str, stop: str, then: str = "") -> Path:
-    """The turn killed at ``stop`` and run again (``then`` first); returns the run's directory."""
-    directory = tmp_path / "run"
-    directory.mkdir()
-    spec = {
-        "dir": str(directory),
+def start(tmp_path: Path, spec: dict[str, object]) -> subprocess.Popen[str]:
+    """A worker on the test's files; ``spec`` gives ``agent``, ``stop`` and the options."""
+    full = {
+        "dir": str(tmp_path / "run"),
         "engine": f"sqlite:///{tmp_path / 'dbos.db'}",
         "sessions": str(tmp_path / "s.db"),
-        "agent": agent,
+        **spec,
     }
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.durable._resume_worker", json.dumps(full)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
-    def start(stop: str, then: str = "") -> subprocess.Popen[str]:
-        arguments = json.dumps({**spec, "stop": stop, "then": then})
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.durable._resume_worker", arguments],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
 
-    kill_at_stop(start(stop), directory / "reached")
-    finish(start("none", then))
+def run(
+    tmp_path: Path, agent: str, stop: str, then: str = "", restart: dict[str, object] | None = None
+) -> Path:
+    """The turn killed at ``stop`` and run again (``then`` first, or as ``restart`` says)."""
+    directory = tmp_path / "run"
+    directory.mkdir()
+    kill_at_stop(start(tmp_path, {"agent": agent, "stop": stop}), directory / "reached")
+    if restart is None:
+        finish(start(tmp_path, {"agent": agent, "stop": "none", "then": then}))
+    else:
+        finish(start(tmp_path, {"stop": "none", "watch": True, **restart}))
     return directory
 
 
@@ -103,3 +108,16 @@ def test_a_new_turn_of_a_session_waits_for_the_turn_being_resumed(tmp_path: Path
         ("user", "second", None),
         ("assistant", "answer to second", None),
     ]
+
+
+def test_a_worker_without_the_turns_agent_leaves_the_turn_for_one_that_has_it(
+    tmp_path: Path,
+) -> None:
+    # Killed mid-turn; restarted with another agent factory, the worker cannot run the turn
+    # and leaves it unfinished (DBOS logs that it has no such workflow); restarted with
+    # the turn's factory, it resumes and finishes it.
+    directory = run(tmp_path, "looks_up", "tool:lookup", restart={"agent": "answer"})
+    assert (directory / "log").read_text().splitlines()[-1] == "status PENDING"
+    finish(start(tmp_path, {"agent": "looks_up", "stop": "none"}))
+    assert json.loads((directory / "outcome.json").read_text()) == {"text": "looked up"}
+    assert [m.get("content") for _, m in stored(tmp_path)] == ["hi", "", "tea costs 5", "looked up"]

@@ -33,17 +33,27 @@ _POLL_SECONDS: Final = 0.1  # how often a wait on another worker's turn reads it
 
 # The workflow bodies of the engine that is launched (DBOS is one instance per process).
 _bodies: dict[str, WorkflowBody] = {}
-_workflow: Callable[[str, str], Awaitable[str]] | None = None
+# The DBOS workflow function of each workflow name, registered once per process.
+_workflows: dict[str, Callable[[str, str], Awaitable[str]]] = {}
 
 
 def _dbos() -> ModuleType:
     return import_extra("dbos", extra="dbos", by="DBOSEngine")
 
 
-def _registered_workflow(dbos: Any) -> Callable[[str, str], Awaitable[str]]:
-    """The one DBOS workflow function of hookloop, registered once per process."""
-    global _workflow
-    if _workflow is None:
+def dbos_workflow_name(name: str) -> str:
+    """The name DBOS records for hookloop's workflow ``name``: ``"hookloop.durable_turn:<name>"``.
+
+    One DBOS workflow per name (a turn's names its agent factory): a worker that does not
+    register a name leaves its turns PENDING, for a worker that does, rather than failing them.
+    """
+    return f"{_WORKFLOW_NAME}:{name}"
+
+
+def _registered_workflow(dbos: Any, name: str) -> Callable[[str, str], Awaitable[str]]:
+    """The DBOS workflow function of ``name``, registered once per process."""
+    workflow = _workflows.get(name)
+    if workflow is None:
 
         async def hookloop_workflow(name: str, payload: str) -> str:
             body = _bodies.get(name)
@@ -54,8 +64,9 @@ def _registered_workflow(dbos: Any) -> Callable[[str, str], Awaitable[str]]:
                 )
             return await body(payload)
 
-        _workflow = dbos.DBOS.workflow(name=_WORKFLOW_NAME)(hookloop_workflow)
-    return _workflow
+        workflow = dbos.DBOS.workflow(name=dbos_workflow_name(name))(hookloop_workflow)
+        _workflows[name] = workflow
+    return workflow
 
 
 class DBOSEngine:
@@ -137,7 +148,8 @@ class DBOSEngine:
         if _bodies:
             raise UsageError("another durable engine is launched in this process")
         dbos = self._dbos
-        _registered_workflow(dbos)
+        for name in self._bodies:
+            _registered_workflow(dbos, name)
         _bodies.update(self._bodies)
         try:
             dbos.DBOS(config=self._config)
@@ -181,9 +193,12 @@ class DBOSEngine:
     async def start(self, name: str, workflow_id: str, payload: str) -> None:
         """Start workflow ``name`` as ``workflow_id``, or join the one that has that id."""
         self._require_launched()
+        if name not in self._bodies:
+            raise UsageError(f"no durable workflow named {name!r} is registered in this engine")
         dbos = self._dbos
         with dbos.SetWorkflowID(workflow_id):
-            handle = await dbos.DBOS.start_workflow_async(_registered_workflow(dbos), name, payload)
+            workflow = _registered_workflow(dbos, name)
+            handle = await dbos.DBOS.start_workflow_async(workflow, name, payload)
         self._handles.setdefault(workflow_id, handle)
 
     async def result(self, workflow_id: str) -> str:
