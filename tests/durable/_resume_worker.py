@@ -2,16 +2,17 @@
 
 SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL),
 ``sessions`` (a SQLite file), ``agent`` (a factory below), ``stop`` (``"on_chat_error"``,
-``"tool:lookup"``, ``"append:<text>"`` or ``"none"``) and optionally ``then`` (the text of
-a turn ``"t-2"`` run first, while turn ``"t-1"`` is resumed) or ``watch`` (run no turn:
-log what DBOS's recovery does with turn ``"t-1"``). At the stop the
-worker writes ``dir/reached`` and waits for ever (the test kills it). Hooks write lines to
-``dir/log``; the turn's outcome goes to ``dir/outcome.json``.
+``"tool:lookup"``, ``"model:<tool results>"``, ``"append:<text>"`` or ``"none"``) and
+optionally ``then`` (the text of a turn ``"t-2"`` run first, while turn ``"t-1"`` is
+resumed) or ``watch`` (run no turn: log what DBOS's recovery does with turn ``"t-1"``). At
+the stop the worker writes ``dir/reached`` and waits for ever (the test kills it). Hooks
+write lines to ``dir/log``; the turn's outcome goes to ``dir/outcome.json``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import os
@@ -27,6 +28,7 @@ from hookloop import (
     ProviderRequest,
     ProviderResponse,
     ToolCall,
+    Usage,
     UserMessage,
     tool,
 )
@@ -126,6 +128,26 @@ def looks_up() -> Agent:
     return Agent(FunctionModel(answer), tools=[lookup])
 
 
+def delegates() -> Agent:
+    """Asks a sub-agent (1100 tokens), then answers (11 tokens a call)."""
+
+    def sub_answer(request: ProviderRequest) -> ProviderResponse:
+        return ProviderResponse(content="hi", usage=Usage(input_tokens=1000, output_tokens=100))
+
+    async def answer(request: ProviderRequest) -> ProviderResponse:
+        results = sum(1 for m in request.messages if m.role == "tool")
+        await stop_here(f"model:{results}")
+        response = (
+            tool_call("helper", {"task": "say hi"}, id="call-helper")
+            if results == 0
+            else ProviderResponse(content="done")
+        )
+        return dataclasses.replace(response, usage=Usage(input_tokens=10, output_tokens=1))
+
+    helper = Agent(FunctionModel(sub_answer), name="helper")
+    return Agent(FunctionModel(answer), tools=[helper.as_tool()])
+
+
 async def watch(wid: str) -> None:
     """Log the turn's DBOS status until recovery failed it or gave up on running it here."""
     from dbos import DBOS
@@ -159,7 +181,7 @@ async def main(spec: dict[str, str]) -> None:
         except Exception as exc:  # the outcome is what the test checks
             outcome = {"error": type(exc).__name__}
         else:
-            outcome = {"text": response.text}
+            outcome = {"text": response.text, "tokens": response.usage.total_tokens}
     finally:
         await engine.shutdown()
         await store.close()

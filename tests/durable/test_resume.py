@@ -50,6 +50,12 @@ def run(
     return directory
 
 
+def outcome(directory: Path) -> dict[str, Any]:
+    """What the turn returned (``text``, ``tokens``) or raised (``error``)."""
+    result: dict[str, Any] = json.loads((directory / "outcome.json").read_text())
+    return result
+
+
 def stored(tmp_path: Path) -> list[tuple[int, dict[str, Any]]]:
     async def read() -> list[tuple[int, dict[str, Any]]]:
         store = SQLiteSessionStore(tmp_path / "s.db")
@@ -68,7 +74,7 @@ def test_a_turn_resumed_after_its_error_answers_each_call_once(tmp_path: Path) -
     # The turn fails (a tool needs approval) and its worker dies in on_chat_error, after
     # the "not run" answer was stored: the resumed turn stores nothing again.
     directory = run(tmp_path, "unrun", "on_chat_error")
-    assert json.loads((directory / "outcome.json").read_text()) == {"error": "UsageError"}
+    assert outcome(directory) == {"error": "UsageError"}
     log = [(seq, m["role"], m.get("tool_call_id")) for seq, m in stored(tmp_path)]
     assert log == [
         (1, "user", None),
@@ -83,7 +89,7 @@ def test_a_message_first_stored_by_the_resumed_turn_is_not_a_replay(tmp_path: Pa
     # Killed while the store appended the answer (the model call recorded, the answer not
     # stored): the resumed turn stores it for the first time, so its hooks are told so.
     directory = run(tmp_path, "answer", "append:the answer")
-    assert json.loads((directory / "outcome.json").read_text()) == {"text": "the answer"}
+    assert outcome(directory)["text"] == "the answer"
     assert [(seq, m["role"]) for seq, m in stored(tmp_path)] == [(1, "user"), (2, "assistant")]
     assert (directory / "log").read_text().splitlines() == [
         "on_chat_start replaying False",
@@ -98,7 +104,7 @@ def test_a_new_turn_of_a_session_waits_for_the_turn_being_resumed(tmp_path: Path
     # Killed while the first turn's tool ran; restarted, the worker at once runs a second
     # turn of the session, which waits until the first one (resumed by DBOS) has ended.
     directory = run(tmp_path, "looks_up", "tool:lookup", then="second")
-    assert json.loads((directory / "outcome.json").read_text()) == {"text": "looked up"}
+    assert outcome(directory)["text"] == "looked up"
     log = [(m["role"], m.get("content"), m.get("tool_call_id")) for _, m in stored(tmp_path)]
     assert log == [
         ("user", "hi", None),
@@ -119,5 +125,12 @@ def test_a_worker_without_the_turns_agent_leaves_the_turn_for_one_that_has_it(
     directory = run(tmp_path, "looks_up", "tool:lookup", restart={"agent": "answer"})
     assert (directory / "log").read_text().splitlines()[-1] == "status PENDING"
     finish(start(tmp_path, {"agent": "looks_up", "stop": "none"}))
-    assert json.loads((directory / "outcome.json").read_text()) == {"text": "looked up"}
+    assert outcome(directory)["text"] == "looked up"
     assert [m.get("content") for _, m in stored(tmp_path)] == ["hi", "", "tea costs 5", "looked up"]
+
+
+def test_a_resumed_turn_counts_the_tokens_of_a_recorded_sub_agent_call(tmp_path: Path) -> None:
+    # Killed at the second model call, after the call that ran a sub-agent (1100 tokens):
+    # the resumed turn takes that call from its record, the tokens with it.
+    directory = run(tmp_path, "delegates", "model:1")
+    assert outcome(directory) == {"text": "done", "tokens": 11 + 1100 + 11}

@@ -467,7 +467,9 @@ def test_a_model_call_record_gives_back_the_response_and_message(
 @given(content=texts, error=st.booleans())
 def test_a_tool_call_record_gives_back_the_tool_message(content: str, error: bool) -> None:
     message = ToolMessage(tool_call_id="c", tool_name="t", content=content, is_error=error)
-    assert decode_tool_call(encode_tool_call(message), "w", "s") == message
+    assert decode_tool_call(encode_tool_call(message), "w", "s") == (message, None)
+    usage = Usage(input_tokens=3, output_tokens=2)
+    assert decode_tool_call(encode_tool_call(message, usage), "w", "s") == (message, usage)
 
 
 @settings(max_examples=40)

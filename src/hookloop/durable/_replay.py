@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .._errors import ToolResultLostError
-from .._messages import AssistantMessage, ToolCall, ToolMessage
+from .._messages import AssistantMessage, ToolCall, ToolMessage, Usage
 from .._run_context import DurableTurn, durable_turn
 from ..hooks._hooks import MessageContext, Phase
 from ..models._base import ProviderResponse
@@ -114,10 +114,11 @@ class TurnSteps:
         self,
         call: ToolCall,
         idempotent: bool,
-        run: Callable[[], Awaitable[ToolMessage]],
+        run: Callable[[], Awaitable[tuple[ToolMessage, Usage | None]]],
         lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
-    ) -> ToolMessage:
+    ) -> tuple[ToolMessage, Usage | None]:
         """One tool call as a step; see the loop's ``StepRunner``."""
+        ran = False
         async with self._lock:
             in_flight = False
             if not idempotent:
@@ -133,14 +134,17 @@ class TurnSteps:
                 in_flight = not ran
 
             async def body() -> str:
+                nonlocal ran
+                ran = True
                 self.replaying = False
                 if in_flight:
                     error = ToolResultLostError(tool_name=call.name, call_id=call.id)
                     return encode_tool_call(await lost(error))
-                return encode_tool_call(await run())
+                return encode_tool_call(*await run())
 
             text = await self._engine.step(TOOL_STEP, body)
-        return decode_tool_call(text, self.workflow_id, TOOL_STEP)
+        message, usage = decode_tool_call(text, self.workflow_id, TOOL_STEP)
+        return message, None if ran else usage  # counted already when it ran here
 
     def closing_id(self, call_id: str) -> str:
         """``"msg_closed_<hash of the workflow id and call id>"``: the same in every run."""
