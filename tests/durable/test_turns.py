@@ -360,8 +360,21 @@ def test_an_engine_needs_a_database_url() -> None:
         DBOSEngine("")
 
 
+_MODEL_STEP = (
+    "function_id = (SELECT MIN(function_id) FROM operation_outputs WHERE workflow_uuid = ? "
+    "AND function_name = 'hookloop.model')"
+)
+_CORRUPTIONS = {  # what is done to the model step's row: (column, value)
+    "not JSON text": ("output", base64.b64encode(pickle.dumps('{"message": 1}')).decode()),
+    "not base64": ("output", "not base64!"),
+    "not a pickle": ("output", base64.b64encode(b"not a pickle").decode()),
+    "another step": ("function_name", "renamed"),
+}
+
+
+@pytest.mark.parametrize("corruption", list(_CORRUPTIONS))
 async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
-    tmp_path: Path, store: SQLiteSessionStore
+    corruption: str, tmp_path: Path, store: SQLiteSessionStore
 ) -> None:
     """A turn replayed over a model step record that cannot be read: the session keeps all."""
     url = f"sqlite:///{tmp_path / 'dbos.db'}"
@@ -372,12 +385,10 @@ async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
     before = await store.records("s")
     with sqlite3.connect(tmp_path / "dbos.db") as db:  # as if the worker died mid-turn
         wid = workflow_id("s", "t-1")
-        corrupt = base64.b64encode(pickle.dumps('{"message": 1}')).decode()
+        column, value = _CORRUPTIONS[corruption]
         db.execute(
-            "UPDATE operation_outputs SET output = ? WHERE workflow_uuid = ? AND function_id = "
-            "(SELECT MIN(function_id) FROM operation_outputs WHERE workflow_uuid = ? "
-            "AND function_name = 'hookloop.model')",
-            (corrupt, wid, wid),
+            f"UPDATE operation_outputs SET {column} = ? WHERE workflow_uuid = ? AND {_MODEL_STEP}",
+            (value, wid, wid),
         )
         db.execute(
             "UPDATE workflow_status SET status = 'PENDING', output = NULL WHERE workflow_uuid = ?",
@@ -392,6 +403,32 @@ async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
     assert (caught.value.workflow_id, caught.value.step) == (wid, "hookloop.model")
     assert await store.records("s") == before  # nothing lost, nothing added
     assert [r.message for r in before] == list(done.messages)
+
+
+async def test_a_corrupt_turn_input_is_a_typed_error_when_the_turn_resumes(
+    tmp_path: Path, store: SQLiteSessionStore
+) -> None:
+    url = f"sqlite:///{tmp_path / 'dbos.db'}"
+    engine = DBOSEngine(url, executor_id="test")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    async with engine:
+        await chats.chat("s", "say hi", turn_id="t-1")
+    wid = workflow_id("s", "t-1")
+    with sqlite3.connect(tmp_path / "dbos.db") as db:  # as if the worker died mid-turn
+        db.execute(
+            "UPDATE workflow_status SET status = 'PENDING', output = NULL WHERE workflow_uuid = ?",
+            (wid,),
+        )
+        empty = base64.b64encode(b"").decode()
+        db.execute("UPDATE workflow_input SET inputs = ? WHERE workflow_uuid = ?", (empty, wid))
+        db.execute("DELETE FROM workflow_output WHERE workflow_uuid = ?", (wid,))
+    engine = DBOSEngine(url, executor_id="test")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    async with engine:  # recovery cannot read the turn's input
+        with pytest.raises(DurableRecordError) as caught:
+            await engine.result(wid)
+    assert (caught.value.workflow_id, caught.value.step) == (wid, "output")
+    assert caught.value.reason.startswith("EOFError")
 
 
 async def test_a_corrupt_turn_output_is_a_typed_error_and_the_session_stays(

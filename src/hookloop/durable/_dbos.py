@@ -7,7 +7,9 @@ instance per process, so one :class:`DBOSEngine` is launched per process at a ti
 from __future__ import annotations
 
 import asyncio
+import binascii
 import contextlib
+import pickle
 from collections.abc import Awaitable, Callable
 from types import ModuleType, TracebackType
 from typing import Any, Final
@@ -209,13 +211,31 @@ class DBOSEngine:
             handle = await self._dbos.DBOS.retrieve_workflow_async(workflow_id)
         try:
             output = await handle.get_result(polling_interval_sec=_POLL_SECONDS)
+        except _UNREADABLE as exc:  # its recorded output, or its input when it was resumed
+            raise _unreadable(workflow_id, "output", exc) from exc
         finally:
             self._handles.pop(workflow_id, None)
         return _text(output, workflow_id, "output")
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
-        """Run ``body`` as the next DBOS step of the running workflow, or replay it."""
-        output = await self._dbos.DBOS.run_step_async({"name": name}, body)
+        """Run ``body`` as the next DBOS step of the running workflow, or replay it.
+
+        Raises:
+            DurableRecordError: The step's record cannot be read, or is another step's.
+        """
+        ran = False
+
+        async def run() -> str:
+            nonlocal ran
+            ran = True
+            return await body()
+
+        try:
+            output = await self._dbos.DBOS.run_step_async({"name": name}, run)
+        except (*_UNREADABLE, self._dbos.error.DBOSUnexpectedStepError) as exc:
+            if ran:  # the body's own error
+                raise
+            raise _unreadable(self.workflow_id(), name, exc) from exc
         if isinstance(output, str):
             return output
         return _text(output, self.workflow_id(), name)
@@ -280,6 +300,15 @@ def _without_password(url: str) -> str:
     if not (sep and at) or ":" not in user:
         return url
     return f"{scheme}://{user.partition(':')[0]}:***@{host}"
+
+
+# What DBOS raises for a value it recorded but cannot read back (it pickles in base64).
+_UNREADABLE: Final = (binascii.Error, pickle.UnpicklingError, EOFError)
+
+
+def _unreadable(workflow_id: str, step: str, exc: Exception) -> DurableRecordError:
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
 
 
 def _text(output: object, workflow_id: str, step: str) -> str:
