@@ -187,6 +187,16 @@ async def test_the_same_turn_started_twice_is_one_turn(
     assert _agents.calls == ["model", "echo hookloop-turn:s:t-1:call-1", "model"]
 
 
+async def test_a_turn_nobody_waits_for_leaves_nothing_behind_in_the_engine(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    await engine.launch()
+    handle = await chats.submit("s", "say hi", turn_id="t-1")
+    await until(lambda: not engine._handles)  # its handle goes when the turn ends
+    assert (await handle.result()).text == "said hi"  # read from the record
+
+
 async def test_a_new_turn_continues_the_session(
     engine: DBOSEngine, store: SQLiteSessionStore
 ) -> None:

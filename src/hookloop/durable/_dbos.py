@@ -201,7 +201,15 @@ class DBOSEngine:
         with dbos.SetWorkflowID(workflow_id):
             workflow = _registered_workflow(dbos, name)
             handle = await dbos.DBOS.start_workflow_async(workflow, name, payload)
-        self._handles.setdefault(workflow_id, handle)
+        if self._handles.setdefault(workflow_id, handle) is handle:
+            task = getattr(handle, "task", None)  # a turn this worker runs
+            if isinstance(task, asyncio.Future):
+                # Dropped when the turn ends, awaited or not; result() then reads the record.
+                task.add_done_callback(lambda _: self._forget(workflow_id, handle))
+
+    def _forget(self, workflow_id: str, handle: object) -> None:
+        if self._handles.get(workflow_id) is handle:
+            del self._handles[workflow_id]
 
     async def result(self, workflow_id: str) -> str:
         """Wait for the workflow to end; its output, or the exception it raised."""
