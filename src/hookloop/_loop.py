@@ -141,13 +141,22 @@ class StepRunner(Protocol):
         self,
         call: ToolCall,
         idempotent: bool,
-        run: Callable[[], Awaitable[ToolMessage]],
+        run: Callable[[], Awaitable[tuple[ToolMessage, Usage | None]]],
         lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
-    ) -> ToolMessage:
+    ) -> tuple[ToolMessage, Usage | None]:
         """The call's result: ``run``'s, the recorded one, or ``lost``'s answer.
 
-        ``lost`` answers a call that is not ``idempotent`` and was running when the
-        worker died.
+        ``run`` returns the message and the tokens the call used (a sub-agent's, counted
+        into the chat as they were used). ``lost`` answers a call that is not ``idempotent``
+        and was running when the worker died. Returns the message and, for a recorded call
+        that did not run now, the tokens it used, for the chat to count again.
+        """
+        ...
+
+    def closing_id(self, call_id: str) -> str:
+        """The id of the "not run" answer to call ``call_id`` when an error ends the turn.
+
+        The same in every run, so a resumed turn that closes the call again stores it once.
         """
         ...
 
@@ -606,13 +615,14 @@ class ChatRun:
         """
         finished = self._finished_results
         history = self._history
+        steps = self._setup.steps
         closing: list[tuple[ToolCall, ToolMessage]] = []
         for call in self._unanswered.values():
             message = finished.get(call.id)
             if message is None or history.get_message_by_id(message.id) is not None:
-                message = ToolMessage(
-                    tool_call_id=call.id, tool_name=call.name, content=text, is_error=True
-                )
+                message = _tool_text(call, text, error=True)
+                if steps is not None:
+                    message = dataclasses.replace(message, id=steps.closing_id(call.id))
             closing.append((call, message))
         self._unanswered = {}
         self._finished_results = {}
@@ -914,20 +924,24 @@ class ChatRun:
         """
         found = self._setup.scopes.lookup(call.name)
 
-        async def run() -> ToolMessage:
+        async def run() -> tuple[ToolMessage, Usage | None]:
+            before = self._usage  # tool steps run one at a time: only this call adds
             outcome = await self._execute(call, decisions)
             if isinstance(outcome, _Waiting):
                 raise UsageError(
                     f"tool {call.name!r} needs approval, which a durable turn cannot wait for"
                 )
-            return outcome
+            return outcome, _used_since(before, self._usage)
 
         async def lost(error: ToolResultLostError) -> ToolMessage:
             tool, scope = found if found is not None else (None, None)
             return await self._failed(call, tool, scope, error)
 
         idempotent = found is not None and found[0].idempotent
-        return await steps.tool_call(call, idempotent, run, lost)
+        message, usage = await steps.tool_call(call, idempotent, run, lost)
+        if usage is not None:
+            self.add_usage(usage)
+        return message
 
     async def _execute(
         self, call: ToolCall, decisions: dict[str, ApprovalDecision] | None = None
@@ -1072,6 +1086,18 @@ class ChatRun:
         ctx = ToolErrorContext(call=call, tool=tool, scope=scope, error=error, attempt=attempt)
         await run_chain(hs, ctx)
         return ctx.error, ctx.retry
+
+
+def _used_since(before: Usage, now: Usage) -> Usage | None:
+    """The tokens added to ``before`` to make ``now``; ``None`` for none."""
+    if now == before:
+        return None
+    return Usage(
+        input_tokens=now.input_tokens - before.input_tokens,
+        output_tokens=now.output_tokens - before.output_tokens,
+        cached_input_tokens=now.cached_input_tokens - before.cached_input_tokens,
+        reasoning_tokens=now.reasoning_tokens - before.reasoning_tokens,
+    )
 
 
 def _tool_text(call: ToolCall, text: str, *, error: bool) -> ToolMessage:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from hookloop import Agent, ProviderRequest, ProviderResponse, RunContext, ToolCall, tool
 from hookloop.testing import FunctionModel, tool_call, tool_calls
 
@@ -77,3 +79,19 @@ def not_an_agent() -> object:
 
 
 NOT_CALLABLE = 42
+
+
+gate: asyncio.Event | None = None
+"""While set to an unset event, the gated agent's answer to "first" waits for it."""
+
+
+async def gated_answer(request: ProviderRequest) -> ProviderResponse | str:
+    text = request.messages[-1].content
+    calls.append(f"model {text}")
+    if text == "first" and gate is not None:
+        await gate.wait()
+    return f"answer to {text}"
+
+
+def gated_agent() -> Agent:
+    return Agent(FunctionModel(gated_answer))

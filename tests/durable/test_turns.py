@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import pickle
 import sqlite3
 import subprocess
@@ -32,6 +33,7 @@ from hookloop import (
     DurableRecordError,
     ProviderResponse,
     RunContext,
+    SessionConflictError,
     ToolCall,
     ToolMessage,
     Usage,
@@ -105,6 +107,7 @@ async def test_each_model_call_and_each_tool_call_is_one_step(
             (workflow_id("s", "t"),),
         ).fetchall()
     assert [name for (name,) in steps] == [
+        "DBOS.listWorkflows",  # the earlier turns of the session to wait for (none)
         "hookloop.begin",
         "hookloop.model",
         "hookloop.tool_started",  # a tool that is not idempotent first records its start
@@ -136,6 +139,37 @@ async def test_the_workflow_id_is_the_session_and_the_turn(
     await named.result()
 
 
+async def test_turns_whose_ids_share_colons_are_distinct(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    # Session "acme:alice" turn "req-1" and session "acme" turn "alice:req-1".
+    chats = DurableChats(engine, _agents.gated_agent, sessions=store)
+    await engine.launch()
+    alice = await chats.chat("acme:alice", "alice's secret", turn_id="req-1")
+    bob = await chats.chat("acme", "bob's question", turn_id="alice:req-1")
+    assert (alice.text, bob.text) == ("answer to alice's secret", "answer to bob's question")
+    assert [r.message.content for r in await store.records("acme")] == [
+        "bob's question",
+        "answer to bob's question",
+    ]
+    assert workflow_id("acme:alice", "req-1") == "hookloop-turn:acme%3Aalice:req-1"
+    assert workflow_id("acme", "alice:req-1") == "hookloop-turn:acme:alice%3Areq-1"
+
+
+_ID_PART = st.text(alphabet="a:%3A", max_size=6)  # the separator and what escapes it
+_SESSION_TURN = st.tuples(_ID_PART.filter(bool), _ID_PART)
+
+
+@given(_SESSION_TURN, _SESSION_TURN)
+def test_a_workflow_id_names_one_session_and_turn(
+    one: tuple[str, str], other: tuple[str, str]
+) -> None:
+    assert (workflow_id(*one) == workflow_id(*other)) == (one == other)
+    # The session's turns, and only they, start with its prefix.
+    session_prefix = workflow_id(other[0], "")
+    assert workflow_id(*one).startswith(session_prefix) == (one[0] == other[0])
+
+
 async def test_the_same_turn_started_twice_is_one_turn(
     engine: DBOSEngine, store: SQLiteSessionStore
 ) -> None:
@@ -153,6 +187,16 @@ async def test_the_same_turn_started_twice_is_one_turn(
     assert _agents.calls == ["model", "echo hookloop-turn:s:t-1:call-1", "model"]
 
 
+async def test_a_turn_nobody_waits_for_leaves_nothing_behind_in_the_engine(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    await engine.launch()
+    handle = await chats.submit("s", "say hi", turn_id="t-1")
+    await until(lambda: not engine._handles)  # its handle goes when the turn ends
+    assert (await handle.result()).text == "said hi"  # read from the record
+
+
 async def test_a_new_turn_continues_the_session(
     engine: DBOSEngine, store: SQLiteSessionStore
 ) -> None:
@@ -163,6 +207,53 @@ async def test_a_new_turn_continues_the_session(
     records = await store.records("s")
     assert [r.message for r in records] == [*first.messages, *second.messages]
     assert [r.seq for r in records] == list(range(1, 7))  # the second needs no tool
+
+
+async def test_turns_of_one_session_run_one_at_a_time_in_their_order(
+    tmp_path: Path, engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    # The second turn starts while the first waits for its model: it waits for the first,
+    # rather than putting its messages between the first's. Its id sorts first, so within
+    # one tick of DBOS's clock (a second on SQLite) only the worker's own lock orders them.
+    chats = DurableChats(engine, _agents.gated_agent, sessions=store)
+    await engine.launch()
+    _agents.gate = asyncio.Event()
+    try:
+        first = await chats.submit("s", "first", turn_id="t-b")
+        await until(lambda: _agents.calls == ["model first"])
+        second = await chats.submit("s", "second", turn_id="t-a")
+        wid = workflow_id("s", "t-a")
+
+        def waiting_or_stored() -> bool:
+            """Whether the second turn waits, or wrote into the session (as it once did)."""
+            with sqlite3.connect(tmp_path / "dbos.db") as db:
+                listed = db.execute(
+                    "SELECT 1 FROM operation_outputs WHERE workflow_uuid = ? "
+                    "AND function_name = 'DBOS.listWorkflows'",
+                    (wid,),
+                ).fetchall()
+            with sqlite3.connect(tmp_path / "sessions.db") as db:
+                stored = db.execute("SELECT COUNT(*) FROM hookloop_messages").fetchone()[0]
+            return bool(listed) or stored > 1
+
+        await until(waiting_or_stored)
+        _agents.gate.set()
+        answers = [(await h.result()).text for h in (first, second)]
+    finally:
+        _agents.gate = None
+    assert answers == ["answer to first", "answer to second"]
+    log = [r.message.content for r in await store.records("s")]
+    assert log == ["first", "answer to first", "second", "answer to second"]
+    assert _agents.calls == ["model first", "model second"]
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait until ``condition()`` holds; only a failure guard limits the time."""
+    async with asyncio.timeout(60):
+        for _ in itertools.count():
+            if condition():
+                return
+            await asyncio.sleep(0.01)
 
 
 def test_the_sync_wrappers_run_a_turn_without_an_event_loop(tmp_path: Path) -> None:
@@ -279,8 +370,21 @@ def test_an_engine_needs_a_database_url() -> None:
         DBOSEngine("")
 
 
+_MODEL_STEP = (
+    "function_id = (SELECT MIN(function_id) FROM operation_outputs WHERE workflow_uuid = ? "
+    "AND function_name = 'hookloop.model')"
+)
+_CORRUPTIONS = {  # what is done to the model step's row: (column, value)
+    "not JSON text": ("output", base64.b64encode(pickle.dumps('{"message": 1}')).decode()),
+    "not base64": ("output", "not base64!"),
+    "not a pickle": ("output", base64.b64encode(b"not a pickle").decode()),
+    "another step": ("function_name", "renamed"),
+}
+
+
+@pytest.mark.parametrize("corruption", list(_CORRUPTIONS))
 async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
-    tmp_path: Path, store: SQLiteSessionStore
+    corruption: str, tmp_path: Path, store: SQLiteSessionStore
 ) -> None:
     """A turn replayed over a model step record that cannot be read: the session keeps all."""
     url = f"sqlite:///{tmp_path / 'dbos.db'}"
@@ -291,10 +395,10 @@ async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
     before = await store.records("s")
     with sqlite3.connect(tmp_path / "dbos.db") as db:  # as if the worker died mid-turn
         wid = workflow_id("s", "t-1")
-        corrupt = base64.b64encode(pickle.dumps('{"message": 1}')).decode()
+        column, value = _CORRUPTIONS[corruption]
         db.execute(
-            "UPDATE operation_outputs SET output = ? WHERE workflow_uuid = ? AND function_id = ?",
-            (corrupt, wid, 2),
+            f"UPDATE operation_outputs SET {column} = ? WHERE workflow_uuid = ? AND {_MODEL_STEP}",
+            (value, wid, wid),
         )
         db.execute(
             "UPDATE workflow_status SET status = 'PENDING', output = NULL WHERE workflow_uuid = ?",
@@ -309,6 +413,32 @@ async def test_a_corrupt_step_record_stops_the_replay_with_a_typed_error(
     assert (caught.value.workflow_id, caught.value.step) == (wid, "hookloop.model")
     assert await store.records("s") == before  # nothing lost, nothing added
     assert [r.message for r in before] == list(done.messages)
+
+
+async def test_a_corrupt_turn_input_is_a_typed_error_when_the_turn_resumes(
+    tmp_path: Path, store: SQLiteSessionStore
+) -> None:
+    url = f"sqlite:///{tmp_path / 'dbos.db'}"
+    engine = DBOSEngine(url, executor_id="test")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    async with engine:
+        await chats.chat("s", "say hi", turn_id="t-1")
+    wid = workflow_id("s", "t-1")
+    with sqlite3.connect(tmp_path / "dbos.db") as db:  # as if the worker died mid-turn
+        db.execute(
+            "UPDATE workflow_status SET status = 'PENDING', output = NULL WHERE workflow_uuid = ?",
+            (wid,),
+        )
+        empty = base64.b64encode(b"").decode()
+        db.execute("UPDATE workflow_input SET inputs = ? WHERE workflow_uuid = ?", (empty, wid))
+        db.execute("DELETE FROM workflow_output WHERE workflow_uuid = ?", (wid,))
+    engine = DBOSEngine(url, executor_id="test")
+    chats = DurableChats(engine, _agents.echo_agent, sessions=store)
+    async with engine:  # recovery cannot read the turn's input
+        with pytest.raises(DurableRecordError) as caught:
+            await engine.result(wid)
+    assert (caught.value.workflow_id, caught.value.step) == (wid, "output")
+    assert caught.value.reason.startswith("EOFError")
 
 
 async def test_a_corrupt_turn_output_is_a_typed_error_and_the_session_stays(
@@ -384,7 +514,9 @@ def test_a_model_call_record_gives_back_the_response_and_message(
 @given(content=texts, error=st.booleans())
 def test_a_tool_call_record_gives_back_the_tool_message(content: str, error: bool) -> None:
     message = ToolMessage(tool_call_id="c", tool_name="t", content=content, is_error=error)
-    assert decode_tool_call(encode_tool_call(message), "w", "s") == message
+    assert decode_tool_call(encode_tool_call(message), "w", "s") == (message, None)
+    usage = Usage(input_tokens=3, output_tokens=2)
+    assert decode_tool_call(encode_tool_call(message, usage), "w", "s") == (message, usage)
 
 
 @settings(max_examples=40)
@@ -434,6 +566,44 @@ async def test_a_recorder_restores_before_a_message_and_stores_it_again_once(
     assert agent.history.messages == (first, answer)
     response = await agent.chat(turn)  # the turn again: its message is stored once
     assert [r.message for r in await store.records("s")] == [first, answer, turn, response.message]
+
+
+async def test_a_recorder_restored_before_the_first_message_sees_later_writers(
+    store: SQLiteSessionStore,
+) -> None:
+    # A turn that started the session, run again: the messages after its own (another
+    # writer's) are not the turn's to append after.
+    turn = UserMessage(content="a", id="u-1")
+    other = UserMessage(content="x", id="o-1")
+    for message in (turn, other):
+        await store.append("s", message)
+    agent = Agent(ScriptedModel(["b"]))
+    recorder = store.session("s")
+    agent.use(recorder)
+    assert await recorder.restore(before="u-1") == []
+    assert (recorder.last_seq, agent.history.messages) == (0, ())
+    with pytest.raises(SessionConflictError) as caught:
+        await agent.chat(turn)
+    assert (caught.value.expected_seq, caught.value.actual_seq) == (1, 2)
+    assert [r.message for r in await store.records("s")] == [turn, other]
+
+
+async def test_a_message_stored_after_another_writers_is_a_conflict(
+    store: SQLiteSessionStore,
+) -> None:
+    # What a resumed turn commits again must be found right after what it restored.
+    turn, other = UserMessage(content="a", id="u-1"), UserMessage(content="x", id="o-1")
+    answer = AssistantMessage(content="b", id="a-1")
+    for message in (turn, other, answer):
+        await store.append("s", message)
+    recorder = store.session("s")
+    Agent(ScriptedModel([])).use(recorder)
+    await recorder.restore(before="u-1")
+    await recorder._append(turn)  # the loop's commit of a recorded message
+    with pytest.raises(SessionConflictError, match=r"stored at seq 3 .* not right after seq 1"):
+        await recorder._append(answer)
+    assert recorder.last_seq == 1
+    assert [r.message for r in await store.records("s")] == [turn, other, answer]
 
 
 @pytest.mark.parametrize("size", [0, -1, True, 2.0, "2"])

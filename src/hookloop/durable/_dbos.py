@@ -7,6 +7,9 @@ instance per process, so one :class:`DBOSEngine` is launched per process at a ti
 from __future__ import annotations
 
 import asyncio
+import binascii
+import contextlib
+import pickle
 from collections.abc import Awaitable, Callable
 from types import ModuleType, TracebackType
 from typing import Any, Final
@@ -32,17 +35,27 @@ _POLL_SECONDS: Final = 0.1  # how often a wait on another worker's turn reads it
 
 # The workflow bodies of the engine that is launched (DBOS is one instance per process).
 _bodies: dict[str, WorkflowBody] = {}
-_workflow: Callable[[str, str], Awaitable[str]] | None = None
+# The DBOS workflow function of each workflow name, registered once per process.
+_workflows: dict[str, Callable[[str, str], Awaitable[str]]] = {}
 
 
 def _dbos() -> ModuleType:
     return import_extra("dbos", extra="dbos", by="DBOSEngine")
 
 
-def _registered_workflow(dbos: Any) -> Callable[[str, str], Awaitable[str]]:
-    """The one DBOS workflow function of hookloop, registered once per process."""
-    global _workflow
-    if _workflow is None:
+def dbos_workflow_name(name: str) -> str:
+    """The name DBOS records for hookloop's workflow ``name``: ``"hookloop.durable_turn:<name>"``.
+
+    One DBOS workflow per name (a turn's names its agent factory): a worker that does not
+    register a name leaves its turns PENDING, for a worker that does, rather than failing them.
+    """
+    return f"{_WORKFLOW_NAME}:{name}"
+
+
+def _registered_workflow(dbos: Any, name: str) -> Callable[[str, str], Awaitable[str]]:
+    """The DBOS workflow function of ``name``, registered once per process."""
+    workflow = _workflows.get(name)
+    if workflow is None:
 
         async def hookloop_workflow(name: str, payload: str) -> str:
             body = _bodies.get(name)
@@ -53,8 +66,9 @@ def _registered_workflow(dbos: Any) -> Callable[[str, str], Awaitable[str]]:
                 )
             return await body(payload)
 
-        _workflow = dbos.DBOS.workflow(name=_WORKFLOW_NAME)(hookloop_workflow)
-    return _workflow
+        workflow = dbos.DBOS.workflow(name=dbos_workflow_name(name))(hookloop_workflow)
+        _workflows[name] = workflow
+    return workflow
 
 
 class DBOSEngine:
@@ -136,7 +150,8 @@ class DBOSEngine:
         if _bodies:
             raise UsageError("another durable engine is launched in this process")
         dbos = self._dbos
-        _registered_workflow(dbos)
+        for name in self._bodies:
+            _registered_workflow(dbos, name)
         _bodies.update(self._bodies)
         try:
             dbos.DBOS(config=self._config)
@@ -180,10 +195,21 @@ class DBOSEngine:
     async def start(self, name: str, workflow_id: str, payload: str) -> None:
         """Start workflow ``name`` as ``workflow_id``, or join the one that has that id."""
         self._require_launched()
+        if name not in self._bodies:
+            raise UsageError(f"no durable workflow named {name!r} is registered in this engine")
         dbos = self._dbos
         with dbos.SetWorkflowID(workflow_id):
-            handle = await dbos.DBOS.start_workflow_async(_registered_workflow(dbos), name, payload)
-        self._handles.setdefault(workflow_id, handle)
+            workflow = _registered_workflow(dbos, name)
+            handle = await dbos.DBOS.start_workflow_async(workflow, name, payload)
+        if self._handles.setdefault(workflow_id, handle) is handle:
+            task = getattr(handle, "task", None)  # a turn this worker runs
+            if isinstance(task, asyncio.Future):
+                # Dropped when the turn ends, awaited or not; result() then reads the record.
+                task.add_done_callback(lambda _: self._forget(workflow_id, handle))
+
+    def _forget(self, workflow_id: str, handle: object) -> None:
+        if self._handles.get(workflow_id) is handle:
+            del self._handles[workflow_id]
 
     async def result(self, workflow_id: str) -> str:
         """Wait for the workflow to end; its output, or the exception it raised."""
@@ -193,16 +219,71 @@ class DBOSEngine:
             handle = await self._dbos.DBOS.retrieve_workflow_async(workflow_id)
         try:
             output = await handle.get_result(polling_interval_sec=_POLL_SECONDS)
+        except _UNREADABLE as exc:  # its recorded output, or its input when it was resumed
+            raise _unreadable(workflow_id, "output", exc) from exc
         finally:
             self._handles.pop(workflow_id, None)
         return _text(output, workflow_id, "output")
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
-        """Run ``body`` as the next DBOS step of the running workflow, or replay it."""
-        output = await self._dbos.DBOS.run_step_async({"name": name}, body)
+        """Run ``body`` as the next DBOS step of the running workflow, or replay it.
+
+        Raises:
+            DurableRecordError: The step's record cannot be read, or is another step's.
+        """
+        ran = False
+
+        async def run() -> str:
+            nonlocal ran
+            ran = True
+            return await body()
+
+        try:
+            output = await self._dbos.DBOS.run_step_async({"name": name}, run)
+        except (*_UNREADABLE, self._dbos.error.DBOSUnexpectedStepError) as exc:
+            if ran:  # the body's own error
+                raise
+            raise _unreadable(self.workflow_id(), name, exc) from exc
         if isinstance(output, str):
             return output
         return _text(output, self.workflow_id(), name)
+
+    async def wait_earlier(self, prefix: str) -> None:
+        """Wait for this worker's earlier unfinished workflows whose ids start with ``prefix``.
+
+        Ordered by DBOS's creation time (whole seconds on SQLite), then id. Run inside the
+        workflow, DBOS records the list and each wait as steps, so a replay waits for the
+        same ones.
+        """
+        from ._queue import SESSION_QUEUE  # it imports this module
+
+        dbos = self._dbos.DBOS
+        own = self.workflow_id()
+        pending = await dbos.list_workflows_async(
+            status=["PENDING", "ENQUEUED"],  # DBOS's recovery enqueues what it resumes
+            workflow_id_prefix=prefix,
+            executor_id=dbos.executor_id,
+            app_version=self._config["application_version"],
+            load_input=False,
+            load_output=False,
+        )
+        if any(w.workflow_id == own and w.queue_name == SESSION_QUEUE for w in pending):
+            return  # the session queue runs one turn of a session at a time already
+        # The turns the session queue holds wait for its partition, not for this one.
+        order = {
+            w.workflow_id: (w.created_at or 0, w.workflow_id)
+            for w in pending
+            if w.queue_name != SESSION_QUEUE
+        }
+        mine = order.get(own)
+        if mine is None:  # not this worker's (taken over): no order to keep here
+            return
+        for workflow_id in sorted(order, key=order.__getitem__):
+            if order[workflow_id] >= mine:
+                continue
+            handle = await dbos.retrieve_workflow_async(workflow_id)
+            with contextlib.suppress(Exception):  # its own caller gets its error
+                await handle.get_result(polling_interval_sec=_POLL_SECONDS)
 
     def workflow_id(self) -> str:
         """The id of the DBOS workflow running now.
@@ -227,6 +308,15 @@ def _without_password(url: str) -> str:
     if not (sep and at) or ":" not in user:
         return url
     return f"{scheme}://{user.partition(':')[0]}:***@{host}"
+
+
+# What DBOS raises for a value it recorded but cannot read back (it pickles in base64).
+_UNREADABLE: Final = (binascii.Error, pickle.UnpicklingError, EOFError)
+
+
+def _unreadable(workflow_id: str, step: str, exc: Exception) -> DurableRecordError:
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    return DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
 
 
 def _text(output: object, workflow_id: str, step: str) -> str:

@@ -1,9 +1,13 @@
 """The small interface a durable-execution engine implements for hookloop's durable turns.
 
-DBOS implements it (:class:`~hookloop.durable.DBOSEngine`); another engine (Temporal) can
-follow without changing the loop or :class:`~hookloop.durable.DurableChats`, which only
-talk to this protocol. Every value crossing it is a ``str`` (JSON made by hookloop), so an
-engine needs no serializer of its own.
+DBOS implements it (:class:`~hookloop.durable.DBOSEngine`). The loop and
+:class:`~hookloop.durable.DurableChats` only talk to this protocol, but it assumes what DBOS
+gives: :meth:`DurableEngine.step` runs an in-process closure as a step, and the workflow's
+own code may do I/O between steps (the session store, hooks). Temporal allows neither (no
+I/O in workflow code; activities are registered functions with serializable arguments): a
+Temporal engine would need the loop's calls and the session writes made activities, which
+this protocol does not express. Every value crossing it is a ``str`` (JSON made by
+hookloop), so an engine needs no serializer of its own.
 """
 
 from __future__ import annotations
@@ -62,4 +66,13 @@ class DurableEngine(Protocol):
 
     def workflow_id(self) -> str:
         """The id of the workflow whose body is running (from inside it)."""
+        ...
+
+    async def wait_earlier(self, prefix: str) -> None:
+        """From inside a workflow: wait for this worker's earlier workflows of ``prefix``.
+
+        Those whose ids start with ``prefix``, that are not finished and were started
+        before the running one (those being recovered included). Each workflow waits only
+        for earlier ones, so two never wait for each other.
+        """
         ...

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from .._errors import UsageError
 from .._extras import import_extra
-from ._dbos import _WORKFLOW_NAME, APPLICATION_VERSION, _text
+from ._dbos import APPLICATION_VERSION, _text, dbos_workflow_name
 from ._records import decode_turn
 
 __all__ = [
@@ -98,7 +98,7 @@ class SessionQueue:
         """Queue the turn under its session's partition, or join the turn with that id."""
         session_id, _ = decode_turn(payload, workflow_id)
         options = {
-            "workflow_name": _WORKFLOW_NAME,
+            "workflow_name": dbos_workflow_name(name),
             "queue_name": SESSION_QUEUE,
             "queue_partition_key": session_id,
             "workflow_id": workflow_id,
@@ -117,6 +117,10 @@ class SessionQueue:
         raise UsageError("a SessionQueue submits turns; the workers run their steps")
 
     def workflow_id(self) -> str:
+        """Not here: turns run in the workers."""
+        raise UsageError("a SessionQueue submits turns; the workers run them")
+
+    async def wait_earlier(self, prefix: str) -> None:
         """Not here: turns run in the workers."""
         raise UsageError("a SessionQueue submits turns; the workers run them")
 

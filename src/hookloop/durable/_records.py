@@ -68,19 +68,26 @@ def decode_model_call(
         raise _unreadable(workflow_id, step, exc) from exc
 
 
-def encode_tool_call(message: ToolMessage) -> str:
-    """A tool call's record: the tool message it commits."""
-    return encode_message(message)
+def encode_tool_call(message: ToolMessage, usage: Usage | None = None) -> str:
+    """A tool call's record: its tool message, and the tokens it used (a sub-agent's)."""
+    return json_text(
+        {
+            "message": json.loads(encode_message(message)),
+            "usage": None if usage is None else _usage(usage),
+        }
+    )
 
 
-def decode_tool_call(text: str, workflow_id: str, step: str) -> ToolMessage:
-    """The tool message of a tool call's record.
+def decode_tool_call(text: str, workflow_id: str, step: str) -> tuple[ToolMessage, Usage | None]:
+    """The tool message of a tool call's record, and the tokens the call used.
 
     Raises:
         DurableRecordError: The record cannot be read.
     """
     try:
-        return _one(json.loads(text), ToolMessage)
+        data = json.loads(text)
+        usage = data["usage"]
+        return _one(data["message"], ToolMessage), None if usage is None else Usage(**usage)
     except _UNREADABLE as exc:
         raise _unreadable(workflow_id, step, exc) from exc
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .._errors import ToolResultLostError
-from .._messages import AssistantMessage, ToolCall, ToolMessage
+from .._messages import AssistantMessage, ToolCall, ToolMessage, Usage
 from .._run_context import DurableTurn, durable_turn
+from ..hooks._hooks import MessageContext, Phase
 from ..models._base import ProviderResponse
 from ._engine import DurableEngine
 
@@ -35,7 +37,9 @@ def replaying() -> bool:
     """Whether the code running now re-runs what an earlier run of its durable turn did.
 
     ``True`` in a durable turn run again after its worker died, from its start until the
-    first model or tool call that was not recorded as finished: hooks that fire outside a
+    first model or tool call that was not recorded as finished, or the first message it
+    commits that the session did not hold (the worker died before storing it, so no
+    ``on_message`` saw it; it does, with ``False``): hooks that fire outside a
     call (``on_chat_start``, ``on_message``, ``on_chat_done``...) see it, and can skip side
     effects they had before. Hooks that fire inside a recorded call (``pre_request``,
     ``pre_tool_call``, ``on_tool_call_result``...) do not fire again on a replay at all.
@@ -74,6 +78,21 @@ class TurnSteps:
         self.replaying = not ran
         return durable_turn.set(self)
 
+    def watch_commits(self, agent: Agent, stored: set[str]) -> None:
+        """End the replay at the first message the turn commits that is not in ``stored``.
+
+        ``stored``: the ids of the session's messages when the replay began. A message an
+        earlier run made (in a recorded step) but did not store, because the worker died
+        first, is news to the hooks that see it.
+        """
+
+        async def on_message(ctx: MessageContext) -> None:
+            if ctx.message.id not in stored:
+                self.replaying = False
+
+        # Right after the session recorder, before the user's handlers.
+        agent.add_hook("on_message", on_message, order=Phase.RECORD)
+
     def end(self, token: contextvars.Token[DurableTurn | None]) -> None:
         """Undo :meth:`begin`'s hold on :func:`replaying`."""
         durable_turn.reset(token)
@@ -95,10 +114,11 @@ class TurnSteps:
         self,
         call: ToolCall,
         idempotent: bool,
-        run: Callable[[], Awaitable[ToolMessage]],
+        run: Callable[[], Awaitable[tuple[ToolMessage, Usage | None]]],
         lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
-    ) -> ToolMessage:
+    ) -> tuple[ToolMessage, Usage | None]:
         """One tool call as a step; see the loop's ``StepRunner``."""
+        ran = False
         async with self._lock:
             in_flight = False
             if not idempotent:
@@ -114,14 +134,22 @@ class TurnSteps:
                 in_flight = not ran
 
             async def body() -> str:
+                nonlocal ran
+                ran = True
                 self.replaying = False
                 if in_flight:
                     error = ToolResultLostError(tool_name=call.name, call_id=call.id)
                     return encode_tool_call(await lost(error))
-                return encode_tool_call(await run())
+                return encode_tool_call(*await run())
 
             text = await self._engine.step(TOOL_STEP, body)
-        return decode_tool_call(text, self.workflow_id, TOOL_STEP)
+        message, usage = decode_tool_call(text, self.workflow_id, TOOL_STEP)
+        return message, None if ran else usage  # counted already when it ran here
+
+    def closing_id(self, call_id: str) -> str:
+        """``"msg_closed_<hash of the workflow id and call id>"``: the same in every run."""
+        key = f"{self.workflow_id}\0{call_id}".encode()
+        return f"msg_closed_{hashlib.sha256(key).hexdigest()[:32]}"
 
     def idempotency_key(self, call_id: str) -> str:
         """``"<workflow id>:<call id>"``: the same whenever the call runs."""

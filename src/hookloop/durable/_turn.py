@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 from .._agent import Agent, UserInput, _user_message
 from .._background import run_sync
 from .._errors import UsageError
 from .._events import AgentEvent, AgentResponse
+from .._messages import UserMessage
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
 from ._engine import DurableEngine
@@ -23,8 +26,16 @@ WORKFLOW_PREFIX: Final = "hookloop-turn"
 
 
 def workflow_id(session_id: str, turn_id: str) -> str:
-    """The workflow id of a turn: ``"hookloop-turn:<session id>:<turn id>"``."""
-    return f"{WORKFLOW_PREFIX}:{session_id}:{turn_id}"
+    """The workflow id of a turn: ``"hookloop-turn:<session id>:<turn id>"``.
+
+    In each id, ``%`` is written ``%25`` and ``:`` is written ``%3A``, so that one workflow
+    id names one session and turn (``"a:b"``, ``"c"`` and ``"a"``, ``"b:c"`` differ).
+    """
+    return f"{WORKFLOW_PREFIX}:{_escaped(session_id)}:{_escaped(turn_id)}"
+
+
+def _escaped(part: str) -> str:
+    return part.replace("%", "%25").replace(":", "%3A")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -96,6 +107,8 @@ class DurableChats:
         self.sessions = sessions
         self._on_event = on_event
         self._workflow = f"chat:{self.agent_path}"
+        # The turns of each session running or waiting here: (its lock, how many).
+        self._sessions: dict[str, tuple[asyncio.Lock, int]] = {}
         engine.register(self._workflow, self._turn)
 
     def __repr__(self) -> str:
@@ -143,6 +156,27 @@ class DurableChats:
         """The workflow: the turn's agent, its session up to the turn, the chat."""
         wid = self.engine.workflow_id()
         session_id, user = decode_turn(payload, wid)
+        # One turn of a session at a time in this worker, in the order they started (the
+        # ones a restart recovers included): two at once would interleave their messages.
+        # The engine's order has ties (same clock tick); the lock, held only by turns that
+        # wait for nothing else, keeps those apart too.
+        await self.engine.wait_earlier(workflow_id(session_id, ""))
+        async with self._one_at_a_time(session_id):
+            return await self._run_turn(wid, session_id, user)
+
+    @contextlib.asynccontextmanager
+    async def _one_at_a_time(self, session_id: str) -> AsyncIterator[None]:
+        lock, users = self._sessions.get(session_id, (asyncio.Lock(), 0))
+        self._sessions[session_id] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._sessions.pop(session_id)
+            if users > 1:
+                self._sessions[session_id] = (lock, users - 1)
+
+    async def _run_turn(self, wid: str, session_id: str, user: UserMessage) -> str:
         steps = TurnSteps(self.engine, wid)
         token = await steps.begin()
         try:
@@ -152,6 +186,9 @@ class DurableChats:
             # The conversation as it was when the turn began: a turn run again finds its
             # own messages in the session, which it commits again (stored once).
             await recorder.restore(before=user.id)
+            if steps.replaying:
+                records = await self.sessions.records(session_id)
+                steps.watch_commits(agent, {r.message.id for r in records})
             try:
                 response = await agent._slot.drive(agent._start(user, self._on_event, steps=steps))
             finally:

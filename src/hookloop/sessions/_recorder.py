@@ -173,7 +173,10 @@ class SessionRecorder:
                 of them if the session does not hold it). Messages the agent then commits
                 again are not stored twice (appends are idempotent by message id): a
                 durable turn run again after a crash restores the session as it was when
-                the turn began, and re-commits what the first run stored.
+                the turn began, and re-commits what the first run stored. Conflicts are
+                checked from there: a message found stored, but not right after the one
+                before it, or a new one while the session holds more, raises
+                :class:`~hookloop.SessionConflictError` (another writer came in between).
 
         Raises:
             UsageError: The recorder is not used by an agent, or the agent is chatting.
@@ -243,12 +246,13 @@ class SessionRecorder:
     async def _restore(self, agent: Agent, before: str | None = None) -> list[Message]:
         session_id = self._require_session()
         records = await self.store.records(session_id)
+        cut = None
         if before is not None:
             cut = next((i for i, r in enumerate(records) if r.message.id == before), None)
             if cut is not None:
                 records = records[:cut]
         history = agent.history
-        if not records:
+        if not records and cut is None:
             info = await self.store.info(session_id)
             if info is None and self._parent is not None:
                 try:
@@ -274,7 +278,10 @@ class SessionRecorder:
             history.append_committed(message)
         self._unsaved = []  # the history is the log now
         self._uncertain = False
-        self._last_seq = records[-1].seq
+        # Restored before a message, the session is taken as it was then (the end of the
+        # log would let a resumed turn append after messages that came later unnoticed);
+        # each message the turn commits again must then be found right after it.
+        self._last_seq = records[-1].seq if records else 0
         self._parent = None
         self._restored = True
         return messages
@@ -328,6 +335,16 @@ class SessionRecorder:
             except Exception:
                 self._uncertain = True
                 raise
+            if expected is not None and seq != expected + 1:
+                # A message stored already (appends are idempotent by id), but not where
+                # this history has it: messages of another writer are in between.
+                raise SessionConflictError(
+                    f"message {message.id!r} is stored at seq {seq} of session "
+                    f"{session_id!r}, not right after seq {expected}: another writer appended "
+                    "in between; nothing was written",
+                    session_id=session_id,
+                    expected_seq=expected,
+                )
             self._stored(seq)
 
     def _stored(self, seq: int) -> None:

@@ -1,0 +1,192 @@
+"""A durable-turn worker for the resume tests: python -m tests.durable._resume_worker SPEC.
+
+SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL),
+``sessions`` (a SQLite file), ``agent`` (a factory below), ``stop`` (``"on_chat_error"``,
+``"tool:lookup"``, ``"model:<tool results>"``, ``"append:<text>"`` or ``"none"``) and
+optionally ``then`` (the text of a turn ``"t-2"`` run first, while turn ``"t-1"`` is
+resumed) or ``watch`` (run no turn: log what DBOS's recovery does with turn ``"t-1"``). At
+the stop the worker writes ``dir/reached`` and waits for ever (the test kills it). Hooks
+write lines to ``dir/log``; the turn's outcome goes to ``dir/outcome.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+
+from hookloop import (
+    Agent,
+    ChatErrorContext,
+    ChatStartContext,
+    Message,
+    MessageContext,
+    ProviderRequest,
+    ProviderResponse,
+    ToolCall,
+    Usage,
+    UserMessage,
+    tool,
+)
+from hookloop.durable import DBOSEngine, DurableChats, replaying, workflow_id
+from hookloop.sessions import SQLiteSessionStore
+from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
+
+SESSION = "s-1"
+
+
+def _dir() -> Path:
+    return Path(os.environ["HOOKLOOP_TURN_DIR"])
+
+
+def log(*fields: object) -> None:
+    with (_dir() / "log").open("a") as f:
+        f.write(" ".join(str(x) for x in fields) + "\n")
+
+
+async def stop_here(point: str) -> None:
+    if os.environ.get("HOOKLOOP_TURN_STOP") == point:
+        os.environ["HOOKLOOP_TURN_STOP"] = "passed"  # a run stops once
+        (_dir() / "reached").write_text(point)
+        await asyncio.Event().wait()
+
+
+class StoppingStore(SQLiteSessionStore):
+    """Stops inside the append of the message whose text the stop names."""
+
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
+    ) -> int:
+        await stop_here(f"append:{message.content}")
+        return await super()._append_message(session_id, message, expected_seq)
+
+
+@tool(idempotent=True)
+async def lookup(item: str) -> str:
+    """Look an item up.
+
+    Args:
+        item: What to look up.
+    """
+    log("tool lookup")
+    await stop_here("tool:lookup")
+    return f"{item} costs 5"
+
+
+@tool(requires_approval=True)
+def wipe() -> str:
+    """Wipe everything."""
+    return "wiped"
+
+
+def _logged(agent: Agent) -> Agent:
+    async def on_chat_start(ctx: ChatStartContext) -> None:
+        log("on_chat_start replaying", replaying())
+
+    async def on_message(ctx: MessageContext) -> None:
+        log("on_message", ctx.message.role, "replaying", replaying())
+
+    async def on_chat_error(ctx: ChatErrorContext) -> None:
+        log("on_chat_error", type(ctx.error).__name__)
+        await stop_here("on_chat_error")
+
+    agent.add_hook("on_chat_start", on_chat_start)
+    agent.add_hook("on_message", on_message)
+    agent.add_hook("on_chat_error", on_chat_error)
+    return agent
+
+
+def unrun() -> Agent:
+    """One answer calls ``lookup`` and ``wipe``, which a durable turn cannot run."""
+    answer = tool_calls(
+        ToolCall.create("lookup", {"item": "tea"}, id="call-lookup"),
+        ToolCall.create("wipe", {}, id="call-wipe"),
+    )
+    return _logged(Agent(ScriptedModel([answer]), tools=[lookup, wipe]))
+
+
+def answer() -> Agent:
+    """Answers at once."""
+    return _logged(Agent(ScriptedModel(["the answer"])))
+
+
+def looks_up() -> Agent:
+    """Looks something up, then answers; answers a later message at once."""
+
+    def answer(request: ProviderRequest) -> ProviderResponse | str:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return "looked up"
+        if last.content == "hi":
+            return tool_call("lookup", {"item": "tea"}, id="call-lookup")
+        return f"answer to {last.content}"
+
+    return Agent(FunctionModel(answer), tools=[lookup])
+
+
+def delegates() -> Agent:
+    """Asks a sub-agent (1100 tokens), then answers (11 tokens a call)."""
+
+    def sub_answer(request: ProviderRequest) -> ProviderResponse:
+        return ProviderResponse(content="hi", usage=Usage(input_tokens=1000, output_tokens=100))
+
+    async def answer(request: ProviderRequest) -> ProviderResponse:
+        results = sum(1 for m in request.messages if m.role == "tool")
+        await stop_here(f"model:{results}")
+        response = (
+            tool_call("helper", {"task": "say hi"}, id="call-helper")
+            if results == 0
+            else ProviderResponse(content="done")
+        )
+        return dataclasses.replace(response, usage=Usage(input_tokens=10, output_tokens=1))
+
+    helper = Agent(FunctionModel(sub_answer), name="helper")
+    return Agent(FunctionModel(answer), tools=[helper.as_tool()])
+
+
+async def watch(wid: str) -> None:
+    """Log the turn's DBOS status until recovery failed it or gave up on running it here."""
+    from dbos import DBOS
+
+    async with asyncio.timeout(60):  # only a failure guard
+        for _ in itertools.count():
+            status = await DBOS.get_workflow_status_async(wid)
+            assert status is not None
+            if status.status == "ERROR" or (status.status == "PENDING" and status.dequeued_at):
+                log("status", status.status)
+                return
+            await asyncio.sleep(0.02)
+
+
+async def main(spec: dict[str, str]) -> None:
+    os.environ["HOOKLOOP_TURN_DIR"] = spec["dir"]
+    os.environ["HOOKLOOP_TURN_STOP"] = spec["stop"]
+    store = StoppingStore(spec["sessions"])
+    engine = DBOSEngine(spec["engine"], executor_id="worker-1")
+    chats = DurableChats(engine, f"tests.durable._resume_worker:{spec['agent']}", sessions=store)
+    await engine.launch()
+    try:
+        if spec.get("watch"):  # only see what DBOS's recovery does with turn "t-1"
+            await watch(workflow_id(SESSION, "t-1"))
+            return
+        if spec.get("then"):  # a new turn at once, while the killed one is being resumed
+            await chats.chat(SESSION, spec["then"], turn_id="t-2")
+        message = UserMessage(content="hi", id="m-1")
+        try:
+            response = await chats.chat(SESSION, message, turn_id="t-1")
+        except Exception as exc:  # the outcome is what the test checks
+            outcome = {"error": type(exc).__name__}
+        else:
+            outcome = {"text": response.text, "tokens": response.usage.total_tokens}
+    finally:
+        await engine.shutdown()
+        await store.close()
+    (_dir() / "outcome.json").write_text(json.dumps(outcome))
+
+
+if __name__ == "__main__":
+    asyncio.run(main(json.loads(sys.argv[1])))
