@@ -248,8 +248,8 @@ def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     worker.add_argument(
         "--executor-id",
         metavar="ID",
-        help="this worker's id, unique among live workers (default: HOST-PID); a worker "
-        "restarted with its old id resumes its own turns at once",
+        help="this worker's id, unique among live workers (default: HOST-PID; a live "
+        "worker's id is refused); a worker restarted with its old id resumes its own turns",
     )
     worker.add_argument(
         "--heartbeat", type=float, default=1.0, metavar="S", help="seconds between beats (1)"

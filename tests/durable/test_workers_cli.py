@@ -9,6 +9,7 @@ import pytest
 
 from hookloop import WorkerFencedError
 from hookloop._cli import EXIT_USAGE, main
+from hookloop.durable._dbos import APPLICATION_VERSION
 from hookloop.durable._lease import ExecutorLease
 from hookloop.durable._workers import Worker, WorkerTimings
 from tests.durable._workers_support import AGENT, GUARD, Workers, database_url
@@ -48,7 +49,13 @@ def test_a_worker_taken_for_dead_learns_it_at_its_next_beat_and_stops(database_u
         timings=WorkerTimings(heartbeat=0.05, dead_after=0.15),
         on_fenced=on_fenced,
     )
-    with ExecutorLease(database_url, app_name="app", executor_id="live", dead_after=0) as live:
+    with ExecutorLease(
+        database_url,
+        app_name="app",
+        application_version=APPLICATION_VERSION,
+        executor_id="live",
+        dead_after=0,
+    ) as live:
         worker.start()
         try:
             live.join()
@@ -75,7 +82,11 @@ def test_a_worker_process_taken_for_dead_ends_with_status_1(
     try:
         workers.start("slow")
         with ExecutorLease(
-            database_url, app_name="hookloop", executor_id="live", dead_after=0
+            database_url,
+            app_name="hookloop",
+            application_version=APPLICATION_VERSION,
+            executor_id="live",
+            dead_after=0,
         ) as live:
             live.join()
             assert live.claim_dead() == ["slow"]

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -94,9 +94,10 @@ class Takeover:
 class Worker:
     """The heartbeat and takeover duty of one worker process.
 
-    Start it after DBOS is launched (with this ``executor_id``, the same ``app_name`` and the
-    same pinned ``application_version`` as every other worker): a background thread beats every
-    ``timings.heartbeat`` seconds and takes over dead executors. Stop it on the way out;
+    Join it before DBOS is launched and start it after (DBOS launched with this
+    ``executor_id``, the same ``app_name`` and the same pinned ``application_version`` as every
+    other worker): a background thread beats every ``timings.heartbeat`` seconds and, once
+    started, takes over dead executors. Stop it on the way out;
     ``leave=True`` (a graceful exit) hands whatever this executor still had pending to a live
     worker at its next beat instead of after ``dead_after``.
 
@@ -104,6 +105,8 @@ class Worker:
         database_url: The PostgreSQL database the workers share (DBOS's system database).
         app_name: The DBOS application name; workers of other applications are not touched.
         executor_id: This worker's DBOS executor id (unique per live worker).
+        application_version: The pinned DBOS application version; only dead workers of this
+            version are taken over (DBOS recovers a workflow only on its own version).
         timings: Heartbeat interval and dead-after delay.
         on_fenced: Called (on the heartbeat thread) when another worker took this one for dead.
     """
@@ -114,6 +117,7 @@ class Worker:
         *,
         app_name: str,
         executor_id: str,
+        application_version: str = APPLICATION_VERSION,
         timings: WorkerTimings = WorkerTimings(),
         on_fenced: Callable[[WorkerFencedError], None] | None = None,
     ) -> None:
@@ -123,26 +127,57 @@ class Worker:
         self.fenced: WorkerFencedError | None = None
         self._on_fenced = on_fenced
         self._lease = ExecutorLease(
-            database_url, app_name=app_name, executor_id=executor_id, dead_after=timings.dead_after
+            database_url,
+            app_name=app_name,
+            application_version=application_version,
+            executor_id=executor_id,
+            dead_after=timings.dead_after,
         )
         self._stop = threading.Event()
+        self._taking_over = threading.Event()
         self._thread: threading.Thread | None = None
+        # Recovery runs off the heartbeat thread: re-enqueueing a dead worker's thousand turns
+        # takes longer than ``dead_after``, and the beats must go on meanwhile.
+        self._recovery = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"hookloop-recovery-{executor_id}"
+        )
+        self._recovering: dict[str, Future[tuple[str, ...]]] = {}
 
-    def start(self) -> None:
-        """Join the executors table (a first beat) and start beating in the background."""
+    def join(self) -> None:
+        """Take this executor id in the executors table and start beating, without takeovers.
+
+        Call it before DBOS is launched, which resumes this executor id's pending workflows:
+        a second process with the id of a live worker is refused here, before it runs them.
+
+        Raises:
+            UsageError: A live worker of this application version already uses this id.
+        """
         if self._thread is not None:
             raise UsageError("this worker is started already")
-        self._lease.join()
+        try:
+            self._lease.join(poll=self.timings.heartbeat)
+        except BaseException:
+            self._lease.close()
+            raise
         self._thread = threading.Thread(
             target=self._run, name=f"hookloop-worker-{self.executor_id}", daemon=True
         )
         self._thread.start()
+
+    def start(self) -> None:
+        """Join the executors table if not done yet, and take over dead workers from now on."""
+        if self._taking_over.is_set():
+            raise UsageError("this worker is started already")
+        if self._thread is None:
+            self.join()
+        self._taking_over.set()
 
     def stop(self, *, leave: bool = True) -> None:
         """Stop beating; with ``leave``, have a live worker take what is left here at once."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._recovery.shutdown(wait=False, cancel_futures=True)
         try:
             if leave and self.fenced is None and self._thread is not None:
                 self._lease.leave()
@@ -152,17 +187,30 @@ class Worker:
     def beat(self) -> list[Takeover]:
         """One beat: renew this worker's heartbeat, then take over dead executors.
 
+        A takeover claims a dead executor, puts its pending workflows back on their queues in
+        the background (beats go on meanwhile), and is done at the first beat after that.
+
         Returns:
-            The takeovers this beat made (also appended to :attr:`takeovers`).
+            The takeovers done since the last beat (also appended to :attr:`takeovers`).
 
         Raises:
             WorkerFencedError: Another worker declared this one dead.
         """
         if not self._lease.renew():
             raise WorkerFencedError(executor_id=self.executor_id)
+        if not self._taking_over.is_set():
+            return []
         done = []
-        for executor_id in self._lease.claim_dead():
-            workflow_ids = _recover(executor_id)
+        for executor_id, recovery in list(self._recovering.items()):
+            if not recovery.done():
+                continue
+            del self._recovering[executor_id]
+            try:
+                workflow_ids = recovery.result()
+            except Exception:  # a database hiccup: the claim stays ours, recover it again
+                logger.warning("could not recover executor %s", executor_id, exc_info=True)
+                self._recovering[executor_id] = self._recovery.submit(_recover, executor_id)
+                continue
             self._lease.release(executor_id)
             done.append(
                 Takeover(executor_id=executor_id, workflow_ids=workflow_ids, at=time.time())
@@ -173,6 +221,9 @@ class Worker:
                 len(workflow_ids),
                 executor_id,
             )
+        for executor_id in self._lease.claim_dead():
+            if executor_id not in self._recovering:
+                self._recovering[executor_id] = self._recovery.submit(_recover, executor_id)
         self.takeovers.extend(done)
         return done
 
@@ -255,7 +306,8 @@ async def run_worker(
         sessions: Where the sessions are kept; by default a ``PostgresSessionStore`` on
             ``database_url``.
         executor_id: This worker's id; by default ``<host>-<pid>``. Restarting a worker with
-            its old id resumes its turns at launch, without waiting for ``dead_after``.
+            its old id resumes its turns at launch (after a kill, once its last beat is
+            ``dead_after`` old). The id of a live worker is refused (``UsageError``).
         app_name: The DBOS application name, the same in all workers.
         application_version: The pinned DBOS application version, the same in all workers.
         timings: Heartbeat interval and dead-after delay.
@@ -266,7 +318,8 @@ async def run_worker(
         on_ready: Called once the worker beats and takes turns.
 
     Raises:
-        UsageError: ``database_url`` is not a PostgreSQL URL, or a bad ``agent``.
+        UsageError: ``database_url`` is not a PostgreSQL URL, a bad ``agent``, or a live
+            worker of this application version uses ``executor_id``.
     """
     if not libpq_url(database_url).startswith(("postgresql://", "postgres://")):
         raise UsageError(
@@ -285,29 +338,39 @@ async def run_worker(
     )
     DurableChats(engine, agent, sessions=store)
     worker = Worker(
-        database_url, app_name=app_name, executor_id=executor_id, timings=timings, on_fenced=_die
+        database_url,
+        app_name=app_name,
+        executor_id=executor_id,
+        application_version=application_version,
+        timings=timings,
+        on_fenced=_die,
     )
     # DBOS makes its own thread pool the loop's default one: the worker's blocking calls get a
     # thread of their own, which DBOS's shutdown does not take away.
     own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookloop-worker")
     try:
-        await engine.launch()
+        # Before the launch, which resumes this executor id's pending turns: a duplicate of a
+        # live worker is refused before it runs that worker's turns a second time.
+        await loop.run_in_executor(own, worker.join)
         try:
-            await loop.run_in_executor(own, register_session_queue)
-            await loop.run_in_executor(own, worker.start)
-            if on_ready is not None:
-                on_ready(worker)
-            await stop.wait()
-            left = await loop.run_in_executor(own, _drain, executor_id, grace)
-            if left:
-                # No await from here on: no turn of this process runs another step.
-                worker.stop(leave=True)
-                logger.warning(
-                    "worker %s left %d running turns to a live worker", executor_id, left
-                )
-                _exit(0)
+            await engine.launch()
+            try:
+                await loop.run_in_executor(own, register_session_queue)
+                await loop.run_in_executor(own, worker.start)
+                if on_ready is not None:
+                    on_ready(worker)
+                await stop.wait()
+                left = await loop.run_in_executor(own, _drain, executor_id, grace)
+                if left:
+                    # No await from here on: no turn of this process runs another step.
+                    worker.stop(leave=True)
+                    logger.warning(
+                        "worker %s left %d running turns to a live worker", executor_id, left
+                    )
+                    _exit(0)
+            finally:
+                await engine.shutdown()
         finally:
-            await engine.shutdown()
             await loop.run_in_executor(own, worker.stop)
     finally:
         own.shutdown(wait=False)
