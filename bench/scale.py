@@ -25,7 +25,8 @@ end / wall time), ``p50_ms``/``p99_ms`` (one chat, from its start to its answer)
 ``conflicts``, ``give_ups``, ``worker_cpu`` and ``db_cpu`` (CPU seconds per wall second,
 i.e. cores busy, read from /proc: the bench must run on the database's machine), and with
 durability ``submitter_cpu``, the bench process that submits the turns and waits for them.
-Each worker's pool is sized to the server's ``max_connections`` divided among the workers.
+Each worker's pools are sized to the server's ``max_connections`` divided among the workers
+(durable workers: ``hookloop worker --pool-size N --sessions-pool M``).
 """
 
 from __future__ import annotations
@@ -288,7 +289,20 @@ def run(config: Config, dsn: str, max_connections: int) -> dict[str, Any]:
     )
 
 
-def run_durable(config: Config, dsn: str) -> dict[str, Any]:
+# The submitting process holds DBOS's client pool and a session store's pool of its own.
+SUBMITTER_CONNECTIONS = 20 + 10
+WORKER_OWN_CONNECTIONS = 2  # DBOS's notification listener and the heartbeat connection
+
+
+def durable_pools(workers: int, max_connections: int) -> tuple[int, int]:
+    """(``--pool-size``, ``--sessions-pool``) of each worker: all of them fit the server."""
+    budget = (max_connections - RESERVED_CONNECTIONS - SUBMITTER_CONNECTIONS) // workers
+    budget -= WORKER_OWN_CONNECTIONS
+    sessions = max(1, min(10, budget // 3))
+    return max(2, min(20, budget - sessions)), sessions
+
+
+def run_durable(config: Config, dsn: str, max_connections: int) -> dict[str, Any]:
     """The configuration with ``hookloop worker`` processes and turns on the session queue."""
     import psycopg
 
@@ -299,8 +313,10 @@ def run_durable(config: Config, dsn: str) -> dict[str, Any]:
     env = {**os.environ, "SCALE_LATENCY_MS": str(config.latency_ms)}
     procs: list[subprocess.Popen[str]] = []
     try:
+        pool, sessions_pool = durable_pools(config.workers, max_connections)
         for i in range(config.workers):
             command = ["worker", "--database", url, "--agent", "scale:durable_agent"]
+            command += ["--pool-size", str(pool), "--sessions-pool", str(sessions_pool)]
             procs.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "hookloop", *command, "--executor-id", f"bench-{i}"],
@@ -477,7 +493,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if config.mode == "plain":
             results.append(run(config, dsn, max_connections))
         else:
-            results.append(run_durable(config, dsn))
+            results.append(run_durable(config, dsn, max_connections))
         if not args.json:
             print(" ".join(f"{results[-1][column]!s:>13}" for column in COLUMNS), flush=True)
     return {

@@ -275,6 +275,12 @@ def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="the most connections DBOS opens to the database (20); see docs/scaling.md",
     )
     worker.add_argument(
+        "--sessions-pool",
+        type=int,
+        metavar="N",
+        help="the most connections the session store opens to the database (10)",
+    )
+    worker.add_argument(
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
     )
     worker.set_defaults(handler=_worker)
@@ -307,6 +313,7 @@ async def _worker(args: argparse.Namespace) -> int:
         timings=timings,
         grace=args.grace,
         pool_size=args.pool_size,
+        sessions_pool=args.sessions_pool,
         stop=stop,
         on_ready=ready,
     )

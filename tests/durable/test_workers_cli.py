@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 
 import pytest
 
-from hookloop import WorkerFencedError
+from hookloop import UsageError, WorkerFencedError
 from hookloop._cli import EXIT_USAGE, main
 from hookloop.durable._dbos import APPLICATION_VERSION
 from hookloop.durable._lease import ExecutorLease
@@ -24,6 +25,7 @@ __all__ = ["database_url"]  # fixture
         (["--heartbeat", "1", "--dead-after", "2"], "must be at least three heartbeats"),
         (["--heartbeat", "0"], "heartbeat must be a positive number of seconds"),
         (["--pool-size", "0"], "pool_size must be a positive int, got 0"),
+        (["--sessions-pool", "0"], "max_connections must be at least 1, got 0"),
     ],
 )
 def test_bad_worker_arguments_are_refused_with_a_usage_error(
@@ -96,3 +98,14 @@ def test_a_worker_process_taken_for_dead_ends_with_status_1(
         assert "WorkerFencedError: executor 'slow' was declared dead" in proc.stderr.read()
     finally:
         workers.close()
+
+
+def test_a_sessions_pool_for_a_store_passed_in_is_refused(tmp_path: Path) -> None:
+    from hookloop.durable import run_worker
+    from hookloop.sessions import SQLiteSessionStore
+
+    store = SQLiteSessionStore(tmp_path / "sessions.db")
+    with pytest.raises(UsageError, match="size the pool of the store passed as sessions"):
+        asyncio.run(
+            run_worker("postgresql://nowhere.invalid/app", AGENT, sessions=store, sessions_pool=3)
+        )

@@ -283,6 +283,7 @@ async def run_worker(
     timings: WorkerTimings = WorkerTimings(),
     grace: float = DEFAULT_GRACE,
     pool_size: int | None = None,
+    sessions_pool: int | None = None,
     stop: asyncio.Event | None = None,
     on_ready: Callable[[Worker], None] | None = None,
 ) -> None:
@@ -314,6 +315,9 @@ async def run_worker(
         grace: Seconds the running turns get to finish once ``stop`` is set.
         pool_size: The most connections DBOS opens to ``database_url`` (DBOS's default: 20);
             see ``DBOSEngine`` and the pool sizing in ``docs/scaling.md``.
+        sessions_pool: The size of the default session store's pool
+            (``PostgresSessionStore(max_connections=)``, default 10); only without
+            ``sessions``.
         stop: Set it to stop the worker (default: runs until cancelled).
         on_ready: Called once the worker beats and takes turns.
 
@@ -328,7 +332,12 @@ async def run_worker(
     executor_id = executor_id or default_executor_id()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    store = sessions if sessions is not None else _postgres_store(database_url)
+    if sessions is not None and sessions_pool is not None:
+        raise UsageError(
+            "sessions_pool sizes the default session store: size the pool of the store "
+            "passed as sessions instead"
+        )
+    store = sessions if sessions is not None else _postgres_store(database_url, sessions_pool)
     engine = DBOSEngine(
         database_url,
         app_name=app_name,
@@ -378,10 +387,12 @@ async def run_worker(
             await store.close()
 
 
-def _postgres_store(database_url: str) -> SessionStore:
+def _postgres_store(database_url: str, pool: int | None) -> SessionStore:
     from ..sessions import PostgresSessionStore
 
-    return PostgresSessionStore(libpq_url(database_url))
+    if pool is None:
+        return PostgresSessionStore(libpq_url(database_url))
+    return PostgresSessionStore(libpq_url(database_url), max_connections=pool)
 
 
 def _drain(executor_id: str, grace: float) -> int:
