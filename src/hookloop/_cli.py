@@ -38,7 +38,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
 from . import __version__
 from ._agent import Agent
@@ -49,6 +49,7 @@ from ._errors import (
     ProviderError,
     RunError,
     UsageError,
+    WorkerFencedError,
 )
 from ._events import ModelRetry, ToolCallFinished
 from ._messages import ToolMessage
@@ -269,6 +270,18 @@ def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="seconds running turns get to finish when the worker stops (30)",
     )
     worker.add_argument(
+        "--app-name",
+        default="hookloop",
+        metavar="NAME",
+        help="the DBOS application name, the same in all workers and submitters (hookloop)",
+    )
+    worker.add_argument(
+        "--application-version",
+        metavar="VERSION",
+        help="the pinned DBOS application version, the same in all workers and submitters "
+        "(default: hookloop's own, see docs/durable.md)",
+    )
+    worker.add_argument(
         "--pool-size",
         type=int,
         metavar="N",
@@ -286,7 +299,15 @@ def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     worker.set_defaults(handler=_worker)
 
 
+def _end_process(message: str, status: int) -> NoReturn:
+    """Print ``message`` and end the process now: no exit handler shuts DBOS down under turns."""
+    print(message, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(status)
+
+
 async def _worker(args: argparse.Namespace) -> int:
+    from .durable._dbos import APPLICATION_VERSION
     from .durable._workers import Worker, WorkerTimings, run_worker
 
     timings = WorkerTimings(heartbeat=args.heartbeat, dead_after=args.dead_after)
@@ -304,19 +325,26 @@ async def _worker(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    # It ends the process itself when turns are still running at the end of --grace, or when
-    # another worker took it for dead: those turns run elsewhere now.
-    await run_worker(
-        args.database,
-        args.agent,
-        executor_id=args.executor_id,
-        timings=timings,
-        grace=args.grace,
-        pool_size=args.pool_size,
-        sessions_pool=args.sessions_pool,
-        stop=stop,
-        on_ready=ready,
-    )
+    # Turns still running at the end of --grace, or all of them when another worker took this
+    # one for dead, run elsewhere now: the process ends at once, as a kill would end it.
+    try:
+        left = await run_worker(
+            args.database,
+            args.agent,
+            executor_id=args.executor_id,
+            app_name=args.app_name,
+            application_version=args.application_version or APPLICATION_VERSION,
+            timings=timings,
+            grace=args.grace,
+            pool_size=args.pool_size,
+            sessions_pool=args.sessions_pool,
+            stop=stop,
+            on_ready=ready,
+        )
+    except WorkerFencedError as exc:
+        _end_process(f"hookloop: WorkerFencedError: {exc}", EXIT_FAILED)
+    if left:
+        _end_process(f"hookloop worker: left {left} running turns to a live worker", EXIT_OK)
     print("hookloop worker: stopped", file=sys.stderr, flush=True)
     return EXIT_OK
 

@@ -6,12 +6,13 @@ import asyncio
 import threading
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from hookloop import UsageError, WorkerFencedError
 from hookloop._cli import EXIT_USAGE, main
 from hookloop.durable._dbos import APPLICATION_VERSION
-from hookloop.durable._lease import ExecutorLease
+from hookloop.durable._lease import TABLE, ExecutorLease
 from hookloop.durable._workers import Worker, WorkerTimings
 from tests.durable._workers_support import AGENT, GUARD, Workers, database_url
 
@@ -109,3 +110,57 @@ def test_a_sessions_pool_for_a_store_passed_in_is_refused(tmp_path: Path) -> Non
         asyncio.run(
             run_worker("postgresql://nowhere.invalid/app", AGENT, sessions=store, sessions_pool=3)
         )
+
+
+def test_run_worker_taken_for_dead_raises_to_its_library_caller(
+    database_url: str, tmp_path: Path
+) -> None:
+    workers = Workers("tests.durable._library_worker", database_url, tmp_path)
+    try:
+        workers.start("lib")
+        with ExecutorLease(
+            database_url,
+            app_name="hookloop",
+            application_version=APPLICATION_VERSION,
+            executor_id="live",
+            dead_after=0,
+        ) as live:
+            live.join()
+            assert live.claim_dead() == ["lib"]
+        proc = workers.procs["lib"]
+        assert proc.wait(GUARD) == 3  # the caller caught it and chose how to end
+        assert proc.stdout is not None
+        assert proc.stdout.read() == "caught lib\n"
+    finally:
+        workers.close()
+
+
+async def test_a_worker_with_its_own_app_name_and_version_takes_that_apps_turns(
+    database_url: str, tmp_path: Path
+) -> None:
+    from hookloop.durable import DurableChats, SessionQueue
+    from hookloop.sessions import PostgresSessionStore
+
+    def command(executor_id: str) -> list[str]:
+        return [
+            *("worker", "--database", database_url, "--agent", AGENT),
+            *("--executor-id", executor_id, "--app-name", "shop"),
+            *("--application-version", "shop-7", "--heartbeat", "0.2", "--dead-after", "1.5"),
+        ]
+
+    workers = Workers("hookloop", database_url, tmp_path, command=command, ready="taking turns")
+    store = PostgresSessionStore(database_url)
+    try:
+        workers.start("w1")
+        queue = SessionQueue(database_url, app_name="shop", application_version="shop-7")
+        async with queue:
+            chats = DurableChats(queue, AGENT, sessions=store)
+            handle = await chats.submit("s1", "s1 1")
+            response = await asyncio.wait_for(handle.result(), GUARD)
+        assert response.text == "charged 1: ok"
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            rows = conn.execute(f"SELECT app_name, application_version FROM {TABLE}").fetchall()
+        assert rows == [("shop", "shop-7")]
+    finally:
+        await store.close()
+        workers.close()

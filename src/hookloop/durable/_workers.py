@@ -13,12 +13,10 @@ What makes a group of workers self-healing:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -286,7 +284,7 @@ async def run_worker(
     sessions_pool: int | None = None,
     stop: asyncio.Event | None = None,
     on_ready: Callable[[Worker], None] | None = None,
-) -> None:
+) -> int:
     """Run a worker for durable turns until ``stop`` is set (what ``hookloop worker`` runs).
 
     It launches DBOS on ``database_url`` with this executor id, runs the turns submitted to the
@@ -294,12 +292,14 @@ async def run_worker(
     with the agent ``agent`` builds, beats, and takes over dead workers' turns.
 
     When ``stop`` is set it takes no new turn and lets the running ones finish for up to
-    ``grace`` seconds. If none is left it shuts down and returns. If some still run, it hands
-    them to a live worker and **ends the process** at once (``os._exit(0)``), the way a kill
-    would: cancelling them would record their cancellation in their sessions, and shutting
-    DBOS down under them would fail their steps. Likewise a worker that learns it was taken
-    for dead (its heartbeat stalled past ``dead_after``) logs :class:`WorkerFencedError` and
-    ends the process with status 1, since its turns already run elsewhere.
+    ``grace`` seconds. If none is left it shuts down and returns 0. If some still run, it hands
+    them to a live worker and returns their number **without shutting down**: cancelling them
+    would record their cancellation in their sessions, and shutting DBOS down under them would
+    fail their steps. The caller must then end the process at once, the way a kill would
+    (``os._exit(0)``; ``sys.exit`` would run DBOS's exit handler), before they run another
+    step here. Likewise a worker that learns it was taken for dead (its heartbeat stalled past
+    ``dead_after``) raises :class:`WorkerFencedError` without shutting down, since its turns
+    already run elsewhere: end the process (``hookloop worker`` exits with status 1).
 
     Args:
         database_url: The workers' PostgreSQL database (DBOS's system database).
@@ -321,7 +321,12 @@ async def run_worker(
         stop: Set it to stop the worker (default: runs until cancelled).
         on_ready: Called once the worker beats and takes turns.
 
+    Returns:
+        0 after a clean shutdown; else the number of turns still running in this process,
+        handed to a live worker: end the process at once (``os._exit``).
+
     Raises:
+        WorkerFencedError: Another worker took this one for dead: end the process at once.
         UsageError: ``database_url`` is not a PostgreSQL URL, a bad ``agent``, or a live
             worker of this application version uses ``executor_id``.
     """
@@ -346,17 +351,23 @@ async def run_worker(
         pool_size=pool_size,
     )
     DurableChats(engine, agent, sessions=store)
+    fenced = asyncio.Event()
+
+    def on_fenced(_: WorkerFencedError) -> None:  # on the heartbeat thread
+        loop.call_soon_threadsafe(fenced.set)
+
     worker = Worker(
         database_url,
         app_name=app_name,
         executor_id=executor_id,
         application_version=application_version,
         timings=timings,
-        on_fenced=_die,
+        on_fenced=on_fenced,
     )
     # DBOS makes its own thread pool the loop's default one: the worker's blocking calls get a
     # thread of their own, which DBOS's shutdown does not take away.
     own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookloop-worker")
+    abandoned = False  # turns still run here: nothing is shut down under them
     try:
         # Before the launch, which resumes this executor id's pending turns: a duplicate of a
         # live worker is refused before it runs that worker's turns a second time.
@@ -368,23 +379,52 @@ async def run_worker(
                 await loop.run_in_executor(own, worker.start)
                 if on_ready is not None:
                     on_ready(worker)
-                await stop.wait()
-                left = await loop.run_in_executor(own, _drain, executor_id, grace)
+                left = await _until_stopped(stop, fenced, own, executor_id, grace)
+                if worker.fenced is not None:
+                    abandoned = True
+                    raise worker.fenced
                 if left:
-                    # No await from here on: no turn of this process runs another step.
+                    abandoned = True
                     worker.stop(leave=True)
                     logger.warning(
                         "worker %s left %d running turns to a live worker", executor_id, left
                     )
-                    _exit(0)
+                return left
             finally:
-                await engine.shutdown()
+                if not abandoned:
+                    await engine.shutdown()
         finally:
-            await loop.run_in_executor(own, worker.stop)
+            if not abandoned:
+                await loop.run_in_executor(own, worker.stop)
     finally:
         own.shutdown(wait=False)
-        if sessions is None:
+        if sessions is None and not abandoned:
             await store.close()
+
+
+async def _until_stopped(
+    stop: asyncio.Event,
+    fenced: asyncio.Event,
+    own: ThreadPoolExecutor,
+    executor_id: str,
+    grace: float,
+) -> int:
+    """Wait for ``stop``, then drain; the turns left running. Cut short by ``fenced`` (-1)."""
+    taken = asyncio.ensure_future(fenced.wait())
+    try:
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait((stopped, taken), return_when=asyncio.FIRST_COMPLETED)
+        if taken.done():
+            stopped.cancel()
+            return -1
+        drain = asyncio.get_running_loop().run_in_executor(own, _drain, executor_id, grace)
+        await asyncio.wait((drain, taken), return_when=asyncio.FIRST_COMPLETED)
+        if taken.done():
+            return -1  # the drain's thread goes on; nothing waits for it
+        left: int = drain.result()
+        return left
+    finally:
+        taken.cancel()
 
 
 def _postgres_store(database_url: str, pool: int | None) -> SessionStore:
@@ -416,17 +456,3 @@ def _drain(executor_id: str, grace: float) -> int:
         if not pending or time.monotonic() >= deadline:
             return len(pending)
         time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-
-
-def _die(exc: WorkerFencedError) -> None:
-    """The worker's turns run elsewhere now: end this process before they run here again."""
-    logger.critical("%s", exc)
-    print(f"hookloop: WorkerFencedError: {exc}", file=sys.stderr)
-    _exit(1)
-
-
-def _exit(status: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(status)
