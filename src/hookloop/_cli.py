@@ -311,16 +311,29 @@ async def _worker(args: argparse.Namespace) -> int:
     from .durable._workers import Worker, WorkerTimings, run_worker
 
     timings = WorkerTimings(heartbeat=args.heartbeat, dead_after=args.dead_after)
-    stop = asyncio.Event()
+    stop, hurry = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:  # the second one cuts the grace short
+        if stop.is_set():
+            hurry.set()
+            return
+        stop.set()
+        print(
+            f"hookloop worker: stopping, running turns get {args.grace} s to finish "
+            "(SIGTERM or Ctrl-C again: at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal)
 
     def ready(worker: Worker) -> None:
         print(
             f"hookloop worker {worker.executor_id}: taking turns "
             f"(heartbeat {timings.heartbeat} s, dead after {timings.dead_after} s); "
-            "SIGTERM or Ctrl-C stops it",
+            "SIGTERM or Ctrl-C stops it, a second one at once",
             file=sys.stderr,
             flush=True,
         )
@@ -339,6 +352,7 @@ async def _worker(args: argparse.Namespace) -> int:
             pool_size=args.pool_size,
             sessions_pool=args.sessions_pool,
             stop=stop,
+            hurry=hurry,
             on_ready=ready,
         )
     except WorkerFencedError as exc:

@@ -1,10 +1,14 @@
-"""``hookloop worker``: arguments refused before anything starts, and a worker that is fenced."""
+"""``hookloop worker`` and ``run_worker``: bad arguments, fencing, stopping, app and version."""
 
 from __future__ import annotations
 
 import asyncio
+import select
+import signal
 import threading
+import time
 from pathlib import Path
+from typing import IO
 
 import psycopg
 import pytest
@@ -14,7 +18,7 @@ from hookloop._cli import EXIT_USAGE, main
 from hookloop.durable._dbos import APPLICATION_VERSION
 from hookloop.durable._lease import TABLE, ExecutorLease
 from hookloop.durable._workers import Worker, WorkerTimings
-from tests.durable._workers_support import AGENT, GUARD, Workers, database_url
+from tests.durable._workers_support import AGENT, GUARD, Workers, database_url, wait_for
 
 __all__ = ["database_url"]  # fixture
 
@@ -164,3 +168,47 @@ async def test_a_worker_with_its_own_app_name_and_version_takes_that_apps_turns(
     finally:
         await store.close()
         workers.close()
+
+
+async def test_a_second_sigterm_cuts_the_grace_short(database_url: str, tmp_path: Path) -> None:
+    from hookloop.durable import DurableChats, SessionQueue
+    from hookloop.sessions import PostgresSessionStore
+
+    def command(executor_id: str) -> list[str]:
+        return [
+            *("worker", "--database", database_url, "--agent", AGENT),
+            *("--executor-id", executor_id, "--grace", "600"),  # far beyond the guard
+            *("--heartbeat", "0.2", "--dead-after", "1.5"),
+        ]
+
+    workers = Workers("hookloop", database_url, tmp_path, command=command, ready="taking turns")
+    store = PostgresSessionStore(database_url)
+    try:
+        workers.start("w1")
+        workers.hold("tool", "s1")
+        async with SessionQueue(database_url) as queue:
+            await DurableChats(queue, AGENT, sessions=store).submit("s1", "s1 1")
+            await asyncio.to_thread(wait_for, "the tool", lambda: workers.ran("tool", "s1", 1))
+        proc = workers.procs["w1"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stderr is not None
+        await asyncio.to_thread(said, proc.stderr, "running turns get 600.0 s to finish")
+        proc.send_signal(signal.SIGTERM)  # the first one was served: this is the second
+        assert await asyncio.to_thread(proc.wait, GUARD) == 0
+        assert "hookloop worker: left 1 running turns to a live worker" in proc.stderr.read()
+    finally:
+        await store.close()
+        workers.close()
+
+
+def said(stream: IO[str], text: str) -> None:
+    """Read ``stream`` until a line holds ``text``; fail after the guard."""
+    deadline = time.monotonic() + GUARD
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], deadline - time.monotonic())
+        line = stream.readline() if ready else ""
+        if text in line:
+            return
+        if ready and not line:
+            break
+    pytest.fail(f"never said {text!r}")

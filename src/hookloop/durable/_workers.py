@@ -283,6 +283,7 @@ async def run_worker(
     pool_size: int | None = None,
     sessions_pool: int | None = None,
     stop: asyncio.Event | None = None,
+    hurry: asyncio.Event | None = None,
     on_ready: Callable[[Worker], None] | None = None,
 ) -> int:
     """Run a worker for durable turns until ``stop`` is set (what ``hookloop worker`` runs).
@@ -319,6 +320,8 @@ async def run_worker(
             (``PostgresSessionStore(max_connections=)``, default 10); only without
             ``sessions``.
         stop: Set it to stop the worker (default: runs until cancelled).
+        hurry: Set it (after ``stop``) to cut the grace short: the turns still running are
+            handed to a live worker at once (``hookloop worker``: a second Ctrl-C).
         on_ready: Called once the worker beats and takes turns.
 
     Returns:
@@ -379,7 +382,9 @@ async def run_worker(
                 await loop.run_in_executor(own, worker.start)
                 if on_ready is not None:
                     on_ready(worker)
-                left = await _until_stopped(stop, fenced, own, executor_id, grace)
+                left = await _until_stopped(
+                    stop, hurry or asyncio.Event(), fenced, own, executor_id, grace
+                )
                 if worker.fenced is not None:
                     abandoned = True
                     raise worker.fenced
@@ -404,6 +409,7 @@ async def run_worker(
 
 async def _until_stopped(
     stop: asyncio.Event,
+    hurry: asyncio.Event,
     fenced: asyncio.Event,
     own: ThreadPoolExecutor,
     executor_id: str,
@@ -411,13 +417,16 @@ async def _until_stopped(
 ) -> int:
     """Wait for ``stop``, then drain; the turns left running. Cut short by ``fenced`` (-1)."""
     taken = asyncio.ensure_future(fenced.wait())
+    hurried = asyncio.ensure_future(hurry.wait())
+    cut = threading.Event()
+    hurried.add_done_callback(lambda wait: None if wait.cancelled() else cut.set())
     try:
         stopped = asyncio.ensure_future(stop.wait())
         await asyncio.wait((stopped, taken), return_when=asyncio.FIRST_COMPLETED)
         if taken.done():
             stopped.cancel()
             return -1
-        drain = asyncio.get_running_loop().run_in_executor(own, _drain, executor_id, grace)
+        drain = asyncio.get_running_loop().run_in_executor(own, _drain, executor_id, grace, cut)
         await asyncio.wait((drain, taken), return_when=asyncio.FIRST_COMPLETED)
         if taken.done():
             return -1  # the drain's thread goes on; nothing waits for it
@@ -425,6 +434,7 @@ async def _until_stopped(
         return left
     finally:
         taken.cancel()
+        hurried.cancel()
 
 
 def _postgres_store(database_url: str, pool: int | None) -> SessionStore:
@@ -435,8 +445,8 @@ def _postgres_store(database_url: str, pool: int | None) -> SessionStore:
     return PostgresSessionStore(libpq_url(database_url), max_connections=pool)
 
 
-def _drain(executor_id: str, grace: float) -> int:
-    """Take no new turn; wait up to ``grace`` s for this executor's turns; how many are left.
+def _drain(executor_id: str, grace: float, cut: threading.Event) -> int:
+    """Take no new turn; wait up to ``grace`` s (or ``cut``) for this executor's turns; the rest.
 
     DBOS 3.4 stops dequeuing only in ``DBOS.destroy()``, which also tears down what running
     turns need; setting its background threads' stop events (the first thing ``destroy``
@@ -453,6 +463,6 @@ def _drain(executor_id: str, grace: float) -> int:
         pending = DBOS.list_workflows(
             status="PENDING", executor_id=executor_id, load_input=False, load_output=False
         )
-        if not pending or time.monotonic() >= deadline:
+        if not pending or time.monotonic() >= deadline or cut.is_set():
             return len(pending)
-        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        cut.wait(min(0.1, max(0.0, deadline - time.monotonic())))
