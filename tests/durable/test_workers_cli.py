@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import select
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +20,7 @@ from hookloop._cli import EXIT_USAGE, main
 from hookloop.durable._dbos import APPLICATION_VERSION
 from hookloop.durable._lease import TABLE, ExecutorLease
 from hookloop.durable._workers import Worker, WorkerTimings
-from tests.durable._workers_support import AGENT, GUARD, Workers, database_url, wait_for
+from tests.durable._workers_support import AGENT, GUARD, ROOT, Workers, database_url, wait_for
 
 __all__ = ["database_url"]  # fixture
 
@@ -212,3 +214,17 @@ def said(stream: IO[str], text: str) -> None:
         if ready and not line:
             break
     pytest.fail(f"never said {text!r}")
+
+
+def test_an_unreachable_database_is_one_line_without_debug() -> None:
+    nowhere = "postgresql://postgres@127.0.0.1:1/app"  # port 1: nothing listens
+    done = subprocess.run(
+        [sys.executable, "-m", "hookloop", "worker", "--database", nowhere, "--agent", AGENT],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert done.returncode == 1
+    assert done.stderr.startswith("hookloop: OperationalError: connection failed: ")
+    assert done.stderr.count("\n") == 1
