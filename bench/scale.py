@@ -17,15 +17,18 @@ worker (which runs them one at a time), ``random`` sends each chat to any worker
 workers can write one session at once: their appends conflict, the chat is retried from a
 fresh restore up to three times, and a chat that still conflicts is a give-up.
 
-With ``--durable`` (needs ``hookloop.durable``) each chat is also run as a durable turn:
-the workers are ``hookloop.durable`` workers and the turns are submitted to the session queue.
+With ``--mode durable`` (needs ``hookloop[dbos]``) each chat is run as a durable turn: the
+workers are ``hookloop worker`` processes and the turns are submitted to the session queue,
+a session's turns all at once (the queue runs them one at a time).
 
 Figures per configuration: ``chats_per_s``, ``appends_per_s`` (messages in the store at the
-end / wall time), ``p50_ms``/``p99_ms`` (one chat, from its start to its answer),
-``conflicts``, ``give_ups``, ``worker_cpu`` and ``db_cpu`` (CPU seconds per wall second,
+end / wall time), ``p50_ms``/``p99_ms`` (one chat, from its first attempt or its submission
+to its answer), ``conflicts`` (none with durability: the queue never runs two turns of a
+session at once), ``give_ups``, ``worker_cpu`` and ``db_cpu`` (CPU seconds per wall second,
 i.e. cores busy, read from /proc: the bench must run on the database's machine), and with
 durability ``submitter_cpu``, the bench process that submits the turns and waits for them.
-Each worker's pool is sized to the server's ``max_connections`` divided among the workers.
+Each worker's pools are sized to the server's ``max_connections`` divided among the workers
+(durable workers: ``hookloop worker --pool-size N --sessions-pool M``).
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ HOT_SESSIONS = 20
 RESERVED_CONNECTIONS = 10  # left for the bench itself, psql, and the server's own
 MAX_POOL = 16
 ATTEMPTS = 3  # a chat that conflicts is retried from a fresh restore; then it is given up
+START_TIMEOUT = 120.0  # seconds a durable worker gets to start taking turns
+TURN_TIMEOUT = 300.0  # seconds a durable turn gets to be submitted, and then to answer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -138,10 +143,10 @@ async def serve(plan: Plan) -> None:
     async def chat(session_id: str, number: int) -> None:
         nonlocal conflicts, give_ups
         async with gate, locks.setdefault(session_id, asyncio.Lock()):
+            start = time.perf_counter()  # a retried chat's latency counts its failed attempts
             for _ in range(ATTEMPTS):
                 bot = agent(plan.latency_ms)
                 bot.use(store.session(session_id))
-                start = time.perf_counter()
                 try:
                     await bot.chat(f"How long are audit logs kept? ({number})")
                 except SessionConflictError:
@@ -288,7 +293,20 @@ def run(config: Config, dsn: str, max_connections: int) -> dict[str, Any]:
     )
 
 
-def run_durable(config: Config, dsn: str) -> dict[str, Any]:
+# The submitting process holds DBOS's client pool and a session store's pool of its own.
+SUBMITTER_CONNECTIONS = 20 + 10
+WORKER_OWN_CONNECTIONS = 2  # DBOS's notification listener and the heartbeat connection
+
+
+def durable_pools(workers: int, max_connections: int) -> tuple[int, int]:
+    """(``--pool-size``, ``--sessions-pool``) of each worker: all of them fit the server."""
+    budget = (max_connections - RESERVED_CONNECTIONS - SUBMITTER_CONNECTIONS) // workers
+    budget -= WORKER_OWN_CONNECTIONS
+    sessions = max(1, min(10, budget // 3))
+    return max(2, min(20, budget - sessions)), sessions
+
+
+def run_durable(config: Config, dsn: str, max_connections: int) -> dict[str, Any]:
     """The configuration with ``hookloop worker`` processes and turns on the session queue."""
     import psycopg
 
@@ -299,8 +317,10 @@ def run_durable(config: Config, dsn: str) -> dict[str, Any]:
     env = {**os.environ, "SCALE_LATENCY_MS": str(config.latency_ms)}
     procs: list[subprocess.Popen[str]] = []
     try:
+        pool, sessions_pool = durable_pools(config.workers, max_connections)
         for i in range(config.workers):
             command = ["worker", "--database", url, "--agent", "scale:durable_agent"]
+            command += ["--pool-size", str(pool), "--sessions-pool", str(sessions_pool)]
             procs.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "hookloop", *command, "--executor-id", f"bench-{i}"],
@@ -311,10 +331,7 @@ def run_durable(config: Config, dsn: str) -> dict[str, Any]:
                 )
             )
         for proc in procs:
-            assert proc.stderr is not None
-            while "taking turns" not in (line := proc.stderr.readline()):
-                if not line:
-                    raise SystemExit(f"a worker did not start (exit {proc.wait()})")
+            wait_until_taking_turns(proc)
         worker_cpu = sum(_stat(proc.pid)[1] for proc in procs)
         db_cpu = postgres_cpu(dsn)
         start, driver_cpu = time.perf_counter(), time.process_time()
@@ -340,12 +357,35 @@ def run_durable(config: Config, dsn: str) -> dict[str, Any]:
                 proc.stderr.close()
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    found = figures(config, wall, sorted(latencies), appended, 0, give_ups, worker_cpu, db_cpu)
+    # The queue never runs two turns of a session at once: their appends cannot conflict
+    # (one that did would fail its turn, a give-up), so there is nothing to count.
+    found = figures(config, wall, sorted(latencies), appended, None, give_ups, worker_cpu, db_cpu)
     return {**found, "submitter_cpu": round(driver_cpu / wall, 2)}
 
 
+def wait_until_taking_turns(proc: subprocess.Popen[str]) -> None:
+    """Read a worker's standard error until it takes turns; give up after START_TIMEOUT s."""
+    import select
+
+    assert proc.stderr is not None
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([proc.stderr], [], [], deadline - time.monotonic())
+        line = proc.stderr.readline() if ready else ""
+        if "taking turns" in line:
+            return
+        if ready and not line:
+            raise SystemExit(f"a worker did not start (exit {proc.wait()})")
+    raise SystemExit(f"a worker did not start within {START_TIMEOUT} s")
+
+
 async def drive(config: Config, url: str) -> tuple[list[float], int]:
-    """Submit the chats from this process and wait for their answers (64 at a time)."""
+    """Submit the chats from this process and wait for their answers (64 at a time).
+
+    A session's chats are submitted in order without waiting for the previous answer: several
+    turns of a hot session are on the queue at once, and the queue runs them one at a time.
+    A chat's latency runs from its submission (its wait in the queue included) to its answer.
+    """
     from hookloop.durable import DurableChats
     from hookloop.durable._queue import SessionQueue
     from hookloop.sessions import PostgresSessionStore
@@ -357,21 +397,31 @@ async def drive(config: Config, url: str) -> tuple[list[float], int]:
     async with SessionQueue(url) as queue:
         chats = DurableChats(queue, "scale:durable_agent", sessions=store)
 
-        async def one(session_id: str, number: int) -> None:
+        async def answer(handle: Any, start: float) -> None:
             nonlocal give_ups
-            start = time.perf_counter()
             try:
-                handle = await chats.submit(session_id, f"How long are audit logs kept? ({number})")
-                await handle.result()
+                await asyncio.wait_for(handle.result(), TURN_TIMEOUT)
+                latencies.append(time.perf_counter() - start)
             except Exception:
                 give_ups += 1
-                return
-            latencies.append(time.perf_counter() - start)
+            finally:
+                gate.release()
 
         async def chain(session_id: str, numbers: list[int]) -> None:
+            nonlocal give_ups
+            answers = []
             for number in numbers:
-                async with gate:
-                    await one(session_id, number)
+                await gate.acquire()
+                start = time.perf_counter()
+                try:
+                    text = f"How long are audit logs kept? ({number})"
+                    handle = await asyncio.wait_for(chats.submit(session_id, text), TURN_TIMEOUT)
+                except Exception:
+                    give_ups += 1
+                    gate.release()
+                    continue
+                answers.append(asyncio.create_task(answer(handle, start)))
+            await asyncio.gather(*answers)
 
         sessions: dict[str, list[int]] = {}
         for session_id, number in chat_list(config):
@@ -386,7 +436,7 @@ def figures(
     wall: float,
     latencies: list[float],
     appended: int,
-    conflicts: int,
+    conflicts: int | None,
     give_ups: int,
     worker_cpu: float,
     db_cpu: float,
@@ -413,16 +463,16 @@ def _quantile(values: list[float], q: float) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
-# Chats per configuration (full run, --quick): cold sessions are 1,000 without durability; a
-# hot run at 200 ms is bounded by its 20 sessions' turns running one after the other; durable
-# turns cost more, so they get fewer chats to keep a full run near three minutes.
+# Chats per configuration (full run, --quick): cold sessions are 1,000; a hot run at 200 ms is
+# bounded by its 20 sessions' turns running one after the other; hot durable turns cost more,
+# so they get fewer chats.
 CHATS = {
     ("plain", "cold", 0): (1000, 300),
     ("plain", "cold", 200): (1000, 100),
     ("plain", "hot", 0): (1000, 300),
     ("plain", "hot", 200): (300, 100),
-    ("durable", "cold", 0): (300, 100),
-    ("durable", "cold", 200): (300, 100),
+    ("durable", "cold", 0): (1000, 100),
+    ("durable", "cold", 200): (1000, 100),
     ("durable", "hot", 0): (200, 60),
     ("durable", "hot", 200): (100, 40),
 }
@@ -477,7 +527,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if config.mode == "plain":
             results.append(run(config, dsn, max_connections))
         else:
-            results.append(run_durable(config, dsn))
+            results.append(run_durable(config, dsn, max_connections))
         if not args.json:
             print(" ".join(f"{results[-1][column]!s:>13}" for column in COLUMNS), flush=True)
     return {

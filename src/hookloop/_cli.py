@@ -38,7 +38,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO, cast
+from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
 from . import __version__
 from ._agent import Agent
@@ -49,6 +49,7 @@ from ._errors import (
     ProviderError,
     RunError,
     UsageError,
+    WorkerFencedError,
 )
 from ._events import ModelRetry, ToolCallFinished
 from ._messages import ToolMessage
@@ -248,8 +249,8 @@ def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     worker.add_argument(
         "--executor-id",
         metavar="ID",
-        help="this worker's id, unique among live workers (default: HOST-PID); a worker "
-        "restarted with its old id resumes its own turns at once",
+        help="this worker's id, unique among live workers (default: HOST-PID; a live "
+        "worker's id is refused); a worker restarted with its old id resumes its own turns",
     )
     worker.add_argument(
         "--heartbeat", type=float, default=1.0, metavar="S", help="seconds between beats (1)"
@@ -269,10 +270,28 @@ def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
         help="seconds running turns get to finish when the worker stops (30)",
     )
     worker.add_argument(
+        "--app-name",
+        default="hookloop",
+        metavar="NAME",
+        help="the DBOS application name, the same in all workers and submitters (hookloop)",
+    )
+    worker.add_argument(
+        "--application-version",
+        metavar="VERSION",
+        help="the pinned DBOS application version, the same in all workers and submitters "
+        "(default: hookloop's own, see docs/durable.md)",
+    )
+    worker.add_argument(
         "--pool-size",
         type=int,
         metavar="N",
         help="the most connections DBOS opens to the database (20); see docs/scaling.md",
+    )
+    worker.add_argument(
+        "--sessions-pool",
+        type=int,
+        metavar="N",
+        help="the most connections the session store opens to the database (10)",
     )
     worker.add_argument(
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
@@ -280,36 +299,66 @@ def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]
     worker.set_defaults(handler=_worker)
 
 
+def _end_process(message: str, status: int) -> NoReturn:
+    """Print ``message`` and end the process now: no exit handler shuts DBOS down under turns."""
+    print(message, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(status)
+
+
 async def _worker(args: argparse.Namespace) -> int:
+    from .durable._dbos import APPLICATION_VERSION
     from .durable._workers import Worker, WorkerTimings, run_worker
 
     timings = WorkerTimings(heartbeat=args.heartbeat, dead_after=args.dead_after)
-    stop = asyncio.Event()
+    stop, hurry = asyncio.Event(), asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:  # the second one cuts the grace short
+        if stop.is_set():
+            hurry.set()
+            return
+        stop.set()
+        print(
+            f"hookloop worker: stopping, running turns get {args.grace} s to finish "
+            "(SIGTERM or Ctrl-C again: at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
     for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal)
 
     def ready(worker: Worker) -> None:
         print(
             f"hookloop worker {worker.executor_id}: taking turns "
             f"(heartbeat {timings.heartbeat} s, dead after {timings.dead_after} s); "
-            "SIGTERM or Ctrl-C stops it",
+            "SIGTERM or Ctrl-C stops it, a second one at once",
             file=sys.stderr,
             flush=True,
         )
 
-    # It ends the process itself when turns are still running at the end of --grace, or when
-    # another worker took it for dead: those turns run elsewhere now.
-    await run_worker(
-        args.database,
-        args.agent,
-        executor_id=args.executor_id,
-        timings=timings,
-        grace=args.grace,
-        pool_size=args.pool_size,
-        stop=stop,
-        on_ready=ready,
-    )
+    # Turns still running at the end of --grace, or all of them when another worker took this
+    # one for dead, run elsewhere now: the process ends at once, as a kill would end it.
+    try:
+        left = await run_worker(
+            args.database,
+            args.agent,
+            executor_id=args.executor_id,
+            app_name=args.app_name,
+            application_version=args.application_version or APPLICATION_VERSION,
+            timings=timings,
+            grace=args.grace,
+            pool_size=args.pool_size,
+            sessions_pool=args.sessions_pool,
+            stop=stop,
+            hurry=hurry,
+            on_ready=ready,
+        )
+    except WorkerFencedError as exc:
+        _end_process(f"hookloop: WorkerFencedError: {exc}", EXIT_FAILED)
+    if left:
+        _end_process(f"hookloop worker: left {left} running turns to a live worker", EXIT_OK)
     print("hookloop worker: stopped", file=sys.stderr, flush=True)
     return EXIT_OK
 

@@ -1,9 +1,10 @@
-"""A worker process for the takeover tests: python -m tests.durable._dbos_worker URL ID DIR.
+"""A worker process for the takeover tests: python -m tests.durable._dbos_worker URL ID [VERSION].
 
 A plain DBOS workflow (not a chat turn: the worker machinery is generic) with two steps,
 ``model`` and ``tool``, each appending a line ``STEP SESSION TURN PID TIME`` to ``DIR/runs``
 when it starts and ``STEP-done ...`` when it ends. A step waits while the file
-``DIR/hold-STEP-SESSION`` exists, so a test can catch a worker inside a step and kill it.
+``DIR/hold-STEP-SESSION`` (or ``DIR/hold-STEP-all``) exists, so a test can catch a worker
+inside a step and kill it. VERSION is the application version (by default ``VERSION``).
 The worker prints ``ready`` once it beats and listens on the session queue, and exits
 gracefully on SIGTERM.
 """
@@ -35,8 +36,10 @@ def note(*words: object) -> None:
 
 def step_body(step: str, session_id: str, turn: int) -> str:
     note(step, session_id, turn)
-    hold = HERE / f"hold-{step}-{session_id}"
-    while hold.exists():  # the test removes it (after killing this process, usually)
+    hold, hold_all = HERE / f"hold-{step}-{session_id}", HERE / f"hold-{step}-all"
+    while (
+        hold.exists() or hold_all.exists()
+    ):  # the test removes it (after killing this process, usually)
         time.sleep(0.01)
     note(f"{step}-done", session_id, turn)
     return f"{step} {session_id} {turn}"
@@ -58,13 +61,13 @@ def turn(session_id: str, turn: int) -> list[str]:
 
 
 def main() -> None:
-    url, executor_id = sys.argv[1:3]
+    url, executor_id, version = [*sys.argv[1:4], VERSION][:3]
     DBOS(
         config={
             "name": APP,
             "system_database_url": url,
             "executor_id": executor_id,
-            "application_version": VERSION,
+            "application_version": version,
             "log_level": "WARNING",
             "sys_db_pool_size": 5,
         }
@@ -75,6 +78,7 @@ def main() -> None:
         url,
         app_name=APP,
         executor_id=executor_id,
+        application_version=version,
         timings=WorkerTimings(heartbeat=HEARTBEAT, dead_after=DEAD_AFTER),
     )
     worker.start()

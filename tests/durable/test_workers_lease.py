@@ -16,8 +16,16 @@ from tests.durable._workers_support import database_url
 __all__ = ["database_url"]  # fixture
 
 
-def lease(url: str, executor_id: str, *, app: str = "app", dead_after: float = 60) -> ExecutorLease:
-    return ExecutorLease(url, app_name=app, executor_id=executor_id, dead_after=dead_after)
+def lease(
+    url: str, executor_id: str, *, app: str = "app", version: str = "v1", dead_after: float = 60
+) -> ExecutorLease:
+    return ExecutorLease(
+        url,
+        app_name=app,
+        application_version=version,
+        executor_id=executor_id,
+        dead_after=dead_after,
+    )
 
 
 def age(url: str, executor_id: str, seconds: float) -> None:
@@ -140,3 +148,79 @@ def test_exactly_three_heartbeats_is_enough(heartbeat: float, dead_after: float)
 )
 def test_driver_suffixes_are_dropped_for_libpq(url: str, expected: str) -> None:
     assert libpq_url(url) == expected
+
+
+def test_only_dead_executors_of_the_claimers_own_version_are_claimed(database_url: str) -> None:
+    with (
+        lease(database_url, "old", version="v1") as old,
+        lease(database_url, "new", version="v2") as new,
+        lease(database_url, "later", version="v1") as later,
+    ):
+        old.join()
+        new.join()
+        age(database_url, "old", 61)
+        # A v2 worker cannot recover v1 workflows: it leaves the row for a v1 worker.
+        assert new.claim_dead() == []
+        assert rows(database_url) == [("app", "new", None), ("app", "old", None)]
+        later.join()
+        assert later.claim_dead() == ["old"]
+        later.release("old")
+        assert rows(database_url) == [("app", "later", None), ("app", "new", None)]
+
+
+def test_one_executor_id_in_two_versions_is_two_executors(database_url: str) -> None:
+    with lease(database_url, "x", version="v1") as v1, lease(database_url, "x", version="v2") as v2:
+        v1.join()
+        v2.join()
+        assert (v1.renew(), v2.renew()) == (True, True)
+
+
+def test_a_second_live_process_with_the_same_executor_id_is_refused(database_url: str) -> None:
+    with lease(database_url, "x") as first, lease(database_url, "x") as second:
+        first.join()
+        beating = threading.Event()
+
+        def beat() -> None:
+            while not beating.wait(0.02):
+                first.renew()
+
+        thread = threading.Thread(target=beat)
+        thread.start()
+        try:
+            with pytest.raises(UsageError, match="'x' is in use by a live worker"):
+                second.join(poll=0.05)
+        finally:
+            beating.set()
+            thread.join()
+        assert first.renew() is True  # the live one is untouched
+
+
+def test_a_killed_processes_id_is_taken_by_its_restart_and_the_old_one_is_fenced(
+    database_url: str,
+) -> None:
+    with (
+        lease(database_url, "x", dead_after=0.2) as stalled,
+        lease(database_url, "x", dead_after=0.2) as restart,
+    ):
+        stalled.join()
+        restart.join(poll=0.05)  # waits until the silent row is older than dead_after
+        assert restart.renew() is True
+        assert stalled.renew() is False  # the older duplicate learns it lost its id
+        stalled.leave()  # and its leaving does not hand the restart's turns away
+        assert restart.renew() is True
+        assert rows(database_url) == [("app", "x", None)]
+
+
+def test_a_claimer_keeps_its_claims_fresh_while_it_recovers_them(database_url: str) -> None:
+    with (
+        lease(database_url, "dead") as dead,
+        lease(database_url, "a") as a,
+        lease(database_url, "b") as b,
+    ):
+        for each in (dead, a, b):
+            each.join()
+        age(database_url, "dead", 61)
+        assert a.claim_dead() == ["dead"]
+        age(database_url, "dead", 61)  # a long recovery: the claim grows old
+        assert a.renew() is True  # a's beat renews its claim too
+        assert b.claim_dead() == []

@@ -10,7 +10,7 @@ from ._engine import DurableEngine, WorkflowBody
 from ._queue import SessionQueue
 from ._replay import replaying
 from ._turn import DurableChats, TurnHandle, workflow_id
-from ._workers import WorkerTimings, run_worker
+from ._workers import Worker, WorkerTimings, run_worker
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -19,6 +19,7 @@ __all__ = [
     "DurableEngine",
     "SessionQueue",
     "TurnHandle",
+    "Worker",
     "WorkerTimings",
     "WorkflowBody",
     "replaying",

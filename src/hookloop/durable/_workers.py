@@ -13,16 +13,14 @@ What makes a group of workers self-healing:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import os
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -94,9 +92,10 @@ class Takeover:
 class Worker:
     """The heartbeat and takeover duty of one worker process.
 
-    Start it after DBOS is launched (with this ``executor_id``, the same ``app_name`` and the
-    same pinned ``application_version`` as every other worker): a background thread beats every
-    ``timings.heartbeat`` seconds and takes over dead executors. Stop it on the way out;
+    Join it before DBOS is launched and start it after (DBOS launched with this
+    ``executor_id``, the same ``app_name`` and the same pinned ``application_version`` as every
+    other worker): a background thread beats every ``timings.heartbeat`` seconds and, once
+    started, takes over dead executors. Stop it on the way out;
     ``leave=True`` (a graceful exit) hands whatever this executor still had pending to a live
     worker at its next beat instead of after ``dead_after``.
 
@@ -104,6 +103,8 @@ class Worker:
         database_url: The PostgreSQL database the workers share (DBOS's system database).
         app_name: The DBOS application name; workers of other applications are not touched.
         executor_id: This worker's DBOS executor id (unique per live worker).
+        application_version: The pinned DBOS application version; only dead workers of this
+            version are taken over (DBOS recovers a workflow only on its own version).
         timings: Heartbeat interval and dead-after delay.
         on_fenced: Called (on the heartbeat thread) when another worker took this one for dead.
     """
@@ -114,6 +115,7 @@ class Worker:
         *,
         app_name: str,
         executor_id: str,
+        application_version: str = APPLICATION_VERSION,
         timings: WorkerTimings = WorkerTimings(),
         on_fenced: Callable[[WorkerFencedError], None] | None = None,
     ) -> None:
@@ -123,26 +125,57 @@ class Worker:
         self.fenced: WorkerFencedError | None = None
         self._on_fenced = on_fenced
         self._lease = ExecutorLease(
-            database_url, app_name=app_name, executor_id=executor_id, dead_after=timings.dead_after
+            database_url,
+            app_name=app_name,
+            application_version=application_version,
+            executor_id=executor_id,
+            dead_after=timings.dead_after,
         )
         self._stop = threading.Event()
+        self._taking_over = threading.Event()
         self._thread: threading.Thread | None = None
+        # Recovery runs off the heartbeat thread: re-enqueueing a dead worker's thousand turns
+        # takes longer than ``dead_after``, and the beats must go on meanwhile.
+        self._recovery = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"hookloop-recovery-{executor_id}"
+        )
+        self._recovering: dict[str, Future[tuple[str, ...]]] = {}
 
-    def start(self) -> None:
-        """Join the executors table (a first beat) and start beating in the background."""
+    def join(self) -> None:
+        """Take this executor id in the executors table and start beating, without takeovers.
+
+        Call it before DBOS is launched, which resumes this executor id's pending workflows:
+        a second process with the id of a live worker is refused here, before it runs them.
+
+        Raises:
+            UsageError: A live worker of this application version already uses this id.
+        """
         if self._thread is not None:
             raise UsageError("this worker is started already")
-        self._lease.join()
+        try:
+            self._lease.join(poll=self.timings.heartbeat)
+        except BaseException:
+            self._lease.close()
+            raise
         self._thread = threading.Thread(
             target=self._run, name=f"hookloop-worker-{self.executor_id}", daemon=True
         )
         self._thread.start()
+
+    def start(self) -> None:
+        """Join the executors table if not done yet, and take over dead workers from now on."""
+        if self._taking_over.is_set():
+            raise UsageError("this worker is started already")
+        if self._thread is None:
+            self.join()
+        self._taking_over.set()
 
     def stop(self, *, leave: bool = True) -> None:
         """Stop beating; with ``leave``, have a live worker take what is left here at once."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        self._recovery.shutdown(wait=False, cancel_futures=True)
         try:
             if leave and self.fenced is None and self._thread is not None:
                 self._lease.leave()
@@ -152,17 +185,30 @@ class Worker:
     def beat(self) -> list[Takeover]:
         """One beat: renew this worker's heartbeat, then take over dead executors.
 
+        A takeover claims a dead executor, puts its pending workflows back on their queues in
+        the background (beats go on meanwhile), and is done at the first beat after that.
+
         Returns:
-            The takeovers this beat made (also appended to :attr:`takeovers`).
+            The takeovers done since the last beat (also appended to :attr:`takeovers`).
 
         Raises:
             WorkerFencedError: Another worker declared this one dead.
         """
         if not self._lease.renew():
             raise WorkerFencedError(executor_id=self.executor_id)
+        if not self._taking_over.is_set():
+            return []
         done = []
-        for executor_id in self._lease.claim_dead():
-            workflow_ids = _recover(executor_id)
+        for executor_id, recovery in list(self._recovering.items()):
+            if not recovery.done():
+                continue
+            del self._recovering[executor_id]
+            try:
+                workflow_ids = recovery.result()
+            except Exception:  # a database hiccup: the claim stays ours, recover it again
+                logger.warning("could not recover executor %s", executor_id, exc_info=True)
+                self._recovering[executor_id] = self._recovery.submit(_recover, executor_id)
+                continue
             self._lease.release(executor_id)
             done.append(
                 Takeover(executor_id=executor_id, workflow_ids=workflow_ids, at=time.time())
@@ -173,6 +219,9 @@ class Worker:
                 len(workflow_ids),
                 executor_id,
             )
+        for executor_id in self._lease.claim_dead():
+            if executor_id not in self._recovering:
+                self._recovering[executor_id] = self._recovery.submit(_recover, executor_id)
         self.takeovers.extend(done)
         return done
 
@@ -232,9 +281,11 @@ async def run_worker(
     timings: WorkerTimings = WorkerTimings(),
     grace: float = DEFAULT_GRACE,
     pool_size: int | None = None,
+    sessions_pool: int | None = None,
     stop: asyncio.Event | None = None,
+    hurry: asyncio.Event | None = None,
     on_ready: Callable[[Worker], None] | None = None,
-) -> None:
+) -> int:
     """Run a worker for durable turns until ``stop`` is set (what ``hookloop worker`` runs).
 
     It launches DBOS on ``database_url`` with this executor id, runs the turns submitted to the
@@ -242,12 +293,14 @@ async def run_worker(
     with the agent ``agent`` builds, beats, and takes over dead workers' turns.
 
     When ``stop`` is set it takes no new turn and lets the running ones finish for up to
-    ``grace`` seconds. If none is left it shuts down and returns. If some still run, it hands
-    them to a live worker and **ends the process** at once (``os._exit(0)``), the way a kill
-    would: cancelling them would record their cancellation in their sessions, and shutting
-    DBOS down under them would fail their steps. Likewise a worker that learns it was taken
-    for dead (its heartbeat stalled past ``dead_after``) logs :class:`WorkerFencedError` and
-    ends the process with status 1, since its turns already run elsewhere.
+    ``grace`` seconds. If none is left it shuts down and returns 0. If some still run, it hands
+    them to a live worker and returns their number **without shutting down**: cancelling them
+    would record their cancellation in their sessions, and shutting DBOS down under them would
+    fail their steps. The caller must then end the process at once, the way a kill would
+    (``os._exit(0)``; ``sys.exit`` would run DBOS's exit handler), before they run another
+    step here. Likewise a worker that learns it was taken for dead (its heartbeat stalled past
+    ``dead_after``) raises :class:`WorkerFencedError` without shutting down, since its turns
+    already run elsewhere: end the process (``hookloop worker`` exits with status 1).
 
     Args:
         database_url: The workers' PostgreSQL database (DBOS's system database).
@@ -255,18 +308,30 @@ async def run_worker(
         sessions: Where the sessions are kept; by default a ``PostgresSessionStore`` on
             ``database_url``.
         executor_id: This worker's id; by default ``<host>-<pid>``. Restarting a worker with
-            its old id resumes its turns at launch, without waiting for ``dead_after``.
+            its old id resumes its turns at launch (after a kill, once its last beat is
+            ``dead_after`` old). The id of a live worker is refused (``UsageError``).
         app_name: The DBOS application name, the same in all workers.
         application_version: The pinned DBOS application version, the same in all workers.
         timings: Heartbeat interval and dead-after delay.
         grace: Seconds the running turns get to finish once ``stop`` is set.
         pool_size: The most connections DBOS opens to ``database_url`` (DBOS's default: 20);
             see ``DBOSEngine`` and the pool sizing in ``docs/scaling.md``.
+        sessions_pool: The size of the default session store's pool
+            (``PostgresSessionStore(max_connections=)``, default 10); only without
+            ``sessions``.
         stop: Set it to stop the worker (default: runs until cancelled).
+        hurry: Set it (after ``stop``) to cut the grace short: the turns still running are
+            handed to a live worker at once (``hookloop worker``: a second Ctrl-C).
         on_ready: Called once the worker beats and takes turns.
 
+    Returns:
+        0 after a clean shutdown; else the number of turns still running in this process,
+        handed to a live worker: end the process at once (``os._exit``).
+
     Raises:
-        UsageError: ``database_url`` is not a PostgreSQL URL, or a bad ``agent``.
+        WorkerFencedError: Another worker took this one for dead: end the process at once.
+        UsageError: ``database_url`` is not a PostgreSQL URL, a bad ``agent``, or a live
+            worker of this application version uses ``executor_id``.
     """
     if not libpq_url(database_url).startswith(("postgresql://", "postgres://")):
         raise UsageError(
@@ -275,7 +340,12 @@ async def run_worker(
     executor_id = executor_id or default_executor_id()
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
-    store = sessions if sessions is not None else _postgres_store(database_url)
+    if sessions is not None and sessions_pool is not None:
+        raise UsageError(
+            "sessions_pool sizes the default session store: size the pool of the store "
+            "passed as sessions instead"
+        )
+    store = sessions if sessions is not None else _postgres_store(database_url, sessions_pool)
     engine = DBOSEngine(
         database_url,
         app_name=app_name,
@@ -284,45 +354,99 @@ async def run_worker(
         pool_size=pool_size,
     )
     DurableChats(engine, agent, sessions=store)
+    fenced = asyncio.Event()
+
+    def on_fenced(_: WorkerFencedError) -> None:  # on the heartbeat thread
+        loop.call_soon_threadsafe(fenced.set)
+
     worker = Worker(
-        database_url, app_name=app_name, executor_id=executor_id, timings=timings, on_fenced=_die
+        database_url,
+        app_name=app_name,
+        executor_id=executor_id,
+        application_version=application_version,
+        timings=timings,
+        on_fenced=on_fenced,
     )
     # DBOS makes its own thread pool the loop's default one: the worker's blocking calls get a
     # thread of their own, which DBOS's shutdown does not take away.
     own = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hookloop-worker")
+    abandoned = False  # turns still run here: nothing is shut down under them
     try:
-        await engine.launch()
+        # Before the launch, which resumes this executor id's pending turns: a duplicate of a
+        # live worker is refused before it runs that worker's turns a second time.
+        await loop.run_in_executor(own, worker.join)
         try:
-            await loop.run_in_executor(own, register_session_queue)
-            await loop.run_in_executor(own, worker.start)
-            if on_ready is not None:
-                on_ready(worker)
-            await stop.wait()
-            left = await loop.run_in_executor(own, _drain, executor_id, grace)
-            if left:
-                # No await from here on: no turn of this process runs another step.
-                worker.stop(leave=True)
-                logger.warning(
-                    "worker %s left %d running turns to a live worker", executor_id, left
+            await engine.launch()
+            try:
+                await loop.run_in_executor(own, register_session_queue)
+                await loop.run_in_executor(own, worker.start)
+                if on_ready is not None:
+                    on_ready(worker)
+                left = await _until_stopped(
+                    stop, hurry or asyncio.Event(), fenced, own, executor_id, grace
                 )
-                _exit(0)
+                if worker.fenced is not None:
+                    abandoned = True
+                    raise worker.fenced
+                if left:
+                    abandoned = True
+                    worker.stop(leave=True)
+                    logger.warning(
+                        "worker %s left %d running turns to a live worker", executor_id, left
+                    )
+                return left
+            finally:
+                if not abandoned:
+                    await engine.shutdown()
         finally:
-            await engine.shutdown()
-            await loop.run_in_executor(own, worker.stop)
+            if not abandoned:
+                await loop.run_in_executor(own, worker.stop)
     finally:
         own.shutdown(wait=False)
-        if sessions is None:
+        if sessions is None and not abandoned:
             await store.close()
 
 
-def _postgres_store(database_url: str) -> SessionStore:
+async def _until_stopped(
+    stop: asyncio.Event,
+    hurry: asyncio.Event,
+    fenced: asyncio.Event,
+    own: ThreadPoolExecutor,
+    executor_id: str,
+    grace: float,
+) -> int:
+    """Wait for ``stop``, then drain; the turns left running. Cut short by ``fenced`` (-1)."""
+    taken = asyncio.ensure_future(fenced.wait())
+    hurried = asyncio.ensure_future(hurry.wait())
+    cut = threading.Event()
+    hurried.add_done_callback(lambda wait: None if wait.cancelled() else cut.set())
+    try:
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait((stopped, taken), return_when=asyncio.FIRST_COMPLETED)
+        if taken.done():
+            stopped.cancel()
+            return -1
+        drain = asyncio.get_running_loop().run_in_executor(own, _drain, executor_id, grace, cut)
+        await asyncio.wait((drain, taken), return_when=asyncio.FIRST_COMPLETED)
+        if taken.done():
+            return -1  # the drain's thread goes on; nothing waits for it
+        left: int = drain.result()
+        return left
+    finally:
+        taken.cancel()
+        hurried.cancel()
+
+
+def _postgres_store(database_url: str, pool: int | None) -> SessionStore:
     from ..sessions import PostgresSessionStore
 
-    return PostgresSessionStore(libpq_url(database_url))
+    if pool is None:
+        return PostgresSessionStore(libpq_url(database_url))
+    return PostgresSessionStore(libpq_url(database_url), max_connections=pool)
 
 
-def _drain(executor_id: str, grace: float) -> int:
-    """Take no new turn; wait up to ``grace`` s for this executor's turns; how many are left.
+def _drain(executor_id: str, grace: float, cut: threading.Event) -> int:
+    """Take no new turn; wait up to ``grace`` s (or ``cut``) for this executor's turns; the rest.
 
     DBOS 3.4 stops dequeuing only in ``DBOS.destroy()``, which also tears down what running
     turns need; setting its background threads' stop events (the first thing ``destroy``
@@ -339,20 +463,6 @@ def _drain(executor_id: str, grace: float) -> int:
         pending = DBOS.list_workflows(
             status="PENDING", executor_id=executor_id, load_input=False, load_output=False
         )
-        if not pending or time.monotonic() >= deadline:
+        if not pending or time.monotonic() >= deadline or cut.is_set():
             return len(pending)
-        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-
-
-def _die(exc: WorkerFencedError) -> None:
-    """The worker's turns run elsewhere now: end this process before they run here again."""
-    logger.critical("%s", exc)
-    print(f"hookloop: WorkerFencedError: {exc}", file=sys.stderr)
-    _exit(1)
-
-
-def _exit(status: int) -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(Exception):
-            stream.flush()
-    os._exit(status)
+        cut.wait(min(0.1, max(0.0, deadline - time.monotonic())))
