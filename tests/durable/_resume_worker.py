@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import sys
-from pathlib import Path
 
 from hookloop import (
     Agent,
@@ -35,24 +34,9 @@ from hookloop import (
 from hookloop.durable import DBOSEngine, DurableChats, replaying, workflow_id
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
+from tests.durable._turn_worker import _dir, log, stop_here
 
 SESSION = "s-1"
-
-
-def _dir() -> Path:
-    return Path(os.environ["HOOKLOOP_TURN_DIR"])
-
-
-def log(*fields: object) -> None:
-    with (_dir() / "log").open("a") as f:
-        f.write(" ".join(str(x) for x in fields) + "\n")
-
-
-async def stop_here(point: str) -> None:
-    if os.environ.get("HOOKLOOP_TURN_STOP") == point:
-        os.environ["HOOKLOOP_TURN_STOP"] = "passed"  # a run stops once
-        (_dir() / "reached").write_text(point)
-        await asyncio.Event().wait()
 
 
 class StoppingStore(SQLiteSessionStore):
