@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import itertools
 import os
 import re
@@ -52,6 +51,7 @@ from ._errors import (
     WorkerFencedError,
 )
 from ._events import ModelRetry, ToolCallFinished
+from ._extras import import_attribute
 from ._messages import ToolMessage
 from ._toolbox import BUILTIN_TOOLS
 from ._tools import Tool, tool
@@ -81,6 +81,7 @@ class _Usage(UsageError):
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (``sys.argv[1:]`` by default); return the exit code."""
     args = _parser().parse_args(argv)
+    _user_modules_importable()
     try:
         code: int = asyncio.run(args.handler(args))
         return code
@@ -97,6 +98,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"hookloop: {_failure(exc, args)}", file=sys.stderr)
         return EXIT_FAILED
+
+
+def _user_modules_importable() -> None:
+    """Let ``module:attribute`` arguments name modules of the current directory (``python -m``)."""
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -709,31 +716,12 @@ def _load_tool(spec: str) -> Tool:
     if ":" not in spec:
         names = ", ".join(BUILTIN_TOOLS)
         raise UsageError(f"unknown tool {spec!r}: use one of {names}, or module:attribute")
-    value = _import_attribute(spec, "tool")
+    value = import_attribute(spec, "tool")
     if isinstance(value, Tool):
         return value
     if not callable(value):
         raise UsageError(f"cannot load tool {spec!r}: {type(value).__name__} is not a function")
     return tool(value)
-
-
-def _import_attribute(spec: str, what: str) -> object:
-    """The value ``module:attribute`` names, importing the module from the current directory too.
-
-    Raises:
-        UsageError: It cannot be imported (the message names ``what`` was being loaded).
-    """
-    module_name, sep, attribute = spec.partition(":")
-    if not (sep and module_name and attribute):
-        raise UsageError(f"cannot load {what} {spec!r}: write it as module:attribute")
-    if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.insert(0, os.getcwd())  # as `python -m` does: the user's modules are here
-    try:
-        return getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as exc:
-        raise UsageError(f"cannot load {what} {spec!r}: {exc}") from exc
-    except Exception as exc:  # the module itself fails: a syntax error, a raise at import
-        raise UsageError(f"cannot load {what} {spec!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def _toolsets(servers: Sequence[str]) -> list[MCPToolset]:
@@ -761,7 +749,7 @@ def _toolsets(servers: Sequence[str]) -> list[MCPToolset]:
 async def _mcp_serve(args: argparse.Namespace) -> int:
     from .mcp import serve
 
-    source = _import_attribute(args.source, "tools")
+    source = import_attribute(args.source, "tools")
     if not 0 <= args.port <= 65535:
         raise _Usage(f"--port must be between 0 and 65535 (got {args.port})")
 

@@ -18,9 +18,9 @@ from contextlib import contextmanager
 from types import ModuleType
 
 from ._deprecated import MOVED_MODULES, RENAMED, warn_deprecated
-from ._errors import MissingExtraError
+from ._errors import MissingExtraError, UsageError
 
-__all__ = ["extra_needed", "import_extra", "lazy_dir", "lazy_getattr"]
+__all__ = ["extra_needed", "import_attribute", "import_extra", "lazy_dir", "lazy_getattr"]
 
 
 @contextmanager
@@ -43,6 +43,32 @@ def import_extra(module: str, *, extra: str, by: str) -> ModuleType:
     """Import ``module`` of the ``extra``, or raise :class:`MissingExtraError`."""
     with extra_needed(extra, by=by):
         return importlib.import_module(module)
+
+
+def import_attribute(spec: str, what: str) -> object:
+    """The value ``module:attribute`` names (user code: a tool, an agent factory).
+
+    The module is imported from ``sys.path`` as it is: this changes nothing about it. A
+    command that loads the user's modules from the current directory (``hookloop run --tool``,
+    ``hookloop worker``) puts that directory on ``sys.path`` itself, as ``python -m`` does.
+
+    Args:
+        spec: ``"module:attribute"``.
+        what: What is being loaded, for the message (``"tool"``, ``"agent factory"``).
+
+    Raises:
+        UsageError: ``spec`` is malformed, or the module or attribute cannot be imported (the
+            message names ``what`` was being loaded and why).
+    """
+    module_name, sep, attribute = spec.partition(":")
+    if not (sep and module_name and attribute):
+        raise UsageError(f"cannot load {what} {spec!r}: write it as module:attribute")
+    try:
+        return getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"cannot load {what} {spec!r}: {exc}") from exc
+    except Exception as exc:  # the module itself fails: a syntax error, a raise at import
+        raise UsageError(f"cannot load {what} {spec!r}: {type(exc).__name__}: {exc}") from exc
 
 
 def lazy_getattr(package: str, lazy: Mapping[str, str]) -> Callable[[str], object]:

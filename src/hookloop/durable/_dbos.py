@@ -17,20 +17,11 @@ from typing import Any, Final
 from .._background import run_sync
 from .._errors import DurableRecordError, UsageError
 from .._extras import import_extra
+from ._dbos_shared import APPLICATION_VERSION, SESSION_QUEUE, dbos_workflow_name, text_output
 from ._engine import WorkflowBody
 
 __all__ = ["APPLICATION_VERSION", "DBOSEngine"]
 
-APPLICATION_VERSION: Final = "hookloop-durable-1"
-"""The DBOS application version a :class:`DBOSEngine` runs under unless told otherwise.
-
-DBOS recovers only the workflows of its own application version, and by default derives
-that from a hash of the code: any code change would leave the turns in flight unrecovered.
-hookloop pins it instead, and changes it only when a release records turns differently.
-Pass your own to tell apart deployments whose turns must not resume on each other.
-"""
-
-_WORKFLOW_NAME: Final = "hookloop.durable_turn"
 _POLL_SECONDS: Final = 0.1  # how often a wait on another worker's turn reads its status
 
 # The workflow bodies of the engine that is launched (DBOS is one instance per process).
@@ -41,15 +32,6 @@ _workflows: dict[str, Callable[[str, str], Awaitable[str]]] = {}
 
 def _dbos() -> ModuleType:
     return import_extra("dbos", extra="dbos", by="DBOSEngine")
-
-
-def dbos_workflow_name(name: str) -> str:
-    """The name DBOS records for hookloop's workflow ``name``: ``"hookloop.durable_turn:<name>"``.
-
-    One DBOS workflow per name (a turn's names its agent factory): a worker that does not
-    register a name leaves its turns PENDING, for a worker that does, rather than failing them.
-    """
-    return f"{_WORKFLOW_NAME}:{name}"
 
 
 def _registered_workflow(dbos: Any, name: str) -> Callable[[str, str], Awaitable[str]]:
@@ -223,7 +205,7 @@ class DBOSEngine:
             raise _unreadable(workflow_id, "output", exc) from exc
         finally:
             self._handles.pop(workflow_id, None)
-        return _text(output, workflow_id, "output")
+        return text_output(output, workflow_id, "output")
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Run ``body`` as the next DBOS step of the running workflow, or replay it.
@@ -246,7 +228,7 @@ class DBOSEngine:
             raise _unreadable(self.workflow_id(), name, exc) from exc
         if isinstance(output, str):
             return output
-        return _text(output, self.workflow_id(), name)
+        return text_output(output, self.workflow_id(), name)
 
     async def wait_earlier(self, prefix: str) -> None:
         """Wait for this worker's earlier unfinished workflows whose ids start with ``prefix``.
@@ -255,8 +237,6 @@ class DBOSEngine:
         workflow, DBOS records the list and each wait as steps, so a replay waits for the
         same ones.
         """
-        from ._queue import SESSION_QUEUE  # it imports this module
-
         dbos = self._dbos.DBOS
         own = self.workflow_id()
         pending = await dbos.list_workflows_async(
@@ -317,10 +297,3 @@ _UNREADABLE: Final = (binascii.Error, pickle.UnpicklingError, EOFError)
 def _unreadable(workflow_id: str, step: str, exc: Exception) -> DurableRecordError:
     reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
     return DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
-
-
-def _text(output: object, workflow_id: str, step: str) -> str:
-    if not isinstance(output, str):  # every body returns str: the record was changed
-        reason = f"a {type(output).__name__}, not JSON text"
-        raise DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
-    return output

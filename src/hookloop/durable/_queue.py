@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from .._errors import UsageError
 from .._extras import import_extra
-from ._dbos import APPLICATION_VERSION, _text, dbos_workflow_name
+from ._dbos_shared import APPLICATION_VERSION, SESSION_QUEUE, dbos_workflow_name, text_output
 from ._records import decode_turn
 
 __all__ = [
@@ -23,9 +23,6 @@ __all__ = [
     "SessionQueue",
     "register_session_queue",
 ]
-
-SESSION_QUEUE: Final = "hookloop_sessions"
-"""The DBOS queue turns are submitted to; its partition key is the session id."""
 
 QUEUE_POLLING: Final = 0.2
 """How often (seconds) a worker looks for new turns on the session queue."""
@@ -110,7 +107,7 @@ class SessionQueue:
         """Wait for the turn to end in whichever worker runs it; its output."""
         handle = await self._require_client().retrieve_workflow_async(workflow_id)
         output = await handle.get_result(polling_interval_sec=RESULT_POLLING)
-        return _text(output, workflow_id, "output")
+        return text_output(output, workflow_id, "output")
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Not here: turns run in the workers."""

@@ -13,6 +13,7 @@ from .._agent import Agent, UserInput, _user_message
 from .._background import run_sync
 from .._errors import UsageError
 from .._events import AgentEvent, AgentResponse
+from .._extras import import_attribute
 from .._messages import UserMessage
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
@@ -224,9 +225,7 @@ def _agent_path(agent: object) -> str:
 
 
 def _load_factory(path: str) -> Callable[[], object]:
-    from .._cli import _import_attribute
-
-    factory = _import_attribute(path, "agent factory")
+    factory = import_attribute(path, "agent factory")
     if not callable(factory):
         raise UsageError(f"{path} is {type(factory).__name__}, not a function that builds an Agent")
     return factory
