@@ -176,3 +176,73 @@ def dbos_workers(database_url: str, tmp_path: Path) -> Iterator[Workers]:
         yield workers
     finally:
         workers.close()
+
+
+class OwnPostgres:
+    """A PostgreSQL server of one test's own (a throwaway cluster), to stop and start at will.
+
+    Only for tests that take the database away: the shared server of ``scripts/test-services``
+    stays up for every other test. Runs as the ``postgres`` user when the tests run as root.
+    """
+
+    def __init__(self) -> None:
+        import shutil
+        import socket
+        import tempfile
+
+        found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+        if not found and shutil.which("initdb") is None:
+            pytest.skip("no PostgreSQL binaries (scripts/test-services installs them)")
+        self.bin = found[-1].parent if found else Path(shutil.which("initdb") or "").parent
+        self.dir = Path(tempfile.mkdtemp(prefix="hookloop-own-pg-"))
+        self.data = self.dir / "data"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self._as:
+            shutil.chown(self.dir, "postgres", "postgres")
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "--no-sync")
+        self.start()
+        self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, tool: str, *args: str) -> None:
+        subprocess.run(
+            [*self._as, str(self.bin / tool), *args],
+            check=True,
+            capture_output=True,
+            timeout=GUARD,
+        )
+
+    def start(self) -> None:
+        """Start the server (again) on its port; returns once it takes connections."""
+        options = (
+            f"-p {self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' "
+            "-c fsync=off -c max_connections=60"
+        )
+        log = str(self.dir / "log")
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-l", log, "-o", options, "start")
+
+    def stop(self) -> None:
+        """Stop the server at once (its clients' connections die)."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-m", "immediate", "stop")
+
+    def close(self) -> None:
+        import shutil
+
+        subprocess.run(
+            [*self._as, str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=GUARD,
+        )
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[OwnPostgres]:
+    """A PostgreSQL server of the test's own, which the test may stop and start."""
+    server = OwnPostgres()
+    try:
+        yield server
+    finally:
+        server.close()

@@ -140,6 +140,9 @@ class Worker:
             max_workers=1, thread_name_prefix=f"hookloop-recovery-{executor_id}"
         )
         self._recovering: dict[str, Future[tuple[str, ...]]] = {}
+        # When this worker's beats began to succeed again (time.monotonic()); None while they
+        # fail. A peer is claimed only once this is ``dead_after`` old: see :meth:`beat`.
+        self._healthy_since: float | None = None
 
     def join(self) -> None:
         """Take this executor id in the executors table and start beating, without takeovers.
@@ -157,6 +160,7 @@ class Worker:
         except BaseException:
             self._lease.close()
             raise
+        self._healthy_since = time.monotonic()
         self._thread = threading.Thread(
             target=self._run, name=f"hookloop-worker-{self.executor_id}", daemon=True
         )
@@ -186,7 +190,10 @@ class Worker:
         """One beat: renew this worker's heartbeat, then take over dead executors.
 
         A takeover claims a dead executor, puts its pending workflows back on their queues in
-        the background (beats go on meanwhile), and is done at the first beat after that.
+        the background (beats go on meanwhile), and is done at the first beat after that. No
+        executor is claimed until this worker's own beats have succeeded for ``dead_after``
+        since it joined or last failed to beat: after a database outage every worker's last
+        beat is old, and the live ones need that long to beat again.
 
         Returns:
             The takeovers done since the last beat (also appended to :attr:`takeovers`).
@@ -196,6 +203,9 @@ class Worker:
         """
         if not self._lease.renew():
             raise WorkerFencedError(executor_id=self.executor_id)
+        now = time.monotonic()
+        if self._healthy_since is None:
+            self._healthy_since = now
         if not self._taking_over.is_set():
             return []
         done = []
@@ -219,9 +229,16 @@ class Worker:
                 len(workflow_ids),
                 executor_id,
             )
-        for executor_id in self._lease.claim_dead():
-            if executor_id not in self._recovering:
-                self._recovering[executor_id] = self._recovery.submit(_recover, executor_id)
+        # A peer whose beats are stale may only have been cut off from the database as this
+        # worker was: after an outage every worker's last beat is old. Each worker beats again
+        # within a heartbeat of the database coming back, so waiting until this one's own beats
+        # have succeeded for ``dead_after`` (three heartbeats at least) since its last failure
+        # gives every live peer time to beat; a peer still stale then is dead (or cut off on its
+        # own, and fenced when it comes back).
+        if now - self._healthy_since >= self.timings.dead_after:
+            for executor_id in self._lease.claim_dead():
+                if executor_id not in self._recovering:
+                    self._recovering[executor_id] = self._recovery.submit(_recover, executor_id)
         self.takeovers.extend(done)
         return done
 
@@ -237,6 +254,7 @@ class Worker:
                 return
             except Exception:  # a database hiccup: reconnect and beat again next time
                 logger.warning("worker %s could not beat", self.executor_id, exc_info=True)
+                self._healthy_since = None  # its peers may not have reached the database either
                 self._lease.close()
 
     def __enter__(self) -> Worker:
