@@ -3,6 +3,7 @@
     python bench/scale.py                # a readable table
     python bench/scale.py --json         # one JSON object with the same figures
     python bench/scale.py --quick        # fewer chats per configuration (1-1.5 minutes)
+    python bench/scale.py --lone         # one chat at a time: what durability adds (30 s)
 
 Every configuration starts N worker processes (1, 2, 4) on a PostgreSQL database of its own
 (loopback only) and gives them a fixed list of chats:
@@ -79,6 +80,7 @@ class Config:
     latency_ms: int
     routing: str  # sticky / random
     chats: int
+    in_flight: int | None = None  # chats at once (None: 64 durable, 4 per pool connection plain)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -229,7 +231,13 @@ def plans(config: Config, dsn: str, max_connections: int) -> list[Plan]:
         owners[owner].append((session_id, number))
     pool = max(2, min(MAX_POOL, (max_connections - RESERVED_CONNECTIONS) // config.workers))
     return [
-        Plan(dsn=dsn, pool=pool, concurrency=4 * pool, latency_ms=config.latency_ms, chats=own)
+        Plan(
+            dsn=dsn,
+            pool=pool,
+            concurrency=config.in_flight or 4 * pool,
+            latency_ms=config.latency_ms,
+            chats=own,
+        )
         for own in owners
     ]
 
@@ -392,7 +400,7 @@ async def drive(config: Config, url: str) -> tuple[list[float], int]:
 
     latencies: list[float] = []
     give_ups = 0
-    gate = asyncio.Semaphore(64)
+    gate = asyncio.Semaphore(config.in_flight or 64)
     store = PostgresSessionStore(url)
     async with SessionQueue(url) as queue:
         chats = DurableChats(queue, "scale:durable_agent", sessions=store)
@@ -451,6 +459,7 @@ def figures(
         "give_ups": give_ups,
         "worker_cpu": round(worker_cpu / wall, 2),
         "db_cpu": round(db_cpu / wall, 2),
+        "db_cpu_ms_per_chat": round(db_cpu * 1000 / max(1, len(latencies)), 2),
         "wall_s": round(wall, 2),
     }
 
@@ -476,6 +485,26 @@ CHATS = {
     ("durable", "hot", 0): (200, 60),
     ("durable", "hot", 200): (100, 40),
 }
+
+
+LONE_CHATS = 40
+
+
+def lone_configs(modes: list[str]) -> list[Config]:
+    """One chat at a time on cold sessions, 0 ms model: the latency durability adds by itself."""
+    return [
+        Config(
+            mode=mode,
+            workers=workers,
+            sessions="cold",
+            latency_ms=0,
+            routing="sticky" if mode == "plain" else "queue",
+            chats=LONE_CHATS,
+            in_flight=1,
+        )
+        for mode in modes
+        for workers in ((1,) if mode == "plain" else (1, 2))
+    ]
 
 
 def configs(quick: bool, modes: list[str]) -> list[Config]:
@@ -523,7 +552,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     max_connections = int(row[0]) if row else 100
     modes = ["plain", "durable"] if args.mode == "both" else [args.mode]
     results = []
-    for config in configs(args.quick, modes):
+    chosen = lone_configs(modes) if args.lone else configs(args.quick, modes)
+    for config in chosen:
         if config.mode == "plain":
             results.append(run(config, dsn, max_connections))
         else:
@@ -553,6 +583,7 @@ COLUMNS = [
     "give_ups",
     "worker_cpu",
     "db_cpu",
+    "db_cpu_ms_per_chat",
 ]
 
 
@@ -560,6 +591,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer chats per configuration")
+    parser.add_argument(
+        "--lone", action="store_true", help="one chat at a time: the latency durability adds"
+    )
     parser.add_argument("--postgres", metavar="DSN", help="the PostgreSQL server (loopback)")
     parser.add_argument(
         "--mode",

@@ -14,7 +14,9 @@ from typing import Any, Final
 from .._errors import UsageError
 from .._extras import import_extra
 from ._dbos_shared import APPLICATION_VERSION, SESSION_QUEUE, dbos_workflow_name, text_output
+from ._lease import libpq_url
 from ._records import decode_turn
+from ._wakeup import ENDED, TurnEnds
 
 __all__ = [
     "QUEUE_POLLING",
@@ -24,20 +26,28 @@ __all__ = [
     "register_session_queue",
 ]
 
-QUEUE_POLLING: Final = 0.2
-"""How often (seconds) a worker looks for new turns on the session queue."""
+QUEUE_POLLING: Final = 1.0
+"""How often (seconds) a worker looks for new turns on the session queue without being woken.
 
-RESULT_POLLING: Final = 0.05
-"""How often (seconds) a :class:`SessionQueue` looks whether a turn it waits for has ended."""
+Workers are woken at once when a turn is submitted or a session freed (see
+:mod:`hookloop.durable._wakeup`); this polling only covers a wake-up that was lost.
+"""
+
+RESULT_POLLING: Final = 1.0
+"""How often (seconds) a :class:`SessionQueue` reads the status of a turn it waits for.
+
+It is woken when the turn ends; this polling only covers a wake-up that was lost.
+"""
 
 
-def register_session_queue(*, polling_interval: float = QUEUE_POLLING) -> None:
+def register_session_queue(*, polling_interval: float = QUEUE_POLLING) -> Any:
     """Declare the session queue in this process's launched DBOS: one turn per session at once.
 
-    Every worker calls it after launching (declaring it again is harmless).
+    Every worker calls it after launching (declaring it again is harmless). Returns DBOS's
+    queue object.
     """
     dbos = import_extra("dbos", extra="dbos", by="the session queue")
-    dbos.DBOS.register_queue(
+    return dbos.DBOS.register_queue(
         SESSION_QUEUE, partition_concurrency=1, polling_interval_sec=polling_interval
     )
 
@@ -71,6 +81,7 @@ class SessionQueue:
         self._app_name = app_name
         self._version = application_version
         self._client: Any = None
+        self._ends = TurnEnds(libpq_url(database_url))
 
     def __repr__(self) -> str:
         return f"SessionQueue({self._url!r})"
@@ -84,10 +95,12 @@ class SessionQueue:
             self._client = self._dbos.DBOSClient(
                 system_database_url=self._url, application_name=self._app_name
             )
+            self._ends.start()
 
     async def shutdown(self) -> None:
         """Disconnect; submitted turns go on in the workers."""
         client, self._client = self._client, None
+        await self._ends.stop()
         if client is not None:
             client.destroy()
 
@@ -106,6 +119,9 @@ class SessionQueue:
     async def result(self, workflow_id: str) -> str:
         """Wait for the turn to end in whichever worker runs it; its output."""
         handle = await self._require_client().retrieve_workflow_async(workflow_id)
+        with self._ends.watching(workflow_id) as ended:
+            while (await handle.get_status()).status not in ENDED:
+                await ended(RESULT_POLLING)
         output = await handle.get_result(polling_interval_sec=RESULT_POLLING)
         return text_output(output, workflow_id, "output")
 

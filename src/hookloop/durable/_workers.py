@@ -30,6 +30,7 @@ from ._dbos import APPLICATION_VERSION, DBOSEngine
 from ._lease import ExecutorLease, libpq_url
 from ._queue import register_session_queue
 from ._turn import DurableChats
+from ._wakeup import QueueWaker, install_trigger
 
 if TYPE_CHECKING:
     from .._agent import Agent
@@ -395,8 +396,14 @@ async def run_worker(
         await loop.run_in_executor(own, worker.join)
         try:
             await engine.launch()
+            waker: QueueWaker | None = None
             try:
-                await loop.run_in_executor(own, register_session_queue)
+                queue = await loop.run_in_executor(own, register_session_queue)
+                await loop.run_in_executor(own, install_trigger, libpq_url(database_url))
+                waker = QueueWaker(
+                    libpq_url(database_url), lambda: _dequeue(queue), _stopped_taking_turns
+                )
+                waker.start()
                 await loop.run_in_executor(own, worker.start)
                 if on_ready is not None:
                     on_ready(worker)
@@ -414,6 +421,8 @@ async def run_worker(
                     )
                 return left
             finally:
+                if waker is not None:
+                    waker.stop()
                 if not abandoned:
                     await engine.shutdown()
         finally:
@@ -461,6 +470,43 @@ def _postgres_store(database_url: str, pool: int | None) -> SessionStore:
     if pool is None:
         return PostgresSessionStore(libpq_url(database_url))
     return PostgresSessionStore(libpq_url(database_url), max_connections=pool)
+
+
+def _dequeue(queue: Any) -> None:
+    """Start what the session queue can start in this worker now (DBOS's queue thread, once).
+
+    DBOS 3.4 dequeues only on its queue thread's polls and has no public call to poll now;
+    this makes the same private calls that thread makes for a queue with a partition
+    concurrency of one (the claim is one transaction; two workers claiming at once take
+    different turns). Pinned by the extra, covered by the worker tests.
+    """
+    from dbos._core import execute_dequeued_workflow
+    from dbos._dbos import _get_dbos_instance
+    from dbos._utils import GlobalParams, generate_uuid
+
+    dbos = _get_dbos_instance()
+    owner = generate_uuid()
+    started = dbos._sys_db.start_queued_partitioned_workflows(
+        queue, GlobalParams.executor_id, GlobalParams.app_version, owner_xid=owner
+    )
+    if not started:
+        return
+    for status in dbos._sys_db.get_workflow_statuses(started):
+        try:
+            execute_dequeued_workflow(dbos, status, owner)
+        except Exception:  # as DBOS's queue thread: the others still start
+            logger.exception("could not start turn %s", status["workflow_uuid"])
+
+
+def _stopped_taking_turns() -> bool:
+    """Whether this process's DBOS stopped taking turns (:func:`_drain`, or its shutdown)."""
+    from dbos._dbos import _get_dbos_instance
+
+    try:
+        events = _get_dbos_instance().background_thread_stop_events
+    except Exception:  # DBOS was destroyed
+        return True
+    return any(event.is_set() for event in events)
 
 
 def _drain(executor_id: str, grace: float, cut: threading.Event) -> int:
