@@ -9,15 +9,23 @@ from __future__ import annotations
 import asyncio
 import binascii
 import contextlib
+import os
 import pickle
 from collections.abc import Awaitable, Callable
 from types import ModuleType, TracebackType
 from typing import Any, Final
 
 from .._background import run_sync
-from .._errors import DurableRecordError, UsageError
+from .._errors import DurableRecordError, StoreError, UsageError
 from .._extras import import_extra
-from ._dbos_shared import APPLICATION_VERSION, SESSION_QUEUE, dbos_workflow_name, text_output
+from ._dbos_shared import (
+    APPLICATION_VERSION,
+    SESSION_QUEUE,
+    dbos_workflow_name,
+    text_output,
+    unreachable,
+    without_password,
+)
 from ._engine import WorkflowBody
 
 __all__ = ["APPLICATION_VERSION", "DBOSEngine"]
@@ -104,10 +112,11 @@ class DBOSEngine:
         # (a handle found by id polls the database).
         self._handles: dict[str, Any] = {}
         self._launched = False
+        self._lock: int | None = None  # the SQLite file's lock, held while launched
 
     def __repr__(self) -> str:
         # Without the password: a repr ends up in logs and tracebacks.
-        return f"DBOSEngine({_without_password(self._config['system_database_url'])!r})"
+        return f"DBOSEngine({without_password(self._config['system_database_url'])!r})"
 
     def register(self, name: str, body: WorkflowBody) -> None:
         """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
@@ -126,6 +135,8 @@ class DBOSEngine:
 
         Raises:
             UsageError: The engine is launched already, or another one is in this process.
+            StoreError: The database cannot be reached, or (SQLite) another process runs
+                durable turns on the same file.
         """
         if self._launched:
             raise UsageError("the engine is launched already")
@@ -135,14 +146,21 @@ class DBOSEngine:
         for name in self._bodies:
             _registered_workflow(dbos, name)
         _bodies.update(self._bodies)
+        lock = _lock_sqlite_file(self._config["system_database_url"])
         try:
             dbos.DBOS(config=self._config)
             # From inside the event loop: DBOS then runs recovered workflows on this loop.
             dbos.DBOS.launch()
-        except BaseException:
+        except BaseException as exc:
             _bodies.clear()
             dbos.DBOS.destroy()
+            if lock is not None:
+                os.close(lock)
+            cannot = unreachable(self._config["system_database_url"], exc)
+            if cannot is not None:
+                raise cannot from exc
             raise
+        self._lock = lock
         self._launched = True
 
     def launch_sync(self) -> None:
@@ -160,7 +178,12 @@ class DBOSEngine:
         self._launched = False
         self._handles.clear()
         _bodies.clear()
-        await asyncio.to_thread(self._dbos.DBOS.destroy)
+        try:
+            await asyncio.to_thread(self._dbos.DBOS.destroy)
+        finally:
+            lock, self._lock = self._lock, None
+            if lock is not None:
+                os.close(lock)
 
     async def __aenter__(self) -> DBOSEngine:
         await self.launch()
@@ -281,13 +304,37 @@ class DBOSEngine:
             raise UsageError("launch the engine first: await engine.launch()")
 
 
-def _without_password(url: str) -> str:
-    """``url`` with the password of its user part, if any, replaced by ``***``."""
-    scheme, sep, rest = url.partition("://")
-    user, at, host = rest.rpartition("@")
-    if not (sep and at) or ":" not in user:
-        return url
-    return f"{scheme}://{user.partition(':')[0]}:***@{host}"
+def _lock_sqlite_file(url: str) -> int | None:
+    """Lock DBOS's SQLite file for this process; the lock's descriptor (None: not SQLite).
+
+    Two processes running durable turns on one SQLite file would race each other's turns (and
+    DBOS's recovery), so the second one is refused here. The lock (``flock``) is the file's
+    own and independent of SQLite's locks; it goes with the process, however it ends.
+
+    Raises:
+        StoreError: Another process holds the lock.
+    """
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url.removeprefix("sqlite:///").partition("?")[0]
+    if not path or path == ":memory:":
+        return None
+    try:
+        import fcntl
+    except ImportError:  # not on a POSIX system: nothing to lock with
+        return None
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        os.close(descriptor)
+        raise StoreError(
+            f"another process runs durable turns on the SQLite file {path}: one process per "
+            "SQLite file (stop the other one, give each process its own file, or run workers "
+            "on PostgreSQL)",
+            store=path,
+        ) from exc
+    return descriptor
 
 
 # What DBOS raises for a value it recorded but cannot read back (it pickles in base64).

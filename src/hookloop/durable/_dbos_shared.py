@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._errors import DurableRecordError
+from .._errors import DurableRecordError, StoreError
 
-__all__ = ["APPLICATION_VERSION", "SESSION_QUEUE", "dbos_workflow_name", "text_output"]
+__all__ = [
+    "APPLICATION_VERSION",
+    "SESSION_QUEUE",
+    "dbos_workflow_name",
+    "text_output",
+    "unreachable",
+    "without_password",
+]
 
 APPLICATION_VERSION: Final = "hookloop-durable-1"
 """The DBOS application version a :class:`DBOSEngine` runs under unless told otherwise.
@@ -47,3 +54,27 @@ def text_output(output: object, workflow_id: str, step: str) -> str:
         reason = f"a {type(output).__name__}, not JSON text"
         raise DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
     return output
+
+
+def without_password(url: str) -> str:
+    """``url`` with the password of its user part, if any, replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    user, at, host = rest.rpartition("@")
+    if not (sep and at) or ":" not in user:
+        return url
+    return f"{scheme}://{user.partition(':')[0]}:***@{host}"
+
+
+def unreachable(url: str, exc: BaseException) -> StoreError | None:
+    """The :class:`StoreError` for ``exc`` if it says the database at ``url`` cannot be reached.
+
+    DBOS and its client raise the driver's error through SQLAlchemy (``OperationalError``:
+    refused, unknown host, bad password, no such database); it becomes one line naming the
+    database (without its password). Anything else is None.
+    """
+    if type(exc).__name__ != "OperationalError" and not isinstance(exc, OSError):
+        return None
+    where = without_password(url)
+    cause = getattr(exc, "orig", None) or exc
+    reason = " ".join(str(cause).split()) or type(cause).__name__
+    return StoreError(f"the durable turns' database {where} cannot be used: {reason}", store=where)

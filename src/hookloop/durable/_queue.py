@@ -13,7 +13,14 @@ from typing import Any, Final
 
 from .._errors import UsageError
 from .._extras import import_extra
-from ._dbos_shared import APPLICATION_VERSION, SESSION_QUEUE, dbos_workflow_name, text_output
+from ._dbos_shared import (
+    APPLICATION_VERSION,
+    SESSION_QUEUE,
+    dbos_workflow_name,
+    text_output,
+    unreachable,
+    without_password,
+)
 from ._lease import libpq_url
 from ._records import decode_turn
 from ._wakeup import ENDED, TurnEnds
@@ -84,17 +91,27 @@ class SessionQueue:
         self._ends = TurnEnds(libpq_url(database_url))
 
     def __repr__(self) -> str:
-        return f"SessionQueue({self._url!r})"
+        return f"SessionQueue({without_password(self._url)!r})"
 
     def register(self, name: str, body: Callable[[str], Awaitable[str]]) -> None:
         """Accept a workflow's name; its body runs in the workers, never here."""
 
     async def launch(self) -> None:
-        """Connect to the workers' database."""
+        """Connect to the workers' database.
+
+        Raises:
+            StoreError: The database cannot be reached.
+        """
         if self._client is None:
-            self._client = self._dbos.DBOSClient(
-                system_database_url=self._url, application_name=self._app_name
-            )
+            try:
+                self._client = self._dbos.DBOSClient(
+                    system_database_url=self._url, application_name=self._app_name
+                )
+            except Exception as exc:
+                cannot = unreachable(self._url, exc)
+                if cannot is not None:
+                    raise cannot from exc
+                raise
             self._ends.start()
 
     async def shutdown(self) -> None:
