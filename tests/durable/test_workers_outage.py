@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from hookloop.durable import DurableChats, SessionQueue
 from hookloop.durable._lease import TABLE
@@ -100,3 +101,28 @@ async def test_an_outage_longer_than_dead_after_fences_no_worker_and_loses_no_re
     finally:
         await store.close()
         workers.close()
+
+
+async def test_the_session_store_reconnects_after_a_restart_and_says_store_error_when_down(
+    own_postgres: OwnPostgres,
+) -> None:
+    from hookloop import RunError, StoreError, UserMessage
+
+    store = PostgresSessionStore(own_postgres.url, max_connections=1)
+    try:
+        await store.append("s1", UserMessage(content="before"))
+        own_postgres.stop()
+        own_postgres.start()
+        # The pool's connection died with the server: the call is made again on a new one.
+        await store.append("s1", UserMessage(content="after"))
+        assert [m.content for m in await store.load("s1")] == ["before", "after"]
+        own_postgres.stop()
+        with pytest.raises(StoreError) as caught:
+            await store.load("s1")
+        assert isinstance(caught.value, RunError)  # `except RunError` catches it
+        assert str(caught.value).startswith("the session store postgresql://postgres@127.0.0.1:")
+        assert "cannot be reached" in str(caught.value)
+        own_postgres.start()
+        assert len(await store.load("s1")) == 2
+    finally:
+        await store.close()

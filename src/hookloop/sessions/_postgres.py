@@ -16,12 +16,14 @@ impossible even if the counter were wrong.
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from datetime import datetime
 from types import ModuleType
-from typing import TYPE_CHECKING, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
 from .._errors import (
@@ -29,6 +31,7 @@ from .._errors import (
     SessionConflictError,
     SessionExistsError,
     SessionNotFoundError,
+    StoreError,
     UsageError,
 )
 from .._extras import import_extra
@@ -51,6 +54,39 @@ __all__ = ["PostgresSessionStore"]
 _Conn: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 
 logger = logging.getLogger(__name__)
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _reconnecting(
+    call: Callable[Concatenate[PostgresSessionStore, _P], Coroutine[Any, Any, _T]],
+) -> Callable[Concatenate[PostgresSessionStore, _P], Coroutine[Any, Any, _T]]:
+    """Run a store call again once when its connection was lost; then a :class:`StoreError`.
+
+    A server restart (or a failover) leaves the pool's idle connections dead: the next call
+    on one fails, and asyncpg replaces it. Every call is safe to run again: an append is
+    idempotent by message id, the others read or are single transactions.
+    """
+
+    @functools.wraps(call)
+    async def reconnecting(self: PostgresSessionStore, /, *a: _P.args, **k: _P.kwargs) -> _T:
+        lost = _connection_lost()
+        try:
+            return await call(self, *a, **k)
+        except lost as exc:
+            logger.info("%s: the connection was lost (%s); trying again", self, exc)
+        try:
+            return await call(self, *a, **k)
+        except lost as exc:
+            where = self._where()
+            reason = " ".join(str(exc).split()) or type(exc).__name__
+            raise StoreError(
+                f"the session store {where} cannot be reached ({type(exc).__name__}: {reason})",
+                store=where,
+            ) from exc
+
+    return reconnecting
 
 
 class PostgresSessionStore(SessionStore):
@@ -164,6 +200,7 @@ class PostgresSessionStore(SessionStore):
 
     # --- appending ----------------------------------------------------------------------
 
+    @_reconnecting
     async def _append_message(
         self, session_id: str, message: Message, expected_seq: int | None
     ) -> int:
@@ -226,6 +263,7 @@ class PostgresSessionStore(SessionStore):
     async def _read_messages(self, session_id: str) -> list[Message]:
         return decode_messages(session_id, await self._rows(session_id))
 
+    @_reconnecting
     async def _rows(self, session_id: str) -> list[Row]:
         pool = await self._ensure()
         rows = await pool.fetch(
@@ -236,6 +274,7 @@ class PostgresSessionStore(SessionStore):
         # asyncpg's records index and unpack like the rows' tuples: no copy of 10k rows.
         return cast("list[Row]", rows)
 
+    @_reconnecting
     async def _read_info(self, session_id: str) -> SessionInfo | None:
         pool = await self._ensure()
         row = await pool.fetchrow(
@@ -243,6 +282,7 @@ class PostgresSessionStore(SessionStore):
         )
         return None if row is None else _info(row)
 
+    @_reconnecting
     async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         pool = await self._ensure()
         rows = await pool.fetch(
@@ -260,6 +300,7 @@ class PostgresSessionStore(SessionStore):
 
     # --- sessions as a whole ------------------------------------------------------------
 
+    @_reconnecting
     async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
         pool = await self._ensure()
         row = await pool.fetchrow(
@@ -273,6 +314,7 @@ class PostgresSessionStore(SessionStore):
             raise SessionExistsError(session_id)
         return _info(row)
 
+    @_reconnecting
     async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
@@ -304,11 +346,13 @@ class PostgresSessionStore(SessionStore):
             )
             return _info(row)
 
+    @_reconnecting
     async def _delete_session(self, session_id: str) -> bool:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
             return await _delete_rows(conn, session_id)
 
+    @_reconnecting
     async def _repair_session(self, session_id: str) -> SessionInfo:
         pool = await self._ensure()
         async with pool.acquire() as conn, conn.transaction():
@@ -336,6 +380,7 @@ class PostgresSessionStore(SessionStore):
         assert row is not None
         return _info(row)
 
+    @_reconnecting
     async def prune(self) -> int:
         """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""
         pool = await self._ensure()
@@ -410,6 +455,19 @@ async def _record_state(conn: _Conn | asyncpg.Pool, session_id: str) -> RecordSt
     assert row is not None
     last_seq, has_record, first, top, count = tuple(row)
     return RecordState(session_id, bool(has_record), last_seq, first, top, int(count))
+
+
+def _connection_lost() -> tuple[type[BaseException], ...]:
+    """What asyncpg raises when the server cannot be reached or the connection died."""
+    exceptions = _asyncpg().exceptions
+    return (
+        exceptions.PostgresConnectionError,  # the connection died, or could not be made
+        exceptions.OperatorInterventionError,  # the server shuts down or is starting up
+        exceptions.InsufficientResourcesError,  # too many connections
+        exceptions.InterfaceError,  # the connection is closed
+        OSError,  # refused, unreachable
+        asyncio.TimeoutError,  # no answer to the connection attempt
+    )
 
 
 def _asyncpg() -> ModuleType:
