@@ -302,8 +302,8 @@ def run(config: Config, dsn: str, max_connections: int) -> dict[str, Any]:
 
 
 # The submitting process holds DBOS's client pool and a session store's pool of its own.
-SUBMITTER_CONNECTIONS = 20 + 10
-WORKER_OWN_CONNECTIONS = 2  # DBOS's notification listener and the heartbeat connection
+SUBMITTER_CONNECTIONS = 20 + 10 + 1  # + its wake-up listener
+WORKER_OWN_CONNECTIONS = 3  # DBOS's notification listener, the wake-ups' and the heartbeats'
 
 
 def durable_pools(workers: int, max_connections: int) -> tuple[int, int]:

@@ -22,6 +22,7 @@ from ._dbos_shared import (
     APPLICATION_VERSION,
     SESSION_QUEUE,
     dbos_workflow_name,
+    stopped_turn,
     text_output,
     unreachable,
     without_password,
@@ -34,6 +35,8 @@ _POLL_SECONDS: Final = 0.1  # how often a wait on another worker's turn reads it
 
 # The workflow bodies of the engine that is launched (DBOS is one instance per process).
 _bodies: dict[str, WorkflowBody] = {}
+# The turns this process's callers wait for, settled when one stops on a store error.
+_stopped: dict[str, asyncio.Future[None]] = {}
 # The DBOS workflow function of each workflow name, registered once per process.
 _workflows: dict[str, Callable[[str, str], Awaitable[str]]] = {}
 
@@ -54,7 +57,11 @@ def _registered_workflow(dbos: Any, name: str) -> Callable[[str, str], Awaitable
                     f"no durable workflow named {name!r} is registered in this worker "
                     "(make the DurableChats before launching the engine)"
                 )
-            return await body(payload)
+            try:
+                return await body(payload)
+            except StoreError:
+                await _stop_resumable(dbos)
+                raise
 
         workflow = dbos.DBOS.workflow(name=dbos_workflow_name(name))(hookloop_workflow)
         _workflows[name] = workflow
@@ -206,6 +213,8 @@ class DBOSEngine:
         with dbos.SetWorkflowID(workflow_id):
             workflow = _registered_workflow(dbos, name)
             handle = await dbos.DBOS.start_workflow_async(workflow, name, payload)
+        if not isinstance(getattr(handle, "task", None), asyncio.Future):  # it existed
+            handle = await _resume_if_stopped(handle, dbos.DBOS.resume_workflow_async)
         if self._handles.setdefault(workflow_id, handle) is handle:
             task = getattr(handle, "task", None)  # a turn this worker runs
             if isinstance(task, asyncio.Future):
@@ -222,11 +231,22 @@ class DBOSEngine:
         handle = self._handles.get(workflow_id)
         if handle is None:
             handle = await self._dbos.DBOS.retrieve_workflow_async(workflow_id)
+        stopped = _stopped[workflow_id] = asyncio.get_running_loop().create_future()
+        getting = asyncio.ensure_future(handle.get_result(polling_interval_sec=_POLL_SECONDS))
         try:
-            output = await handle.get_result(polling_interval_sec=_POLL_SECONDS)
+            await asyncio.wait((getting, stopped), return_when=asyncio.FIRST_COMPLETED)
+            if not getting.done():  # a store error stopped it: resumable, see start()
+                getting.cancel()
+                await asyncio.gather(getting, return_exceptions=True)
+                raise stopped_turn(workflow_id)
+            output = getting.result()
         except _UNREADABLE as exc:  # its recorded output, or its input when it was resumed
             raise _unreadable(workflow_id, "output", exc) from exc
+        except self._dbos.error.DBOSAwaitedWorkflowCancelledError as exc:
+            raise stopped_turn(workflow_id) from exc
         finally:
+            if _stopped.get(workflow_id) is stopped:
+                del _stopped[workflow_id]
             self._handles.pop(workflow_id, None)
         return text_output(output, workflow_id, "output")
 
@@ -302,6 +322,36 @@ class DBOSEngine:
     def _require_launched(self) -> None:
         if not self._launched:
             raise UsageError("launch the engine first: await engine.launch()")
+
+
+async def _stop_resumable(dbos: Any) -> None:
+    """End the running turn as cancelled, not failed: a start with its id resumes it.
+
+    A store that cannot be reached is no reason to fail a turn for good: DBOS records a
+    failure as final, whereas a cancelled workflow resumes from its records. The cancellation
+    is made outside the workflow's context (a thread of its own), so that DBOS does not
+    record it as one of the turn's steps.
+    """
+    workflow_id = dbos.DBOS.workflow_id
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(Exception):  # the database is away: the turn fails instead
+        await loop.run_in_executor(None, dbos.DBOS.cancel_workflow, workflow_id)
+    future = _stopped.get(workflow_id)
+    if future is not None and not future.done():
+        future.get_loop().call_soon_threadsafe(_settle, future)
+
+
+def _settle(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _resume_if_stopped(handle: Any, resume: Any) -> Any:
+    """If the turn of ``handle`` was stopped resumable (cancelled), resume it; the handle."""
+    status = await handle.get_status()
+    if status is None or status.status != "CANCELLED":
+        return handle
+    return await resume(handle.workflow_id)
 
 
 def _lock_sqlite_file(url: str) -> int | None:

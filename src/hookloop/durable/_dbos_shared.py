@@ -15,6 +15,7 @@ __all__ = [
     "APPLICATION_VERSION",
     "SESSION_QUEUE",
     "dbos_workflow_name",
+    "stopped_turn",
     "text_output",
     "unreachable",
     "without_password",
@@ -78,3 +79,12 @@ def unreachable(url: str, exc: BaseException) -> StoreError | None:
     cause = getattr(exc, "orig", None) or exc
     reason = " ".join(str(cause).split()) or type(cause).__name__
     return StoreError(f"the durable turns' database {where} cannot be used: {reason}", store=where)
+
+
+def stopped_turn(workflow_id: str) -> StoreError:
+    """The error of a turn that a store error stopped; a start with its id resumes it."""
+    return StoreError(
+        f"durable turn {workflow_id!r} stopped: a store it uses could not be used (the "
+        "worker's log says which); start it again with the same turn_id to finish it",
+        store="unknown",
+    )

@@ -17,6 +17,7 @@ from ._dbos_shared import (
     APPLICATION_VERSION,
     SESSION_QUEUE,
     dbos_workflow_name,
+    stopped_turn,
     text_output,
     unreachable,
     without_password,
@@ -122,7 +123,10 @@ class SessionQueue:
             client.destroy()
 
     async def start(self, name: str, workflow_id: str, payload: str) -> None:
-        """Queue the turn under its session's partition, or join the turn with that id."""
+        """Queue the turn under its session's partition, or join the turn with that id.
+
+        A turn with that id that a store error stopped is resumed from its records.
+        """
         session_id, _ = decode_turn(payload, workflow_id)
         options = {
             "workflow_name": dbos_workflow_name(name),
@@ -131,7 +135,11 @@ class SessionQueue:
             "workflow_id": workflow_id,
             "app_version": self._version,
         }
-        await self._require_client().enqueue_async(options, name, payload)
+        client = self._require_client()
+        handle = await client.enqueue_async(options, name, payload)
+        status = await handle.get_status()
+        if status is not None and status.status == "CANCELLED":  # stopped on a store error
+            await client.resume_workflow_async(workflow_id, queue_name=SESSION_QUEUE)
 
     async def result(self, workflow_id: str) -> str:
         """Wait for the turn to end in whichever worker runs it; its output."""
@@ -139,7 +147,10 @@ class SessionQueue:
         with self._ends.watching(workflow_id) as ended:
             while (await handle.get_status()).status not in ENDED:
                 await ended(RESULT_POLLING)
-        output = await handle.get_result(polling_interval_sec=RESULT_POLLING)
+        try:
+            output = await handle.get_result(polling_interval_sec=RESULT_POLLING)
+        except self._dbos.error.DBOSAwaitedWorkflowCancelledError as exc:
+            raise stopped_turn(workflow_id) from exc
         return text_output(output, workflow_id, "output")
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
