@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+
+from hookloop.durable import DBOSEngine
+from tests.durable import _agents
+
+
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[DBOSEngine]:
+    """An engine on a SQLite file; the test makes its DurableChats, then launches it."""
+    engine = DBOSEngine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="test")
+    _agents.calls.clear()
+    yield engine
+    await engine.shutdown()
 
 
 @pytest.fixture

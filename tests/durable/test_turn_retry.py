@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,14 +23,6 @@ class FlakyStore(SQLiteSessionStore):
         if message.role == self.down:
             raise StoreError("the session store cannot be reached (test)", store="flaky")
         return await super()._append_message(session_id, message, expected_seq)
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[DBOSEngine]:
-    engine = DBOSEngine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="test")
-    _agents.calls.clear()
-    yield engine
-    await engine.shutdown()
 
 
 async def test_a_turn_stopped_by_a_store_error_is_finished_by_a_retry_with_its_turn_id(

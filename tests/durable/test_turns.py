@@ -19,7 +19,7 @@ import pickle
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -60,15 +60,6 @@ Launch = Callable[..., "asyncio.Future[DurableChats]"]
 @pytest.fixture
 def store(tmp_path: Path) -> SQLiteSessionStore:
     return SQLiteSessionStore(tmp_path / "sessions.db")
-
-
-@pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[DBOSEngine]:
-    """An engine on a SQLite file; the test makes its DurableChats, then launches it."""
-    engine = DBOSEngine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="test")
-    _agents.calls.clear()
-    yield engine
-    await engine.shutdown()
 
 
 # --- turns ------------------------------------------------------------------------------
