@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from hookloop import Message, RunError, StoreError
-from hookloop.durable import DBOSEngine, DurableChats
-from hookloop.sessions import SQLiteSessionStore
+from hookloop.durable import DBOSEngine, DurableChats, SessionQueue, WorkerTimings, run_worker
+from hookloop.sessions import PostgresSessionStore, SQLiteSessionStore
 from tests.durable import _agents
+from tests.durable._workers_support import GUARD, database_url
+
+__all__ = ["database_url"]  # fixture
 
 
 class FlakyStore(SQLiteSessionStore):
@@ -50,3 +54,53 @@ async def test_a_turn_stopped_by_a_store_error_is_finished_by_a_retry_with_its_t
     # The calls made before the error are not made again: their records stand.
     assert _agents.calls == ["model", "echo hookloop-turn:s:t-1:call-1", "model"]
     await store.close()
+
+
+class FlakyPostgres(PostgresSessionStore):
+    """A PostgreSQL session store whose appends of ``down``'s role fail."""
+
+    down: str | None = None
+
+    async def _append_message(
+        self, session_id: str, message: Message, expected_seq: int | None
+    ) -> int:
+        if message.role == self.down:
+            raise StoreError("the session store cannot be reached (test)", store="flaky")
+        return await super()._append_message(session_id, message, expected_seq)
+
+
+async def test_a_queued_turn_stopped_by_a_store_error_is_resumed_by_a_retry(
+    database_url: str,
+) -> None:
+    store = FlakyPostgres(database_url, max_connections=2)
+    store.down = "tool"
+    stop, ready = asyncio.Event(), asyncio.Event()
+    _agents.calls.clear()
+    worker = asyncio.ensure_future(
+        run_worker(
+            database_url,
+            "tests.durable._agents:echo_agent",
+            sessions=store,
+            executor_id="w",
+            timings=WorkerTimings(heartbeat=0.2, dead_after=0.6),
+            grace=1,
+            pool_size=4,
+            stop=stop,
+            on_ready=lambda _: ready.set(),
+        )
+    )
+    try:
+        await asyncio.wait_for(ready.wait(), GUARD)
+        async with SessionQueue(database_url) as queue:
+            chats = DurableChats(queue, "tests.durable._agents:echo_agent", sessions=store)
+            with pytest.raises(StoreError, match="start it again with the same turn_id"):
+                await asyncio.wait_for(chats.chat("s", "say hi", turn_id="t-1"), GUARD)
+            store.down = None
+            response = await asyncio.wait_for(chats.chat("s", "say hi", turn_id="t-1"), GUARD)
+        assert response.text == "said hi"
+        assert _agents.calls == ["model", "echo hookloop-turn:s:t-1:call-1", "model"]
+        assert [m.role for m in await store.load("s")] == ["user", "assistant", "tool", "assistant"]
+    finally:
+        stop.set()
+        assert await asyncio.wait_for(worker, GUARD) == 0
+        await store.close()
