@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -48,23 +47,17 @@ def completion(content: str | None = None, call: tuple[str, dict[str, object]] |
     }
 
 
-@pytest.fixture
-def provider() -> Iterator[ProviderServer]:
-    with ProviderServer() as running:
-        yield running
-
-
 def test_run_offers_a_stdio_servers_tools_and_calls_one(
-    provider: ProviderServer, capsys: pytest.CaptureFixture[str]
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    provider.add(
+    server.add(
         Reply.json(completion(call=("mcp_demo_server_greet", {"name": "Ada"}))),
         Reply.json(completion("It said hello.")),
     )
-    code = main(["run", "--model", f"{provider.url}/v1#m", "--mcp", COMMAND, "Greet Ada."])
+    code = main(["run", "--model", f"{server.url}/v1#m", "--mcp", COMMAND, "Greet Ada."])
     out, _ = capsys.readouterr()
     assert (code, out) == (0, "It said hello.\n")
-    first, second = (r.body for r in provider.received)
+    first, second = (r.body for r in server.received)
     names = [t["function"]["name"] for t in first["tools"]]
     assert "calculator" not in names  # --mcp names the tools: no default calculator
     assert "mcp_demo_server_greet" in names
@@ -76,26 +69,17 @@ def test_run_offers_a_stdio_servers_tools_and_calls_one(
 
 
 def test_run_takes_several_servers_and_a_url_with_a_forced_tool_choice(
-    provider: ProviderServer, capsys: pytest.CaptureFixture[str]
+    server: ProviderServer, http_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server = subprocess.Popen([*STDIO, "--http"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        url = f"http://127.0.0.1:{int(server.stdout.readline())}/mcp"
-        provider.add(
-            Reply.json(completion(call=("127_0_0_1_add", {"a": 2, "b": 3}))),
-            Reply.json(completion("5.")),
-        )
-        argv = ["run", "--model", f"{provider.url}/v1#m", "--mcp", url, "--mcp", COMMAND]
-        code = main([*argv, "--tool", "calculator", "--tool-choice", "127_0_0_1_add", "2+3?"])
-    finally:
-        server.kill()
-        server.wait()
-        assert server.stdout is not None
-        server.stdout.close()
+    server.add(
+        Reply.json(completion(call=("127_0_0_1_add", {"a": 2, "b": 3}))),
+        Reply.json(completion("5.")),
+    )
+    argv = ["run", "--model", f"{server.url}/v1#m", "--mcp", http_url, "--mcp", COMMAND]
+    code = main([*argv, "--tool", "calculator", "--tool-choice", "127_0_0_1_add", "2+3?"])
     out, err = capsys.readouterr()
     assert (code, out, err) == (0, "5.\n", "")
-    first, second = (r.body for r in provider.received)
+    first, second = (r.body for r in server.received)
     names = [t["function"]["name"] for t in first["tools"]]
     assert names[0] == "calculator"
     assert {"127_0_0_1_add", "mcp_demo_server_add"} <= set(names)
@@ -104,9 +88,9 @@ def test_run_takes_several_servers_and_a_url_with_a_forced_tool_choice(
 
 
 def test_a_server_that_cannot_start_is_one_line_and_exit_status_1(
-    provider: ProviderServer, capsys: pytest.CaptureFixture[str]
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(["run", "--model", f"{provider.url}/v1#m", "--mcp", "no-such-mcp-server", "Hi"])
+    code = main(["run", "--model", f"{server.url}/v1#m", "--mcp", "no-such-mcp-server", "Hi"])
     out, err = capsys.readouterr()
     assert (code, out) == (1, "")
     assert err.startswith(
@@ -114,22 +98,22 @@ def test_a_server_that_cannot_start_is_one_line_and_exit_status_1(
         "FileNotFoundError: "
     )
     assert err.count("\n") == 1
-    assert provider.received == []
+    assert server.received == []
 
 
-def test_the_installed_command_runs_with_an_mcp_server(provider: ProviderServer) -> None:
-    provider.add(
+def test_the_installed_command_runs_with_an_mcp_server(server: ProviderServer) -> None:
+    server.add(
         Reply.json(completion(call=("mcp_demo_server_pid", {}))),
         Reply.json(completion("Done.")),
     )
     done = subprocess.run(
-        [*HOOKLOOP, "run", "--model", f"{provider.url}/v1#m", "--mcp", COMMAND, "Your pid?"],
+        [*HOOKLOOP, "run", "--model", f"{server.url}/v1#m", "--mcp", COMMAND, "Your pid?"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(SRC)},
         timeout=120,
     )
     assert (done.returncode, done.stdout) == (0, "Done.\n"), done.stderr
-    pid = int(provider.received[1].body["messages"][-1]["content"])
+    pid = int(server.received[1].body["messages"][-1]["content"])
     with pytest.raises(ProcessLookupError):  # the server ended with the command
         os.kill(pid, 0)

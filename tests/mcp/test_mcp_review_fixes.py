@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -186,22 +185,6 @@ async def test_an_approved_mcp_call_resumes_with_a_new_agent_on_the_same_session
             response = await later.resume([pending.approve()])
     assert tool_results(response.messages) == [("refunded A-17", False)]
     assert response.text == "Refunded."
-
-
-@pytest.fixture
-def http_url() -> Iterator[str]:
-    """The demo server over streamable HTTP on a free loopback port, for one test."""
-    server = subprocess.Popen(
-        [sys.executable, str(DEMO), "--http"], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert server.stdout is not None
-        yield f"http://127.0.0.1:{int(server.stdout.readline())}/mcp"
-    finally:
-        server.kill()
-        server.wait()
-        assert server.stdout is not None
-        server.stdout.close()
 
 
 async def test_a_list_change_arriving_late_over_http_reaches_the_next_model_call(

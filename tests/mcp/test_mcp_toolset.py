@@ -13,7 +13,6 @@ import re
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,21 +47,6 @@ from tests.mcp.mcp_demo_server import build
 
 DEMO = Path(__file__).with_name("mcp_demo_server.py")
 STDIO = [sys.executable, str(DEMO)]
-
-
-@pytest.fixture
-def http_url() -> Iterator[str]:
-    """The demo server over streamable HTTP on a free loopback port, for one test."""
-    server = subprocess.Popen([*STDIO, "--http"], stdout=subprocess.PIPE, text=True)
-    try:
-        assert server.stdout is not None
-        port = int(server.stdout.readline())
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.kill()
-        server.wait()
-        assert server.stdout is not None
-        server.stdout.close()
 
 
 def results(agent: Agent) -> list[tuple[str, str, bool]]:

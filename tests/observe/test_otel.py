@@ -49,7 +49,6 @@ from tests.models._provider_server import (
     Reply,
     adapter,
     answer,
-    shared_server,
     whole_answer,
 )
 
@@ -857,11 +856,6 @@ async def test_a_sub_agent_is_traced_under_the_tool_call_that_delegated_to_it(
 
 
 # --- a provider through its official client -------------------------------------------------
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
 
 
 async def test_an_openai_call_is_a_client_span_with_the_server_and_the_response_id(

@@ -1,6 +1,6 @@
 """One real run of the local model (llama.cpp serving SmolLM2-135M), traced end to end.
 
-Started once for the module, as in ``tests/models/test_local.py``. The model is made to call
+The session's ``local_model`` (``tests/conftest.py``). The model is made to call
 the calculator (``tool_choice``), reads the result back, then answers once more in a stream;
 the spans and metrics say so. The test asserts what is forced (the call, the grammar-valid
 arguments, the shapes), not the words the small model picks.
@@ -9,10 +9,8 @@ arguments, the shapes), not the words the small model picks.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -25,18 +23,7 @@ from hookloop._toolbox import calculator
 from hookloop.models._local import LocalModel
 from hookloop.observe import OpenTelemetryPlugin
 
-module_loop = pytest.mark.asyncio(loop_scope="module")  # the fixture's server client lives there
 
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def local_model() -> AsyncIterator[LocalModel]:
-    model = LocalModel(context_window=1024)
-    await model.start()
-    yield model
-    await model.aclose()
-
-
-@module_loop
 async def test_a_streamed_local_chat_with_a_tool_is_traced_end_to_end(
     local_model: LocalModel,
 ) -> None:
