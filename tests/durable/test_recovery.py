@@ -177,11 +177,11 @@ def test_postgres_worker_killed_mid_turn_resumes_it(
     stop: str,
     tmp_path: Path,
     baseline: list[dict[str, Any]],
-    dbos_postgres_url: str,
+    database_url: str,
     postgres_isolated_dsn: str,
 ) -> None:
     sessions = {"kind": "postgres", "address": postgres_isolated_dsn, "prefix": ""}
     directory = tmp_path / "run"
-    run_turn(directory, dbos_postgres_url, sessions, stop)
+    run_turn(directory, database_url, sessions, stop)
     check_counts(stop, log(directory))
     check_turn(directory, sessions, lost(baseline) if stop == "tool:charge" else baseline)

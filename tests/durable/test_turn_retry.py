@@ -11,9 +11,7 @@ from hookloop import Message, RunError, StoreError
 from hookloop.durable import DBOSEngine, DurableChats, SessionQueue, WorkerTimings, run_worker
 from hookloop.sessions import PostgresSessionStore, SQLiteSessionStore
 from tests.durable import _agents
-from tests.durable._workers_support import GUARD, database_url
-
-__all__ = ["database_url"]  # fixture
+from tests.durable._workers_support import GUARD
 
 
 class FlakyStore(SQLiteSessionStore):

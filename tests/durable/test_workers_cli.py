@@ -20,9 +20,7 @@ from hookloop._cli import EXIT_USAGE, main
 from hookloop.durable._dbos import APPLICATION_VERSION
 from hookloop.durable._lease import TABLE, ExecutorLease
 from hookloop.durable._workers import Worker, WorkerTimings
-from tests.durable._workers_support import AGENT, GUARD, ROOT, Workers, database_url, wait_for
-
-__all__ = ["database_url"]  # fixture
+from tests.durable._workers_support import AGENT, GUARD, ROOT, Workers, wait_for
 
 
 @pytest.mark.parametrize(

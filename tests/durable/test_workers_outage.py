@@ -23,11 +23,8 @@ from tests.durable._workers_support import (
     GUARD,
     OwnPostgres,
     Workers,
-    own_postgres,
     wait_for,
 )
-
-__all__ = ["own_postgres"]  # fixture
 
 HEARTBEAT, DEAD_AFTER = 0.2, 1.5
 OUTAGE = DEAD_AFTER + 1.0  # seconds without a database: every worker's last beat goes stale

@@ -21,13 +21,10 @@ from tests.durable._workers_support import (
     GUARD,
     ROOT,
     Workers,
-    database_url,
-    dbos_workers,
+    result,
+    submit,
     wait_for,
 )
-from tests.durable.test_workers import client, result, submit
-
-__all__ = ["client", "database_url", "dbos_workers"]  # fixtures
 
 TIMINGS = WorkerTimings(heartbeat=0.2, dead_after=1.5)  # the process tests' timings
 

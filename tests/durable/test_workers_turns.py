@@ -19,9 +19,7 @@ import pytest
 from hookloop import AssistantMessage, Message, ToolMessage, UserMessage
 from hookloop.durable import DurableChats, SessionQueue
 from hookloop.sessions import PostgresSessionStore
-from tests.durable._workers_support import AGENT, GUARD, Workers, database_url, wait_for
-
-__all__ = ["database_url"]  # fixture
+from tests.durable._workers_support import AGENT, GUARD, Workers, wait_for
 
 TIMINGS = ("--heartbeat", "0.2", "--dead-after", "1.5", "--grace", "1")
 
