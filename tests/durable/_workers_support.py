@@ -23,6 +23,7 @@ from hookloop.durable._queue import SESSION_QUEUE
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 60.0  # seconds: only a failure guard, never a timing the test relies on
 AGENT = "tests.durable._workers_turn:build"  # the agent of the `hookloop worker` tests
+HEARTBEAT, DEAD_AFTER = 0.2, 1.5  # the process tests' worker timings, in seconds
 T = TypeVar("T")
 
 
@@ -53,6 +54,27 @@ def result(handle: Any) -> Any:
     """Wait for a submitted turn to succeed; its result."""
     wait_for(f"workflow {handle.workflow_id}", lambda: handle.get_status().status == "SUCCESS")
     return handle.get_result()
+
+
+def worker_argv(database_url: str, executor_id: str, *options: str) -> list[str]:
+    """``hookloop worker``'s arguments: AGENT on ``database_url``, the tests' timings, then
+    ``options`` (a later option wins)."""
+    timings = ("--heartbeat", str(HEARTBEAT), "--dead-after", str(DEAD_AFTER))
+    return [
+        *("worker", "--database", database_url, "--agent", AGENT),
+        *("--executor-id", executor_id, *timings, *options),
+    ]
+
+
+def hookloop_workers(database_url: str, runs_dir: Path, *options: str) -> Workers:
+    """``hookloop worker`` processes (``worker_argv``), ready once they say they take turns."""
+    return Workers(
+        "hookloop",
+        database_url,
+        runs_dir,
+        command=lambda executor_id: worker_argv(database_url, executor_id, *options),
+        ready="taking turns",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -6,7 +6,6 @@ are the demo server as a stdio process and over streamable HTTP.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 
 from hookloop._cli import main
 from tests.mcp.test_mcp_toolset import STDIO
-from tests.models._provider_server import ProviderServer, Reply
+from tests.models._provider_server import ProviderServer, answer
 
 HERE = Path(__file__).parent
 SRC = HERE.parent.parent / "src"
@@ -24,35 +23,12 @@ COMMAND = " ".join(STDIO)
 HOOKLOOP = [sys.executable, "-m", "hookloop"]
 
 
-def completion(content: str | None = None, call: tuple[str, dict[str, object]] | None = None):
-    message: dict[str, object] = {"role": "assistant", "content": content}
-    if call is not None:
-        name, arguments = call
-        message["tool_calls"] = [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": name, "arguments": json.dumps(arguments)},
-            }
-        ]
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "m",
-        "choices": [
-            {"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}
-        ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-    }
-
-
 def test_run_offers_a_stdio_servers_tools_and_calls_one(
     server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server.add(
-        Reply.json(completion(call=("mcp_demo_server_greet", {"name": "Ada"}))),
-        Reply.json(completion("It said hello.")),
+        answer("chat.completions", calls=(("call_1", "mcp_demo_server_greet", '{"name": "Ada"}'),)),
+        answer("chat.completions", "It said hello."),
     )
     code = main(["run", "--model", f"{server.url}/v1#m", "--mcp", COMMAND, "Greet Ada."])
     out, _ = capsys.readouterr()
@@ -72,8 +48,8 @@ def test_run_takes_several_servers_and_a_url_with_a_forced_tool_choice(
     server: ProviderServer, http_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server.add(
-        Reply.json(completion(call=("127_0_0_1_add", {"a": 2, "b": 3}))),
-        Reply.json(completion("5.")),
+        answer("chat.completions", calls=(("call_1", "127_0_0_1_add", '{"a": 2, "b": 3}'),)),
+        answer("chat.completions", "5."),
     )
     argv = ["run", "--model", f"{server.url}/v1#m", "--mcp", http_url, "--mcp", COMMAND]
     code = main([*argv, "--tool", "calculator", "--tool-choice", "127_0_0_1_add", "2+3?"])
@@ -103,8 +79,8 @@ def test_a_server_that_cannot_start_is_one_line_and_exit_status_1(
 
 def test_the_installed_command_runs_with_an_mcp_server(server: ProviderServer) -> None:
     server.add(
-        Reply.json(completion(call=("mcp_demo_server_pid", {}))),
-        Reply.json(completion("Done.")),
+        answer("chat.completions", calls=(("call_1", "mcp_demo_server_pid", "{}"),)),
+        answer("chat.completions", "Done."),
     )
     done = subprocess.run(
         [*HOOKLOOP, "run", "--model", f"{server.url}/v1#m", "--mcp", COMMAND, "Your pid?"],
