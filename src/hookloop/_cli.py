@@ -778,8 +778,11 @@ def _toolsets(
 
 async def _mcp_serve(args: argparse.Namespace) -> int:
     from .mcp import serve
+    from .mcp._serve import stdout_to_stderr
 
-    source = _import_attribute(args.source, "tools")
+    # Over stdio, standard output is the protocol's: a print at import must not reach it.
+    with contextlib.nullcontext() if args.http else stdout_to_stderr():
+        source = _import_attribute(args.source, "tools")
     if not 0 <= args.port <= 65535:
         raise _Usage(f"--port must be between 0 and 65535 (got {args.port})")
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
+import json
 import logging
+import os
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -21,14 +24,9 @@ import pytest
 import uvicorn
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from hookloop import (
-    Agent,
-    MCPConnectionError,
-    MCPToolError,
-    ToolMessage,
-)
+from hookloop import Agent, MCPConnectionError, MCPToolError, Scope, ToolMessage, tool
 from hookloop._cli import main
-from hookloop.mcp import MCPToolset
+from hookloop.mcp import MCPToolset, mcp_server
 from hookloop.mcp._serve import tcp_listener
 from hookloop.observe import JsonLinesTracePlugin
 from hookloop.testing import ScriptedModel, tool_call
@@ -275,3 +273,134 @@ def test_the_mcp_timeouts_are_flags_of_run_and_chat(capsys: pytest.CaptureFixtur
     for flag in ("--mcp-timeout", "--mcp-connect-timeout"):
         assert main(["run", "--mcp", mute, flag, "0", "Hi"]) == 2
         assert f"{flag} must be a positive number of seconds (got 0)" in capsys.readouterr().err
+
+
+# -- item 25: hookloop mcp serve ---------------------------------------------------------------
+
+SERVE = [sys.executable, "-m", "hookloop", "mcp", "serve"]
+SERVED_ENV = {
+    **os.environ,
+    "PYTHONPATH": os.pathsep.join([str(HERE.parent.parent / "src"), str(HERE)]),
+}
+
+
+class LineClient:
+    """A handshake-era MCP client writing JSON-RPC lines to a served process by hand."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.ids = itertools.count(1)
+
+    async def send(self, method: str, params: dict[str, Any] | None = None) -> int:
+        ident = next(self.ids)
+        message = {"jsonrpc": "2.0", "id": ident, "method": method, "params": params or {}}
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(message).encode() + b"\n")
+        await self.process.stdin.drain()
+        return ident
+
+    async def line(self) -> dict[str, Any]:
+        """The next line the server wrote to its standard output, which must be JSON-RPC."""
+        assert self.process.stdout is not None
+        raw = await self.process.stdout.readline()
+        try:
+            message: dict[str, Any] = json.loads(raw)
+        except ValueError:
+            pytest.fail(f"the server wrote a line that is not JSON-RPC: {raw!r}")
+        return message
+
+    async def until_answer(self, ident: int) -> tuple[list[str], dict[str, Any]]:
+        """The notifications before the answer to request ``ident``, and the answer."""
+        notes: list[str] = []
+        while "id" not in (message := await self.line()):
+            notes.append(message["method"])
+        assert message["id"] == ident, message
+        return notes, message
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        return (await self.until_answer(await self.send(method, params)))[1]["result"]
+
+
+@contextlib.asynccontextmanager
+async def served(source: str) -> AsyncIterator[tuple[LineClient, dict[str, Any]]]:
+    """``hookloop mcp serve SOURCE`` over stdio, initialised at 2025-06-18."""
+    process = await asyncio.create_subprocess_exec(
+        *SERVE,
+        source,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=SERVED_ENV,
+        cwd=HERE,
+    )
+    client = LineClient(process)
+    try:
+        async with asyncio.timeout(60):  # a hang detector only
+            hello = {"name": "lines", "version": "1"}
+            init = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": hello}
+            result = await client.request("initialize", init)
+            assert process.stdin is not None
+            process.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+            yield client, result
+    finally:
+        if process.stdin is not None:
+            process.stdin.close()
+        await process.wait()
+
+
+def names(listed: Any) -> list[str]:
+    return sorted(t["name"] for t in listed["tools"])
+
+
+async def test_a_served_list_that_can_change_is_advertised_and_its_changes_announced() -> None:
+    async with served("mcp_served_tools:TOOLS") as (_, fixed):
+        assert fixed["capabilities"]["tools"] == {"listChanged": False}
+    async with served("mcp_served_tools:growing") as (client, result):
+        assert result["capabilities"]["tools"] == {"listChanged": True}
+        assert names(await client.request("tools/list")) == ["unlock"]
+        unlock = await client.send("tools/call", {"name": "unlock", "arguments": {}})
+        notes, answer = await client.until_answer(unlock)
+        assert answer["result"]["content"][0]["text"] == "unlocked"
+        assert notes == ["notifications/tools/list_changed"]  # the call changed the list
+        assert names(await client.request("tools/list")) == ["handshake", "unlock"]
+
+
+async def test_a_hookloop_client_gets_a_served_agents_new_tools_in_the_same_chat() -> None:
+    switch = {"on": False}
+
+    @tool
+    def unlock() -> str:
+        """Offer the extra tools."""
+        switch["on"] = True
+        return "unlocked"
+
+    served_agent = Agent(ScriptedModel([]), tools=[unlock])
+    handshake = tool(lambda: "shaken", name="handshake", description="An extra tool.")
+    served_agent.scopes.register(Scope("extras", tools=[handshake], enabled=lambda: switch["on"]))
+    model = ScriptedModel([tool_call("s_unlock"), tool_call("s_handshake"), "Done."])
+    agent = Agent(model, plugins=[MCPToolset(mcp_server(served_agent), name="s")])
+    async with asyncio.timeout(60), agent:  # a hang detector only
+        await agent.chat("Unlock, then shake hands.")
+    assert results(agent) == [("s_unlock", "unlocked", False), ("s_handshake", "shaken", False)]
+    assert [d.name for d in model.requests[1].tools] == ["s_unlock", "s_handshake"]
+
+
+async def test_prints_at_import_and_in_a_call_stay_off_the_stdio_channel() -> None:
+    async with served("mcp_noisy_tools:TOOLS") as (client, result):
+        assert result["serverInfo"]["name"] == "hookloop"  # the first line was the answer
+        answer = await client.request("tools/call", {"name": "loud", "arguments": {"text": "hi"}})
+        assert answer["content"][0]["text"] == "HI"
+        process = client.process
+        assert process.stdin is not None
+        assert process.stderr is not None
+        process.stdin.close()
+        await process.wait()
+        errors = (await process.stderr.read()).decode()
+    for line in (
+        "loading the noisy tools",
+        "a buffered line at import",
+        "a write to the descriptor at import",
+        "printing during the call",
+        "writing during the call",
+    ):
+        assert line in errors
