@@ -37,7 +37,7 @@ from mcp.types import (
 )
 
 if TYPE_CHECKING:
-    from mcp.client._transport import ReadStream, Transport, TransportStreams, WriteStream
+    from mcp.client._transport import ReadStream, Transport, TransportStreams
 
 __all__ = ["Ledger", "from_ledger"]
 
@@ -167,16 +167,39 @@ async def _watched(inner: Transport, ledger: Ledger) -> AsyncIterator[TransportS
         yield _Reader(read, ledger), _Writer(write, ledger)
 
 
-class _Reader:
-    """A transport's read stream, its replies checked by a ledger."""
+class _Watched:
+    """A transport's stream, with a ledger beside it; everything else is the stream's."""
 
-    def __init__(self, inner: ReadStream[SessionMessage | Exception], ledger: Ledger) -> None:
+    def __init__(self, inner: Any, ledger: Ledger) -> None:
         self._inner = inner
         self._ledger = ledger
-        self._queued: deque[SessionMessage | Exception] = deque()
 
     def __getattr__(self, name: str) -> Any:  # last_context, for the dispatcher
         return getattr(self._inner, name)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc_val, exc_tb)
+        return result
+
+
+class _Reader(_Watched):
+    """A transport's read stream, its replies checked by a ledger."""
+
+    def __init__(self, inner: ReadStream[SessionMessage | Exception], ledger: Ledger) -> None:
+        super().__init__(inner, ledger)
+        self._queued: deque[SessionMessage | Exception] = deque()
 
     async def receive(self) -> SessionMessage | Exception:
         while not self._queued:
@@ -191,47 +214,10 @@ class _Reader:
             self._queued.extend(self._ledger.received(await self._inner.__anext__()))
         return self._queued.popleft()
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
 
-    async def __aenter__(self) -> Self:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
-
-
-class _Writer:
+class _Writer(_Watched):
     """A transport's write stream, its requests noted by a ledger."""
-
-    def __init__(self, inner: WriteStream[SessionMessage], ledger: Ledger) -> None:
-        self._inner = inner
-        self._ledger = ledger
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
 
     async def send(self, item: SessionMessage, /) -> None:
         self._ledger.sent(item)
         await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        await self._inner.__aenter__()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        return await self._inner.__aexit__(exc_type, exc_val, exc_tb)
