@@ -688,6 +688,12 @@ class ChatRun:
                             await emit(part)
                     await self._accept(iteration, request, supplied)
                     return
+            if (notes := self._history._notes) is not None:
+                # What on_pre_compress handlers kept of stored messages the request leaves
+                # out without a summary goes in their place (after every pre_request
+                # handler: the window's budget made room for it).
+                history = self._history
+                request = notes.applied(request, history._ids(), history.token_counter)
             response: ProviderResponse | None = None
             error: Exception | None = None
             try:
@@ -735,7 +741,9 @@ class ChatRun:
     async def _left_out(self, messages: object) -> None:
         """``on_pre_compress`` with the stored messages a policy left out of the request.
 
-        The texts its handlers return are not used: no summary is written to keep them in.
+        No summary is written to keep what its handlers return: the history keeps the texts
+        (its left-out notes), and every request that leaves those messages out gets them in
+        their place, as a summary message.
 
         Raises:
             HookReturnError: ``left_out`` was set to something else than a tuple of messages.
@@ -743,7 +751,11 @@ class ChatRun:
         if type(messages) is not tuple or not all(isinstance(m, _MESSAGE_TYPES) for m in messages):
             raise HookReturnError(f"left_out must be a tuple of messages, got {messages!r:.80}")
         if hs := self._handlers.get(ON_PRE_COMPRESS):
-            await collect_texts(hs, PreCompressContext(messages=messages))
+            texts = await collect_texts(hs, PreCompressContext(messages=messages))
+            if texts:
+                history = self._history
+                notes = history._left_out_notes()
+                notes.add(messages, texts, history._ids(), history.token_counter)
 
     async def _replace_history(
         self, change: HistoryReplacement, request: ProviderRequest

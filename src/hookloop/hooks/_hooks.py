@@ -351,9 +351,9 @@ class PreCompressContext:
 
     It fires before any discard: compaction replacing them with a summary, its reactive tier
     dropping old turns, and a sliding window leaving them out of a request (once per message).
-    Where a summary is written, a returned string is kept in it (facts the summariser must
-    not lose, or a note that you saved the messages elsewhere); elsewhere it is not used.
-    Every handler runs.
+    A returned string is kept (facts the summariser must not lose, or a note that you saved
+    the messages elsewhere): in the summary where one is written, elsewhere in a summary
+    message at the front of every request that leaves the messages out. Every handler runs.
     """
 
     messages: tuple[Message, ...]
