@@ -5,16 +5,20 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from .._approval import (
-    PendingApproval,
+from .._approval_log import (
+    ApprovalLog,
     approval_session_id,
-    decided_calls,
-    decode_records,
     encode_decision,
     encode_request,
     has_unanswered_call,
+    read_log,
 )
-from .._errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
+from .._errors import (
+    CorruptSessionError,
+    SessionConflictError,
+    SessionExistsError,
+    UsageError,
+)
 from .._messages import Message
 from ..hooks._hooks import (
     ApprovalDecisionContext,
@@ -144,13 +148,13 @@ class SessionRecorder:
         agent.add_hook("on_approval_request", self._on_approval_request, order=Phase.RECORD)
         agent.add_hook("on_approval_decision", self._on_approval_decision, order=Phase.RECORD)
 
-    async def approval_requests(self) -> tuple[PendingApproval, ...]:
-        """The calls of the session's latest batch that waited for approval, in call order.
+    async def approval_log(self) -> ApprovalLog:
+        """What the session's approval records say about its latest batch of waiting calls.
 
-        Restores the session first if the recorder has not yet. Whether each still waits
-        is for the agent to tell from the history (``agent.pending_approvals()``); when
-        every call in the history has its result, none can, and the side session is not
-        read.
+        Restores the session first if the recorder has not yet. Which calls still wait,
+        and how decided calls without a result are answered, is for the agent to tell from
+        the history (``agent.pending_approvals()``); when every call in the history has its
+        result, nothing can be open, and the side session is not read.
 
         Raises:
             UsageError: The recorder is not used by an agent.
@@ -160,10 +164,14 @@ class SessionRecorder:
         if not self._restored:
             await self._restore(agent)
         if not has_unanswered_call(agent.history.messages):
-            return ()
+            return ApprovalLog()
+        return await self._read_log()
+
+    async def _read_log(self) -> ApprovalLog:
         side = approval_session_id(self._require_session())
-        records = await self.store.records(side)
-        return tuple(decode_records(side, [(r.seq, r.message) for r in records]))
+        unreadable: list[CorruptSessionError] = []
+        records = await self.store.records(side, unreadable=unreadable)
+        return read_log(side, [(r.seq, r.message) for r in records], unreadable)
 
     async def restore(self, *, before: str | None = None) -> list[Message]:
         """Load the session into the agent's history now; returns the messages restored.
@@ -218,19 +226,18 @@ class SessionRecorder:
         # read here, and no decision on the call is there; so of two workers resuming the
         # same calls, one runs them and the other gets SessionConflictError first.
         side = approval_session_id(self._require_session())
-        records = [(r.seq, r.message) for r in await self.store.records(side)]
+        unreadable: list[CorruptSessionError] = []
+        records = await self.store.records(side, unreadable=unreadable)
+        log = read_log(side, [(r.seq, r.message) for r in records], unreadable)
         message_id, call_id = ctx.pending.message_id, ctx.decision.call_id
-        if (message_id, call_id) in decided_calls(side, records):
+        if log.decided(message_id, call_id):
             raise SessionConflictError(
                 f"call {call_id!r} was decided already (by another worker?); nothing was "
                 "run: restore the session to see where it stands",
                 session_id=side,
             )
-        await self.store.append(
-            side,
-            encode_decision(ctx.decision, message_id),
-            expected_seq=records[-1][0] if records else 0,
-        )
+        last = max([r.seq for r in records] + [e.seq or 0 for e in unreadable], default=0)
+        await self.store.append(side, encode_decision(ctx.decision, message_id), expected_seq=last)
 
     async def _on_session_switch(self, ctx: SessionSwitchContext) -> None:
         self._session_id = ctx.new_session_id

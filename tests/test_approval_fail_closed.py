@@ -1,0 +1,414 @@
+"""Approvals fail closed (issue 21, items 1-6), each defect pinned by a test.
+
+Layout of this module:
+    decisions       an action other than exactly approve / deny / edit is refused when the
+                    decision is made (so nothing can run or be recorded); approve with
+                    arguments is refused; a denial's reason is never empty
+    binding         a stored copy of a pending item whose arguments were changed (its digest
+                    kept) gives ApprovalMismatchError, in this process and after a restart
+    what runs       the pending item shows what the tool will receive after pre_tool_call
+                    rewrites; that, or the person's edit, runs exactly (no second rewrite)
+    crashes         a real process SIGKILLed after recording its decisions, at the two
+                    moments that matter: every decision recorded (the calls may have run),
+                    part of them recorded (none ran)
+    call order      an output tool's answer and the other calls' are committed in call order
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pydantic
+import pytest
+
+from hookloop import (
+    Agent,
+    ApprovalDecision,
+    ApprovalEditError,
+    ApprovalMismatchError,
+    PendingApproval,
+    PreToolCallContext,
+    ToolCall,
+    ToolMessage,
+    ToolReturn,
+    UsageError,
+    tool,
+)
+from hookloop._approval_log import approval_session_id, encode_decision
+from hookloop._errors import RESULT_LOST_TEXT
+from hookloop.testing import ScriptedModel, tool_call, tool_calls
+from tests.sessions._backends import Backend
+
+ROOT = Path(__file__).resolve().parents[1]  # where ``tests`` is importable as a package
+GUARD = 120  # seconds a worker may take to reach its stop; only a failing test waits this long
+
+ran: list[str] = []
+
+
+@tool(requires_approval=True)
+def pay(amount: int, to: str) -> str:
+    """Pay someone; always needs approval.
+
+    Args:
+        amount: How much, in cents.
+        to: Whom.
+    """
+    ran.append(f"pay {amount} {to}")
+    return f"paid {amount} to {to}"
+
+
+@pytest.fixture(autouse=True)
+def _clear_ran() -> None:
+    ran.clear()
+
+
+def results(messages: Any) -> list[tuple[str, str]]:
+    return [(m.tool_call_id, m.content) for m in messages if isinstance(m, ToolMessage)]
+
+
+async def waiting(*script: object) -> tuple[Agent, Any]:
+    model = ScriptedModel([tool_call("pay", {"amount": 5000, "to": "mallory"}, id="c1"), *script])
+    agent = Agent(model, tools=[pay])
+    (pending,) = (await agent.chat("pay")).pending_approvals
+    return agent, pending
+
+
+# --- decisions (item 1) -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["Deny", "DENY", "reject", "no", "", None, "approve ", 1])
+async def test_an_action_other_than_approve_deny_or_edit_is_refused(action: object) -> None:
+    agent, pending = await waiting("sent")
+    with pytest.raises(UsageError, match="action must be exactly 'approve', 'deny' or 'edit'"):
+        # What a web page sends back, built into a decision as the docs show.
+        ApprovalDecision(call_id=pending.call_id, action=action, digest=pending.digest)  # type: ignore[arg-type]
+    assert ran == []
+    assert await agent.pending_approvals() == (pending,)
+
+
+async def test_approve_with_arguments_is_refused_and_a_denial_needs_a_reason() -> None:
+    agent, pending = await waiting("ok")
+    with pytest.raises(UsageError, match="make an edit"):
+        ApprovalDecision(
+            call_id="c1", action="approve", digest=pending.digest, arguments='{"amount": 1}'
+        )
+    for reason in ("", "   "):
+        with pytest.raises(UsageError, match="a denial needs a reason"):
+            ApprovalDecision(call_id="c1", action="deny", digest=pending.digest, reason=reason)
+    with pytest.raises(UsageError, match="an edit needs a JSON object"):
+        ApprovalDecision(call_id="c1", action="edit", digest=pending.digest)
+    response = await agent.resume(
+        [ApprovalDecision(call_id="c1", action="deny", digest="x", reason="no")]
+    )
+    assert results(response.messages) == [("c1", "denied: no")]
+    assert ran == []
+
+
+async def test_a_denial_recorded_without_a_reason_still_tells_the_model_why(
+    tmp_path: Path,
+) -> None:
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
+    async with backend.store() as store:
+        agent = Agent(
+            ScriptedModel([tool_call("pay", {"amount": 1, "to": "x"}, id="c1")]),
+            tools=[pay],
+            plugins=[store.session("s")],
+        )
+        (pending,) = (await agent.chat("pay")).pending_approvals
+        # A record an earlier version could write (a decision made by hand, without reason).
+        side = approval_session_id("s")
+        data = json.loads(encode_decision(pending.deny("x"), pending.message_id).content)  # type: ignore[arg-type]
+        await store.append(side, dataclasses.replace(
+            encode_decision(pending.deny("x"), pending.message_id),
+            content=json.dumps({**data, "reason": ""}),
+        ))  # fmt: skip
+    async with backend.store() as store:
+        model = ScriptedModel(["ok"])
+        agent = Agent(model, tools=[pay], plugins=[store.session("s")])
+        await agent.chat("and?")
+        assert results(await store.load("s")) == [("c1", "denied: no reason given")]
+    assert ran == []
+
+
+# --- binding (item 2) ---------------------------------------------------------------------------
+
+
+async def test_a_stored_copy_whose_arguments_were_changed_is_refused() -> None:
+    agent, pending = await waiting("sent")
+    row = dataclasses.asdict(pending)  # what a UI keeps, and shows later
+    row["arguments"] = json.dumps({"amount": 5, "to": "bob"})  # the digest is kept
+    shown = type(pending)(**row)
+    for decision in (shown.approve(), shown.edit({"amount": 5, "to": "bob"})):
+        with pytest.raises(ApprovalMismatchError) as raised:
+            await agent.resume([decision])
+        assert raised.value.actual == pending.digest
+    assert ran == []
+    assert await agent.pending_approvals() == (pending,)
+    await agent.resume([pending.approve()])  # the item as it was listed
+    assert ran == ["pay 5000 mallory"]
+
+
+async def test_a_stored_copy_changed_before_a_restart_is_refused(tmp_path: Path) -> None:
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
+    async with backend.store() as store:
+        model = ScriptedModel([tool_call("pay", {"amount": 5000, "to": "mallory"}, id="c1")])
+        agent = Agent(model, tools=[pay], plugins=[store.session("s")])
+        (pending,) = (await agent.chat("pay")).pending_approvals
+    row = {**dataclasses.asdict(pending), "arguments": '{"amount": 5, "to": "bob"}'}
+    async with backend.store() as store:
+        later = Agent(ScriptedModel(["sent"]), tools=[pay], plugins=[store.session("s")])
+        with pytest.raises(ApprovalMismatchError):
+            await later.resume([type(pending)(**row).approve()])
+        assert len(await store.load(approval_session_id("s"))) == 1  # no decision recorded
+    assert ran == []
+
+
+# --- what runs (item 3) -------------------------------------------------------------------------
+
+
+def in_cents(ctx: PreToolCallContext) -> ToolCall:
+    """A units hook: the model speaks euros, the tool takes cents."""
+    arguments = json.loads(ctx.call.arguments)
+    arguments["amount"] *= 100
+    return dataclasses.replace(ctx.call, arguments=json.dumps(arguments))
+
+
+async def test_the_person_approves_what_runs_after_a_rewrite_and_it_runs_once_rewritten() -> None:
+    model = ScriptedModel([tool_call("pay", {"amount": 10, "to": "bob"}, id="c1"), "done"])
+    agent = Agent(model, tools=[pay])
+    agent.add_hook("pre_tool_call", in_cents)
+    (pending,) = (await agent.chat("pay bob 10 euros")).pending_approvals
+    assert json.loads(pending.arguments) == {"amount": 1000, "to": "bob"}
+    assert json.loads(pending.model_arguments or "") == {"amount": 10, "to": "bob"}
+    assert pending.rewritten
+    response = await agent.resume([pending.approve()])
+    assert ran == ["pay 1000 bob"]  # not 100000: the rewrite is not applied again
+    assert results(response.messages) == [("c1", "paid 1000 to bob")]
+    # The model's call stays as the model made it in the history.
+    assert agent.messages[1].tool_calls[0].arguments == '{"amount": 10, "to": "bob"}'  # type: ignore[union-attr]
+
+
+async def test_an_edit_runs_exactly_as_typed_and_a_handler_cannot_change_it() -> None:
+    model = ScriptedModel([tool_call("pay", {"amount": 10, "to": "bob"}, id="c1"), "done"])
+    agent = Agent(model, tools=[pay])
+    agent.add_hook("pre_tool_call", in_cents)
+    seen: list[str] = []
+    agent.add_hook("pre_tool_call", lambda ctx: seen.append(ctx.call.arguments), order=1)
+    (pending,) = (await agent.chat("pay bob 10 euros")).pending_approvals
+    await agent.resume([pending.edit({"amount": 700, "to": "bob"})])
+    assert ran == ["pay 700 bob"]
+    # The handlers still see the call (what runs), and may still answer it; their new
+    # call is not used.
+    assert seen == ['{"amount": 1000, "to": "bob"}', '{"amount": 70000, "to": "bob"}']
+
+
+async def test_a_handler_may_still_answer_a_decided_call() -> None:
+    model = ScriptedModel([tool_call("pay", {"amount": 10, "to": "bob"}, id="c1"), "done"])
+    agent = Agent(model, tools=[pay])
+    decided: list[bool] = []
+
+    def budget(ctx: PreToolCallContext) -> ToolReturn | None:
+        decided.append(True)
+        return ToolReturn("over budget") if len(decided) > 1 else None
+
+    agent.add_hook("pre_tool_call", budget)
+    (pending,) = (await agent.chat("pay")).pending_approvals
+    response = await agent.resume([pending.approve()])
+    assert results(response.messages) == [("c1", "over budget")]
+    assert ran == []
+
+
+async def test_the_rewritten_arguments_survive_a_restart(tmp_path: Path) -> None:
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
+    async with backend.store() as store:
+        model = ScriptedModel([tool_call("pay", {"amount": 10, "to": "bob"}, id="c1")])
+        agent = Agent(model, tools=[pay], plugins=[store.session("s")])
+        agent.add_hook("pre_tool_call", in_cents)
+        (asked,) = (await agent.chat("pay")).pending_approvals
+    async with backend.store() as store:
+        later = Agent(ScriptedModel(["done"]), tools=[pay], plugins=[store.session("s")])
+        later.add_hook("pre_tool_call", in_cents)
+        (pending,) = await later.pending_approvals()
+        assert pending == asked
+        assert json.loads(pending.arguments) == {"amount": 1000, "to": "bob"}
+        await later.resume([pending.approve()])
+    assert ran == ["pay 1000 bob"]
+
+
+async def test_an_edit_the_tool_cannot_take_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
+    async with backend.store() as store:
+        model = ScriptedModel([tool_call("pay", {"amount": 1, "to": "x"}, id="c1"), "done"])
+        agent = Agent(model, tools=[pay], plugins=[store.session("s")])
+        (pending,) = (await agent.chat("pay")).pending_approvals
+        with pytest.raises(ApprovalEditError) as raised:
+            await agent.resume([pending.edit({"amount": "lots", "to": "x"})])
+        assert (raised.value.call_id, raised.value.tool_name) == ("c1", "pay")
+        assert "amount" in raised.value.problem
+        assert await agent.pending_approvals() == (pending,)
+        assert len(await store.load(approval_session_id("s"))) == 1  # no decision recorded
+    assert ran == []
+
+
+# --- crashes (item 4): a real process, SIGKILLed -------------------------------------------------
+
+
+def worker(backend: Backend, session_id: str, *args: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "tests._approval_worker", backend.spec_json(), session_id]
+    return subprocess.Popen(
+        [*command, *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finished(process: subprocess.Popen[str]) -> list[str]:
+    out, errors = process.communicate(timeout=GUARD)
+    assert process.returncode == 0, errors
+    return out.splitlines()
+
+
+def killed_at(process: subprocess.Popen[str], reached: Path) -> list[str]:
+    """Wait until the worker writes ``reached`` (it then waits for ever); SIGKILL it."""
+    deadline = time.monotonic() + GUARD
+    while not reached.exists():
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            _, errors = process.communicate()
+            pytest.fail(f"the worker never reached its stop: {errors}")
+        time.sleep(0.02)  # polling a file, not waiting for something to happen
+    os.kill(process.pid, signal.SIGKILL)
+    out, _ = process.communicate()
+    return out.splitlines()
+
+
+def decisions(*made: ApprovalDecision) -> str:
+    return json.dumps([dataclasses.asdict(d) for d in made])
+
+
+async def killed_while_resuming(
+    backend: Backend, reached: Path, stop: str
+) -> tuple[list[PendingApproval], list[str]]:
+    """A process asks; another resumes (approve c1, deny c3, approve c5), killed at ``stop``.
+
+    Returns the calls that were pending, and what the killed process printed.
+    """
+    lines = await asyncio.to_thread(lambda: finished(worker(backend, "s", "ask")))
+    pending = [PendingApproval(**p) for p in json.loads(lines[-1])]
+    c1, c3, c5 = pending
+    made = decisions(c1.approve(), c3.deny("keep /tmp/x"), c5.approve())
+    resuming = worker(backend, "s", "resume", made, stop, str(reached))
+    return pending, await asyncio.to_thread(killed_at, resuming, reached)
+
+
+async def test_a_process_killed_after_every_decision_was_recorded(
+    backend: Backend, tmp_path: Path
+) -> None:
+    _, lines = await killed_while_resuming(backend, tmp_path / "reached", "transfer")
+    assert "ran transfer 500 bob" in lines  # it ran, and its result never reached the log
+    # The next chat answers every decided call, in call order: the denial with its reason,
+    # the transfer (not idempotent) as possibly run, never again; the delete (idempotent)
+    # runs again.
+    lines = await asyncio.to_thread(lambda: finished(worker(backend, "s", "chat")))
+    *ran_now, answers, answer = lines
+    assert ran_now == ["ran delete /tmp/y"]
+    assert json.loads(answer) == {"text": "Noted."}
+    assert json.loads(answers) == [
+        ["c1", RESULT_LOST_TEXT.format(tool="transfer")],
+        ["c3", "denied: keep /tmp/x"],
+        ["c5", "deleted /tmp/y"],
+    ]
+    async with backend.store() as store:
+        log = await store.load("s")
+    assert [m.tool_call_id for m in log if isinstance(m, ToolMessage)] == [
+        "c2", "c4", "c1", "c3", "c5",
+    ]  # fmt: skip
+    assert [m.role for m in log][-2:] == ["user", "assistant"]
+
+
+async def test_a_process_killed_after_part_of_the_decisions_was_recorded(
+    backend: Backend, tmp_path: Path
+) -> None:
+    (_, c3, c5), lines = await killed_while_resuming(backend, tmp_path / "reached", "decision")
+    assert not any(line.startswith("ran ") for line in lines)  # nothing ran
+    # c1's decision is recorded: it is pending nowhere; the others still wait, so a chat is
+    # refused, and the next resume decides them and runs c1 too, once, in call order.
+    async with backend.store() as store:
+        agent = Agent(ScriptedModel([]), plugins=[store.session("s")])
+        assert [p.call_id for p in await agent.pending_approvals()] == ["c3", "c5"]
+        with pytest.raises(UsageError, match="wait for approval"):
+            await agent.chat("what happened?")
+    again = decisions(c3.deny("keep /tmp/x"), c5.approve())
+    lines = await asyncio.to_thread(lambda: finished(worker(backend, "s", "resume", again)))
+    found, *ran_now, answer = lines
+    assert [p["call_id"] for p in json.loads(found)] == ["c3", "c5"]
+    assert sorted(ran_now) == ["ran delete /tmp/y", "ran transfer 500 bob"]
+    assert json.loads(answer) == {"text": "All done.", "pending": 0}
+    async with backend.store() as store:
+        log = await store.load("s")
+    assert results(log) == [
+        ("c2", "1000"),
+        ("c4", "sent 50 to carol"),
+        ("c1", "sent 500 to bob"),
+        ("c3", "denied: keep /tmp/x"),
+        ("c5", "deleted /tmp/y"),
+    ]
+
+
+# --- call order (item 5) --------------------------------------------------------------------------
+
+
+class Answer(pydantic.BaseModel):
+    total: int
+
+
+@tool
+def balance() -> int:
+    """The balance."""
+    ran.append("balance")
+    return 1000
+
+
+async def test_an_output_answer_beside_an_earlier_call_is_committed_in_call_order() -> None:
+    batch = tool_calls(
+        ToolCall.create("balance", {}, id="c1"),
+        ToolCall.create("final_result", {"total": 3}, id="c2"),
+    )
+    agent = Agent(ScriptedModel([batch]), tools=[balance], output_type=Answer)
+    response = await agent.chat("total?")
+    assert response.output == Answer(total=3)
+    assert [
+        (m.tool_call_id, m.is_error) for m in response.messages if isinstance(m, ToolMessage)
+    ] == [
+        ("c1", True),
+        ("c2", False),
+    ]
+
+
+async def test_an_invalid_output_beside_an_earlier_call_is_committed_in_call_order() -> None:
+    batch = tool_calls(
+        ToolCall.create("balance", {}, id="c1"),
+        ToolCall.create("final_result", {"total": "many"}, id="c2"),
+    )
+    model = ScriptedModel([batch, tool_call("final_result", {"total": 3}, id="c3")])
+    agent = Agent(model, tools=[balance], output_type=Answer)
+    response = await agent.chat("total?")
+    assert response.output == Answer(total=3)
+    answered = [
+        (m.tool_call_id, m.is_error) for m in response.messages if isinstance(m, ToolMessage)
+    ]
+    assert answered == [("c1", False), ("c2", True), ("c3", False)]
+    assert ran == ["balance"]
