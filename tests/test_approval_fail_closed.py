@@ -12,6 +12,9 @@ Layout of this module:
                     moments that matter: every decision recorded (the calls may have run),
                     part of them recorded (none ran)
     call order      an output tool's answer and the other calls' are committed in call order
+    the rest        ``hookloop chat`` (a raising predicate is one line; an invalid edit is
+                    asked again), a damaged side record is repaired, ScriptStep refuses a str,
+                    side sessions are not listed as conversations
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pydantic
 import pytest
 
@@ -43,9 +47,12 @@ from hookloop import (
     UsageError,
     tool,
 )
-from hookloop._approval_log import approval_session_id, encode_decision
+from hookloop._approval_log import SET_ASIDE_TEXT, approval_session_id, encode_decision
 from hookloop._errors import RESULT_LOST_TEXT
-from hookloop.testing import ScriptedModel, tool_call, tool_calls
+from hookloop.sessions import CorruptSessionError
+from hookloop.testing import ScriptedModel, ScriptStep, tool_call, tool_calls
+from tests._approval_terminal import PROMPT, approval_chat
+from tests.models._provider_server import ProviderServer, answer
 from tests.sessions._backends import Backend
 
 ROOT = Path(__file__).resolve().parents[1]  # where ``tests`` is importable as a package
@@ -412,3 +419,106 @@ async def test_an_invalid_output_beside_an_earlier_call_is_committed_in_call_ord
     ]
     assert answered == [("c1", False), ("c2", True), ("c3", False)]
     assert ran == ["balance"]
+
+
+# --- the rest (item 6) ----------------------------------------------------------------------------
+
+
+def test_hookloop_chat_shows_a_raising_predicate_in_one_line_and_asks_again_for_a_bad_edit(
+    tmp_path: Path,
+) -> None:
+    calls = (
+        ("call_a", "risky", '{"path": "a"}'),
+        ("call_b", "delete_file", '{"path": "b"}'),
+    )
+    with ProviderServer() as server:
+        server.add(
+            answer("chat.completions", calls=calls, stream=True),
+            answer("chat.completions", "Done."),
+        )
+        with approval_chat(server, tmp_path, "risky", "delete_file") as child:
+            child.sendline("Go.")
+            child.expect_exact('  risky({"path": "a"}) needs approval\r\n')
+            before = child.before or ""
+            child.expect_exact(PROMPT)
+            child.sendline("y")
+            child.expect_exact(PROMPT)
+            child.sendline("e")
+            child.expect_exact("  arguments as JSON: ")
+            child.sendline('{"path": 5}')
+            child.expect_exact(
+                "  the edit of call 'call_b' is refused: invalid arguments for tool "
+                "'delete_file': path: Input should be a valid string\r\n"
+            )
+            child.expect_exact(PROMPT)
+            child.sendline("e")
+            child.expect_exact("  arguments as JSON: ")
+            child.sendline('{"path": "b2"}')
+            child.expect_exact("model> Done.\r\n")
+            child.expect_exact("you> ")
+            child.sendeof()
+            child.expect(pexpect.EOF)
+        assert child.exitstatus == 0
+        sent = server.received[1].body["messages"]
+    assert "Traceback" not in before
+    assert [line for line in before.splitlines() if "requires_approval" in line] == [
+        "requires_approval() of tool 'risky' raised ZeroDivisionError: integer division or "
+        "modulo by zero; asking for approval"
+    ]
+    assert [(m["tool_call_id"], m["content"]) for m in sent if m["role"] == "tool"] == [
+        ("call_a", "risked a"),
+        ("call_b", "deleted b2"),
+    ]
+
+
+def test_a_script_step_refuses_a_str_response_when_it_is_made() -> None:
+    with pytest.raises(UsageError, match=r"takes a ProviderResponse, got str \(for a text"):
+        ScriptStep(response="text")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="takes an exception"):
+        ScriptStep(error="boom")  # type: ignore[arg-type]
+
+
+async def test_the_approval_side_session_is_not_listed_as_a_conversation(
+    backend: Backend,
+) -> None:
+    async with backend.store() as store:
+        long_id = "x" * 250  # its side session has the hashed form of the id
+        for session_id in ("s", long_id):
+            agent = Agent(
+                ScriptedModel([tool_call("pay", {"amount": 1, "to": "x"}, id="c1")]),
+                tools=[pay],
+                plugins=[store.session(session_id)],
+            )
+            await agent.chat("pay")
+            assert await store.info(approval_session_id(session_id)) is not None
+        await store.append("t:approval", ToolMessage(tool_call_id="a", tool_name="b", content="c"))
+        listed = [info.session_id for info in await store.list_sessions()]
+        assert sorted(listed) == sorted(["s", long_id, "t:approval"])
+        assert len(await store.list_sessions(limit=2)) == 2  # the side sessions take no room
+        with pytest.raises(UsageError, match="form of an approval side session"):
+            store.session("s:approvals")
+
+
+async def test_a_damaged_side_record_is_repaired_and_the_call_set_aside(backend: Backend) -> None:
+    async with backend.store() as store:
+        agent = Agent(
+            ScriptedModel([tool_call("pay", {"amount": 1, "to": "x"}, id="c1")]),
+            tools=[pay],
+            plugins=[store.session("s")],
+        )
+        assert len((await agent.chat("pay")).pending_approvals) == 1
+    await backend.set_row(approval_session_id("s"), 1, data="{not json")
+    async with backend.store() as store:
+        recorder = store.session("s")
+        model = ScriptedModel(["I will check first."])
+        agent = Agent(model, tools=[pay], plugins=[recorder])
+        with pytest.raises(CorruptSessionError):
+            await agent.pending_approvals()
+        with pytest.raises(CorruptSessionError):
+            await agent.chat("and?")
+        assert await recorder.repair_approvals() == ("c1",)
+        assert await recorder.repair_approvals() == ()  # sound now: left as it is
+        assert await agent.pending_approvals() == ()
+        await agent.chat("and?")
+        assert results(await store.load("s")) == [("c1", SET_ASIDE_TEXT)]
+    assert ran == []
