@@ -522,3 +522,18 @@ async def test_a_damaged_side_record_is_repaired_and_the_call_set_aside(backend:
         await agent.chat("and?")
         assert results(await store.load("s")) == [("c1", SET_ASIDE_TEXT)]
     assert ran == []
+
+
+async def test_a_side_session_whose_own_record_is_broken_is_repaired(backend: Backend) -> None:
+    async with backend.store() as store:
+        model = ScriptedModel([tool_call("pay", {"amount": 1, "to": "x"}, id="c1"), "paid"])
+        recorder = store.session("s")
+        agent = Agent(model, tools=[pay], plugins=[recorder])
+        (pending,) = (await agent.chat("pay")).pending_approvals
+        await backend.set_record(approval_session_id("s"), None)  # its messages remain
+        with pytest.raises(CorruptSessionError):  # the decision cannot be recorded
+            await agent.resume([pending.approve()])
+        assert ran == []
+        assert await recorder.repair_approvals() == ()  # the records read well: none set aside
+        await agent.resume([pending.approve()])
+    assert ran == ["pay 1 x"]

@@ -185,8 +185,9 @@ class SessionRecorder:
         the records before it are not read, and the calls of the latest batch that have no
         result yet are set aside: the next chat answers each with an error result saying
         that whether it ran is not known (nothing runs). The side session's own record is
-        repaired first (``store.repair()``) when the store can. A side session that reads
-        well is left as it is. Run it while no other process resumes the session.
+        repaired first (``store.repair()``, when the store can), so that appends to it go
+        through again. Records that read well are left as they are. Run it while no other
+        process resumes the session.
 
         Returns:
             The ids of the calls set aside (empty when nothing needed repair).
@@ -200,13 +201,15 @@ class SessionRecorder:
         if not self._restored:
             await self._restore(agent)
         side = approval_session_id(self._require_session())
+        # The side session's own record first (appends need it), as sessions are repaired;
+        # a store that cannot repair, or no side session at all, leaves nothing to do here.
+        with contextlib.suppress(UsageError, SessionNotFoundError):
+            await self.store.repair(side)
         try:
             await self._read_log()
             return ()
         except CorruptSessionError:
             pass
-        with contextlib.suppress(UsageError, SessionNotFoundError):  # a store that cannot
-            await self.store.repair(side)
         message_id, calls = open_calls(agent.history.messages)
         await self.store.append(side, encode_repair(message_id, calls))
         return calls
