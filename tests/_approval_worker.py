@@ -7,8 +7,6 @@
   ``STOP``, it instead writes the file ``REACHED`` and waits for ever (for the test to
   SIGKILL it) at that point: ``decision`` once the first decision is recorded, ``transfer``
   once the transfer tool runs.
-- ``chat``: a new agent restores the session and chats; prints the tool results the chat
-  committed (call id and text) as JSON, and the answer.
 
 Each tool prints ``ran NAME ARGS`` when it runs, so the test sees which process ran what.
 ``delete`` is idempotent (deleting twice leaves the same state); ``transfer`` is not.
@@ -23,8 +21,9 @@ import sys
 import threading
 from pathlib import Path
 
-from hookloop import Agent, ApprovalDecision, ApprovalDecisionContext, ToolCall, ToolMessage, tool
+from hookloop import Agent, ApprovalDecision, ApprovalDecisionContext, ToolCall, tool
 from hookloop.hooks import Phase
+from hookloop.sessions import SessionStore
 from hookloop.testing import ScriptedModel, tool_calls
 from tests.sessions._backends import open_store
 
@@ -78,40 +77,34 @@ BATCH = tool_calls(
 )
 
 
-def make_agent(spec: dict[str, str], session_id: str, script: list[object]) -> Agent:
-    store = open_store(spec)
+def make_agent(store: SessionStore, session_id: str, script: list[object]) -> Agent:
+    """The agent of every step (the tests make it in their own process too)."""
     model = ScriptedModel(script)  # type: ignore[arg-type]
     return Agent(model, tools=[transfer, delete, balance], plugins=[store.session(session_id)])
 
 
 async def ask(spec: dict[str, str], session_id: str) -> None:
-    agent = make_agent(spec, session_id, [BATCH])
-    response = await agent.chat("pay bob, tidy up")
+    async with open_store(spec) as store:
+        agent = make_agent(store, session_id, [BATCH])
+        response = await agent.chat("pay bob, tidy up")
     pending = [dataclasses.asdict(p) for p in response.pending_approvals]
     print(json.dumps(pending), flush=True)
 
 
 async def resume(spec: dict[str, str], session_id: str, decisions: str) -> None:
-    agent = make_agent(spec, session_id, ["All done."])
+    async with open_store(spec) as store:
+        agent = make_agent(store, session_id, ["All done."])
 
-    async def stop_after_the_first(ctx: ApprovalDecisionContext) -> None:
-        if reached("decision"):
-            await asyncio.Event().wait()  # until the test kills the process
+        async def stop_after_the_first(ctx: ApprovalDecisionContext) -> None:
+            if reached("decision"):
+                await asyncio.Event().wait()  # until the test kills the process
 
-    # After the recorder (Phase.RECORD): the decision is in the store when the file appears.
-    agent.add_hook("on_approval_decision", stop_after_the_first, order=Phase.RECORD + 1)
-    pending = await agent.pending_approvals()
-    print(json.dumps([dataclasses.asdict(p) for p in pending]), flush=True)
-    response = await agent.resume([ApprovalDecision(**d) for d in json.loads(decisions)])
+        # After the recorder (Phase.RECORD): the decision is stored when the file appears.
+        agent.add_hook("on_approval_decision", stop_after_the_first, order=Phase.RECORD + 1)
+        pending = await agent.pending_approvals()
+        print(json.dumps([dataclasses.asdict(p) for p in pending]), flush=True)
+        response = await agent.resume([ApprovalDecision(**d) for d in json.loads(decisions)])
     print(json.dumps({"text": response.text, "pending": len(response.pending_approvals)}))
-
-
-async def chat(spec: dict[str, str], session_id: str) -> None:
-    agent = make_agent(spec, session_id, ["Noted."])
-    response = await agent.chat("what happened?")
-    answers = [(m.tool_call_id, m.content) for m in response.messages if isinstance(m, ToolMessage)]
-    print(json.dumps(answers))
-    print(json.dumps({"text": response.text}))
 
 
 def main() -> None:
@@ -122,8 +115,6 @@ def main() -> None:
         if len(sys.argv) > 5:
             STOP.update(at=sys.argv[5], reached=sys.argv[6])
         asyncio.run(resume(spec, session_id, sys.argv[4]))
-    elif mode == "chat":
-        asyncio.run(chat(spec, session_id))
     else:
         raise SystemExit(f"unknown mode {mode!r}")
 

@@ -51,6 +51,7 @@ from hookloop._approval_log import SET_ASIDE_TEXT, approval_session_id, encode_d
 from hookloop._errors import RESULT_LOST_TEXT
 from hookloop.sessions import CorruptSessionError
 from hookloop.testing import ScriptedModel, ScriptStep, tool_call, tool_calls
+from tests import _approval_worker as approval_worker
 from tests._approval_terminal import PROMPT, approval_chat
 from tests.models._provider_server import ProviderServer, answer
 from tests.sessions._backends import Backend
@@ -271,25 +272,17 @@ async def test_an_edit_the_tool_cannot_take_is_refused_before_anything_runs(
 # --- crashes (item 4): a real process, SIGKILLed -------------------------------------------------
 
 
-def worker(backend: Backend, session_id: str, *args: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "tests._approval_worker", backend.spec_json(), session_id]
-    return subprocess.Popen(
-        [*command, *args],
+def resumed_and_killed(backend: Backend, decisions: str, stop: str, reached: Path) -> list[str]:
+    """A worker resumes with ``decisions``; once it writes ``reached`` (at ``stop``, where it
+    then waits for ever), it is SIGKILLed. Returns what it printed."""
+    command = [sys.executable, "-m", "tests._approval_worker", backend.spec_json(), "s"]
+    process = subprocess.Popen(
+        [*command, "resume", decisions, stop, str(reached)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def finished(process: subprocess.Popen[str]) -> list[str]:
-    out, errors = process.communicate(timeout=GUARD)
-    assert process.returncode == 0, errors
-    return out.splitlines()
-
-
-def killed_at(process: subprocess.Popen[str], reached: Path) -> list[str]:
-    """Wait until the worker writes ``reached`` (it then waits for ever); SIGKILL it."""
     deadline = time.monotonic() + GUARD
     while not reached.exists():
         if process.poll() is not None or time.monotonic() > deadline:
@@ -302,43 +295,46 @@ def killed_at(process: subprocess.Popen[str], reached: Path) -> list[str]:
     return out.splitlines()
 
 
-def decisions(*made: ApprovalDecision) -> str:
-    return json.dumps([dataclasses.asdict(d) for d in made])
-
-
 async def killed_while_resuming(
     backend: Backend, reached: Path, stop: str
-) -> tuple[list[PendingApproval], list[str]]:
-    """A process asks; another resumes (approve c1, deny c3, approve c5), killed at ``stop``.
+) -> tuple[tuple[PendingApproval, ...], list[str]]:
+    """This process asks; a worker resumes (approve c1, deny c3, approve c5), killed at ``stop``.
 
-    Returns the calls that were pending, and what the killed process printed.
+    Returns the calls that were pending, and what the killed worker printed.
     """
-    lines = await asyncio.to_thread(lambda: finished(worker(backend, "s", "ask")))
-    pending = [PendingApproval(**p) for p in json.loads(lines[-1])]
+    async with backend.store() as store:
+        asking = approval_worker.make_agent(store, "s", [approval_worker.BATCH])
+        pending = (await asking.chat("pay bob, tidy up")).pending_approvals
     c1, c3, c5 = pending
-    made = decisions(c1.approve(), c3.deny("keep /tmp/x"), c5.approve())
-    resuming = worker(backend, "s", "resume", made, stop, str(reached))
-    return pending, await asyncio.to_thread(killed_at, resuming, reached)
+    made = [dataclasses.asdict(d) for d in (c1.approve(), c3.deny("keep"), c5.approve())]
+    lines = await asyncio.to_thread(resumed_and_killed, backend, json.dumps(made), stop, reached)
+    return pending, lines
+
+
+def ran_here(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """What the worker's tools ran in this process since the last call."""
+    return sorted(line for line in capsys.readouterr().out.splitlines() if line.startswith("ran "))
 
 
 async def test_a_process_killed_after_every_decision_was_recorded(
-    backend: Backend, tmp_path: Path
+    backend: Backend, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, lines = await killed_while_resuming(backend, tmp_path / "reached", "transfer")
     assert "ran transfer 500 bob" in lines  # it ran, and its result never reached the log
-    # The next chat answers every decided call, in call order: the denial with its reason,
-    # the transfer (not idempotent) as possibly run, never again; the delete (idempotent)
-    # runs again.
-    lines = await asyncio.to_thread(lambda: finished(worker(backend, "s", "chat")))
-    *ran_now, answers, answer = lines
-    assert ran_now == ["ran delete /tmp/y"]
-    assert json.loads(answer) == {"text": "Noted."}
-    assert json.loads(answers) == [
-        ["c1", RESULT_LOST_TEXT.format(tool="transfer")],
-        ["c3", "denied: keep /tmp/x"],
-        ["c5", "deleted /tmp/y"],
-    ]
+    ran_here(capsys)
+    # The next chat (here, another process) answers every decided call, in call order: the
+    # denial with its reason, the transfer (not idempotent) as possibly run, never again;
+    # the delete (idempotent) runs again.
     async with backend.store() as store:
+        agent = approval_worker.make_agent(store, "s", ["Noted."])
+        response = await agent.chat("what happened?")
+        assert ran_here(capsys) == ["ran delete /tmp/y"]
+        assert results(response.messages) == [
+            ("c1", RESULT_LOST_TEXT.format(tool="transfer")),
+            ("c3", "denied: keep"),
+            ("c5", "deleted /tmp/y"),
+        ]
+        assert response.text == "Noted."
         log = await store.load("s")
     assert [m.tool_call_id for m in log if isinstance(m, ToolMessage)] == [
         "c2", "c4", "c1", "c3", "c5",
@@ -347,32 +343,28 @@ async def test_a_process_killed_after_every_decision_was_recorded(
 
 
 async def test_a_process_killed_after_part_of_the_decisions_was_recorded(
-    backend: Backend, tmp_path: Path
+    backend: Backend, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (_, c3, c5), lines = await killed_while_resuming(backend, tmp_path / "reached", "decision")
     assert not any(line.startswith("ran ") for line in lines)  # nothing ran
+    ran_here(capsys)
     # c1's decision is recorded: it is pending nowhere; the others still wait, so a chat is
     # refused, and the next resume decides them and runs c1 too, once, in call order.
     async with backend.store() as store:
-        agent = Agent(ScriptedModel([]), plugins=[store.session("s")])
+        agent = approval_worker.make_agent(store, "s", ["All done."])
         assert [p.call_id for p in await agent.pending_approvals()] == ["c3", "c5"]
         with pytest.raises(UsageError, match="wait for approval"):
             await agent.chat("what happened?")
-    again = decisions(c3.deny("keep /tmp/x"), c5.approve())
-    lines = await asyncio.to_thread(lambda: finished(worker(backend, "s", "resume", again)))
-    found, *ran_now, answer = lines
-    assert [p["call_id"] for p in json.loads(found)] == ["c3", "c5"]
-    assert sorted(ran_now) == ["ran delete /tmp/y", "ran transfer 500 bob"]
-    assert json.loads(answer) == {"text": "All done.", "pending": 0}
-    async with backend.store() as store:
-        log = await store.load("s")
-    assert results(log) == [
-        ("c2", "1000"),
-        ("c4", "sent 50 to carol"),
-        ("c1", "sent 500 to bob"),
-        ("c3", "denied: keep /tmp/x"),
-        ("c5", "deleted /tmp/y"),
-    ]
+        response = await agent.resume([c3.deny("keep"), c5.approve()])
+        assert ran_here(capsys) == ["ran delete /tmp/y", "ran transfer 500 bob"]
+        assert response.text == "All done."
+        assert results(await store.load("s")) == [
+            ("c2", "1000"),
+            ("c4", "sent 50 to carol"),
+            ("c1", "sent 500 to bob"),
+            ("c3", "denied: keep"),
+            ("c5", "deleted /tmp/y"),
+        ]
 
 
 # --- call order (item 5) --------------------------------------------------------------------------
