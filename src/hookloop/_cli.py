@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 from . import __version__
 from ._agent import Agent
 from ._approval import ApprovalDecision, PendingApproval
+from ._approval_log import check_edit
 from ._errors import (
     AuthenticationError,
     ChatCancelledError,
@@ -542,7 +543,7 @@ async def _answer(
         response = stream.response
         while response is not None and response.pending_approvals:
             screen.end()
-            decisions = [await _decide(p, screen, read) for p in response.pending_approvals]
+            decisions = [await _decide(agent, p, screen, read) for p in response.pending_approvals]
             response = await agent.resume(decisions)
             for message in response.messages:
                 if isinstance(message, ToolMessage):
@@ -558,11 +559,20 @@ async def _answer(
 
 
 async def _decide(
-    pending: PendingApproval, screen: _Screen, read: Callable[[str], Awaitable[str]]
+    agent: Agent,
+    pending: PendingApproval,
+    screen: _Screen,
+    read: Callable[[str], Awaitable[str]],
 ) -> ApprovalDecision:
-    """Ask at the terminal about one call that waits for approval: y, n (why) or e (JSON)."""
+    """Ask at the terminal about one call that waits for approval: y, n (why) or e (JSON).
+
+    An edit the tool cannot take is shown to the person, who is asked again: it never
+    reaches the model as if the model had made it.
+    """
     why = f" ({pending.reason})" if pending.reason else ""
     screen.note(f"  {pending.tool_name}({pending.arguments}) needs approval{why}")
+    if pending.rewritten:
+        screen.note(f"  (the model asked for {pending.model_arguments})")
     while True:
         choice = (await read("  run it? [y]es, [n]o, [e]dit: ")).strip().lower()
         if choice in ("y", "yes"):
@@ -573,9 +583,12 @@ async def _decide(
         if choice in ("e", "edit"):
             text = (await read("  arguments as JSON: ")).strip()
             try:
-                return pending.edit(text)
-            except UsageError as exc:
+                decision = pending.edit(text)
+                check_edit(decision, pending.tool_name, agent.scopes)
+            except UsageError as exc:  # not a JSON object, or not what the tool takes
                 screen.note(f"  {exc}")
+                continue
+            return decision
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

@@ -21,6 +21,7 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── MissingDepsError           a tool's RunContext names deps and the chat has none
     │   ├── UnknownApprovalError       (also LookupError) a decision for a call not pending
     │   ├── ApprovalMismatchError      a decision made for other arguments than the call's
+    │   ├── ApprovalEditError          (also ValueError) an edit's arguments the tool cannot take
     │   └── HistoryError               a ChatHistory call that cannot apply; history unchanged
     │       ├── MessageNotFoundError   (also LookupError) no message has that id
     │       ├── InvalidRangeError      (also ValueError) a range that ends before it starts

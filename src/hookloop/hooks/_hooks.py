@@ -253,8 +253,9 @@ class PreToolCallContext:
     Return a :class:`~hookloop.ToolCall` to change the call, a :class:`ToolReturn` to skip
     the tool with that result, an exception instance to skip it with that error, or a
     :class:`~hookloop.Defer` to make the call wait for a person's decision (the chat ends
-    with it pending; see ``docs/approval.md``). On ``agent.resume()`` an approved call runs
-    through the handlers again, and a ``Defer`` returned then is ignored.
+    with it pending; see ``docs/approval.md``). On ``agent.resume()`` a decided call runs
+    through the handlers again with the arguments decided on: a result or an error they
+    return still answers it; a new call or a ``Defer`` is ignored.
     """
 
     call: ToolCall
