@@ -18,7 +18,6 @@ import asyncio
 import dataclasses
 import hashlib
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -50,10 +49,12 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop._approval import approval_session_id, arguments_digest
+from hookloop._approval import arguments_digest
+from hookloop._approval_log import approval_session_id
 from hookloop.sessions import CorruptSessionError
 from hookloop.sessions._codec import encode_message
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
+from tests._approval_terminal import approval_chat
 from tests.models._provider_server import ProviderServer, answer
 from tests.sessions._backends import Backend
 
@@ -306,9 +307,10 @@ async def test_a_decision_made_for_other_arguments_is_refused() -> None:
     )
     with pytest.raises(ApprovalMismatchError) as raised:
         await agent.resume([forged.approve(), c3.approve(), c5.approve()])
+    # The decision carries the digest of what the item shows, not the digest it carries.
     assert (raised.value.call_id, raised.value.expected, raised.value.actual) == (
         "c1",
-        forged.digest,
+        arguments_digest("c1", "transfer", forged.arguments, forged.model_arguments),
         c1.digest,
     )
     assert await agent.pending_approvals() == (c1, c3, c5)
@@ -504,23 +506,8 @@ def test_the_side_session_id_fits_the_stores_limit() -> None:
 
 # --- the terminal -------------------------------------------------------------------------------
 
-TOOLS_MODULE = '''
-from hookloop import tool
-
-
-@tool(requires_approval=True)
-def delete_file(path: str) -> str:
-    """Delete a file.
-
-    Args:
-        path: The file.
-    """
-    return f"deleted {path}"
-'''
-
 
 def test_hookloop_chat_asks_y_n_e_for_each_call_that_needs_approval(tmp_path: Path) -> None:
-    (tmp_path / "approval_tools.py").write_text(TOOLS_MODULE, encoding="utf-8")
     calls = (
         ("call_a", "delete_file", '{"path": "a"}'),
         ("call_b", "delete_file", '{"path": "b"}'),
@@ -531,24 +518,7 @@ def test_hookloop_chat_asks_y_n_e_for_each_call_that_needs_approval(tmp_path: Pa
             answer("chat.completions", calls=calls, stream=True),
             answer("chat.completions", "Deleted a and c2; kept b."),
         )
-        child = pexpect.spawn(
-            sys.executable,
-            [
-                "-m",
-                "hookloop",
-                "chat",
-                "--model",
-                f"{server.url}/v1#m",
-                "--tool",
-                "approval_tools:delete_file",
-            ],
-            cwd=str(tmp_path),
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            encoding="utf-8",
-            timeout=60,
-        )
-        try:
-            child.expect_exact("you> ")
+        with approval_chat(server, tmp_path) as child:
             child.sendline("Tidy up.")
             child.expect_exact('  delete_file({"path": "a"}) needs approval\r\n')
             child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
@@ -575,8 +545,6 @@ def test_hookloop_chat_asks_y_n_e_for_each_call_that_needs_approval(tmp_path: Pa
             child.expect_exact("you> ")
             child.sendeof()
             child.expect(pexpect.EOF)
-        finally:
-            child.close(force=True)
         assert child.exitstatus == 0
         sent = server.received[1].body["messages"]
     assert [(m["tool_call_id"], m["content"]) for m in sent if m["role"] == "tool"] == [

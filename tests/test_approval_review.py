@@ -21,8 +21,6 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,11 +40,14 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop._approval import approval_session_id, arguments_digest, encode_decision
+from hookloop._approval import arguments_digest
+from hookloop._approval_log import approval_session_id, encode_decision
+from hookloop._errors import RESULT_LOST_TEXT
 from hookloop.hooks import Phase
 from hookloop.sessions import CorruptSessionError, SessionConflictError
 from hookloop.sessions._codec import encode_message
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
+from tests._approval_terminal import approval_chat
 from tests.models._provider_server import ProviderServer, answer
 from tests.sessions._backends import Backend
 
@@ -152,7 +153,11 @@ async def test_the_call_that_waits_is_the_historys_not_the_records_copy(
 ) -> None:
     await asked(backend, "s")
     shown = '{"amount": 5}'  # a record consistent in itself, about another call
-    forged = {"arguments": shown, "digest": arguments_digest("c1", "pay", shown)}
+    forged = {
+        "arguments": shown,
+        "model_arguments": shown,
+        "digest": arguments_digest("c1", "pay", shown),
+    }
     await forge(backend, "s", await side_record(backend, "s"), **forged)
     async with backend.store() as store:
         agent = Agent(ScriptedModel(["ok"]), tools=[pay], plugins=[store.session("s")])
@@ -192,6 +197,7 @@ async def test_a_call_changed_in_the_history_is_listed_and_only_a_denial_goes() 
     assert now == dataclasses.replace(
         asked_for,
         arguments='{"amount": 5000}',
+        model_arguments='{"amount": 5000}',
         digest=arguments_digest("c1", "pay", '{"amount": 5000}'),
         requested_digest=asked_for.digest,
     )
@@ -227,7 +233,7 @@ async def test_two_workers_resuming_one_session_run_the_call_once(backend: Backe
         assert ran == ["pay 500"]
         # Once decided, the call is pending nowhere.
         assert await w2.pending_approvals() == ()
-        with pytest.raises(UsageError, match="nothing to resume"):
+        with pytest.raises(UsageError, match="'c1' was decided already"):
             await w2.resume([p2.approve()])
         assert ran == ["pay 500"]
         assert tool_results(await one.load("s")) == [("c1", "paid 500")]
@@ -410,23 +416,8 @@ async def test_a_sub_agents_waiting_call_is_an_error_result_for_the_parent_model
 
 # --- terminal ----------------------------------------------------------------------------------
 
-TOOLS_MODULE = '''
-from hookloop import tool
-
-
-@tool(requires_approval=True)
-def delete_file(path: str) -> str:
-    """Delete a file.
-
-    Args:
-        path: The file.
-    """
-    return f"deleted {path}"
-'''
-
 
 def test_ctrl_c_at_the_decision_prompt_of_hookloop_chat_leaves(tmp_path: Path) -> None:
-    (tmp_path / "approval_tools.py").write_text(TOOLS_MODULE, encoding="utf-8")
     with ProviderServer() as server:
         server.add(
             answer(
@@ -434,30 +425,11 @@ def test_ctrl_c_at_the_decision_prompt_of_hookloop_chat_leaves(tmp_path: Path) -
             ),
             answer("chat.completions", "not asked"),
         )
-        child = pexpect.spawn(
-            sys.executable,
-            [
-                "-m",
-                "hookloop",
-                "chat",
-                "--model",
-                f"{server.url}/v1#m",
-                "--tool",
-                "approval_tools:delete_file",
-            ],
-            cwd=str(tmp_path),
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            encoding="utf-8",
-            timeout=60,
-        )
-        try:
-            child.expect_exact("you> ")
+        with approval_chat(server, tmp_path) as child:
             child.sendline("Tidy up.")
             child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
             child.sendintr()
             child.expect(pexpect.EOF)
-        finally:
-            child.close(force=True)
         assert child.exitstatus == 0
         assert len(server.received) == 1  # nothing decided, nothing sent
 
@@ -477,6 +449,9 @@ async def test_a_call_claimed_by_a_process_that_died_is_not_run_again(backend: B
         assert await agent.pending_approvals() == ()
         await agent.chat("did it go through?")  # not refused: the call is decided
         (sent,) = [m for m in model.requests[0].messages if isinstance(m, ToolMessage)]
+        # Every decision of the batch was recorded, so it may have run: not run again (pay
+        # is not idempotent), and the model is told so, in the log too.
         assert (sent.tool_call_id, sent.is_error) == ("c1", True)
-        assert sent.content.startswith("no result:")
+        assert sent.content == RESULT_LOST_TEXT.format(tool="pay")
+        assert tool_results(await store.load("s")) == [("c1", sent.content)]
     assert ran == []

@@ -774,9 +774,9 @@ async def test_of_two_answers_in_one_turn_the_first_valid_one_is_taken() -> None
     agent = Agent(ScriptedModel([batch]), output_type=Point)
     response = await agent.chat("Go.")
     assert response.output == Point(x=2, y=3)
-    assert shape(response.messages)[2:] == [
-        ("tool", OUTPUT_TOOL_NAME, "Final answer received.", "ok"),
+    assert shape(response.messages)[2:] == [  # in call order (issue 21 item 5)
         ("tool", OUTPUT_TOOL_NAME, "not run: the final answer was given in the same turn", "error"),
+        ("tool", OUTPUT_TOOL_NAME, "Final answer received.", "ok"),
     ]
 
 

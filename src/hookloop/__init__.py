@@ -27,6 +27,7 @@ from ._agent import (
 )
 from ._approval import (
     ApprovalDecision,
+    ApprovalEditError,
     ApprovalMismatchError,
     Defer,
     PendingApproval,
@@ -347,6 +348,7 @@ __all__ = [
     "AnthropicModel",
     "ApprovalDecision",
     "ApprovalDecisionContext",
+    "ApprovalEditError",
     "ApprovalMismatchError",
     "ApprovalRequestContext",
     "AssistantMessage",

@@ -21,12 +21,18 @@ from collections.abc import (
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
-from ._approval import (
+from ._approval import ApprovalDecision, PendingApproval
+from ._approval_log import (
+    NOTHING,
     ApprovalBook,
-    ApprovalDecision,
-    PendingApproval,
+    ApprovalLog,
+    ApprovalState,
+    Ruling,
+    approval_state,
+    check_edit,
     checked_decisions,
-    open_requests,
+    in_call_order,
+    rulings_for,
 )
 from ._background import BackgroundTasks, run_sync
 from ._delegation import as_tool, delegate
@@ -349,6 +355,9 @@ class Agent(HookHost):
             deps: The dependencies tools receive in their :class:`~hookloop.RunContext`;
                 :attr:`deps` when not given.
 
+        Calls decided in a process that died before their results were committed are
+        answered first (see ``docs/approval.md``, "Across a restart").
+
         Raises:
             UsageError: Tool calls of the last chat (of this process, or with a session
                 recorder of any) still wait for approval (:meth:`resume` first).
@@ -362,9 +371,8 @@ class Agent(HookHost):
             asyncio.CancelledError: The task running the chat was cancelled.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        user = _user_message(message)
-        await self._refuse_while_pending()
-        return await self._slot.drive(self._start(user, None, deps, output))
+        opening = await self._opening(_user_message(message), deps)
+        return await self._slot.drive(self._start(opening, None, deps, output))
 
     def chat_stream(
         self,
@@ -483,10 +491,7 @@ class Agent(HookHost):
         Raises:
             CorruptSessionError: An approval record of the session cannot be read.
         """
-        requests = await self._approval_requests()
-        if not requests:  # every chat asks; no copy of the history (window_ratio_100k_to_100)
-            return ()
-        return open_requests(requests, self.history.messages)
+        return (await self._approval_state()).pending
 
     async def resume(
         self,
@@ -502,8 +507,13 @@ class Agent(HookHost):
         Make each decision from a pending call: ``pending.approve()``,
         ``pending.deny(reason)`` (the model sees ``reason`` as the call's error result) or
         ``pending.edit(arguments)``. ``on_approval_decision`` fires for each, the approved
-        and edited calls run (concurrently, committed in call order), and the chat goes on
-        as :meth:`chat` does; it may end with new pending approvals.
+        and edited calls run (concurrently, committed in call order) with exactly the
+        arguments decided on (the pending call's ``arguments``, or the edit's), and the
+        chat goes on as :meth:`chat` does; it may end with new pending approvals.
+
+        Calls decided in a process that died before their results were committed are
+        answered in the same batch (see ``docs/approval.md``, "Across a restart"); with
+        only such calls and none pending, ``resume([])`` answers them and goes on.
 
         The chat keeps the output type, mode and retries it was started with when this
         agent started it; a resume in another process (the session restored) gets the
@@ -523,6 +533,8 @@ class Agent(HookHost):
             ApprovalMismatchError: An approval or edit was made for other arguments than
                 the call has now, or the call changed since its approval was asked for.
                 Nothing was run or recorded.
+            ApprovalEditError: An edit's arguments do not fit the tool's parameters;
+                nothing was run or recorded, the calls still wait.
             MissingDepsError: An approved or edited call's tool takes
                 ``RunContext[Deps]`` and no ``deps`` are given; nothing was run or
                 recorded, the calls still wait.
@@ -532,13 +544,16 @@ class Agent(HookHost):
         """
         self._slot.refuse("resume")
         output = self._output_for(output_type, output_mode, output_retries, self._chat_output)
-        pending = await self.pending_approvals()
-        decided = checked_decisions(pending, decisions)
-        self._check_deps(decided, deps)
-        message = self.history.get_message_by_id(pending[0].message_id)
-        assert isinstance(message, AssistantMessage)  # open_requests found it there
-        run = self._start(Resumption(message=message, decided=decided), None, deps, output)
-        return await self._slot.drive(run)
+        state = await self._approval_state()
+        if state.message is None:
+            raise UsageError("nothing to resume: no tool call is waiting for approval")
+        decided = checked_decisions(state.pending, decisions, state.rulings)
+        for pending, decision in decided:
+            check_edit(decision, pending.tool_name, self.scopes)
+        rulings = in_call_order(state.message, (*state.rulings, *rulings_for(decided)))
+        self._check_deps(rulings, state.message, deps)
+        start = Resumption(message=state.message, decided=decided, rulings=rulings)
+        return await self._slot.drive(self._start(start, None, deps, output))
 
     def resume_sync(
         self,
@@ -571,47 +586,67 @@ class Agent(HookHost):
         """
         return run_sync(self.pending_approvals(), "pending_approvals_sync")
 
-    async def _refuse_while_pending(self) -> None:
-        """Refuse a new chat while calls wait: the same source as :meth:`pending_approvals`.
+    async def _opening(self, user: UserMessage, deps: object) -> UserMessage | Resumption:
+        """What a new chat starts from: ``user``, after the answers to calls decided earlier.
+
+        The same source as :meth:`pending_approvals`. Calls decided in a process that died
+        before their results were committed are answered first (``docs/approval.md``).
 
         Raises:
             UsageError: Tool calls of an earlier chat (of this process or another) wait.
+            MissingDepsError: A decided call to run again needs deps the chat lacks.
         """
         # While a chat runs, its calls are half-answered in the history; claiming the slot
         # then raises ConcurrentChatError, which is the answer.
         if self._slot.run is not None:
-            return
-        if await self.pending_approvals():
+            return user
+        state = await self._approval_state()
+        if state.pending:
             raise UsageError(
                 "tool calls of the last chat wait for approval: decide on them with "
                 "agent.resume(decisions) before the next chat"
             )
+        if state.message is None:
+            return user
+        self._check_deps(state.rulings, state.message, deps)
+        return Resumption(message=state.message, decided=(), rulings=state.rulings, user=user)
 
     def _check_deps(
-        self, decided: Iterable[tuple[PendingApproval, ApprovalDecision]], deps: object
+        self, rulings: Iterable[Ruling], message: AssistantMessage, deps: object
     ) -> None:
-        """Refuse to resume before anything is recorded if a call to run lacks its deps.
+        """Refuse, before anything is recorded, a call to run whose tool lacks its deps.
 
         Raises:
-            MissingDepsError: An approved or edited call's tool needs dependencies and
-                neither ``deps`` nor the agent's are given.
+            MissingDepsError: A call that runs needs dependencies and neither ``deps`` nor
+                the agent's are given.
         """
         if deps is not NO_DEPS or self.deps is not NO_DEPS:
             return
-        for pending, decision in decided:
-            if decision.action == "deny":
+        names = {call.id: call.name for call in message.tool_calls}
+        for ruling in rulings:
+            if ruling.action not in ("run", "lost"):
                 continue
-            found = self.scopes.lookup(pending.tool_name)
+            found = self.scopes.lookup(names[ruling.call_id])
             if found is not None and found[0].needs_deps:
-                raise MissingDepsError(pending.tool_name)
+                raise MissingDepsError(found[0].name)
 
-    async def _approval_requests(self) -> tuple[PendingApproval, ...]:
+    async def _approval_state(self) -> ApprovalState:
+        """The latest batch's pending calls and decided calls without results."""
+        # Every chat asks: with nothing recorded, no log is made and the history is not read
+        # (bench/loop.py, window_ratio_100k_to_100).
+        log: ApprovalLog
         for plugin in self._plugins:
-            read = getattr(plugin, "approval_requests", None)
+            read = getattr(plugin, "approval_log", None)
             if read is not None:
-                requests: tuple[PendingApproval, ...] = await read()
-                return requests
-        return self._approvals.requests
+                log = await read()
+                break
+        else:
+            if not self._approvals.requests:
+                return NOTHING
+            log = self._approvals.log()
+        if not log.message_id:
+            return NOTHING
+        return approval_state(log, self.history.messages)
 
     def cancel(self, reason: object = None) -> bool:
         """End the running chat as soon as possible.
@@ -874,7 +909,7 @@ class Agent(HookHost):
         ``output`` is how the chat gets a typed answer; the agent's when not given.
         ``steps`` records a durable turn's model and tool calls (``hookloop.durable``).
 
-        The caller checks first that no tool call waits (``_refuse_while_pending``).
+        The caller checks first that no tool call waits (``_opening``).
 
         Raises:
             ConcurrentChatError: A chat is running on this agent.
@@ -958,8 +993,8 @@ class ChatStream:
     async def _begin(self) -> tuple[ChatRun, Coroutine[Any, Any, AgentResponse]]:
         """Claim the agent's chat slot for this stream's chat: at its first ``__anext__``."""
         agent = self._agent
-        await agent._refuse_while_pending()
-        run = agent._start(self._message, handoff, self._deps, self._output)
+        opening = await agent._opening(self._message, self._deps)
+        run = agent._start(opening, handoff, self._deps, self._output)
         return run, agent._slot.drive(run)
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 from . import __version__
 from ._agent import Agent
 from ._approval import ApprovalDecision, PendingApproval
+from ._approval_log import check_edit
 from ._errors import (
     AuthenticationError,
     ChatCancelledError,
@@ -155,6 +156,20 @@ def _parser() -> argparse.ArgumentParser:
         "(run over stdio) or a streamable-HTTP URL; repeatable; its tools are named "
         "NAME_TOOL, NAME being the script's name or the URL's host, or the NAME given "
         'as NAME=SERVER ("files=python server.py")',
+    )
+    common.add_argument(
+        "--mcp-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds an MCP server may take to answer one call (default 60)",
+    )
+    common.add_argument(
+        "--mcp-connect-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds an MCP server may take to start and connect (default 60)",
     )
     common.add_argument("--no-tools", action="store_true", help="offer the model no tools")
     common.add_argument(
@@ -528,7 +543,7 @@ async def _answer(
         response = stream.response
         while response is not None and response.pending_approvals:
             screen.end()
-            decisions = [await _decide(p, screen, read) for p in response.pending_approvals]
+            decisions = [await _decide(agent, p, screen, read) for p in response.pending_approvals]
             response = await agent.resume(decisions)
             for message in response.messages:
                 if isinstance(message, ToolMessage):
@@ -544,11 +559,20 @@ async def _answer(
 
 
 async def _decide(
-    pending: PendingApproval, screen: _Screen, read: Callable[[str], Awaitable[str]]
+    agent: Agent,
+    pending: PendingApproval,
+    screen: _Screen,
+    read: Callable[[str], Awaitable[str]],
 ) -> ApprovalDecision:
-    """Ask at the terminal about one call that waits for approval: y, n (why) or e (JSON)."""
+    """Ask at the terminal about one call that waits for approval: y, n (why) or e (JSON).
+
+    An edit the tool cannot take is shown to the person, who is asked again: it never
+    reaches the model as if the model had made it.
+    """
     why = f" ({pending.reason})" if pending.reason else ""
     screen.note(f"  {pending.tool_name}({pending.arguments}) needs approval{why}")
+    if pending.rewritten:
+        screen.note(f"  (the model asked for {pending.model_arguments})")
     while True:
         choice = (await read("  run it? [y]es, [n]o, [e]dit: ")).strip().lower()
         if choice in ("y", "yes"):
@@ -559,9 +583,12 @@ async def _decide(
         if choice in ("e", "edit"):
             text = (await read("  arguments as JSON: ")).strip()
             try:
-                return pending.edit(text)
-            except UsageError as exc:
+                decision = pending.edit(text)
+                check_edit(decision, pending.tool_name, agent.scopes)
+            except UsageError as exc:  # not a JSON object, or not what the tool takes
                 screen.note(f"  {exc}")
+                continue
+            return decision
 
 
 def _check_numbers(args: argparse.Namespace) -> None:
@@ -579,7 +606,9 @@ async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
     default = [] if args.mcp else ["calculator"]
     tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or default]
     model = model_from_spec(args.model, api_key_env=args.api_key_env)
-    toolsets = [] if args.no_tools else _toolsets(args.mcp)
+    toolsets = (
+        [] if args.no_tools else _toolsets(args.mcp, args.mcp_timeout, args.mcp_connect_timeout)
+    )
     try:
         return await _assemble(args, screen, model, tools, toolsets)
     except BaseException:
@@ -724,32 +753,37 @@ def _load_tool(spec: str) -> Tool:
     return tool(value)
 
 
-def _toolsets(servers: Sequence[str]) -> list[MCPToolset]:
+def _toolsets(
+    servers: Sequence[str], timeout: float = 60.0, connect_timeout: float = 60.0
+) -> list[MCPToolset]:
     """One toolset per ``--mcp`` server, each with a scope name of its own."""
     from .mcp import MCPToolset
 
+    for flag, seconds in (("--mcp-timeout", timeout), ("--mcp-connect-timeout", connect_timeout)):
+        if not seconds > 0:  # NaN included
+            raise _Usage(f"{flag} must be a positive number of seconds (got {seconds:g})")
     made: list[MCPToolset] = []
     for given in servers:
         name, _, server = given.partition("=")
-        if server and _NAMED.fullmatch(name) and not given.startswith(("http:", "https:")):
-            if name in {t.name for t in made}:
-                raise _Usage(f"--mcp: two servers are named {name!r}")
-            made.append(MCPToolset(server, name=name))
-            continue
-        server = given
-        toolset = MCPToolset(server)
-        taken = {t.name for t in made}
-        if toolset.name in taken:  # two servers named alike: the second is name_2, ...
-            number = next(n for n in itertools.count(2) if f"{toolset.name}_{n}" not in taken)
-            toolset = MCPToolset(server, name=f"{toolset.name}_{number}")
-        made.append(toolset)
+        named = server and _NAMED.fullmatch(name) and not given.startswith(("http:", "https:"))
+        if named and name in {t.name for t in made}:
+            raise _Usage(f"--mcp: two servers are named {name!r}")
+        if not named:
+            name, server = MCPToolset(given).name, given
+            taken = {t.name for t in made}
+            if name in taken:  # two servers named alike: the second is name_2, ...
+                name = next(f"{name}_{n}" for n in itertools.count(2) if f"{name}_{n}" not in taken)
+        made.append(MCPToolset(server, name=name, timeout=timeout, connect_timeout=connect_timeout))
     return made
 
 
 async def _mcp_serve(args: argparse.Namespace) -> int:
     from .mcp import serve
+    from .mcp._serve import stdout_to_stderr
 
-    source = import_attribute(args.source, "tools")
+    # Over stdio, standard output is the protocol's: a print at import must not reach it.
+    with contextlib.nullcontext() if args.http else stdout_to_stderr():
+        source = import_attribute(args.source, "tools")
     if not 0 <= args.port <= 65535:
         raise _Usage(f"--port must be between 0 and 65535 (got {args.port})")
 

@@ -21,6 +21,7 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── MissingDepsError           a tool's RunContext names deps and the chat has none
     │   ├── UnknownApprovalError       (also LookupError) a decision for a call not pending
     │   ├── ApprovalMismatchError      a decision made for other arguments than the call's
+    │   ├── ApprovalEditError          (also ValueError) an edit's arguments the tool cannot take
     │   └── HistoryError               a ChatHistory call that cannot apply; history unchanged
     │       ├── MessageNotFoundError   (also LookupError) no message has that id
     │       ├── InvalidRangeError      (also ValueError) a range that ends before it starts
@@ -626,7 +627,8 @@ class MCPServerError(RunError):
     lists its tools at the start of a chat, it ends that chat. The next use reconnects.
 
     Attributes:
-        server: Which server: its URL, its command line, or the in-process server's name.
+        server: Which server: its URL (secrets masked), or its name (a command's arguments
+            never appear: they may hold secrets).
     """
 
     def __init__(self, message: str, *, server: str) -> None:
@@ -635,7 +637,11 @@ class MCPServerError(RunError):
 
 
 class MCPConnectionError(MCPServerError):
-    """The MCP server cannot be reached, or the connection to it died (its process exited)."""
+    """The MCP server cannot be reached, the connection died, or it was closed during the call.
+
+    A connection dies when a stdio server's process exits, say; it is closed by
+    ``aclose()`` (the toolset's or the agent's).
+    """
 
 
 class MCPTimeoutError(MCPServerError):

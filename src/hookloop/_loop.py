@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import pydantic
 
-from ._approval import ApprovalBook, ApprovalDecision, Defer, PendingApproval, arguments_digest
+from ._approval import ApprovalDecision, Defer, PendingApproval, arguments_digest
+from ._approval_log import ApprovalBook, Ruling
 from ._errors import (
     ChatCancelledError,
     HookReturnError,
@@ -200,15 +201,22 @@ class ChatSetup:
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class Resumption:
-    """What a resumed chat starts from: the batch's assistant message and the decisions.
+    """What a chat starts from when calls of a batch were decided: answer them first.
 
     Attributes:
         message: The assistant message whose calls waited for approval.
-        decided: Each pending call with its checked decision, in call order.
+        decided: Each call decided now with its checked decision, in call order
+            (``on_approval_decision`` fires for these; decisions recorded earlier, by a
+            process that died before their results, are only in ``rulings``).
+        rulings: How each decided call is answered, in call order.
+        user: For ``chat()``, the user message that follows the answers; ``None`` for
+            ``resume()``, whose first model call follows the answers.
     """
 
     message: AssistantMessage
     decided: tuple[tuple[PendingApproval, ApprovalDecision], ...]
+    rulings: tuple[Ruling, ...]
+    user: UserMessage | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -345,15 +353,16 @@ class ChatRun:
     ) -> AgentResponse:
         try:
             start = self._message
+            user = start.user if isinstance(start, Resumption) else start
+            if user is not None and (hs := handlers.get(ON_CHAT_START)):
+                await notify(hs, ChatStartContext(message=user))
             if isinstance(start, Resumption):
                 await self._decide(start)
-            else:
-                if hs := handlers.get(ON_CHAT_START):
-                    await notify(hs, ChatStartContext(message=start))
-                await self._commit(start)
+            if user is not None:
+                await self._commit(user)
             # A resumed chat's first model call follows tool results, as a later iteration's
             # does: a forcing tool choice is not applied to it again.
-            response = await self._iterate(1 if isinstance(start, Resumption) else 0)
+            response = await self._iterate(0 if user is not None else 1)
             self.finished = True
         except asyncio.CancelledError as exc:
             again = await self._abort(exc, CANCELLED_TOOL_TEXT)
@@ -455,15 +464,23 @@ class ChatRun:
         return self._response(message, response, iteration, None, pending)
 
     async def _decide(self, resumption: Resumption) -> None:
-        """Answer the calls decided on: run the approved and edited ones, deny the rest."""
+        """Answer the decided calls: run the approved and edited ones, deny the rest.
+
+        A call runs with exactly the arguments that were decided on (a ruling's).
+        """
         calls = {call.id: call for call in resumption.message.tool_calls}
         if hs := self._handlers.get(ON_APPROVAL_DECISION):
             for p, decision in resumption.decided:
                 await notify(hs, ApprovalDecisionContext(pending=p, decision=decision))
-        batch = tuple(calls[p.call_id] for p, _ in resumption.decided)
+        rulings = {r.call_id: r for r in resumption.rulings}
+        batch = tuple(
+            dataclasses.replace(calls[r.call_id], arguments=r.arguments)
+            if r.action in ("run", "lost")
+            else calls[r.call_id]
+            for r in resumption.rulings
+        )
         self._unanswered = {call.id: call for call in batch}
-        decisions = {d.call_id: d for _, d in resumption.decided}
-        await self._run_tools(0, resumption.message.id, batch, decisions)
+        await self._run_tools(0, resumption.message.id, batch, rulings)
 
     # -- typed output --------------------------------------------------------------------
 
@@ -488,12 +505,11 @@ class ChatRun:
             verdict = await self._on_invalid_output(spec, verdict)
         call = verdict.call
         if isinstance(verdict, Accepted):
-            if call is not None:
-                await self._commit(_tool_text(call, OUTPUT_ACCEPTED_TEXT, error=False), iteration)
+            if call is not None:  # every call answered, in call order
                 for other in message.tool_calls:
-                    if other is not call:
-                        text = NOT_RUN_AFTER_OUTPUT_TEXT
-                        await self._commit(_tool_text(other, text, error=True), iteration)
+                    accepted = other is call
+                    text = OUTPUT_ACCEPTED_TEXT if accepted else NOT_RUN_AFTER_OUTPUT_TEXT
+                    await self._commit(_tool_text(other, text, error=not accepted), iteration)
             return verdict.value
         if self._output_failures > spec.retries:
             raise OutputValidationError(
@@ -502,14 +518,13 @@ class ChatRun:
         if call is None:
             await self._commit(UserMessage(content=verdict.message))
             return _RETRY
-        await self._commit(_tool_text(call, verdict.message, error=True), iteration)
-        answers = {id(call)}
+        # The output calls are answered with what is wrong with each, the others run; all
+        # are committed in call order.
+        answers = {call.id: _tool_text(call, verdict.message, error=True)}
         for rejected in verdict.others:
             assert rejected.call is not None  # an output tool call's verdict
-            answers.add(id(rejected.call))
-            await self._commit(_tool_text(rejected.call, rejected.message, error=True), iteration)
-        if others := tuple(c for c in message.tool_calls if id(c) not in answers):
-            await self._run_tools(iteration, message.id, others)
+            answers[rejected.call.id] = _tool_text(rejected.call, rejected.message, error=True)
+        await self._run_tools(iteration, message.id, message.tool_calls, answered=answers)
         return _RETRY
 
     async def _on_invalid_output(
@@ -688,6 +703,12 @@ class ChatRun:
                             await emit(part)
                     await self._accept(iteration, request, supplied)
                     return
+            if (notes := self._history._notes) is not None:
+                # What on_pre_compress handlers kept of stored messages the request leaves
+                # out without a summary goes in their place (after every pre_request
+                # handler: the window's budget made room for it).
+                history = self._history
+                request = notes.applied(request, history._ids(), history.token_counter)
             response: ProviderResponse | None = None
             error: Exception | None = None
             try:
@@ -735,7 +756,9 @@ class ChatRun:
     async def _left_out(self, messages: object) -> None:
         """``on_pre_compress`` with the stored messages a policy left out of the request.
 
-        The texts its handlers return are not used: no summary is written to keep them in.
+        No summary is written to keep what its handlers return: the history keeps the texts
+        (its left-out notes), and every request that leaves those messages out gets them in
+        their place, as a summary message.
 
         Raises:
             HookReturnError: ``left_out`` was set to something else than a tuple of messages.
@@ -743,7 +766,11 @@ class ChatRun:
         if type(messages) is not tuple or not all(isinstance(m, _MESSAGE_TYPES) for m in messages):
             raise HookReturnError(f"left_out must be a tuple of messages, got {messages!r:.80}")
         if hs := self._handlers.get(ON_PRE_COMPRESS):
-            await collect_texts(hs, PreCompressContext(messages=messages))
+            texts = await collect_texts(hs, PreCompressContext(messages=messages))
+            if texts:
+                history = self._history
+                notes = history._left_out_notes()
+                notes.add(messages, texts, history._ids(), history.token_counter)
 
     async def _replace_history(
         self, change: HistoryReplacement, request: ProviderRequest
@@ -840,28 +867,36 @@ class ChatRun:
         iteration: int,
         message_id: str,
         calls: tuple[ToolCall, ...],
-        decisions: dict[str, ApprovalDecision] | None = None,
+        rulings: dict[str, Ruling] | None = None,
+        answered: dict[str, ToolMessage] | None = None,
     ) -> None:
         """Run the calls concurrently; commit their results in call order.
 
-        A call that waits for approval is kept in ``_waiting`` instead; ``decisions`` are
-        the decisions of a resumed chat, by call id. ``message_id`` is the assistant
-        message that made the calls.
+        A call that waits for approval is kept in ``_waiting`` instead; ``rulings`` say how
+        the decided calls of a resumed chat are answered, by call id. A call in
+        ``answered`` does not run: its answer is committed in its place in the order.
+        ``message_id`` is the assistant message that made the calls.
         """
         emit = self.emit
         if emit is not None:
             for call in calls:
-                await emit(tool_call_started(call, iteration))
+                if answered is None or call.id not in answered:
+                    await emit(tool_call_started(call, iteration))
         self._finished_results = {}  # per batch: a provider may reuse call ids across turns
-        if len(calls) == 1:
+        if len(calls) == 1 and answered is None:
             self._checkpoint()
-            outcome = await self._outcome(message_id, calls[0], decisions)
+            outcome = await self._outcome(message_id, calls[0], rulings)
             if isinstance(outcome, _Waiting):
                 self._waiting.append(outcome)
             else:
                 await self._commit(outcome, iteration)
             return
-        tasks = [asyncio.ensure_future(self._keep(message_id, call, decisions)) for call in calls]
+        tasks = [
+            _answered(answer)
+            if answered is not None and (answer := answered.get(call.id)) is not None
+            else asyncio.ensure_future(self._keep(message_id, call, rulings))
+            for call in calls
+        ]
         try:
             for task in tasks:
                 outcome = await task
@@ -880,15 +915,15 @@ class ChatRun:
                     task.exception()
 
     async def _keep(
-        self, message_id: str, call: ToolCall, decisions: dict[str, ApprovalDecision] | None
+        self, message_id: str, call: ToolCall, rulings: dict[str, Ruling] | None
     ) -> ToolMessage | _Waiting:
-        outcome = await self._outcome(message_id, call, decisions)
+        outcome = await self._outcome(message_id, call, rulings)
         if isinstance(outcome, ToolMessage):
             self._finished_results[call.id] = outcome
         return outcome
 
     async def _outcome(
-        self, message_id: str, call: ToolCall, decisions: dict[str, ApprovalDecision] | None
+        self, message_id: str, call: ToolCall, rulings: dict[str, Ruling] | None
     ) -> ToolMessage | _Waiting:
         """Run one call; a call found to wait fires ``on_approval_request`` at once.
 
@@ -897,9 +932,9 @@ class ChatRun:
         """
         steps = self._setup.steps
         if steps is None:
-            outcome = await self._execute(call, decisions)
+            outcome = await self._execute(call, rulings)
         else:
-            outcome = await self._recorded_tool_call(steps, call, decisions)
+            outcome = await self._recorded_tool_call(steps, call, rulings)
         if isinstance(outcome, _Waiting):
             outcome = dataclasses.replace(
                 outcome, pending=dataclasses.replace(outcome.pending, message_id=message_id)
@@ -915,7 +950,7 @@ class ChatRun:
         return outcome
 
     async def _recorded_tool_call(
-        self, steps: StepRunner, call: ToolCall, decisions: dict[str, ApprovalDecision] | None
+        self, steps: StepRunner, call: ToolCall, rulings: dict[str, Ruling] | None
     ) -> ToolMessage:
         """One tool call as a durable step (its hooks inside): a replay takes the record.
 
@@ -926,7 +961,7 @@ class ChatRun:
 
         async def run() -> tuple[ToolMessage, Usage | None]:
             before = self._usage  # tool steps run one at a time: only this call adds
-            outcome = await self._execute(call, decisions)
+            outcome = await self._execute(call, rulings)
             if isinstance(outcome, _Waiting):
                 raise UsageError(
                     f"tool {call.name!r} needs approval, which a durable turn cannot wait for"
@@ -944,25 +979,20 @@ class ChatRun:
         return message
 
     async def _execute(
-        self, call: ToolCall, decisions: dict[str, ApprovalDecision] | None = None
+        self, call: ToolCall, rulings: dict[str, Ruling] | None = None
     ) -> ToolMessage | _Waiting:
         """Run one tool call through its hooks; returns the tool message, or the wait.
 
-        With ``decisions`` (a resumed chat), the call's decision stands in for approval: a
-        denial answers it at once, an edit runs it with the new arguments.
+        With ``rulings`` (a chat answering decided calls), the call's ruling stands in for
+        approval: a denial answers it at once; an approved call (``call`` carries the
+        decided arguments) runs with exactly those arguments, whatever ``pre_tool_call``
+        handlers return as a new call; one that may have run already runs again only if its
+        tool is idempotent.
         """
         error: ToolError
-        decision = decisions.get(call.id) if decisions is not None else None
-        if decision is not None:
-            if decision.action == "deny":
-                return ToolMessage(
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    content=f"denied: {decision.reason}",
-                    is_error=True,
-                )
-            if decision.arguments is not None:
-                call = dataclasses.replace(call, arguments=decision.arguments)
+        ruling = rulings.get(call.id) if rulings is not None else None
+        if ruling is not None and ruling.action in ("deny", "set_aside"):
+            return _tool_text(call, ruling.answer(), error=True)
         scopes = self._setup.scopes
         found = scopes.lookup(call.name)
         if found is None:
@@ -974,12 +1004,16 @@ class ChatRun:
             )
             return await self._failed(call, None, None, error)
         tool, scope = found
+        if ruling is not None and ruling.action == "lost" and not tool.idempotent:
+            lost = ToolResultLostError(tool_name=tool.name, call_id=call.id)
+            return await self._failed(call, tool, scope, lost)
         original = call
         deferred: Defer | None = None
         if hs := self._handlers.get(PRE_TOOL_CALL):
             ctx = PreToolCallContext(call=call, tool=tool, scope=scope)
             supplied = await run_chain(hs, ctx)
-            call = ctx.call
+            # A decided call runs as decided: the person approved these very arguments.
+            call = ctx.call if ruling is None else original
             self._checkpoint()
             if isinstance(supplied, ToolReturn):
                 return await self._succeeded(original, call, tool, scope, supplied.value)
@@ -1000,15 +1034,20 @@ class ChatRun:
             arguments = tool.validate(original.id, call.arguments)
         except ToolError as exc:
             return await self._failed(original, tool, scope, exc, call)
-        if decision is None and (
+        if ruling is None and (
             deferred is not None
             or (tool.requires_approval is not False and tool.needs_approval(arguments))
         ):
+            # The person is asked about the arguments the tool will receive (as handlers
+            # changed them, which the predicate judged), with the model's for context.
             pending = PendingApproval(
                 call_id=original.id,
                 tool_name=original.name,
-                arguments=original.arguments,
-                digest=arguments_digest(original.id, original.name, original.arguments),
+                arguments=call.arguments,
+                model_arguments=original.arguments,
+                digest=arguments_digest(
+                    original.id, original.name, call.arguments, original.arguments
+                ),
                 reason=deferred.reason if deferred is not None else "",
             )
             return _Waiting(pending, original, tool, scope)
@@ -1098,6 +1137,13 @@ def _used_since(before: Usage, now: Usage) -> Usage | None:
         cached_input_tokens=now.cached_input_tokens - before.cached_input_tokens,
         reasoning_tokens=now.reasoning_tokens - before.reasoning_tokens,
     )
+
+
+def _answered(message: ToolMessage) -> asyncio.Future[ToolMessage | _Waiting]:
+    """A call's answer known before the batch runs, awaited in its place in the order."""
+    future: asyncio.Future[ToolMessage | _Waiting] = asyncio.get_running_loop().create_future()
+    future.set_result(message)
+    return future
 
 
 def _tool_text(call: ToolCall, text: str, *, error: bool) -> ToolMessage:

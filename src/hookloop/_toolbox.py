@@ -37,14 +37,18 @@ _MAX_BITS = 13_000  # about 4,000 digits: Python will not print a longer int, an
 # longer one (((9**999)**999)**999) would hold the process for minutes before that
 
 
-Expression = Annotated[str, Field(pattern=r"^[0-9+\-*/%(). eE]+$", max_length=80)]
-"""Arithmetic only. The pattern and length also bound what a grammar-constrained local model
-can write into the argument, so a small model cannot ramble inside the string."""
+Expression = Annotated[str, Field(pattern=r"^[0-9+\-*/%(). eE]{1,80}$", max_length=80)]
+"""Arithmetic only. The pattern also bounds what a grammar-constrained local model can write
+into the argument, so a small model cannot ramble inside the string: the length is in the
+pattern because llama.cpp's grammar of a string with a pattern ignores ``maxLength``."""
 
 
+# The description holds no example expression: a small model copies one into calls it
+# should not make (SmolLM2-135M answered "Hello! What can you do?" with the example's call).
+# Its second sentence kept that model from calling it for "Thanks!".
 @tool(run_in_thread=False)
 def calculator(expression: Expression) -> int | float:
-    """Evaluate an arithmetic expression exactly, e.g. "17 * 23" or "(2 + 3) ** 2 / 4".
+    """Evaluate an arithmetic expression exactly. Only for a calculation the user asks for.
 
     Args:
         expression: Numbers with + - * / // % ** and parentheses.

@@ -173,12 +173,17 @@ class Tool:
             return flag
         try:
             return bool(flag(arguments))
-        except Exception:
+        except Exception as exc:
+            # One line: a predicate that fails is a fact for the log, not a crash of the
+            # program (the traceback is there at DEBUG).
+            text = " ".join(exception_text(exc).split())
             logger.warning(
-                "requires_approval() of tool %r raised; asking for approval",
+                "requires_approval() of tool %r raised %s: %s; asking for approval",
                 self.name,
-                exc_info=True,
+                type(exc).__name__,
+                text,
             )
+            logger.debug("requires_approval() of tool %r raised", self.name, exc_info=True)
             return True
 
     def validate(self, call_id: str, arguments: str) -> dict[str, Any]:

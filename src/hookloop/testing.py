@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from ._errors import ScriptExhaustedError
+from ._errors import ScriptExhaustedError, UsageError
 from ._messages import ToolCall, Usage
 from .models._base import (
     Model,
@@ -128,11 +128,16 @@ class ScriptStep:
     """One scripted model call.
 
     Attributes:
-        response: The answer to give.
+        response: The answer to give, a :class:`~hookloop.ProviderResponse` (a text answer
+            is ``text_response("...")``).
         error: An exception to raise instead (or, with ``fail_after``, mid-stream).
         chunk_size: When streamed, split text and tool arguments into pieces of this many
             characters, so consumers see several deltas.
         fail_after: When streamed, raise ``error`` after this many parts were yielded.
+
+    Raises:
+        UsageError: ``response`` is not a response (a ``str``, say) or ``error`` not an
+            exception, or neither is given, or ``fail_after`` lacks one of them.
     """
 
     response: ProviderResponse | None = None
@@ -141,10 +146,24 @@ class ScriptStep:
     fail_after: int | None = None
 
     def __post_init__(self) -> None:
+        response: object = self.response  # a str slips past the annotation at run time
+        if response is not None and not isinstance(response, ProviderResponse):
+            hint = (
+                f" (for a text answer: text_response({response!r:.40}))"
+                if isinstance(response, str)
+                else ""
+            )
+            raise UsageError(
+                "ScriptStep(response=...) takes a ProviderResponse, got "
+                f"{type(response).__name__}{hint}"
+            )
+        error: object = self.error
+        if error is not None and not isinstance(error, Exception):
+            raise UsageError(f"ScriptStep(error=...) takes an exception, got {error!r:.80}")
         if self.response is None and self.error is None:
-            raise ValueError("ScriptStep needs a response=, an error=, or both")
+            raise UsageError("ScriptStep needs a response=, an error=, or both")
         if self.fail_after is not None and (self.error is None or self.response is None):
-            raise ValueError("ScriptStep(fail_after=...) needs both response= and error=")
+            raise UsageError("ScriptStep(fail_after=...) needs both response= and error=")
 
 
 ScriptItem: TypeAlias = str | ProviderResponse | Exception | ScriptStep

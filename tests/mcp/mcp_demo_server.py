@@ -2,19 +2,25 @@
 
 ``build()`` makes it for in-process use; ``python mcp_demo_server.py`` serves it over stdio,
 and ``python mcp_demo_server.py --http`` over streamable HTTP on a free loopback port, which
-it prints on its first line of standard output.
+it prints on its first line of standard output. ``--port N`` serves on port ``N`` instead (a
+server restarted at the same address), and ``--legacy`` speaks only the session-based
+protocol versions (before 2026-07-28), as most deployed servers do: it answers the 2026
+``server/discover`` probe as such a server does, so clients fall back to ``initialize``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import json
 import os
 import signal
 import socket
-import sys
+from typing import Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def build() -> MCPServer:
@@ -68,20 +74,54 @@ def build() -> MCPServer:
     return server
 
 
-async def _serve_http(server: MCPServer) -> None:
+def legacy_only(app: Any) -> Any:
+    """``app`` as a server that knows only the handshake-era (session-based) versions.
+
+    A request stamped with a later version is refused the way such a server refuses a
+    request without a session: HTTP 400 with a JSON-RPC error.
+    """
+    refusal = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": "server-error",
+            "error": {"code": -32600, "message": "Bad Request: Missing session ID"},
+        }
+    ).encode()
+
+    async def serve(scope: Any, receive: Any, send: Any) -> None:
+        headers = dict(scope.get("headers") or ())
+        version = headers.get(b"mcp-protocol-version", b"").decode()
+        if scope["type"] == "http" and version and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            content = [(b"content-type", b"application/json")]
+            await send({"type": "http.response.start", "status": 400, "headers": content})
+            await send({"type": "http.response.body", "body": refusal})
+            return
+        await app(scope, receive, send)
+
+    return serve
+
+
+async def _serve_http(server: MCPServer, *, port: int, legacy: bool) -> None:
     import uvicorn
 
     # IPPROTO_TCP: asyncio sets TCP_NODELAY only on connections accepted from such a socket
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a restart at the same port
+    sock.bind(("127.0.0.1", port))
     sock.listen(128)
     print(sock.getsockname()[1], flush=True)
-    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    app = server.streamable_http_app()
+    config = uvicorn.Config(legacy_only(app) if legacy else app, log_level="warning")
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--http"]:
-        asyncio.run(_serve_http(build()))
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", action="store_true")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--legacy", action="store_true")
+    options = parser.parse_args()
+    if options.http:
+        asyncio.run(_serve_http(build(), port=options.port, legacy=options.legacy))
     else:
         build().run()

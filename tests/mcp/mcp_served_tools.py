@@ -34,3 +34,22 @@ TOOLS = [calculator, shout, profile, broken]
 
 agent = Agent(ScriptedModel([]), tools=[calculator, shout])
 agent.scopes.register(Scope("people", tools=[profile]))
+
+extras = {"on": False}
+
+
+@tool
+def unlock() -> str:
+    """Offer the extra tools."""
+    extras["on"] = True
+    return "unlocked"
+
+
+@tool
+def handshake() -> str:
+    """An extra tool."""
+    return "shaken"
+
+
+growing = Agent(ScriptedModel([]), tools=[unlock])  # its list grows when unlock() runs
+growing.scopes.register(Scope("extras", tools=[handshake], enabled=lambda: extras["on"]))

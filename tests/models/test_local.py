@@ -7,8 +7,10 @@ answers they check (the calculator's 391 read back) are the same on every run.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,7 +36,7 @@ from hookloop import (
     clock,
     tool,
 )
-from hookloop.models._local import LocalModelError, default_model_path
+from hookloop.models._local import NEUTRAL_SAMPLING, LocalModelError, default_model_path
 
 HOOKLOOP = Path(sys.executable).with_name("hookloop")
 
@@ -103,7 +105,7 @@ async def test_the_readme_quick_start_runs_unchanged_on_the_local_model(
         "UserMessage", "AssistantMessage", "ToolMessage", "AssistantMessage",
     ]  # fmt: skip
     assert response.messages[2].content == "391.0"
-    assert response.text == "The answer is 391.0, which is the result of multiplying 23 by 17."
+    assert response.text == "The answer is 391.0."
 
 
 async def test_a_streamed_chat_reads_the_tool_result_back(local_model: LocalModel) -> None:
@@ -128,6 +130,19 @@ async def test_a_greeting_is_answered_in_words_not_with_a_tool_call(
     assert not response.message.tool_calls
     assert response.text
     assert "function" not in response.text.lower()
+
+
+async def test_what_can_you_do_is_not_answered_with_the_calculators_old_example(
+    local_model: LocalModel,
+) -> None:
+    # The description once held "17 * 23", and this greeting got that call. SmolLM2-135M
+    # still calls the calculator here, with a sum of its own: the example is what must go.
+    agent = Agent(local_model, tools=[calculator])
+    response = await agent.chat("Hello! What can you do?")
+    calls = [c for m in response.messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    assert all("17 * 23" not in call.arguments for call in calls)
+    assert response.iterations <= 2  # at most one round of calls, then words
+    assert response.text
 
 
 async def test_a_two_tool_agent_does_not_call_tools_until_max_iterations(
@@ -263,12 +278,14 @@ def test_the_command_with_several_tools_lets_the_bundled_model_choose() -> None:
         (
             ModelSettings(),
             [UserMessage(content="Hi")],
-            ModelSettings(temperature=0.0, max_tokens=256),
+            ModelSettings(temperature=0.0, max_tokens=256, extra=NEUTRAL_SAMPLING),
         ),
         (
             ModelSettings(temperature=0.7, max_tokens=9, tool_choice="calculator"),
             [UserMessage(content="Hi")],
-            ModelSettings(temperature=0.7, max_tokens=9, tool_choice="calculator"),
+            ModelSettings(
+                temperature=0.7, max_tokens=9, tool_choice="calculator", extra=NEUTRAL_SAMPLING
+            ),
         ),
         (
             ModelSettings(tool_choice="calculator"),
@@ -277,10 +294,26 @@ def test_the_command_with_several_tools_lets_the_bundled_model_choose() -> None:
                 AssistantMessage(tool_calls=(ToolCall(name="calculator", id="c1"),)),
                 ToolMessage(tool_call_id="c1", tool_name="calculator", content="391"),
             ],
-            ModelSettings(temperature=0.0, max_tokens=256, tool_choice="none"),
+            ModelSettings(
+                temperature=0.0, max_tokens=256, tool_choice="none", extra=NEUTRAL_SAMPLING
+            ),
+        ),
+        (
+            ModelSettings(extra={"repeat_penalty": 1.1, "seed": 3}),
+            [UserMessage(content="Hi")],
+            ModelSettings(
+                temperature=0.0,
+                max_tokens=256,
+                extra={"repeat_penalty": 1.1, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": 3},
+            ),
         ),
     ],
-    ids=["defaults-fill-open-settings", "set-settings-kept", "words-after-one-tool-round"],
+    ids=[
+        "defaults-fill-open-settings",
+        "set-settings-kept",
+        "words-after-one-tool-round",
+        "a-sampling-setting-given-is-sent",
+    ],
 )
 def test_the_small_model_defaults_apply_where_a_request_leaves_them_open(
     given: ModelSettings, messages: list[Message], sent: ModelSettings
@@ -299,7 +332,24 @@ def test_the_defaults_can_be_switched_off() -> None:
         ToolMessage(tool_call_id="c1", tool_name="calculator", content="391"),
     )
     request = ProviderRequest(model="local", system=None, messages=history)
-    assert model._prepared(request) is request
+    # Only the neutral sampling stays: it is what the request means, not a default.
+    assert model._prepared(request) == dataclasses.replace(
+        request, settings=ModelSettings(extra=NEUTRAL_SAMPLING)
+    )
+
+
+def test_neutral_sampling_is_what_llama_cpps_server_would_otherwise_change() -> None:
+    from llama_cpp.server.types import CreateChatCompletionRequest
+
+    server = CreateChatCompletionRequest().model_dump()
+    openai_meaning = {"repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+    assert {key: server[key] for key in openai_meaning} != openai_meaning  # what it adds
+    assert dict(NEUTRAL_SAMPLING) == openai_meaning
+    assert (server["presence_penalty"], server["frequency_penalty"]) == (0.0, 0.0)
+
+
+def test_the_calculators_description_holds_no_example_a_small_model_could_copy() -> None:
+    assert not re.search(r"\d", calculator.description)
 
 
 @pytest.mark.parametrize(
@@ -310,6 +360,10 @@ def test_the_defaults_can_be_switched_off() -> None:
         ("1000 / 8", 125.0),
         ("256 + 512", 768),
         ("12345 * 6789", 83810205),
+        # Repeated digits: llama.cpp's default repeat penalty made these 5 + 1, "5", "99".
+        ("5535 + 1", 5536),
+        ("123 * 45", 5535),
+        ("99 * 101", 9999),
     ],
 )
 async def test_the_calculator_gets_the_sum_asked_not_the_example_in_its_description(

@@ -262,10 +262,16 @@ async def test_the_local_model_answers_under_the_schema_grammar(local_model: Loc
     assert response.text == '{"name": "Alice", "age": 31}'
 
 
+PENALISED = ModelSettings(extra={"repeat_penalty": 1.1})
+"""A repeat penalty, for the open-ended lists a small greedy model would repeat forever."""
+
+
 async def test_the_local_model_fills_a_dict_through_key_value_pairs(
     local_model: LocalModel,
 ) -> None:
-    agent = Agent(local_model, output_mode="native", output_retries=0)
+    # Greedy and without a repeat penalty (LocalModel's neutral sampling) the 135M model
+    # lists the same pairs until max_tokens; the penalty, asked for, ends the list.
+    agent = Agent(local_model, output_mode="native", output_retries=0, settings=PENALISED)
     response = await agent.chat("Give two fruit and a count of each.", output_type=dict[str, int])
     assert isinstance(response.output, dict)
     assert all(isinstance(k, str) and isinstance(v, int) for k, v in response.output.items())
@@ -360,7 +366,9 @@ async def test_openai_fills_a_dict_of_any_values_through_json_text(
 
 
 async def test_the_local_model_fills_a_dict_of_any_values(local_model: LocalModel) -> None:
-    agent = Agent(local_model, output_type=Event, output_mode="native", output_retries=0)
+    agent = Agent(
+        local_model, output_type=Event, output_mode="native", output_retries=0, settings=PENALISED
+    )
     response = await agent.chat(
         "The launch is on 2026-05-01 at pad 39A. Give a title and the details (date, pad)."
     )

@@ -156,11 +156,11 @@ def test_scripted_model_rejects_unknown_items() -> None:
 
 
 def test_script_step_validation() -> None:
-    with pytest.raises(ValueError, match="needs a response=, an error=, or both"):
+    with pytest.raises(UsageError, match="needs a response=, an error=, or both"):
         ScriptStep()
-    with pytest.raises(ValueError, match="fail_after"):
+    with pytest.raises(UsageError, match="fail_after"):
         ScriptStep(response=text_response("x"), fail_after=1)
-    with pytest.raises(ValueError, match="fail_after"):
+    with pytest.raises(UsageError, match="fail_after"):
         ScriptStep(error=RuntimeError("x"), fail_after=1)
     step = ScriptStep(response=text_response("x"), error=RuntimeError("x"), fail_after=0)
     assert step.fail_after == 0

@@ -23,6 +23,7 @@ from .._messages import (
     ToolMessage,
     UserMessage,
 )
+from ._notes import LeftOutNotes
 from ._repair import repair
 from ._tokens import CachingCounter, EstimateCounter, TokenCounter
 from ._trim import trim_to_budget
@@ -75,6 +76,7 @@ class ChatHistory:
         "_index",
         "_max",
         "_messages",
+        "_notes",
         "_system",
         "_system_tokens",
         "_total",
@@ -114,6 +116,7 @@ class ChatHistory:
         # (a restored session nobody talks to yet) does not hold it (bench/context.py,
         # agent_kb_100_messages_*).
         self._index: dict[str, int] | None = None
+        self._notes: LeftOutNotes | None = None  # made when a note is first kept
         self.version = 0
         self.checked_version = 0  # a new, empty history is valid
 
@@ -307,6 +310,7 @@ class ChatHistory:
         self._counts = array("i")
         self._total = 0
         self._index = None
+        self._notes = None
         self.version += 1
 
     def delete_message_range(self, start_id: str, end_id: str) -> None:
@@ -451,6 +455,8 @@ class ChatHistory:
         self._counts = array("i")
         self._total = 0
         self._index = None  # made again when first needed: an idle history is smaller
+        if check_content:  # a new conversation; a policy's replacement keeps what applies
+            self._notes = None
         self.version += 1
         if system is not None and system_tokens is not None:
             self._system = system
@@ -484,6 +490,17 @@ class ChatHistory:
 
     def _reindex(self) -> None:
         self._index = None
+
+    def _left_out_notes(self) -> LeftOutNotes:
+        """What ``on_pre_compress`` handlers kept of messages left out without a summary.
+
+        For the agent's loop (which keeps the texts and puts them into requests) and the
+        context policies (whose budgets make room for them).
+        """
+        notes = self._notes
+        if notes is None:
+            notes = self._notes = LeftOutNotes()
+        return notes
 
     def _ids(self) -> dict[str, int]:
         """Message id -> position, made on first use."""

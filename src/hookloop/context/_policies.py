@@ -31,6 +31,7 @@ from ..hooks._hooks import (
 )
 from ..models._base import Model, ProviderRequest
 from ..models._overflow import is_context_overflow
+from ._notes import SUMMARY_HEADER
 from ._report import report_compaction, report_trim
 from ._tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, count_request
 from ._trim import _unit_start, cut_to_fit, group_units, trim_to_budget, truncate_tool_results
@@ -42,9 +43,6 @@ if TYPE_CHECKING:
 __all__ = ["SUMMARY_HEADER", "SUMMARY_PROMPT", "Compaction", "SlidingWindow"]
 
 logger = logging.getLogger(__name__)
-
-SUMMARY_HEADER = "[Summary of the earlier conversation]"
-"""The first line of every summary message, so people and code can recognise one."""
 
 SUMMARY_PROMPT = (
     "You summarise the first part of a conversation between a user and an AI assistant "
@@ -180,6 +178,9 @@ class SlidingWindow:
             ceiling = min(ceiling or self._pending[1], self._pending[1])
         if ceiling is not None and ceiling < budget.total:
             budget = _Budget(ceiling, "ceiling", window, answer)
+        if (notes := agent.history._notes) is not None and notes.tokens:
+            # What on_pre_compress handlers kept goes into the request too (the loop's).
+            budget = budget._replace(total=budget.total - notes.tokens)
         return budget
 
     def request_messages(

@@ -253,8 +253,9 @@ class PreToolCallContext:
     Return a :class:`~hookloop.ToolCall` to change the call, a :class:`ToolReturn` to skip
     the tool with that result, an exception instance to skip it with that error, or a
     :class:`~hookloop.Defer` to make the call wait for a person's decision (the chat ends
-    with it pending; see ``docs/approval.md``). On ``agent.resume()`` an approved call runs
-    through the handlers again, and a ``Defer`` returned then is ignored.
+    with it pending; see ``docs/approval.md``). On ``agent.resume()`` a decided call runs
+    through the handlers again with the arguments decided on: a result or an error they
+    return still answers it; a new call or a ``Defer`` is ignored.
     """
 
     call: ToolCall
@@ -351,9 +352,9 @@ class PreCompressContext:
 
     It fires before any discard: compaction replacing them with a summary, its reactive tier
     dropping old turns, and a sliding window leaving them out of a request (once per message).
-    Where a summary is written, a returned string is kept in it (facts the summariser must
-    not lose, or a note that you saved the messages elsewhere); elsewhere it is not used.
-    Every handler runs.
+    A returned string is kept (facts the summariser must not lose, or a note that you saved
+    the messages elsewhere): in the summary where one is written, elsewhere in a summary
+    message at the front of every request that leaves the messages out. Every handler runs.
     """
 
     messages: tuple[Message, ...]

@@ -3,7 +3,9 @@
 ``mcp.Client`` must be entered and left in one task (it holds anyio task groups), while an
 agent opens the connection in the first chat that needs it and closes it in ``aclose()``,
 from other tasks. So a task of the connection's own enters the client, hands it over, and
-waits to be told to leave; calls run from any task of the same loop.
+waits to be told to leave; calls run from any task of the same loop, through :meth:`call`,
+which closing ends (an in-process server's call runs in the caller's task, and nothing else
+would stop it).
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -20,11 +22,14 @@ import anyio.lowlevel
 from .. import __version__
 from .._extras import import_extra
 from ._target import Target
+from ._wire import Ledger
 
 if TYPE_CHECKING:
     from mcp import Client
 
-__all__ = ["Connection"]
+__all__ = ["Closed", "Connection"]
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +37,12 @@ _LIST_CHANGED = "notifications/tools/list_changed"
 _CLOSE_GRACE = 30.0  # a backstop: the SDK bounds a stdio server's exit itself (then kills it)
 
 
+class Closed(Exception):
+    """The connection was closed (``aclose()``) while a call was waiting for its answer."""
+
+
 class Connection:
-    """A connected ``mcp.Client``; :meth:`open` it, use :attr:`client`, then :meth:`close`.
+    """A connected ``mcp.Client``; :meth:`open` it, :meth:`call` it, then :meth:`close`.
 
     Args:
         target: The server.
@@ -46,6 +55,9 @@ class Connection:
         self._stop = asyncio.Event()
         self._owner: asyncio.Task[None] | None = None
         self._client: Client | None = None
+        self._calls: set[anyio.CancelScope] = set()
+        self.ledger = Ledger(target.label)
+        """The requests in flight over a transport, and the server's session refusals."""
         self.alive = False
         """False once the session ended or a call found it dead: the next use reconnects."""
 
@@ -70,10 +82,30 @@ class Connection:
             raise
         self.alive = True
 
+    async def call(self, request: Callable[[Client], Awaitable[T]]) -> T:
+        """``request`` on the client; closing the connection meanwhile ends it.
+
+        Raises:
+            Closed: :meth:`close` ran before the answer came.
+            Exception: What ``request`` raised.
+        """
+        with anyio.CancelScope() as scope:
+            self._calls.add(scope)
+            try:
+                return await request(self.client)
+            finally:
+                self._calls.discard(scope)
+        raise Closed  # only close() cancels the scope
+
     async def close(self) -> None:
-        """Leave the session and wait until it is closed (a stdio server's process ended)."""
+        """Leave the session and wait until it is closed (a stdio server's process ended).
+
+        Calls still waiting for their answers end with :class:`Closed`.
+        """
         self.alive = False
         self._stop.set()
+        for scope in list(self._calls):
+            scope.cancel()
         owner = self._owner
         if owner is None or owner.done():
             return
@@ -123,15 +155,23 @@ class Connection:
                 ready.cancel()
 
     async def _server(self, stack: contextlib.AsyncExitStack) -> object:
-        """What ``mcp.Client`` connects to: a URL with headers needs a transport of its own."""
+        """What ``mcp.Client`` connects to: a transport watched by :attr:`ledger`.
+
+        An in-process server has no transport to watch (nor a wire to garble).
+        """
         target = self._target
-        if not target.headers:
+        if target.kind == "in-process":
             return target.server
+        if target.kind == "stdio":
+            stdio = import_extra("mcp.client.stdio", extra="mcp", by="MCPToolset")
+            return self.ledger.transport(stdio.stdio_client(target.server))
         http = import_extra("mcp.client.streamable_http", extra="mcp", by="MCPToolset")
         session = await stack.enter_async_context(
-            http.create_mcp_http_client(headers=dict(target.headers))
+            http.create_mcp_http_client(headers=dict(target.headers) or None)
         )
-        return http.streamable_http_client(str(target.server), http_client=session)
+        session.event_hooks["response"].append(self.ledger.on_response)
+        transport = http.streamable_http_client(str(target.server), http_client=session)
+        return self.ledger.transport(transport)
 
     async def _listen(
         self, client: Client, *, task_status: Any = anyio.TASK_STATUS_IGNORED

@@ -6,8 +6,11 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import socket
+import sys
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +27,7 @@ if TYPE_CHECKING:
     import mcp.types
     from mcp.server import Server
 
-__all__ = ["mcp_server", "serve"]
+__all__ = ["mcp_server", "serve", "stdout_to_stderr"]
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,12 @@ def mcp_server(
     as text, and a JSON object result also as ``structured_content``. Disabled tools are
     neither listed nor run. An agent's tools are read at every request, so scopes
     registered later are served too; its hooks do not run (there is no chat).
+
+    When the list can change (an agent is served, or a tool's ``enabled`` is a callable),
+    the server says so (the ``listChanged`` capability) and tells its clients when it did:
+    with the answer to the first request after the change (a tool call that changed it
+    included), on each session of the handshake-era protocol versions and on every
+    ``subscriptions/listen`` stream of the 2026 one.
 
     No person is there to approve a call over MCP: a call that needs approval (the tool's
     ``requires_approval`` is true, or its predicate is for these arguments) is refused with
@@ -65,25 +74,113 @@ def mcp_server(
     """
     lowlevel = import_extra("mcp.server", extra="mcp", by="mcp_server")
     types = import_extra("mcp.types", extra="mcp", by="mcp_server")
-    current = _catalogue(tools)
+    current, changing = _catalogue(tools)
     runner = _Runner(
         types, tools if isinstance(tools, Agent) else None, allow_unapproved=allow_unapproved
     )
+    changes = _Changes(current()) if changing else None
 
     async def list_tools(ctx: Any, params: Any) -> mcp.types.ListToolsResult:
+        served = current()
+        if changes is not None:
+            await changes.listed(ctx, served)
         listed: mcp.types.ListToolsResult = types.ListToolsResult(
             tools=[
                 types.Tool(name=t.name, description=t.description, input_schema=dict(t.parameters))
-                for t in current().values()
+                for t in served.values()
             ]
         )
         return listed
 
     async def call_tool(ctx: Any, params: mcp.types.CallToolRequestParams) -> Any:
-        return await runner.call(current(), params.name, params.arguments or {})
+        if changes is None:
+            return await runner.call(current(), params.name, params.arguments or {})
+        served = current()
+        await changes.check(ctx, served)
+        try:
+            return await runner.call(served, params.name, params.arguments or {})
+        finally:  # a call may change the list itself (enable a scope, say)
+            await changes.check(ctx, current())
 
-    server: Server[Any] = lowlevel.Server(name, on_list_tools=list_tools, on_call_tool=call_tool)
+    server: Server[Any] = lowlevel.Server(
+        name,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+        on_subscriptions_listen=None if changes is None else changes.listen,
+    )
+    if changes is not None:
+        # What handshake-era clients are told at initialize (the 2026 protocol derives it
+        # from subscriptions/listen being served): the HTTP transport asks the server for it
+        # with no arguments, so the server's own default must say it.
+        advertised = lowlevel.NotificationOptions(tools_changed=True)
+        plain = server.create_initialization_options
+
+        def with_changes(
+            notification_options: Any = None,
+            experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+            extensions: dict[str, dict[str, Any]] | None = None,
+        ) -> Any:
+            return plain(notification_options or advertised, experimental_capabilities, extensions)
+
+        server.create_initialization_options = with_changes  # type: ignore[method-assign]
     return server
+
+
+class _Changes:
+    """Tells clients that the served tool list changed, with the next request's answer.
+
+    Nothing tells a server that an agent's scopes or a tool's ``enabled`` changed, so each
+    request compares the tools served now with what was served before.
+    """
+
+    def __init__(self, served: dict[str, Tool]) -> None:
+        subscriptions = import_extra("mcp.server.subscriptions", extra="mcp", by="mcp_server")
+        self._event = subscriptions.ToolsListChanged()
+        self._bus = subscriptions.InMemorySubscriptionBus()
+        self.listen = subscriptions.ListenHandler(self._bus)
+        """The ``subscriptions/listen`` handler (2026 clients learn of changes there)."""
+        self._last = _signature(served)
+        # What each handshake-era session last listed (it is told when that changes), by
+        # its connection: a request's session object is made per request, the initialize
+        # parameters it reports are the connection's. An id reused by a later connection
+        # costs at most one needless notification; the oldest entries make room.
+        self._sessions: OrderedDict[int, tuple[object, ...]] = OrderedDict()
+
+    async def listed(self, ctx: Any, served: dict[str, Tool]) -> None:
+        """A client lists the tools: it knows them now."""
+        await self.check(ctx, served)
+        if not _modern(ctx):
+            self._sessions[id(ctx.session.client_params)] = _signature(served)
+            self._sessions.move_to_end(id(ctx.session.client_params))
+            if len(self._sessions) > _SESSIONS:
+                self._sessions.popitem(last=False)
+
+    async def check(self, ctx: Any, served: dict[str, Tool]) -> None:
+        """Tell the clients if ``served`` differs from what they were last told of."""
+        now = _signature(served)
+        if now != self._last:
+            self._last = now
+            await self._bus.publish(self._event)
+        if _modern(ctx):
+            return
+        key = id(ctx.session.client_params)
+        known = self._sessions.get(key)
+        if known is not None and known != now:
+            self._sessions[key] = now
+            await ctx.session.send_tool_list_changed()
+
+
+_SESSIONS = 4096  # handshake-era sessions whose last listing is remembered
+
+
+def _signature(served: dict[str, Tool]) -> tuple[object, ...]:
+    return tuple((t.name, t.description) for t in served.values())
+
+
+def _modern(ctx: Any) -> bool:
+    """Whether a request came on the 2026 protocol (no sessions: listen streams instead)."""
+    versions = import_extra("mcp_types.version", extra="mcp", by="mcp_server")
+    return ctx.protocol_version in versions.MODERN_PROTOCOL_VERSIONS
 
 
 async def serve(
@@ -120,9 +217,12 @@ async def serve(
     if not http:
         stdio = import_extra("mcp.server.stdio", extra="mcp", by="serve")
         async with stdio.stdio_server() as (read, write):
-            if on_ready is not None:
-                on_ready("stdio")
-            await server.run(read, write, server.create_initialization_options())
+            # Standard output is the protocol's: a tool's print goes to stderr. (The SDK
+            # points the descriptor at stderr too, when sys.stdout writes to it.)
+            with contextlib.redirect_stdout(sys.stderr):
+                if on_ready is not None:
+                    on_ready("stdio")
+                await server.run(read, write, server.create_initialization_options())
         return
     uvicorn = import_extra("uvicorn", extra="mcp", by="serve")
     # Listening before uvicorn starts: a client that connects at once waits in the backlog
@@ -171,6 +271,31 @@ def _stopped_by_signals(web: Any) -> Iterator[list[int]]:
             loop.remove_signal_handler(number)
 
 
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """Send what is written to standard output to standard error meanwhile.
+
+    For importing what a stdio server serves: its standard output is the protocol's, and a
+    ``print`` at import (or a C extension's or a child process's write to the descriptor)
+    would put a line that is not JSON-RPC before the handshake.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no descriptor 1: only Python's writes can be redirected
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+        return
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()  # what was written to the stream object itself: to stderr still
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def tcp_listener(port: int) -> socket.socket:
     """A listening TCP socket on ``127.0.0.1:port`` for uvicorn to serve on.
 
@@ -189,8 +314,13 @@ def tcp_listener(port: int) -> socket.socket:
     return listener
 
 
-def _catalogue(source: ToolSource) -> Callable[[], dict[str, Tool]]:
-    """A function giving the tools to serve now (the enabled ones), by name."""
+def _catalogue(source: ToolSource) -> tuple[Callable[[], dict[str, Tool]], bool]:
+    """The tools to serve now (a function), and whether what it gives can change.
+
+    The function gives the enabled tools, by name.
+
+    An agent's scopes can change; so can a tool whose ``enabled`` is a callable.
+    """
     if isinstance(source, Agent):
         agent = source
 
@@ -199,7 +329,7 @@ def _catalogue(source: ToolSource) -> Callable[[], dict[str, Tool]]:
                 t.name: t for scope in agent.scopes.enabled() for t in scope.tools if t.is_enabled()
             }
 
-        return live
+        return live, True
     given: object = source  # checked at run time: the caller's types may lie
     if isinstance(given, Tool) or callable(given):
         items: list[Any] = [given]
@@ -220,7 +350,8 @@ def _catalogue(source: ToolSource) -> Callable[[], dict[str, Tool]]:
                 "an agent that has the tool (mcp_server(Agent(model, tools=[...])))"
             )
         fixed[made.name] = made
-    return lambda: {name: t for name, t in fixed.items() if t.is_enabled()}
+    changing = any(not isinstance(t.enabled, bool) for t in fixed.values())
+    return lambda: {name: t for name, t in fixed.items() if t.is_enabled()}, changing
 
 
 class _Runner:

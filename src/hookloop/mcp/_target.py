@@ -28,11 +28,14 @@ class Target:
     Attributes:
         server: What ``mcp.Client(server)`` connects to: a URL, stdio parameters, or an
             in-process server.
-        label: The server for messages: its URL, command line, or name.
+        label: The server for messages: its URL (its secrets masked), or its name. Never a
+            command's arguments, which often hold secrets (a database URL, an API key).
         name: A default toolset name: letters, digits, ``_`` and ``-`` only.
         kind: ``"http"``, ``"stdio"`` or ``"in-process"``.
         secrets: Texts that must not reach messages or logs: a URL's password, the
-            values of its query (where API keys often are) and of its headers.
+            values of its query (where API keys often are) and of its headers; a command's
+            URL passwords and the values of its options named like a key, token, secret or
+            password.
         headers: HTTP headers sent with every request to a URL (authorization, say).
     """
 
@@ -68,8 +71,7 @@ def target_of(server: object, headers: Mapping[str, str] | None = None) -> Targe
     if isinstance(server, Sequence) and not isinstance(server, bytes):
         return _stdio(sdk.StdioServerParameters, [_argument(a) for a in server])
     if isinstance(server, sdk.StdioServerParameters):
-        argv = [server.command, *server.args]
-        return Target(server=server, label=shlex.join(argv), name=_stem(argv), kind="stdio")
+        return _command(server, [server.command, *server.args])
     lowlevel = import_extra("mcp.server", extra="mcp", by="MCPToolset")
     mcpserver = import_extra("mcp.server.mcpserver", extra="mcp", by="MCPToolset")
     if isinstance(server, (lowlevel.Server, mcpserver.MCPServer)):
@@ -129,21 +131,54 @@ def _stdio(parameters: type[StdioServerParameters], argv: list[str]) -> Target:
         raise UsageError("the MCP server command is empty")
     # The command runs as the user's shell would run it: with the user's environment (the
     # SDK's default passes only a few variables). Pass StdioServerParameters to choose.
-    server = parameters(command=argv[0], args=argv[1:], env=dict(os.environ))
-    return Target(server=server, label=shlex.join(argv), name=_stem(argv), kind="stdio")
+    return _command(parameters(command=argv[0], args=argv[1:], env=dict(os.environ)), argv)
+
+
+def _command(server: StdioServerParameters, argv: Sequence[str]) -> Target:
+    secrets = _argv_secrets(argv)
+    name = _stem(argv, secrets)
+    return Target(server=server, label=name, name=name, kind="stdio", secrets=secrets)
+
+
+_SECRET_OPTION = re.compile(r"key|token|secret|passw|auth|credential", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"://[^/\s:@]*:([^/\s@]+)@")
+
+
+def _argv_secrets(argv: Sequence[str]) -> tuple[str, ...]:
+    """What in a command line looks secret, for redacting what the server's errors echo.
+
+    The password of a URL (``postgresql://app:S3cr3t@db``), and the value of an option or
+    variable named like a key, token, secret or password (``--api-key X``,
+    ``--token=X``, ``API_KEY=X``).
+    """
+    found: list[str] = []
+    for index, arg in enumerate(argv[1:], start=1):
+        found += _URL_PASSWORD.findall(arg)
+        option, equals, value = arg.partition("=")
+        if equals and _SECRET_OPTION.search(option):
+            found.append(value)
+        elif arg.startswith("-") and _SECRET_OPTION.search(arg) and index + 1 < len(argv):
+            found.append(argv[index + 1])
+    raw = found + [unquote(text) for text in found]
+    return tuple(sorted({text for text in raw if len(text) >= 4}))
 
 
 _SUBCOMMANDS = frozenset({"run", "exec", "x", "dlx", "tool"})  # uv run, pnpm dlx, ...
 _SCRIPTS = (".py", ".js", ".mjs", ".cjs", ".ts")
 
 
-def _stem(argv: Sequence[str]) -> str:
+def _stem(argv: Sequence[str], secrets: Sequence[str] = ()) -> str:
     """``python server.py`` is "server", ``npx -y @org/files-mcp`` is "files-mcp".
 
     A launcher's subcommand is not the server (``uv run x.py`` is "x"), and a script
-    among the words is (``uv run --with httpx x.py`` is "x" too).
+    among the words is (``uv run --with httpx x.py`` is "x" too). A URL or a word holding
+    one of ``secrets`` never names it.
     """
-    words = [a for a in argv[1:] if not a.startswith("-")]
+    words = [
+        a
+        for a in argv[1:]
+        if not a.startswith("-") and "://" not in a and not any(s in a for s in secrets)
+    ]
     if words and words[0] in _SUBCOMMANDS:
         words = words[1:]
     scripts = [w for w in words if w.endswith(_SCRIPTS)]

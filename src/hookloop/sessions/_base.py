@@ -126,7 +126,9 @@ class SessionStore(abc.ABC):
     async def list_sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         """The sessions, most recently updated first (at most ``limit`` of them).
 
-        A session whose record is broken is left out, with a warning in the log.
+        A session whose record is broken is left out, with a warning in the log. So are the
+        side sessions that hold other sessions' approval records (``"<id>:approvals"``):
+        they are not conversations.
 
         Raises:
             UsageError: ``limit`` is neither ``None`` nor a positive int.

@@ -26,6 +26,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar, cast
 from urllib.parse import urlsplit, urlunsplit
 
+from .._approval_log import SIDE_PREFIX, SIDE_SUFFIX
 from .._errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -285,10 +286,12 @@ class PostgresSessionStore(SessionStore):
     @_reconnecting
     async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         pool = await self._ensure()
+        # Approval side sessions are not conversations (_approval_log.is_approval_session).
         rows = await pool.fetch(
-            f"SELECT {INFO_COLUMNS} FROM hookloop_sessions "
+            f"SELECT {INFO_COLUMNS} FROM hookloop_sessions WHERE session_id !~ $2 "
             "ORDER BY updated_at DESC, session_id LIMIT $1",
             limit,
+            f"({SIDE_SUFFIX}$)|(^{SIDE_PREFIX}[0-9a-f]{{64}}$)",
         )
         out: list[SessionInfo] = []
         for row in rows:

@@ -3,18 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
-from .._approval import (
-    PendingApproval,
+from .._approval_log import (
+    ApprovalLog,
     approval_session_id,
-    decided_calls,
-    decode_records,
     encode_decision,
+    encode_repair,
     encode_request,
     has_unanswered_call,
+    is_approval_session,
+    open_calls,
+    read_log,
 )
-from .._errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
+from .._errors import (
+    CorruptSessionError,
+    SessionConflictError,
+    SessionExistsError,
+    SessionNotFoundError,
+    UsageError,
+)
 from .._messages import Message
 from ..hooks._hooks import (
     ApprovalDecisionContext,
@@ -67,7 +76,9 @@ class SessionRecorder:
       process restores the session and resumes (see ``docs/approval.md``). Each decision
       is appended only if no other writer decided on the call first, before the call runs;
       otherwise the resume raises :class:`~hookloop.SessionConflictError` and runs
-      nothing. The side session is not forked, deleted or exported with the session.
+      nothing. The side session is not forked, deleted or exported with the session, nor
+      listed by ``list_sessions()``. A side session whose records cannot be read is mended
+      with :meth:`repair_approvals`.
 
     One recorder serves one agent.
 
@@ -77,7 +88,8 @@ class SessionRecorder:
         check_conflicts: Refuse to append after another writer, as described above.
 
     Raises:
-        UsageError: ``store`` is not a session store or the id is not usable.
+        UsageError: ``store`` is not a session store or the id is not usable (an id of the
+            form of an approval side session, ``"...:approvals"``, is one).
     """
 
     def __init__(
@@ -86,7 +98,7 @@ class SessionRecorder:
         if not isinstance(store, SessionStore):
             raise UsageError(f"store must be a SessionStore, got {type(store).__name__}")
         self.store = store
-        self._session_id = None if session_id is None else check_session_id(session_id)
+        self._session_id = None if session_id is None else _conversation_id(session_id)
         self.check_conflicts = check_conflicts
         self._agent: Agent | None = None
         self._restored = False
@@ -133,7 +145,7 @@ class SessionRecorder:
             "a SessionRecorder", self._agent, agent, "it serves one agent", owner=self
         )
         if self._session_id is None:
-            self._session_id = check_session_id(agent.session_id)
+            self._session_id = _conversation_id(agent.session_id)
         agent.add_hook("on_chat_start", self._on_chat_start)
         # Before every other handler: the message is in agent.history before on_message
         # fires, and a handler that raises ends the chat and skips the handlers after it;
@@ -144,26 +156,69 @@ class SessionRecorder:
         agent.add_hook("on_approval_request", self._on_approval_request, order=Phase.RECORD)
         agent.add_hook("on_approval_decision", self._on_approval_decision, order=Phase.RECORD)
 
-    async def approval_requests(self) -> tuple[PendingApproval, ...]:
-        """The calls of the session's latest batch that waited for approval, in call order.
+    async def approval_log(self) -> ApprovalLog:
+        """What the session's approval records say about its latest batch of waiting calls.
 
-        Restores the session first if the recorder has not yet. Whether each still waits
-        is for the agent to tell from the history (``agent.pending_approvals()``); when
-        every call in the history has its result, none can, and the side session is not
-        read.
+        Restores the session first if the recorder has not yet. Which calls still wait,
+        and how decided calls without a result are answered, is for the agent to tell from
+        the history (``agent.pending_approvals()``); when every call in the history has its
+        result, nothing can be open, and the side session is not read.
 
         Raises:
             UsageError: The recorder is not used by an agent.
-            CorruptSessionError: An approval record cannot be read.
+            CorruptSessionError: An approval record cannot be read (see
+                :meth:`repair_approvals`).
         """
         agent = self._require_agent()
         if not self._restored:
             await self._restore(agent)
         if not has_unanswered_call(agent.history.messages):
-            return ()
+            return ApprovalLog()
+        return await self._read_log()
+
+    async def repair_approvals(self) -> tuple[str, ...]:
+        """Set aside a side session whose approval records cannot be read; returns the calls.
+
+        A damaged record (changed behind the store's back, or written by something else)
+        makes :meth:`~hookloop.Agent.pending_approvals`, ``chat()`` and ``resume()`` raise
+        :class:`~hookloop.CorruptSessionError`. This appends a repair record after which
+        the records before it are not read, and the calls of the latest batch that have no
+        result yet are set aside: the next chat answers each with an error result saying
+        that whether it ran is not known (nothing runs). The side session's own record is
+        repaired first (``store.repair()``, when the store can), so that appends to it go
+        through again. Records that read well are left as they are. Run it while no other
+        process resumes the session.
+
+        Returns:
+            The ids of the calls set aside (empty when nothing needed repair).
+
+        Raises:
+            UsageError: The recorder is not used by an agent, or the agent is chatting.
+        """
+        agent = self._require_agent()
+        if agent.is_running:
+            raise UsageError("repair_approvals() cannot run while the agent is chatting")
+        if not self._restored:
+            await self._restore(agent)
         side = approval_session_id(self._require_session())
-        records = await self.store.records(side)
-        return tuple(decode_records(side, [(r.seq, r.message) for r in records]))
+        # The side session's own record first (appends need it), as sessions are repaired;
+        # a store that cannot repair, or no side session at all, leaves nothing to do here.
+        with contextlib.suppress(UsageError, SessionNotFoundError):
+            await self.store.repair(side)
+        try:
+            await self._read_log()
+            return ()
+        except CorruptSessionError:
+            pass
+        message_id, calls = open_calls(agent.history.messages)
+        await self.store.append(side, encode_repair(message_id, calls))
+        return calls
+
+    async def _read_log(self) -> ApprovalLog:
+        side = approval_session_id(self._require_session())
+        unreadable: list[CorruptSessionError] = []
+        records = await self.store.records(side, unreadable=unreadable)
+        return read_log(side, [(r.seq, r.message) for r in records], unreadable)
 
     async def restore(self, *, before: str | None = None) -> list[Message]:
         """Load the session into the agent's history now; returns the messages restored.
@@ -218,19 +273,18 @@ class SessionRecorder:
         # read here, and no decision on the call is there; so of two workers resuming the
         # same calls, one runs them and the other gets SessionConflictError first.
         side = approval_session_id(self._require_session())
-        records = [(r.seq, r.message) for r in await self.store.records(side)]
+        unreadable: list[CorruptSessionError] = []
+        records = await self.store.records(side, unreadable=unreadable)
+        log = read_log(side, [(r.seq, r.message) for r in records], unreadable)
         message_id, call_id = ctx.pending.message_id, ctx.decision.call_id
-        if (message_id, call_id) in decided_calls(side, records):
+        if log.decided(message_id, call_id):
             raise SessionConflictError(
                 f"call {call_id!r} was decided already (by another worker?); nothing was "
                 "run: restore the session to see where it stands",
                 session_id=side,
             )
-        await self.store.append(
-            side,
-            encode_decision(ctx.decision, message_id),
-            expected_seq=records[-1][0] if records else 0,
-        )
+        last = max([r.seq for r in records] + [e.seq or 0 for e in unreadable], default=0)
+        await self.store.append(side, encode_decision(ctx.decision, message_id), expected_seq=last)
 
     async def _on_session_switch(self, ctx: SessionSwitchContext) -> None:
         self._session_id = ctx.new_session_id
@@ -361,6 +415,16 @@ class SessionRecorder:
         if self._agent is None:
             raise UsageError("the SessionRecorder is not used by an agent: agent.use(recorder)")
         return self._agent
+
+
+def _conversation_id(session_id: str) -> str:
+    checked = check_session_id(session_id)
+    if is_approval_session(checked):
+        raise UsageError(
+            f"session id {checked!r} has the form of an approval side session (ending in "
+            "':approvals'), which holds another session's approval records; choose another id"
+        )
+    return checked
 
 
 async def _wait_for(task: asyncio.Future[int]) -> None:

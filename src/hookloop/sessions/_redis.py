@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .._approval_log import is_approval_session
 from .._errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -235,19 +236,25 @@ class RedisSessionStore(SessionStore):
 
     async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         client = await self._ensure()
-        try:
-            ids: Sequence[object] = await client.zrevrange(
-                self._index, 0, -1 if limit is None else limit - 1
-            )
-        except _redis_errors().ResponseError as exc:
-            raise self._broken_index(exc) from exc
-        infos = await self._infos(client, [_text(i) for i in ids])
         out: list[SessionInfo] = []
-        for info in infos:
-            if isinstance(info, CorruptSessionError):
-                logger.warning("%s; left out of the list", info)
-            elif info is not None:
-                out.append(info)
+        start = 0
+        # Pages of the index, newest first, until ``limit`` conversations are found:
+        # approval side sessions are left out (``is_approval_session``).
+        while limit is None or len(out) < limit:
+            stop = -1 if limit is None else start + limit - len(out) - 1
+            try:
+                ids: Sequence[object] = await client.zrevrange(self._index, start, stop)
+            except _redis_errors().ResponseError as exc:
+                raise self._broken_index(exc) from exc
+            texts = [_text(i) for i in ids]
+            for info in await self._infos(client, [i for i in texts if not is_approval_session(i)]):
+                if isinstance(info, CorruptSessionError):
+                    logger.warning("%s; left out of the list", info)
+                elif info is not None:
+                    out.append(info)
+            if stop == -1 or len(ids) < stop - start + 1:
+                break  # the end of the index
+            start = stop + 1
         return out
 
     async def _infos(

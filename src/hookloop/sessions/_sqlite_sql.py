@@ -6,6 +6,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .._approval_log import SIDE_PREFIX, SIDE_SUFFIX
 from .._errors import CorruptSessionError, SessionConflictError
 from ._base import utc
 from ._codec import Row
@@ -199,9 +200,16 @@ def select_info(conn: sqlite3.Connection, session_id: str) -> InfoRow | None:
     return row
 
 
+# Approval side sessions are not conversations: list_sessions() leaves them out (the rule
+# of _approval_log.is_approval_session, as GLOB patterns: GLOB, unlike LIKE, minds case).
+_CONVERSATIONS = (
+    f"NOT (session_id GLOB '*{SIDE_SUFFIX}' OR session_id GLOB '{SIDE_PREFIX}{'[0-9a-f]' * 64}')"
+)
+
+
 def select_infos(conn: sqlite3.Connection, limit: int) -> list[InfoRow]:
     return conn.execute(
-        f"SELECT {INFO_COLUMNS} FROM hookloop_sessions "
+        f"SELECT {INFO_COLUMNS} FROM hookloop_sessions WHERE {_CONVERSATIONS} "
         "ORDER BY updated_at DESC, session_id LIMIT ?",
         (limit,),
     ).fetchall()
