@@ -296,3 +296,11 @@ def test_every_python_block_is_run_or_marked_not_run(capsys: pytest.CaptureFixtu
     raw = sum(page.read_text().count("```python") for page in PAGES)
     assert total == raw, "a ```python fence the runner does not recognise"
     assert len(skipped) <= NOT_RUN_ALLOWED, f"too many blocks marked not run: {skipped}"
+
+
+def test_the_readmes_documentation_list_names_each_page_once() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^- \[(docs/[^\]]+\.md)\]", section, re.M)
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(listed) == pages  # each page once, none missing
