@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hookloop._cli import main
+from hookloop import (
+    UsageError,
+)
+from hookloop._cli import _toolsets, main
 from tests.mcp.test_mcp_toolset import STDIO
 from tests.models._provider_server import ProviderServer, answer
 
@@ -93,3 +96,29 @@ def test_the_installed_command_runs_with_an_mcp_server(server: ProviderServer) -
     pid = int(server.received[1].body["messages"][-1]["content"])
     with pytest.raises(ProcessLookupError):  # the server ended with the command
         os.kill(pid, 0)
+
+
+# -- servers named on the command line ----------------------------------------------------
+
+
+def test_command_line_servers_are_named_as_given_or_by_their_script() -> None:
+    made = _toolsets(
+        [
+            "files=python server.py --opt=1",
+            "uv run x.py",
+            "python server.py",
+            "http://h:1/mcp?a=b=c",
+            "python s.py --k=v",
+            "files_2=uv run y.py",
+        ]
+    )
+    assert [(t.name, t.server) for t in made] == [
+        ("files", "files"),  # a command is named by its name, never by its arguments
+        ("x", "x"),
+        ("server", "server"),
+        ("h", "http://h:1/mcp?a=***"),
+        ("s", "s"),
+        ("files_2", "files_2"),
+    ]
+    with pytest.raises(UsageError, match="--mcp: two servers are named 'files'"):
+        _toolsets(["files=python a.py", "files=python b.py"])
