@@ -457,3 +457,10 @@ def test_model_is_abstract_and_has_defaults() -> None:
         Model()  # type: ignore[abstract]
     assert Model.name == "model"
     assert Model.context_window is None
+
+
+def test_a_script_step_refuses_a_str_response_when_it_is_made() -> None:
+    with pytest.raises(UsageError, match=r"takes a ProviderResponse, got str \(for a text"):
+        ScriptStep(response="text")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="takes an exception"):
+        ScriptStep(error="boom")  # type: ignore[arg-type]
