@@ -134,7 +134,9 @@ GREETINGS = ("Hello! Who are you?", "hi", "Thanks!", "Good morning.")
 def test_chat_with_the_local_model_shows_the_tool_call_and_the_answer() -> None:
     child = pexpect.spawn(
         sys.executable,
-        ["-m", "hookloop", "chat"],  # the bundled local model, the calculator offered
+        # The bundled local model, the calculator offered; the greetings' answers cut at 48
+        # tokens (the first say whether they are words; some would run to 256).
+        ["-m", "hookloop", "chat", "--max-tokens", "48"],
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
         encoding="utf-8",
         timeout=300,  # loading and answering on a loaded machine
