@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from functools import cache
 from importlib.resources import files
@@ -20,6 +21,8 @@ from typing import Any
 from ._jsonl import read_trace
 
 __all__ = ["render_trace_page", "write_trace_page"]
+
+_MARKER = re.compile(r"\{\{(title|style|script|data)\}\}")
 
 
 @cache
@@ -47,13 +50,15 @@ def render_trace_page(
         # ":" only where a string has "://" (a structural colon is never followed by "\/").
         .replace(":\\/", "\\u003a\\/")
     )
-    return (
-        _asset("_page.html")
-        .replace("{{title}}", html.escape(title))
-        .replace("{{style}}", _asset("_page.css"))
-        .replace("{{script}}", _asset("_page.js"))
-        .replace("{{data}}", data)
-    )
+    parts = {
+        "title": html.escape(title),
+        "style": _asset("_page.css"),
+        "script": _asset("_page.js"),
+        "data": data,
+    }
+    # One pass over the template: a filled-in part is never searched for markers, so a
+    # title or a record that says "{{script}}" stays text.
+    return _MARKER.sub(lambda marker: parts[marker[1]], _asset("_page.html"))
 
 
 def write_trace_page(
