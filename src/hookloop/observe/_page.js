@@ -1,9 +1,53 @@
 "use strict";
 // Builds the timeline from the records inlined in #trace-data (hookloop's JSON-lines
-// trace, format 1). Every text goes in through textContent: the trace is data, never HTML.
+// trace, formats 1 and 2). Every text goes in through textContent: the trace is data, never
+// HTML.
 (function () {
   const started = performance.now();
+
+  // Format 2 writes what records share once: "$id" where it first appears (a long text as
+  // {"$id": id, "$value": text}), {"$ref": id} where it comes again, {"$refs": [first, last]} for a run of them in a list, a key of the
+  // data that starts with "$" with one more; ids count per traced agent (path[0]). Put back,
+  // each is one shared object. Format 1 records are as they were written.
+  function isRun(item) {
+    return item !== null && typeof item === "object" && !Array.isArray(item) &&
+      Object.keys(item).length === 1 && Array.isArray(item.$refs);
+  }
+  function resolve(value, shared) {
+    if (Array.isArray(value)) {
+      const out = [];
+      for (const item of value) {
+        if (!isRun(item)) { out.push(resolve(item, shared)); continue; }
+        const [first, last] = item.$refs;
+        for (let n = Number(first.slice(1)); n <= Number(last.slice(1)); n++) out.push(shared.get(first[0] + n));
+      }
+      return out;
+    }
+    if (value === null || typeof value !== "object") return value;
+    const keys = Object.keys(value);
+    if (keys.length === 1 && keys[0] === "$ref") return shared.get(value.$ref);
+    if (keys.length === 2 && typeof value.$id === "string" && "$value" in value) {
+      shared.set(value.$id, value.$value);  // a long text, written once
+      return value.$value;
+    }
+    const out = {};
+    for (const key of keys) {
+      if (key === "$id") continue;
+      // defineProperty: a key such as "__proto__" is data here, never the prototype.
+      Object.defineProperty(out, key.startsWith("$$") ? key.slice(1) : key,
+        { value: resolve(value[key], shared), enumerable: true, writable: true, configurable: true });
+    }
+    if (typeof value.$id === "string") shared.set(value.$id, out);
+    return out;
+  }
+  const scopes = new Map();
   const records = JSON.parse(document.getElementById("trace-data").textContent);
+  for (const r of records) {
+    if (r.v !== 2) continue;
+    const root = (r.path || [r.agent])[0];
+    if (!scopes.has(root)) scopes.set(root, new Map());
+    r.data = resolve(r.data, scopes.get(root));
+  }
   const end = records.reduce((most, r) => Math.max(most, r.t), 0);
   const span = end > 0 ? end : 1;
   const itemsById = new Map();
