@@ -244,12 +244,16 @@
   // An on_pre_compress not followed at once by the on_trim or on_compaction that reports it:
   // the loop fires it once the policy's handler returned, so it follows the trim or
   // compaction of the same model call (a summary's messages go once the summary is
-  // committed), or it holds messages a policy of the user's own left out.
+  // committed: they join the summary, even when a window's trim came between), or it holds
+  // messages a policy of the user's own left out.
   function settle(chat) {
     const r = chat.leftOut;
     chat.leftOut = null;
-    const reported = chat.items.findLast((i) => i.kind === "context" && i.data);
-    if (reported && !reported.leftOut && reported.iteration === chat.iteration) {
+    const open = chat.items.filter((i) => i.kind === "context" && i.data && !i.leftOut &&
+      i.iteration === chat.iteration);
+    const reported = open.find((i) => i.what === "compaction" && i.data.tier === "summary") ||
+      open[open.length - 1];
+    if (reported) {
       reported.leftOut = r;
       reported.records.push(r);
       return;
@@ -404,9 +408,14 @@
       return { kind: "context", label: how + ": " + change,
         meta: ["budget " + d.budget + " tokens", window].filter(Boolean).join(" of a ") };
     }
-    const how = typeof d.tier === "string" ? TIERS[d.tier] || d.tier : "compacted";
+    let how = typeof d.tier === "string" ? TIERS[d.tier] || d.tier : "compacted";
+    // A summary replaces stored messages, some of which the request may not have held (a
+    // window left them out): how many is said, beside what the request went from and to.
+    const summarised = d.tier === "summary" && goingOf(item);
+    if (summarised) how += " (" + plural(summarised.length, "stored message") + ")";
     return { kind: "context", label: how + ": " + change, meta: window };
   }
+  function goingOf(item) { return item.leftOut && (item.leftOut.data || {}).messages; }
 
   function answerOf(response) {
     if (response.tool_calls && response.tool_calls.length)
@@ -605,8 +614,9 @@
           ["budget", d.budget !== undefined ? d.budget + " tokens" : ""],
           ["context window", typeof d.window === "number" ? d.window + " tokens" : ""]);
       }
-      const going = item.leftOut && (item.leftOut.data || {}).messages;
-      if (going) sections.push([(item.data ? "Newly left out" : "Left out") + " (" + plural(going.length, "message") + ")", messages(going)]);
+      const going = goingOf(item);
+      const title = !item.data ? "Left out" : d.tier === "summary" ? "Summarised" : "Newly left out";
+      if (going) sections.push([title + " (" + plural(going.length, "message") + ")", messages(going)]);
     } else if (item.kind === "event") {
       for (const r of item.records) for (const [k, v] of Object.entries(r.data || {})) pairs.push([k, text(v)]);
     }
