@@ -7,6 +7,7 @@ answers they check (the calculator's 391 read back) are the same on every run.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import signal
@@ -145,6 +146,38 @@ async def test_a_greeting_is_answered_in_words_not_with_a_tool_call(
     assert not response.message.tool_calls
     assert response.text
     assert "function" not in response.text.lower()
+
+
+@module_loop
+async def test_input_tokens_count_the_request_as_sent_whatever_prompt_answered(
+    local_model: LocalModel,
+) -> None:
+    # An answer in words is written from a prompt without the tool guide, and an "auto"
+    # answer first decides from the prompt with it: the input tokens reported are those of
+    # the request as sent, tools included, as a forced call's are (its prompt adds the start
+    # of the call), never the smaller prompt's alone (issue 21 item 15: 38 for 172).
+    asked = (UserMessage(content="Hello! What can you do?"),)
+    tools = (calculator.definition, clock.definition)
+    forced = ProviderRequest(
+        model="local",
+        system=None,
+        messages=asked,
+        tools=tools,
+        settings=ModelSettings(tool_choice="calculator", max_tokens=8),
+    )
+    call = await local_model.request(forced)
+    assert call.usage is not None
+    for choice in ("none", "auto"):
+        request = dataclasses.replace(
+            forced, settings=ModelSettings(tool_choice=choice, max_tokens=8)
+        )
+        words = await local_model.request(request)
+        assert words.usage is not None
+        assert call.usage.input_tokens - 16 <= words.usage.input_tokens <= call.usage.input_tokens
+    bare = dataclasses.replace(forced, tools=(), settings=ModelSettings(max_tokens=8))
+    without = await local_model.request(bare)  # no tools: the prompt is the words' own
+    assert without.usage is not None
+    assert without.usage.input_tokens < call.usage.input_tokens - 100
 
 
 @module_loop

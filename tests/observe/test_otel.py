@@ -1029,3 +1029,39 @@ def test_the_current_span_is_untouched_outside_tools(otel: Telemetry) -> None:
     agent.chat_sync("1 + 2?")
 
     assert seen == ["-", "-", "-", "-"]  # user, assistant, tool result, answer
+
+
+class LazyServer(ScriptedModel):
+    """A model behind an HTTP API that starts on its first request (as ``LocalModel`` does):
+    before that it has no address."""
+
+    provider_name = "llama.cpp"
+
+    def __init__(self, answers: list[str]) -> None:
+        super().__init__(answers, name="local")
+        self.started = False
+
+    @property
+    def base_url(self) -> str | None:  # type: ignore[override]
+        return "http://127.0.0.1:8089/v1" if self.started else None
+
+    async def request(self, request: Any) -> ProviderResponse:
+        self.started = True
+        return await super().request(request)
+
+
+async def test_a_model_that_starts_on_its_first_call_is_a_client_with_its_server(
+    otel: Telemetry,
+) -> None:
+    agent = Agent(LazyServer(["Hi!", "Again."]), name="a")
+    agent.use(otel.plugin(environ={"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}))
+    await agent.chat("Hello")
+    await agent.chat("Hello again")
+    server = {"server.address": "127.0.0.1", "server.port": 8089}
+    calls = otel.named("chat local")
+    assert [s.kind for s in calls] == [SpanKind.CLIENT, SpanKind.CLIENT]
+    for span in [*calls, *otel.named("invoke_agent a")]:
+        assert {k: dict(span.attributes or {}).get(k) for k in server} == server
+        assert dict(span.attributes or {})["gen_ai.provider.name"] == "llama.cpp"
+    durations = otel.metrics()["gen_ai.client.operation.duration"]
+    assert [{k: a.get(k) for k in server} for a, _ in durations] == [server]

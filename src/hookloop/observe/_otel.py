@@ -76,6 +76,8 @@ class _Call:
     failed: set[int] = field(default_factory=set)
     model: Model | None = None  # the model the span names
     error: Exception | None = None  # that of the last failed attempt
+    client: bool = False  # the span is a CLIENT's: its server.* are due
+    server: bool = False  # they are set (a model that starts on its first call has none)
 
 
 @dataclass(slots=True, eq=False)
@@ -98,6 +100,7 @@ class _Chat:
     tools: dict[str, _ToolRun] = field(default_factory=dict)
     asked: dict[str, ToolCall] = field(default_factory=dict)  # tool calls as the model made them
     model_known: bool = False
+    server_known: bool = False
     model: Model | None = None  # the model of the agent's last call
 
 
@@ -230,7 +233,8 @@ class OpenTelemetryPlugin:
             f"invoke_agent {key[-1]}", kind=self._trace.SpanKind.INTERNAL, attributes=attributes
         )
         context = self._trace.set_span_in_context(span)
-        self._chats[key] = _Chat(span=span, context=context, model_known=known)
+        server = g.SERVER_ADDRESS in attributes
+        self._chats[key] = _Chat(span=span, context=context, model_known=known, server_known=server)
 
     def _chat_done(self, key: _Key, ctx: ChatDoneContext) -> None:
         chat = self._chats.get(key)
@@ -301,11 +305,14 @@ class OpenTelemetryPlugin:
         call = self._current_call(chat)
         if call.span is not None:
             return call
-        client = model is not None and model.base_url is not None and not supplied
+        # A model behind an API is a client even before it has an address (LocalModel
+        # starts its server on the first request): its server.* come once it has one.
+        client = model is not None and not supplied and _remote(model)
         kind = self._trace.SpanKind.CLIENT if client else self._trace.SpanKind.INTERNAL
         name = model.name if model is not None else request.model
         call.attributes = {g.OPERATION: "chat", g.REQUEST_MODEL: name}
         call.model = model
+        call.client = client
         if model is not None:
             chat.model = model
             model_attributes = self._model_attributes(model)
@@ -316,6 +323,8 @@ class OpenTelemetryPlugin:
             if not chat.model_known:
                 chat.span.set_attributes(model_attributes)
                 chat.model_known = True
+                chat.server_known = g.SERVER_ADDRESS in model_attributes
+        call.server = g.SERVER_ADDRESS in call.attributes
         attributes = {**call.attributes, **g.request_attributes(request)}
         if stream:
             attributes[g.REQUEST_STREAM] = True
@@ -466,6 +475,8 @@ class OpenTelemetryPlugin:
     ) -> None:
         if chat.call is call:
             chat.call = None
+        if call.client and not call.server and call.span is not None and call.model is not None:
+            self._found_server(chat, call, call.model)
         if call.span is None:  # only pending events: a span for them, in the chat
             call.span = self._tracer.start_span(
                 "chat",
@@ -483,6 +494,18 @@ class OpenTelemetryPlugin:
                 else {**call.attributes, g.ERROR_TYPE: error_type}
             )
             self._duration.record(time.monotonic() - call.started, metric)
+
+    def _found_server(self, chat: _Chat, call: _Call, model: Model) -> None:
+        """``server.*`` of a model that had no address when its call began, now it has."""
+        server = g.server_attributes(model.base_url)
+        if not server or call.span is None:
+            return
+        call.span.set_attributes(server)
+        call.attributes.update(server)  # the call's metrics carry them too
+        call.server = True
+        if not chat.server_known:
+            chat.span.set_attributes(server)
+            chat.server_known = True
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -586,6 +609,11 @@ class OpenTelemetryPlugin:
                 span.set_attribute(g.ERROR_TYPE, error_type)
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, description))
         span.end()
+
+
+def _remote(model: Model) -> bool:
+    """Whether the model answers from behind an API (a server, even one not started yet)."""
+    return model.base_url is not None or model.provider_name != Model.provider_name
 
 
 def _bound(method: Callable[[_Key, Any], None], key: _Key, event: str) -> Callable[[Any], None]:
