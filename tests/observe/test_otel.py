@@ -1065,3 +1065,49 @@ async def test_a_model_that_starts_on_its_first_call_is_a_client_with_its_server
         assert dict(span.attributes or {})["gen_ai.provider.name"] == "llama.cpp"
     durations = otel.metrics()["gen_ai.client.operation.duration"]
     assert [{k: a.get(k) for k in server} for a, _ in durations] == [server]
+
+
+async def test_capture_error_text_false_leaves_errors_texts_out_of_every_span(
+    otel: Telemetry,
+) -> None:
+    secret = "account 4711 of Mrs Smith"
+    calls = (ToolCall(name="boom", arguments=json.dumps({"a": secret}), id="c1"),)
+    model = ScriptedModel(
+        [
+            RateLimitError(f"slow down for {secret}", status=429),
+            ProviderResponse(tool_calls=calls, finish_reason="tool_calls"),
+            RuntimeError(f"the provider quoted {secret}"),
+        ]
+    )
+    clock = FakeClock()
+    agent = Agent(
+        model,
+        tools=[boom],
+        name="a",
+        retry=DefaultRetryStrategy(sleep=clock.sleep, clock=clock, backoff=NO_JITTER),
+    )
+    agent.use(otel.plugin(capture_error_text=False))
+
+    with pytest.raises(RuntimeError):
+        await agent.chat("go")
+
+    shown = repr(
+        [(s.name, s.attributes, s.status.description, [e.attributes for e in s.events])
+         for s in otel.spans()]
+    )  # fmt: skip
+    assert secret not in shown
+    failed = otel.one("execute_tool boom")  # its arguments were not valid: the error quotes them
+    assert (failed.status.description, dict(failed.attributes or {})["error.type"]) == (
+        "ToolValidationError",
+        "ToolValidationError",
+    )
+    invoke = otel.one("invoke_agent a")
+    assert invoke.status.description == "RuntimeError"
+    assert [(e.name, dict(e.attributes or {})) for e in invoke.events] == [
+        ("exception", {"exception.type": "RuntimeError"})
+    ]
+    first = otel.named("chat scripted")[0]
+    assert events(first)[0] == (
+        "hookloop.attempt_failed",
+        {"hookloop.attempt": 1, "error.type": "RateLimitError", "hookloop.retry": True},
+    )
