@@ -29,6 +29,7 @@ from hookloop import (
     tool,
 )
 from hookloop._tools import exception_text
+from hookloop.context._tokens import count_request, counter_for_model
 from hookloop.hooks._hooks import EVENT_TABLE, EventSpec, notify
 from hookloop.observe import (
     TRACE_FORMAT,
@@ -666,6 +667,8 @@ def test_each_message_is_written_once_and_each_request_refers_to_them() -> None:
     ]
     assert [r["messages"] for r in requests] == [dump_messages(r.messages) for r in sent]
     assert all(r["tools"][0]["description"] == "Fetch a page." for r in requests)
+    counter = counter_for_model("function")  # each message counted once, the sums the same
+    assert [r["tokens"] for r in requests] == [count_request(r, counter=counter) for r in sent]
 
 
 def test_a_chat_of_500_tool_calls_is_a_few_megabytes_and_so_is_its_page(tmp_path: Path) -> None:

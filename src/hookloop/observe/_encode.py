@@ -38,6 +38,7 @@ import pydantic_core
 
 from .._messages import (
     AssistantMessage,
+    Message,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -45,9 +46,15 @@ from .._messages import (
     dump_messages,
 )
 from .._tools import Tool, exception_text
-from ..context._tokens import TokenCounter, count_request, counter_for_model
+from ..context._tokens import TokenCounter, count_overhead, counter_for_model
 from ..hooks import BackoffWaitContext, TrimContext
-from ..models._base import Model, ProviderRequest, ProviderResponse, ToolDefinition
+from ..models._base import (
+    Model,
+    ModelSettings,
+    ProviderRequest,
+    ProviderResponse,
+    ToolDefinition,
+)
 
 __all__ = ["IDENTIFYING_KEYS", "LONG_TEXT", "Encoder", "json_string"]
 
@@ -137,10 +144,13 @@ class Encoder:
         "_by_type",
         "_counters",
         "_known",
+        "_messages",
         "_names",
         "_numbers",
         "_plans",
         "_recent",
+        "_sums",
+        "_texts",
         "_versions",
         "content",
         "error_text",
@@ -152,12 +162,15 @@ class Encoder:
         self._counters: dict[str, TokenCounter] = {}
         self._numbers = {"m": 0, "r": 0, "a": 0, "t": 0, "s": 0}
         # id(object) -> (object, reference): held, so that an id is never reused meanwhile.
-        self._known: dict[int, tuple[object, str]] = {}
-        self._recent: dict[int, tuple[object, str]] = {}  # requests, the latest few
+        self._known: dict[int, tuple[object, str, int]] = {}
+        self._recent: dict[int, tuple[object, str, int]] = {}  # requests, the latest few
         # An equal object made anew (a message read back from a store): by message id.
-        self._versions: dict[str, list[tuple[object, str]]] = {}
+        self._versions: dict[str, list[tuple[object, str, int]]] = {}
+        self._messages: list[Message] = []  # by number
+        self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
         self._plans: dict[type, tuple[tuple[str, str, bool], ...]] = {}
         self._names: dict[int, tuple[object, object, str]] = {}
+        self._texts: dict[int, tuple[object, str]] = {}  # see _remembered
         self._by_type: dict[type, Callable[[Any, str], str]] = {
             type(None): lambda value, key: "null",
             bool: _boolean,
@@ -166,10 +179,8 @@ class Encoder:
             tuple: self._sequence,
             list: self._sequence,
             dict: lambda value, key: self._mapping(value),
-            ToolCall: lambda call, key: (
-                f'{{"name":{self.text(call.name, "name")},"id":{self.text(call.id, "id")},'
-                f'"arguments":{self.text(call.arguments, "arguments")}}}'
-            ),
+            ToolCall: lambda call, key: self._remembered(call, self._call),
+            ModelSettings: lambda settings, key: self._remembered(settings, self._fields),
             ProviderRequest: lambda value, key: self._interned(value, "r", self._request),
             ProviderResponse: lambda value, key: self._interned(value, "a", self._fields),
             ToolDefinition: lambda value, key: self._interned(value, "t", self._fields),
@@ -188,6 +199,8 @@ class Encoder:
 
     def changes(self, ctx: object, names: list[str]) -> str:
         """``{"changed": [names], name: value, ...}``: the fields handlers changed."""
+        if not names:
+            return '{"changed":[]}'
         plan = self._plans.get(type(ctx)) or self._plan(type(ctx))
         changed = [p for p in plan if p[0] in names]
         listed = ",".join(json_string(name) for name in sorted(names))
@@ -204,7 +217,19 @@ class Encoder:
         parts = []
         for name, key, naming in plan:
             field = getattr(value, name)
-            if naming and type(field) is str:
+            kind = type(field)
+            # The common scalars inline: a record is mostly these (bench/observe.py).
+            if field is None:
+                parts.append(f"{key}:null")
+            elif kind is int:
+                parts.append(f"{key}:{field}")
+            elif kind is bool:
+                parts.append(f"{key}:{'true' if field else 'false'}")
+            elif (
+                kind is str
+                and len(field) < LONG_TEXT
+                and (naming or self.content or name in IDENTIFYING_KEYS)
+            ):
                 parts.append(f"{key}:{json_string(field)}")
             else:
                 parts.append(f"{key}:{self.value(field, name)}")
@@ -310,13 +335,12 @@ class Encoder:
     # -- written once --------------------------------------------------------------------
 
     def _interned(self, value: object, kind: str, body: Callable[[Any], str]) -> str:
-        ref = self._reference(value)
-        if ref is not None:
-            return f'{{"$ref":"{ref}"}}'
+        found = self._reference(value)
+        if found is not None:
+            return f'{{"$ref":"{found[0]}{found[1]}"}}'
         number = self._numbers[kind]
         self._numbers[kind] = number + 1
-        ref = f"{kind}{number}"
-        entry = (value, ref)
+        entry = (value, kind, number)
         if kind in _RECENT_KINDS:
             recent = self._recent
             if len(recent) >= _RECENT_REQUESTS:
@@ -324,64 +348,120 @@ class Encoder:
             recent[id(value)] = entry
         else:
             self._known[id(value)] = entry
+            if kind == "m":
+                self._messages.append(value)  # type: ignore[arg-type]
             if kind != "s":  # a text is found by itself only, never by an equal one
                 self._versions.setdefault(_version_key(value), []).append(entry)
-        return f'{{"$id":"{ref}",' + body(value)[1:]
+        return f'{{"$id":"{kind}{number}",' + body(value)[1:]
 
-    def _reference(self, value: object) -> str | None:
-        """The reference of ``value`` when it was written before (itself, or its equal)."""
+    def _reference(self, value: object) -> tuple[str, int] | None:
+        """The kind and number of ``value`` when it was written before (itself, or its equal)."""
         entry = self._known.get(id(value)) or self._recent.get(id(value))
         if entry is not None and entry[0] is value:
-            return entry[1]
+            return entry[1], entry[2]
         if type(value) in _BY_IDENTITY:
             return None
-        for earlier, ref in self._versions.get(_version_key(value), ()):
+        for earlier, kind, number in self._versions.get(_version_key(value), ()):
             if earlier == value:
-                return ref
+                return kind, number
         return None
 
-    def _sequence(self, items: tuple[Any, ...] | list[Any], key: str) -> str:
-        """A list; consecutive references to written objects become one run."""
+    def _sequence(
+        self,
+        items: tuple[Any, ...] | list[Any],
+        key: str,
+        spans: list[tuple[int, int]] | None = None,
+    ) -> str:
+        """A list; consecutive references to written objects become one run.
+
+        ``spans``, when given, gets the message numbers the list holds, as runs.
+        """
         parts: list[str] = []
         run = ""  # the kind of the run being gathered ("m", "t"), or ""
         first = last = 0
         for item in items:
-            ref = self._reference(item) if type(item) in _INTERNED else None
-            if ref is not None:
-                kind, number = ref[0], int(ref[1:])
+            found = self._reference(item) if type(item) in _INTERNED else None
+            if found is not None:
+                kind, number = found
                 if kind == run and number == last + 1:
                     last = number
                     continue
                 if run:
-                    parts.append(_run(run, first, last))
+                    parts.append(_run(run, first, last, spans))
                 run, first, last = kind, number, number
                 continue
             if run:
-                parts.append(_run(run, first, last))
+                parts.append(_run(run, first, last, spans))
                 run = ""
             parts.append(self.value(item, key))
+            if spans is not None and type(item) in _MESSAGES:
+                number = self._numbers["m"] - 1  # it was just written: the latest message
+                spans.append((number, number))
         if run:
-            parts.append(_run(run, first, last))
+            parts.append(_run(run, first, last, spans))
         return "[" + ",".join(parts) + "]"
 
-    def _message(self, message: object) -> str:
-        return self._mapping(dump_messages((message,))[0])  # type: ignore[arg-type]
+    def _remembered(self, value: object, make: Callable[[Any], str]) -> str:
+        """The text of a frozen value, made once while it is among the latest few."""
+        known = self._texts.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        text = make(value)
+        texts = self._texts
+        if len(texts) >= _RECENT_TEXTS:
+            del texts[next(iter(texts))]
+        texts[id(value)] = (value, text)
+        return text
+
+    def _call(self, call: ToolCall) -> str:
+        return (
+            f'{{"name":{self.text(call.name, "name")},"id":{self.text(call.id, "id")},'
+            f'"arguments":{self.text(call.arguments, "arguments")}}}'
+        )
+
+    def _message(self, message: Any) -> str:
+        # The session codec's form (dump_messages): the role, then the fields in order. A
+        # message of text is written from its fields directly, as that form has them.
+        if type(message.content) is str:
+            plan = self._plans.get(type(message)) or self._plan(type(message))
+            return f'{{"role":{json_string(message.role)},' + self._object(message, plan)[1:]
+        return self._mapping(dump_messages((message,))[0])
 
     def _request(self, request: ProviderRequest) -> str:
-        body = self._fields(request)
-        return f'{body[:-1]},"tokens":{self._tokens(request)}}}'
+        spans: list[tuple[int, int]] = []
+        parts = []
+        for name, key, _ in self._plans.get(ProviderRequest) or self._plan(ProviderRequest):
+            field = getattr(request, name)
+            if name == "messages":
+                parts.append(f"{key}:{self._sequence(field, name, spans)}")
+            else:
+                parts.append(f"{key}:{self.value(field, name)}")
+        parts.append(f'"tokens":{self._tokens(request, spans)}')
+        return "{" + ",".join(parts) + "}"
 
-    def _tokens(self, request: ProviderRequest) -> int:
-        """The request's size in tokens, as the context policies count it."""
+    def _tokens(self, request: ProviderRequest, spans: list[tuple[int, int]]) -> int:
+        """The request's size in tokens, as the context policies count it.
+
+        Each message is counted once (per model's counter): a run of messages costs a
+        subtraction, so a long chat's requests are counted in time linear in the chat.
+        """
         counter = self._counters.get(request.model)
         if counter is None:
             counter = self._counters[request.model] = counter_for_model(request.model)
-        return count_request(request, counter=counter)
+        sums = self._sums.setdefault(request.model, [0])
+        total = count_overhead(request, counter=counter)
+        messages = self._messages
+        for first, last in spans:
+            while len(sums) <= last + 1:
+                sums.append(sums[-1] + counter.count_message(messages[len(sums) - 1]))
+            total += sums[last + 1] - sums[first]
+        return total
 
 
 _INTERNED: Final = frozenset({*_MESSAGES, ProviderRequest, ToolDefinition})
 _RECENT_KINDS: Final = frozenset({"r", "a"})  # requests and answers: remembered briefly
 _BY_IDENTITY: Final = frozenset({ProviderRequest, ProviderResponse, str})
+_RECENT_TEXTS: Final = 64  # tool calls and settings, whose text _remembered keeps
 LONG_TEXT: Final = 256
 """Texts this long or longer are written once (``{"$id": "s3", "$value": text}``)."""
 
@@ -412,7 +492,9 @@ def _version_key(value: object) -> str:
     return "m:" + str(getattr(value, "id", ""))
 
 
-def _run(kind: str, first: int, last: int) -> str:
+def _run(kind: str, first: int, last: int, spans: list[tuple[int, int]] | None) -> str:
+    if spans is not None and kind == "m":
+        spans.append((first, last))
     if first == last:
         return f'{{"$ref":"{kind}{first}"}}'
     return f'{{"$refs":["{kind}{first}","{kind}{last}"]}}'

@@ -30,6 +30,7 @@ import io
 import itertools
 import logging
 import math
+import operator
 import os
 import time
 from collections.abc import Callable
@@ -135,9 +136,12 @@ class JsonLinesTracePlugin:
         self._parents: dict[str, str] = {}  # chat -> its "parent" as JSON
         self._pending: dict[int, tuple[object, tuple[object, ...], int]] = {}
         # What most records repeat, as JSON text: made again only when it changes.
-        self._texts: dict[object, tuple[object, str]] = {}
+        self._texts: dict[str, tuple[object, str]] = {}
+        self._known_agent: tuple[str, str | None, str, str] | None = None
         self._second = -1
         self._prefix = ""
+        self._millisecond = -1
+        self._stamp = ""
 
     # -- attaching ---------------------------------------------------------------------
 
@@ -205,20 +209,21 @@ class JsonLinesTracePlugin:
     def _before(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
         name = json_string(event)
-        changeable = tuple(f for f in (spec.field, *spec.settable) if f)
+        fields = _changeable(spec)
 
         def record(ctx: Any) -> None:
             if event == "pre_tool_call":
                 self._call.set(ctx.call.id)
             seq = self._emit(name, self._encoder.context(ctx), _BEFORE, self._hooks(event))
-            self._pending[id(ctx)] = (ctx, tuple(getattr(ctx, f) for f in changeable), seq)
+            self._pending[id(ctx)] = (ctx, fields(ctx), seq)
 
         return record
 
     def _after(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
         name = json_string(event)
-        changeable = tuple(f for f in (spec.field, *spec.settable) if f)
+        fields = _changeable(spec)
+        names = tuple(f for f in (spec.field, *spec.settable) if f)
 
         def record(ctx: Any) -> None:
             entry = self._pending.pop(id(ctx), None)
@@ -228,8 +233,8 @@ class JsonLinesTracePlugin:
                 of = str(entry[2])
                 changed = [
                     f
-                    for f, old in zip(changeable, entry[1], strict=True)
-                    if getattr(ctx, f) is not old
+                    for f, new, old in zip(names, fields(ctx), entry[1], strict=True)
+                    if new is not old
                 ]
             self._emit(name, self._encoder.changes(ctx, changed), _AFTER, of=of)
             if event in _TOOL_ENDS:
@@ -291,12 +296,10 @@ class JsonLinesTracePlugin:
             chat_text = f'"{chat}"'
             parent = self._parents.get(chat, "null")
         if path:
-            names = "[" + ",".join(map(json_string, path)) + "]"
             who = f'"agent":{json_string(path[-1])},"session":null'
+            names = "[" + ",".join(map(json_string, path)) + "]"
         else:
-            names = self._text("path", agent.name, lambda name: f"[{json_string(name)}]")
-            who = '"agent":' + self._text("agent", agent.name, json_string)
-            who += ',"session":' + self._text("session", agent.session_id, _json)
+            who, names = self._who(agent)
         line = (
             f'{{"v":{TRACE_FORMAT},"seq":{seq},"t":{_number(now - self._start)},'
             f'"ts":"{self._timestamp(self._wall())}","event":{event},"stage":{stage},'
@@ -309,24 +312,36 @@ class JsonLinesTracePlugin:
             self._failed(exc)
         return seq
 
-    def _text(self, slot: str, value: Any, make: Callable[[Any], str]) -> str:
-        known = self._texts.get(slot)
-        if known is not None and known[0] is value:
-            return known[1]
-        text = make(value)
-        self._texts[slot] = (value, text)
-        return text
+    def _who(self, agent: Agent) -> tuple[str, str]:
+        """The traced agent's ``agent`` and ``session`` keys, and its ``path``, as JSON."""
+        name, session = agent.name, agent.session_id
+        known = self._known_agent
+        if known is not None and known[0] is name and known[1] is session:
+            return known[2], known[3]
+        who = f'"agent":{json_string(name)},"session":{_json(session)}'
+        names = f"[{json_string(name)}]"
+        self._known_agent = (name, session, who, names)
+        return who, names
 
     def _timestamp(self, seconds: float) -> str:
-        """UTC, ISO 8601 with milliseconds, as ``datetime`` makes it (the second cached)."""
+        """UTC, ISO 8601 with milliseconds, as ``datetime`` makes it.
+
+        Made once per millisecond: most records of a busy run share theirs.
+        """
+        millisecond = int(seconds * 1000)
+        if millisecond == self._millisecond:
+            return self._stamp
         fraction, whole = math.modf(seconds)
         micro = round(fraction * 1e6)
         if micro >= 1_000_000 or micro < 0:
-            return _iso(seconds)
-        if whole != self._second:
-            self._second = int(whole)
-            self._prefix = _iso(whole)[:-4]  # up to the seconds' dot
-        return f"{self._prefix}{micro // 1000:03d}Z"
+            stamp = _iso(seconds)
+        else:
+            if whole != self._second:
+                self._second = int(whole)
+                self._prefix = _iso(whole)[:-4]  # up to the seconds' dot
+            stamp = f"{self._prefix}{micro // 1000:03d}Z"
+        self._millisecond, self._stamp = millisecond, stamp
+        return stamp
 
     def _flush(self) -> None:
         if self._stream is not None and self.failure is None:
@@ -339,6 +354,15 @@ class JsonLinesTracePlugin:
         if self.failure is None:
             self.failure = exc
             logger.warning("the trace could not be written, recording stopped: %s", exc)
+
+
+def _changeable(spec: EventSpec) -> Callable[[Any], tuple[object, ...]]:
+    """The fields of ``spec``'s context its handlers may change, read as a tuple."""
+    names = tuple(f for f in (spec.field, *spec.settable) if f)
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        return lambda ctx: (one(ctx),)
+    return operator.attrgetter(*names)
 
 
 def _iso(seconds: float) -> str:
