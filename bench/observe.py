@@ -51,76 +51,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import timeit
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from hookloop import Agent
 from hookloop.hooks import EVENT_TABLE, Phase
-from hookloop.observe import JsonLinesTracePlugin, OpenTelemetryPlugin
-from loop import ITERATIONS, make_agent
+from hookloop.observe import JsonLinesTracePlugin
+from loop import ITERATIONS, _OTel, make_agent  # the SDK as bench/loop.py sets it up
 
 Setup = Callable[[Agent], object] | None
-
-
-class _SDK:
-    """The OpenTelemetry SDK with in-memory export."""
-
-    def __init__(self) -> None:
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-        self.exporter = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.exporter))
-        self.meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
-
-    def us_per_span(self, number: int = 2_000) -> float:
-        """The SDK alone: start a span with a chat span's name and three attributes, end it."""
-        tracer = self.tracer_provider.get_tracer("bench")
-        attributes = {
-            "gen_ai.operation.name": "chat",
-            "gen_ai.request.model": "scripted",
-            "gen_ai.system": "hookloop",
-        }
-
-        def one() -> None:
-            span = tracer.start_span("chat scripted", attributes=attributes)
-            span.set_attributes({"gen_ai.response.finish_reasons": ("stop",)})
-            span.end()
-
-        best = min(timeit.repeat(one, setup=self.exporter.clear, number=number, repeat=20))
-        self.exporter.clear()
-        return best / number * 1e6
-
-    def spans_per_chat(self) -> int:
-        agent = make_agent(None, 0, setup=self.use)
-        asyncio.run(agent.chat("look up ten keys"))
-        return len(self.exporter.get_finished_spans())
-
-    def use(self, agent: Agent) -> None:
-        self.exporter.clear()  # one chat's spans, as each chat sees it
-        agent.use(
-            OpenTelemetryPlugin(
-                tracer_provider=self.tracer_provider,
-                meter_provider=self.meter_provider,
-                environ={},
-            )
-        )
-
-
-def _api(agent: Agent) -> None:
-    from opentelemetry.metrics import NoOpMeterProvider
-    from opentelemetry.trace import NoOpTracerProvider
-
-    plugin = OpenTelemetryPlugin(
-        tracer_provider=NoOpTracerProvider(), meter_provider=NoOpMeterProvider(), environ={}
-    )
-    agent.use(plugin)
 
 
 def _jsonl(agent: Agent) -> None:
@@ -157,7 +97,7 @@ def _discard(line: str) -> None:
 
 
 def measure(runs: int) -> dict[str, Any]:
-    sdk = _SDK()
+    sdk = _OTel()
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(tmp) / "trace.jsonl"
         files: list[JsonLinesTracePlugin] = []
@@ -199,7 +139,7 @@ def measure(runs: int) -> dict[str, Any]:
     figures["jsonl_dispatch_us"] = figures["noop_handlers_us"] - bare
     figures["tiny_lines_share_us"] = figures["tiny_lines_us"] - bare
     figures["records_per_iteration"] = _records() / ITERATIONS
-    figures["otel_sdk_us_per_span"] = sdk.us_per_span()
+    figures["otel_sdk_us_per_span"] = sdk.sdk_us_per_span()
     figures["otel_spans_per_iteration"] = sdk.spans_per_chat() / ITERATIONS
     figures["otel_plugin_share_loop_us"] = (
         figures["otel_sdk_us"]
@@ -214,8 +154,8 @@ def measure(runs: int) -> dict[str, Any]:
 def _setups(target: Path) -> dict[str, Setup]:
     return {
         "bare_us": None,
-        "otel_sdk_us": _SDK().use,
-        "otel_api_us": _api,
+        "otel_sdk_us": _OTel().use,
+        "otel_api_us": _OTel().use_noop,
         "jsonl_us": _jsonl,
         "jsonl_file_us": lambda agent: agent.use(JsonLinesTracePlugin(target)),
         "noop_handlers_us": _noop_handlers,
