@@ -18,10 +18,12 @@ run.html`` writes the page that shows them once the run ends (however it ends), 
 :mod:`hookloop.observe`). ``hookloop mcp serve module:attribute`` serves hookloop tools, or
 an agent's, to MCP clients.
 
-Every failure is one line on stderr (``--debug`` shows the traceback). Exit codes: 0 done
-(``mcp serve --http`` stopped by SIGTERM too);
-1 the run failed (the provider, a limit); 2 bad usage (arguments, a model that cannot be
-used); 130 interrupted.
+Every failure is one line on stderr (``--debug`` shows the traceback); a trace or page that
+cannot be written is one more line, and the answer and the exit code stay the run's. Exit
+codes: 0 done (``mcp serve --http`` stopped by SIGTERM too); 1 the run failed (the provider,
+a limit); 2 bad usage (arguments, a model that cannot be used); 130 interrupted; while
+recording a trace, 143 and 129 when SIGTERM or SIGHUP ended it (once the trace and the page
+were written).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import io
 import itertools
 import os
 import re
@@ -60,7 +63,7 @@ from ._trace import TracePlugin
 from .hooks._hooks import AfterModelCallContext
 from .models._base import Model, ModelSettings, TextDelta
 from .models._spec import model_from_spec
-from .observe import JsonLinesTracePlugin, read_trace, render_trace_page, write_trace_page
+from .observe import JsonLinesTracePlugin, write_trace_page
 
 if TYPE_CHECKING:
     from .mcp import MCPToolset, ToolSource
@@ -79,16 +82,33 @@ class _Usage(UsageError):
     """Bad arguments found after parsing (an empty prompt, an unknown tool choice)."""
 
 
+class _Terminated(Exception):
+    """SIGTERM or SIGHUP ended the command once what was recorded was written."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _printable(stream: TextIO) -> None:
+    """Text the stream's encoding cannot hold (a non-UTF-8 locale) is escaped, not fatal."""
+    if isinstance(stream, io.TextIOWrapper):
+        stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command with ``argv`` (``sys.argv[1:]`` by default); return the exit code."""
     args = _parser().parse_args(argv)
     _user_modules_importable()
+    _printable(sys.stdout)
     try:
-        code: int = asyncio.run(args.handler(args))
+        code: int = asyncio.run(_command(args))
         return code
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return EXIT_INTERRUPTED
+    except _Terminated as stop:
+        return 128 + stop.signum
     except (UsageError, ImportError) as exc:  # ImportError: a provider's extra is missing
         if args.debug:
             raise
@@ -105,6 +125,44 @@ def _user_modules_importable() -> None:
     """Let ``module:attribute`` arguments name modules of the current directory (``python -m``)."""
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+
+
+async def _command(args: argparse.Namespace) -> int:
+    """The command's handler; while it records a trace, SIGTERM and SIGHUP end it as Ctrl-C does.
+
+    The task is cancelled, so what was recorded is written on the way out; then the process
+    ends with 128 + the signal's number.
+    """
+    if not (getattr(args, "trace_file", None) or getattr(args, "trace_html", None)):
+        code: int = await args.handler(args)
+        return code
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    received: list[int] = []
+
+    def stop(signum: int) -> None:
+        if not received and task is not None:
+            received.append(signum)
+            task.cancel()
+
+    installed = []
+    for signum in _TERMINATIONS:
+        with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
+            loop.add_signal_handler(signum, stop, signum)
+            installed.append(signum)
+    try:
+        done: int = await args.handler(args)
+    except asyncio.CancelledError:
+        if not received:
+            raise
+        raise _Terminated(received[0]) from None
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+    return done
+
+
+_TERMINATIONS = (signal.SIGTERM, signal.SIGHUP)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -603,6 +661,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
     _check_numbers(args)
+    _check_trace_targets(args.trace_file, getattr(args, "trace_html", None))
     default = [] if args.mcp else ["calculator"]
     tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or default]
     model = model_from_spec(args.model, api_key_env=args.api_key_env)
@@ -663,33 +722,109 @@ async def _assemble(
 
 @contextlib.contextmanager
 def _recording(args: argparse.Namespace, agent: Agent) -> Iterator[None]:
-    """``--trace-file`` / ``--trace-html``: record the events; write the page at the end."""
+    """``--trace-file`` / ``--trace-html``: record the events; write the page at the end.
+
+    However the command ends (done, failed, Ctrl-C, SIGTERM, SIGHUP), what was recorded is
+    written; a trace or page that cannot be written is one line on stderr and changes
+    neither the answer nor the exit code.
+    """
     html: str | None = getattr(args, "trace_html", None)
     if not (args.trace_file or html):
         yield
         return
-    lines: list[str] = []
-    try:
-        if html:
-            Path(html).write_text("", encoding="utf-8")  # unwritable: say so before the run
-        plugin = JsonLinesTracePlugin(args.trace_file or lines.append)
-    except OSError as exc:
-        raise _Usage(f"cannot write the trace: {exc}") from exc
-    agent.use(plugin)
+    sink = _TraceSink(args.trace_file, html)
+    agent.use(JsonLinesTracePlugin(sink.write))
     try:
         yield
     finally:
-        plugin.close()
-        if html:
-            records = read_trace(args.trace_file) if args.trace_file else read_trace(lines)
-            page = Path(html)
-            page.write_text(render_trace_page(records, title=f"hookloop run: {agent.name}"))
-            print(f"trace page: open {page.resolve().as_uri()} in a browser", file=sys.stderr)
+        for problem in sink.close(title=f"hookloop run: {agent.name}"):
+            print(f"hookloop: {problem}", file=sys.stderr)
+
+
+class _TraceSink:
+    """Where the records go: the ``--trace-file`` as they come, and the page's lines.
+
+    Both files are checked before the run: the trace file is opened (an unwritable one is
+    refused before anything else is touched), the page is only tried (appended to, so an
+    earlier page stays whole until the new one replaces it).
+    """
+
+    def __init__(self, trace_file: str | None, page: str | None) -> None:
+        _check_trace_targets(trace_file, page)
+        self.page = page
+        self.lines: list[str] | None = [] if page else None
+        self.failure: OSError | None = None
+        try:
+            self.file = open(trace_file, "w", encoding="utf-8") if trace_file else None  # noqa: SIM115
+        except OSError as exc:
+            raise _Usage(f"cannot write the trace: {exc}") from exc
+
+    def write(self, line: str) -> None:
+        if self.lines is not None:
+            self.lines.append(line)
+        if self.file is not None and self.failure is None:
+            try:
+                self.file.write(line + "\n")
+            except OSError as exc:
+                self.failure = exc
+
+    def close(self, *, title: str) -> list[str]:
+        """Flush the trace file, write the page; what could not be written, as lines."""
+        problems: list[str] = []
+        if self.file is not None:
+            try:
+                self.file.close()
+            except OSError as exc:
+                self.failure = self.failure or exc
+            if self.failure is not None:
+                problems.append(f"the trace could not be written: {self.failure}")
+        if self.page and self.lines is not None:
+            try:
+                page = write_trace_page(self.lines, self.page, title=title)
+            except Exception as exc:  # the run's outcome stands: say so, in one line
+                problems.append(f"the trace page could not be written: {_one_line(exc)}")
+            else:
+                print(f"trace page: open {page.resolve().as_uri()} in a browser", file=sys.stderr)
+        return problems
+
+
+def _check_trace_targets(trace_file: str | None, page: str | None) -> None:
+    """Refuse trace files that cannot be written, before anything is loaded or emptied.
+
+    Nothing is truncated here: each file is only opened to be appended to (and one that
+    did not exist is removed again).
+    """
+    if trace_file and page and _same_file(trace_file, page):
+        raise _Usage(f"--trace-file and --trace-html name the same file ({page})")
+    try:
+        for target in filter(None, (trace_file, page)):
+            _try_writing(Path(target))
+    except OSError as exc:
+        raise _Usage(f"cannot write the trace: {exc}") from exc
+
+
+def _same_file(first: str, second: str) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # one of them does not exist (yet): compare where they would be
+        return os.path.realpath(first) == os.path.realpath(second)
+
+
+def _try_writing(path: Path) -> None:
+    """Raise the OSError writing ``path`` would raise, leaving what it holds as it is."""
+    existed = path.exists()
+    with path.open("a", encoding="utf-8"):
+        pass
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 async def _trace_view(args: argparse.Namespace) -> int:
     source = Path(args.trace_file)
     output = Path(args.output) if args.output else source.with_suffix(".html")
+    if _same_file(str(source), str(output)):
+        how = "-o names" if args.output else "the default page (TRACE with .html) is"
+        raise _Usage(f"{how} the trace itself ({source}): name the page with -o FILE")
     try:
         page = write_trace_page(source, output)
     except OSError as exc:  # the page cannot be written (the trace's own errors are typed)

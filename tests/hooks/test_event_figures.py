@@ -198,3 +198,28 @@ async def test_the_trace_prints_the_figures() -> None:
         "    0.0 ms  on_backoff_wait      attempt 1 failed (RateLimitError): waiting 2s"
         " (Retry-After 2s)"
     ]
+
+
+async def test_a_window_that_left_messages_out_is_reported_when_a_compaction_rewrote_it() -> None:
+    # The window builds the request from the newest messages; a compaction attached to the
+    # same agent then summarises. The window's trim is still reported (issue 21 item 14).
+    answers = [f"Reply {i}. " + "words " * 30 for i in range(10)]
+    agent = Agent(ScriptedModel(answers, context_window=1000), retry=None)  # the window
+    for i in range(9):
+        await agent.chat(f"Fruit question {i}: {'apples and pears ' * 20}")
+    summarizer = ScriptedModel(["The user asked about fruit."], name="summarizer")
+    agent.use(Compaction(compact_threshold=0.5, keep_recent=0.2, summarizer=summarizer))
+    trims: list[TrimContext] = record(agent, "on_trim")
+    compactions: list[CompactionContext] = record(agent, "on_compaction")
+    summarised: list[int] = []
+    agent.add_hook("on_pre_compress", lambda ctx: summarised.append(len(ctx.messages)))
+
+    await agent.chat(f"Fruit question 9: {'apples and pears ' * 20}")
+
+    (trim,) = trims
+    (compaction,) = compactions
+    assert (trim.reason, trim.attempt, trim.messages_before) == ("window", 1, 19)
+    assert trim.messages_after == compaction.messages_before < 19
+    assert trim.tokens_after <= trim.budget < trim.tokens_before
+    assert compaction.tier == "summary"
+    assert summarised == [17]

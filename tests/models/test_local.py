@@ -147,6 +147,37 @@ async def test_what_can_you_do_is_not_answered_with_the_calculators_old_example(
     assert response.text
 
 
+async def test_input_tokens_count_the_request_as_sent_whatever_prompt_answered(
+    local_model: LocalModel,
+) -> None:
+    # An answer in words is written from a prompt without the tool guide, and an "auto"
+    # answer first decides from the prompt with it: the input tokens reported are those of
+    # the request as sent, tools included, as a forced call's are (its prompt adds the start
+    # of the call), never the smaller prompt's alone (issue 21 item 15: 38 for 172).
+    asked = (UserMessage(content="Hello! What can you do?"),)
+    tools = (calculator.definition, clock.definition)
+    forced = ProviderRequest(
+        model="local",
+        system=None,
+        messages=asked,
+        tools=tools,
+        settings=ModelSettings(tool_choice="calculator", max_tokens=8),
+    )
+    call = await local_model.request(forced)
+    assert call.usage is not None
+    for choice in ("none", "auto"):
+        request = dataclasses.replace(
+            forced, settings=ModelSettings(tool_choice=choice, max_tokens=8)
+        )
+        words = await local_model.request(request)
+        assert words.usage is not None
+        assert call.usage.input_tokens - 16 <= words.usage.input_tokens <= call.usage.input_tokens
+    bare = dataclasses.replace(forced, tools=(), settings=ModelSettings(max_tokens=8))
+    without = await local_model.request(bare)  # no tools: the prompt is the words' own
+    assert without.usage is not None
+    assert without.usage.input_tokens < call.usage.input_tokens - 100
+
+
 async def test_a_two_tool_agent_does_not_call_tools_until_max_iterations(
     local_model: LocalModel,
 ) -> None:

@@ -106,12 +106,15 @@ def busy_agent(clock: Clock, *, session_id: str = "s-busy") -> Agent:
     return agent
 
 
-def busy_run(*, content: bool = True) -> list[str]:
+def busy_run(*, content: bool = True, error_text: bool = True) -> list[str]:
     """The lines of the busy run's trace."""
     clock = Clock()
     out = io.StringIO()
     agent = busy_agent(clock)
-    agent.use(JsonLinesTracePlugin(out, content=content, clock=clock, wall=lambda: EPOCH + clock()))
+    wall = lambda: EPOCH + clock()  # noqa: E731
+    agent.use(
+        JsonLinesTracePlugin(out, content=content, error_text=error_text, clock=clock, wall=wall)
+    )
     assert agent.chat_sync(PROMPT).text == ANSWER
     return out.getvalue().splitlines()
 

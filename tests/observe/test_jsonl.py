@@ -6,31 +6,46 @@ import asyncio
 import dataclasses
 import io
 import json
-import re
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hookloop import Agent, ChatCancelledError, ToolCall, UsageError, UserMessage, hooks
+from hookloop import (
+    Agent,
+    ChatCancelledError,
+    ProviderRequest,
+    ProviderResponse,
+    ToolCall,
+    ToolMessage,
+    UsageError,
+    UserMessage,
+    dump_messages,
+    hooks,
+    tool,
+)
+from hookloop._tools import exception_text
+from hookloop.context._tokens import count_request, counter_for_model
 from hookloop.hooks._hooks import EVENT_TABLE, EventSpec, notify
 from hookloop.observe import (
     TRACE_FORMAT,
     JsonLinesTracePlugin,
     TraceFileError,
     read_trace,
-    render_trace_page,
+    write_trace_page,
 )
-from hookloop.testing import ScriptedModel, tool_call, tool_calls
+from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_call, tool_calls
 from tests.models._provider_server import ProviderServer, Reply
 from tests.observe._trace_runs import ANSWER, EPOCH, PROMPT, TASK, busy_run, compacted_run
 
 
 def records(lines: list[str]) -> list[dict[str, object]]:
-    return [json.loads(line) for line in lines]
+    """The records as read back: what a trace wrote once is put back where it was named."""
+    return read_trace(lines)
 
 
 def steps(lines: list[str]) -> list[tuple[object, ...]]:
@@ -95,7 +110,7 @@ async def test_a_row_added_to_the_event_table_later_is_recorded_without_a_change
     )
     assert records(lines) == [
         {
-            "v": 1,
+            "v": TRACE_FORMAT,
             "seq": 0,
             "t": 0.0,
             "ts": "2026-09-21T14:13:20.000Z",
@@ -270,16 +285,31 @@ def test_without_content_no_text_of_the_conversation_is_written() -> None:
     assert "scripted-large" in text
     assert "ToolExecutionError" in text
     assert "researcher" in text
-    # The figures of the new rows too, and the retry strategy's name; a reason is text.
+    # The figures of the new rows too, the retry strategy's name, and the wait's reason (an
+    # error type, as the error's own type is): content is left out, not what names things.
     wait = next(r for r in got if r["event"] == "on_backoff_wait")["data"]
     assert {key: value for key, value in wait.items() if key != "error"} == {  # type: ignore[union-attr]
         "iteration": 0,
         "attempt": 1,
         "seconds": 1.5,
-        "reason": {"chars": len("RateLimitError")},
+        "reason": "RateLimitError",
         "retry_after": 1.5,
         "strategy": "default-retry",
     }
+
+
+def test_without_content_a_trim_keeps_its_reason() -> None:
+    lines: list[str] = []
+    answers = [
+        f"Answer {i}, long enough to fill a small window, {'and more ' * 3}." for i in range(3)
+    ]
+    agent = Agent(ScriptedModel(answers, context_window=120), name="small")
+    agent.use(JsonLinesTracePlugin(lines.append, content=False))
+    for i in range(3):
+        agent.chat_sync(f"Question {i}: say something that takes room in the window.")
+    trims = [r["data"] for r in records(lines) if r["event"] == "on_trim"]
+    assert [trim["reason"] for trim in trims] == ["window"]  # type: ignore[index]
+    assert "Question" not in "\n".join(lines)
 
 
 def test_without_content_a_compaction_keeps_its_tier_and_figures() -> None:
@@ -371,10 +401,13 @@ def test_a_path_target_is_written_and_read_back(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ("{}\n", r"run\.jsonl, line 1: trace format None cannot be read; this hookloop reads 1$"),
         (
-            '{"v": 2}\n',
-            r"line 1: trace format 2 cannot be read; this hookloop reads 1 \(written by a newer",
+            "{}\n",
+            r"run\.jsonl, line 1: trace format None cannot be read; this hookloop reads 1 and 2$",
+        ),
+        (
+            '{"v": 3}\n',
+            r"line 1: trace format 3 cannot be read; this hookloop reads 1 and 2 \(written by a ",
         ),
         ('{"v": true}\n', "line 1: trace format True cannot be read"),
         ("\n[1]\n", "line 2: not a trace record"),
@@ -516,18 +549,269 @@ async def test_parallel_and_nested_sub_agents_name_the_tool_call_they_run_under(
         assert (r["chat"], r["parent"], r["path"]) == (chat, parent, path)
 
 
-_DATA = re.compile(r'<script type="application/json" id="trace-data">(.*?)</script>', re.S)
+# Every code point, the line and paragraph separators and lone surrogates above all.
+_SPECIAL = ["\u2028", "\u2029", "\x85", "\r", "\n", "\x0b", "\x1c", "\ud83d", "\ude00", "\x00"]
+anything = st.text(
+    st.one_of(st.sampled_from(_SPECIAL), st.characters(exclude_categories=())), min_size=1
+)
 
 
-@given(text=st.text(st.characters(codec="utf-8")), key=st.text(max_size=5))
-def test_the_page_inlines_any_record_text_so_that_it_reads_back_the_same(
-    text: str, key: str
+@tool
+def echo(text: str) -> str:
+    """Return the text."""
+    return text
+
+
+@tool
+def fail(text: str) -> str:
+    """Raise with the text."""
+    raise ValueError(text)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(texts=st.lists(anything, min_size=8, max_size=8))
+def test_any_text_in_any_recorded_field_reads_back_from_the_file(
+    tmp_path: Path, texts: list[str]
 ) -> None:
-    record = {"v": 1, "seq": 0, "t": 0.0, "event": "x", "agent": "a", "chat": None,
-              "data": {key: text, "url": "https://example.com/</script><b>&"}}  # fmt: skip
-    page = render_trace_page([record])
-    (data,) = _DATA.findall(page)
-    assert json.loads(data) == [record]
-    assert "</" not in data
-    assert "://" not in page
-    assert "<" not in data
+    system, prompt, answer, label, session, model_name, argument, error = texts
+    prompt = prompt if prompt.strip() else f"?{prompt}"  # a blank prompt is refused
+    system = system if system.strip() else f"?{system}"  # a blank system prompt is none
+    calls = tool_calls(
+        ToolCall(name="echo", arguments=json.dumps({"text": argument}), id="e1"),
+        ToolCall(name="fail", arguments=json.dumps({"text": error}), id="f1"),
+    )
+    model = ScriptedModel([calls, answer], name=model_name)
+    agent = Agent(model, name="a", session_id=session, system_prompt=system, tools=[echo, fail])
+
+    def hook(ctx: object) -> None:
+        return None
+
+    hook.__qualname__ = label  # a handler's label is recorded too
+    agent.add_hook("pre_tool_call", hook)
+    errors: list[Exception] = []
+    agent.add_hook("on_tool_call_error", lambda ctx: errors.append(ctx.error))
+    path = tmp_path / "any.jsonl"
+    with JsonLinesTracePlugin(path) as plugin:
+        agent.use(plugin)
+        agent.chat_sync(prompt)
+    got = read_trace(path)
+    assert path.read_bytes().decode("utf-8").count("\n") == len(got)  # one line per record
+    start = got[0]
+    assert start["session"] == session
+    assert start["data"]["message"]["content"] == prompt
+    request = next(r for r in got if r["event"] == "pre_request")["data"]["request"]
+    assert (request["system"], request["model"]) == (system, model_name)
+    before = next(r for r in got if r["event"] == "pre_tool_call" and r["stage"] == "before")
+    assert before["hooks"] == [label]
+    # What the tools made of the text (a lone surrogate may not be valid JSON arguments):
+    # every message as the history holds it, every error as the hooks saw it.
+    said = [r["data"]["message"] for r in got if r["event"] == "on_message"]
+    assert said == dump_messages(agent.history.messages)
+    failed = [
+        r["data"]["error"]["text"]
+        for r in got
+        if r["event"] == "on_tool_call_error" and r["stage"] == "before"
+    ]
+    assert failed == [exception_text(e) for e in errors]
+    calls = [
+        r["data"]["call"] for r in got if r["event"] == "pre_tool_call" and r["stage"] == "before"
+    ]
+    assert [json.loads(c["arguments"]) for c in calls] == [{"text": argument}, {"text": error}]
+    assert got[-1]["data"]["response"]["message"]["content"] == answer
+
+
+@tool
+def fetch(page: int) -> str:
+    """Fetch a page."""
+    return f"page {page}: " + "lorem ipsum dolor sit amet " * 37  # about 1 KB
+
+
+def fetching_agent(calls: int, seen: list[ProviderRequest] | None = None) -> Agent:
+    """One chat of ``calls`` tool calls, each result about 1 KB, then an answer."""
+
+    def answer(request: ProviderRequest) -> ProviderResponse:
+        if seen is not None:
+            seen.append(request)
+        done = sum(isinstance(m, ToolMessage) for m in request.messages)
+        if done == calls:
+            return text_response("done")
+        return tool_call("fetch", {"page": done}, id=f"c{done}")
+
+    model = FunctionModel(answer, context_window=10_000_000)
+    return Agent(model, tools=[fetch], max_iterations=calls + 1, retry=None, name="fetcher")
+
+
+def test_each_message_is_written_once_and_each_request_refers_to_them() -> None:
+    lines: list[str] = []
+    sent: list[ProviderRequest] = []
+    agent = fetching_agent(5, sent)
+    agent.use(JsonLinesTracePlugin(lines.append))
+    agent.chat_sync("fetch five pages")
+    text = "\n".join(lines)
+    for page in range(5):  # the tool's result, then its tool message: the same text, once
+        assert text.count(f"page {page}: lorem") == 1
+    assert text.count("fetch five pages") == 1
+    assert text.count("Fetch a page.") == 1  # the tool's definition, in the first request
+    raw = [json.loads(line) for line in lines]
+    last = next(r for r in reversed(raw) if r["event"] == "pre_request" and r["stage"] == "before")
+    last = last["data"]["request"]
+    assert last["messages"] == [{"$refs": ["m0", "m10"]}]  # 11 messages, one run
+    assert last["tools"] == [{"$ref": "t0"}]
+    # Read back, every request holds the messages the model was sent, in full.
+    requests = [
+        r["data"]["request"]
+        for r in read_trace(lines)
+        if r["event"] == "pre_request" and r["stage"] == "before"
+    ]
+    assert [r["messages"] for r in requests] == [dump_messages(r.messages) for r in sent]
+    assert all(r["tools"][0]["description"] == "Fetch a page." for r in requests)
+    counter = counter_for_model("function")  # each message counted once, the sums the same
+    assert [r["tokens"] for r in requests] == [count_request(r, counter=counter) for r in sent]
+
+
+def test_a_chat_of_500_tool_calls_is_a_few_megabytes_and_so_is_its_page(tmp_path: Path) -> None:
+    trace = tmp_path / "long.jsonl"
+    with JsonLinesTracePlugin(trace) as plugin:
+        agent = fetching_agent(500)
+        agent.use(plugin)
+        agent.chat_sync("fetch 500 pages")
+    size = trace.stat().st_size
+    assert 500 * 1_000 < size <= 5_000_000  # written whole once each: linear in the chat
+    tracemalloc.start()
+    try:
+        page = write_trace_page(trace, tmp_path / "long.html")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert page.stat().st_size <= 1.5 * size
+    assert peak <= size  # the page is written line by line, never whole in memory
+    records = read_trace(trace)
+    assert (
+        sum(r["event"] == "on_tool_call_result" and r["stage"] == "before" for r in records) == 500
+    )
+
+
+def test_a_trace_of_format_1_still_reads_and_shows(tmp_path: Path) -> None:
+    # Written by the hookloop before format 2: whole messages everywhere, no references; a
+    # key that starts with "$" is the data's own.
+    message = {"role": "user", "content": "Hi", "id": "u1"}
+    old = [
+        {"v": 1, "seq": 0, "t": 0.0, "ts": "2026-09-21T14:13:20.000Z", "event": "on_chat_start",
+         "stage": None, "of": None, "agent": "a", "session": "s", "chat": "c1",
+         "parent": None, "path": ["a"], "hooks": None, "data": {"message": message}},
+        {"v": 1, "seq": 1, "t": 0.0, "ts": "2026-09-21T14:13:20.000Z", "event": "on_memory_write",
+         "stage": None, "of": None, "agent": "a", "session": "s", "chat": "c1",
+         "parent": None, "path": ["a"], "hooks": None, "data": {"metadata": {"$ref": "x"}}},
+    ]  # fmt: skip
+    path = tmp_path / "old.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in old))
+    assert read_trace(path) == old
+    page = write_trace_page(path, tmp_path / "old.html").read_text(encoding="utf-8")
+    assert '"metadata": {"$ref": "x"}' in page  # the line as written
+
+
+def test_data_keys_that_look_like_references_read_back_as_they_were() -> None:
+    value = {"$ref": "m0", "$id": "m1", "$refs": ["m0", "m1"], "$$x": 1, "k": [{"$ref": "t0"}]}
+
+    @tool
+    def schema() -> dict[str, object]:
+        """Return a JSON schema."""
+        return value
+
+    lines: list[str] = []
+    agent = Agent(ScriptedModel([tool_call("schema", {}), "ok"]), tools=[schema])
+    agent.use(JsonLinesTracePlugin(lines.append))
+    agent.chat_sync("go")
+    result = next(r for r in read_trace(lines) if r["event"] == "on_tool_call_result")
+    assert result["data"]["result"] == value
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"message": {"$ref": "m3"}}, "line 1: refers to 'm3', which no earlier line wrote"),
+        ({"messages": [{"$refs": ["m0", "m2"]}]}, "line 1: refers to 'm0', which no earlier"),
+        ({"messages": [{"$refs": ["m2", "t4"]}]}, "line 1: 'm2' to 't4' is not a run"),
+        ({"message": {"$ref": 7}}, 'line 1: a reference is an id like "m7", got 7'),
+    ],
+)
+def test_a_reference_to_nothing_is_refused_naming_the_line(
+    tmp_path: Path, data: dict[str, object], message: str
+) -> None:
+    record = {"v": 2, "seq": 0, "t": 0.0, "event": "x", "agent": "a", "chat": None, "data": data}
+    path = tmp_path / "run.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    with pytest.raises(TraceFileError, match=message):
+        read_trace(path)
+    page = tmp_path / "run.html"
+    page.write_text("the page of an earlier run")
+    with pytest.raises(TraceFileError, match=message):
+        write_trace_page(path, page)
+    assert page.read_text() == "the page of an earlier run"  # checked before it is opened
+
+
+def test_two_agents_writing_one_file_number_what_they_write_apart() -> None:
+    lines: list[str] = []
+    a = Agent(ScriptedModel(["A."]), name="a")
+    b = Agent(ScriptedModel(["B."]), name="b")
+    a.use(JsonLinesTracePlugin(lines.append))
+    b.use(JsonLinesTracePlugin(lines.append))
+    a.chat_sync("to a")
+    b.chat_sync("to b")
+    ends = {
+        r["agent"]: r["data"]["response"]["message"]["content"]
+        for r in read_trace(lines)
+        if r["event"] == "on_chat_done"
+    }
+    assert ends == {"a": "A.", "b": "B."}
+    starts = {
+        r["agent"]: r["data"]["message"]["content"]
+        for r in read_trace(lines)
+        if r["event"] == "on_chat_start"
+    }
+    assert starts == {"a": "to a", "b": "to b"}
+
+
+def test_error_text_false_leaves_errors_texts_out_and_keeps_their_types() -> None:
+    kept = "\n".join(busy_run(content=False))
+    assert "division by zero" in kept  # errors' texts quote the conversation by default
+    lines = busy_run(content=False, error_text=False)
+    text = "\n".join(lines)
+    for said in ("division by zero", "slow down", "rm -rf", PROMPT, ANSWER):
+        assert said not in text
+    errors = [r["data"]["error"] for r in records(lines) if r["event"] == "on_backoff_wait"]
+    assert errors == [
+        {
+            "error_type": "RateLimitError",
+            "text": {"chars": len("slow down (status=429, retry_after=1.5s)")},
+            "status": 429,
+            "body": None,
+            "retry_after": 1.5,
+            "model": None,
+        }
+    ]
+
+
+def test_a_record_that_cannot_be_written_ends_the_recording_not_the_chat(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    written: list[str] = []
+
+    def disk_full(line: str) -> None:
+        if len(written) == 3:
+            raise OSError(28, "No space left on device")
+        written.append(line)
+
+    plugin = JsonLinesTracePlugin(disk_full)
+    agent = Agent(ScriptedModel(["Hello!", "Again."]))
+    agent.use(plugin)
+    assert agent.chat_sync("Hi").text == "Hello!"
+    assert agent.chat_sync("Hi again").text == "Again."
+    assert isinstance(plugin.failure, OSError)
+    assert len(written) == 3  # what came before the failure; nothing after it
+    warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert [r.getMessage() for r in warnings] == [
+        "the trace could not be written, recording stopped: [Errno 28] No space left on device"
+    ]

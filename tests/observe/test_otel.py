@@ -1023,3 +1023,85 @@ def test_the_current_span_is_untouched_outside_tools(otel: Telemetry) -> None:
     agent.chat_sync("1 + 2?")
 
     assert seen == ["-", "-", "-", "-"]  # user, assistant, tool result, answer
+
+
+class LazyServer(ScriptedModel):
+    """A model behind an HTTP API that starts on its first request (as ``LocalModel`` does):
+    before that it has no address."""
+
+    provider_name = "llama.cpp"
+
+    def __init__(self, answers: list[str]) -> None:
+        super().__init__(answers, name="local")
+        self.started = False
+
+    @property
+    def base_url(self) -> str | None:  # type: ignore[override]
+        return "http://127.0.0.1:8089/v1" if self.started else None
+
+    async def request(self, request: Any) -> ProviderResponse:
+        self.started = True
+        return await super().request(request)
+
+
+async def test_a_model_that_starts_on_its_first_call_is_a_client_with_its_server(
+    otel: Telemetry,
+) -> None:
+    agent = Agent(LazyServer(["Hi!", "Again."]), name="a")
+    agent.use(otel.plugin(environ={"OTEL_SEMCONV_STABILITY_OPT_IN": "gen_ai_latest_experimental"}))
+    await agent.chat("Hello")
+    await agent.chat("Hello again")
+    server = {"server.address": "127.0.0.1", "server.port": 8089}
+    calls = otel.named("chat local")
+    assert [s.kind for s in calls] == [SpanKind.CLIENT, SpanKind.CLIENT]
+    for span in [*calls, *otel.named("invoke_agent a")]:
+        assert {k: dict(span.attributes or {}).get(k) for k in server} == server
+        assert dict(span.attributes or {})["gen_ai.provider.name"] == "llama.cpp"
+    durations = otel.metrics()["gen_ai.client.operation.duration"]
+    assert [{k: a.get(k) for k in server} for a, _ in durations] == [server]
+
+
+async def test_capture_error_text_false_leaves_errors_texts_out_of_every_span(
+    otel: Telemetry,
+) -> None:
+    secret = "account 4711 of Mrs Smith"
+    calls = (ToolCall(name="boom", arguments=json.dumps({"a": secret}), id="c1"),)
+    model = ScriptedModel(
+        [
+            RateLimitError(f"slow down for {secret}", status=429),
+            ProviderResponse(tool_calls=calls, finish_reason="tool_calls"),
+            RuntimeError(f"the provider quoted {secret}"),
+        ]
+    )
+    clock = FakeClock()
+    agent = Agent(
+        model,
+        tools=[boom],
+        name="a",
+        retry=DefaultRetryStrategy(sleep=clock.sleep, clock=clock, backoff=NO_JITTER),
+    )
+    agent.use(otel.plugin(capture_error_text=False))
+
+    with pytest.raises(RuntimeError):
+        await agent.chat("go")
+
+    shown = repr(
+        [(s.name, s.attributes, s.status.description, [e.attributes for e in s.events])
+         for s in otel.spans()]
+    )  # fmt: skip
+    assert secret not in shown
+    failed = otel.one("execute_tool boom")  # its arguments were not valid: the error quotes them
+    assert (failed.status.description, dict(failed.attributes or {})["error.type"]) == (
+        "ToolValidationError",
+        "ToolValidationError",
+    )
+    invoke = otel.one("invoke_agent a")
+    assert invoke.status.description == "RuntimeError"
+    assert [(e.name, dict(e.attributes or {})) for e in invoke.events] == [
+        ("exception", {"exception.type": "RuntimeError"})
+    ]
+    first = otel.named("chat scripted")[0]
+    assert events(first)[0] == (
+        "hookloop.attempt_failed",
+        {"hookloop.attempt": 1, "error.type": "RateLimitError", "hookloop.retry": True},
+    )

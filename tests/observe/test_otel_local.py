@@ -1,14 +1,16 @@
 """One real run of the local model (llama.cpp serving SmolLM2-135M), traced end to end.
 
-The session's ``local_model`` (``tests/conftest.py``). The model is made to call
-the calculator (``tool_choice``), reads the result back, then answers once more in a stream;
-the spans and metrics say so. The test asserts what is forced (the call, the grammar-valid
-arguments, the shapes), not the words the small model picks.
+A model of the test's own, not the session's ``local_model``: its first request starts it, as
+a user's does. The model is made to call the calculator (``tool_choice``), reads the result
+back, then answers once more in a stream; the spans and metrics say so. The test asserts
+what is forced (the call, the grammar-valid arguments, the shapes), not the words the small
+model picks.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -24,8 +26,16 @@ from hookloop.models._local import LocalModel
 from hookloop.observe import OpenTelemetryPlugin
 
 
+@pytest.fixture
+async def unstarted_model() -> AsyncIterator[LocalModel]:
+    """A local model of the test's own, started by its first request, as users meet it."""
+    model = LocalModel(context_window=1024)
+    yield model
+    await model.aclose()
+
+
 async def test_a_streamed_local_chat_with_a_tool_is_traced_end_to_end(
-    local_model: LocalModel,
+    unstarted_model: LocalModel,
 ) -> None:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
@@ -33,7 +43,7 @@ async def test_a_streamed_local_chat_with_a_tool_is_traced_end_to_end(
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
     agent = Agent(
-        local_model,
+        unstarted_model,
         tools=[calculator],
         name="calc",
         settings=ModelSettings(tool_choice="calculator", max_tokens=60),
@@ -72,18 +82,26 @@ async def test_a_streamed_local_chat_with_a_tool_is_traced_end_to_end(
     for attributes in streamed:
         assert attributes["gen_ai.request.stream"] is True
         assert attributes["gen_ai.response.time_to_first_chunk"] > 0
-    port = int(local_model.base_url.rsplit(":", 1)[1].split("/")[0])  # type: ignore[union-attr]
-    for chat in (first, second):
+    port = int(unstarted_model.base_url.rsplit(":", 1)[1].split("/")[0])  # type: ignore[union-attr]
+    # The first call started the server: a CLIENT with its server all the same, and so is
+    # the chat that made it.
+    for chat in (first, second, spans[0]):
         attributes = dict(chat.attributes or {})
-        assert chat.kind == SpanKind.CLIENT
         assert (
             attributes["gen_ai.provider.name"],
             attributes["server.address"],
             attributes["server.port"],
         ) == ("llama.cpp", "127.0.0.1", port)
-        assert attributes["gen_ai.response.id"].startswith("chatcmpl-")
         assert attributes["gen_ai.usage.input_tokens"] > 0
         assert attributes["gen_ai.usage.output_tokens"] > 0
+    for chat in (first, second):
+        attributes = dict(chat.attributes or {})
+        assert chat.kind == SpanKind.CLIENT
+        assert attributes["gen_ai.response.id"].startswith("chatcmpl-")
+    # The answer in words was written from a prompt without the tool guide; the tokens in
+    # are still those of what was sent: the first request and a call and its result more.
+    tokens = [dict(c.attributes or {})["gen_ai.usage.input_tokens"] for c in (first, second)]
+    assert tokens[1] >= tokens[0] - 16, tokens
     assert dict(first.attributes or {})["gen_ai.response.finish_reasons"] == ("tool_calls",)
     tool_attributes = dict(tool_span.attributes or {})
     arguments = json.loads(tool_attributes["gen_ai.tool.call.arguments"])  # grammar-valid

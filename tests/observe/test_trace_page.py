@@ -27,6 +27,7 @@ import pytest
 from hookloop import Agent, ContextOverflowError, FirstChunkContext
 from hookloop._cli import main
 from hookloop._toolbox import calculator
+from hookloop.context import Compaction
 from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
 from hookloop.testing import ScriptedModel
 from tests.models._provider_server import ProviderServer, Reply
@@ -437,7 +438,8 @@ def test_a_compaction_is_a_context_row_with_the_messages_it_summarised(
     assert rows[-3].startswith("chat long Fruit question 4: ")
     assert rows[-2:] == [
         "model call 1 scripted",
-        "context old turns summarised: 9 → 5 messages, 707 → 308 tokens",  # from on_compaction
+        # from on_compaction, with how many stored messages the summary replaced
+        "context old turns summarised (5 stored messages): 9 → 5 messages, 707 → 308 tokens",
     ]
     assert [row for row in rows if row.startswith("context")] == [rows[-1]]
     row = page.page.locator("[role=treeitem].k-context > .row")
@@ -454,8 +456,38 @@ def test_a_compaction_is_a_context_row_with_the_messages_it_summarised(
         "context window": "1000 tokens",
     }
     # on_pre_compress fires once the summary is committed, after on_compaction: it joins it.
-    assert page.page.locator("#details h3").all_inner_texts() == ["NEWLY LEFT OUT (5 MESSAGES)"]
+    assert page.page.locator("#details h3").all_inner_texts() == ["SUMMARISED (5 MESSAGES)"]
     assert page.page.locator("#details summary").inner_text() == "Records (2)"
+
+
+def windowed_then_compacted_run() -> list[str]:
+    """Nine chats a window trims, then a compaction attached summarises in the tenth."""
+    lines: list[str] = []
+    answers = [f"Reply {i}. " + "words " * 30 for i in range(10)]
+    agent = Agent(ScriptedModel(answers, context_window=1000), name="long", retry=None)
+    agent.use(JsonLinesTracePlugin(lines.append))
+    for i in range(9):
+        agent.chat_sync(f"Fruit question {i}: {'apples and pears ' * 20}")
+    summarizer = ScriptedModel(["The user asked about fruit."], name="summarizer")
+    agent.use(Compaction(compact_threshold=0.5, keep_recent=0.2, summarizer=summarizer))
+    agent.chat_sync(f"Fruit question 9: {'apples and pears ' * 20}")
+    return lines
+
+
+def test_a_window_and_a_summary_in_one_request_each_say_what_they_did(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(page_of(tmp_path, off_the_loop(windowed_then_compacted_run)))
+    rows = page.rows()
+    assert rows[-3:] == [
+        "model call 1 scripted",
+        "context old turns summarised (17 stored messages): 9 → 3 messages, 681 → 170 tokens",
+        "context trimmed: 19 → 9 messages, 1408 → 678 tokens",  # the window, reported too
+    ]
+    page.page.locator(".k-context .head", has_text="summarised").last.click()
+    assert page.page.locator("#details h3").all_inner_texts() == ["SUMMARISED (17 MESSAGES)"]
+    page.page.locator(".k-context .head", has_text="trimmed: 19").click()
+    assert page.page.locator("#details h3").all_inner_texts() == []
 
 
 def streamed_run() -> list[str]:

@@ -287,20 +287,17 @@ class SlidingWindow:
                 going = lists[0][state.announced : state.sent_start] if lists else ()
                 state.announced = state.sent_start
                 _report(ctx, self._first_time(going, ()))
-            if state.sent_start and ON_TRIM in agent.hooks.handlers:
-                lists = history._checked_lists()
-                older = lists[0][: state.sent_start] if lists else ()
-                await report_trim(
-                    agent,
-                    iteration=ctx.iteration,
-                    attempt=ctx.attempt,
-                    reason="window",
-                    before=(*older, *messages),
-                    after=messages,
-                    budget=state.room,
-                    window=_window(ctx.model, self.max_tokens),
-                )
+            await self._report_window(ctx, state)
             return None
+        if (
+            ctx.attempt == 1
+            and state is not None
+            and state.room is not None
+            and messages is not state.sent
+        ):
+            # A handler before this one (a compaction) rewrote the request the window built:
+            # what the window left out of it is reported all the same.
+            await self._report_window(ctx, state)
         if budget is None:
             budget = self._budget(request, ctx.model)
             overhead = count_overhead(request, counter=counter)
@@ -334,6 +331,24 @@ class SlidingWindow:
             window=budget.window,
         )
         return dataclasses.replace(request, messages=kept)
+
+    async def _report_window(self, ctx: PreRequestContext, state: _Window) -> None:
+        """``on_trim`` for the stored messages the window left out of this request."""
+        agent = self._require_agent()
+        if not state.sent_start or ON_TRIM not in agent.hooks.handlers:
+            return
+        lists = agent.history._checked_lists()
+        older = lists[0][: state.sent_start] if lists else ()
+        await report_trim(
+            agent,
+            iteration=ctx.iteration,
+            attempt=ctx.attempt,
+            reason="window",
+            before=(*older, *state.sent),
+            after=state.sent,
+            budget=state.room if state.room is not None else 0,
+            window=_window(ctx.model, self.max_tokens),
+        )
 
     def _widen(
         self, history: ChatHistory, messages: tuple[Message, ...]

@@ -26,6 +26,11 @@ talks about the tools instead of answering. One tool call per answer. A text ans
 as ``response_format={"type": "json_object", "schema": ...}`` is generated under the schema's
 grammar, its start prefilled as a call's arguments are.
 
+Usage: the input tokens an answer reports are those of the request as sent, its tools listed
+(the prompt with the tool guide), also for an answer in words written from the smaller prompt
+without it, so that a context budget calibrated on them holds for the next request; the
+tokens a decision line generated count as output.
+
 Only the server process calls it (it needs ``llama-cpp-python``, imported when used).
 """
 
@@ -135,24 +140,49 @@ def handle(
         return _text_answer(completion, stream=stream, start=start)
 
     choice = _choice(tool_choice, offered)
-    if choice is None:
-        return text_answer()
     prompt = render(messages, offered)
+    if choice is None:
+        return _counted(text_answer(), llama, prompt if offered else "")
     function: _Json | None = choice if isinstance(choice, dict) else None
+    decided: _Json | None = None
     if function is None:
         # Asked to pick a line "Tool: NAME" or "Tool: none", a small model tells greetings
         # from sums; asked to pick "functions.NAME:" or "message:", it calls a tool for
         # nearly every first message (measured: 2 of 10 greetings answered in words).
         names = [f["name"] for f in offered] + (["none"] if choice == "auto" else [])
         options = " | ".join(json.dumps(f"{_DECIDE}{name}") for name in names)
-        decision = complete(prompt, grammar=_grammar(f"root ::= {options}"), limit=32)
-        picked = decision["choices"][0]["text"].removeprefix(_DECIDE)
+        decided = complete(prompt, grammar=_grammar(f"root ::= {options}"), limit=32)
+        picked = decided["choices"][0]["text"].removeprefix(_DECIDE)
         function = next((f for f in offered if f["name"] == picked), None)
     if function is None:  # "Tool: none"
-        return text_answer()
+        return _counted(text_answer(), llama, prompt, decided)
     start, grammar = _arguments_grammar(function.get("parameters"))
     completion = complete(f"{prompt}functions.{function['name']}:\n{start}", grammar=grammar)
-    return _tool_answer(function["name"], start, completion, stream=stream)
+    return _counted(
+        _tool_answer(function["name"], start, completion, stream=stream), llama, "", decided
+    )
+
+
+def _counted(
+    answer: _Json | Iterator[_Json], llama: Any, prompt: str, decided: _Json | None = None
+) -> _Json | Iterator[_Json]:
+    """``answer`` with the usage of the request as sent.
+
+    An answer in words is written from a prompt without the tool guide, which is smaller
+    than the request: its input tokens are those of ``prompt`` (the request with its tools)
+    when that is larger. The tokens a decision (``Tool: NAME``) generated count as output.
+    A stream carries no usage.
+    """
+    if not isinstance(answer, dict):
+        return answer
+    usage = dict(answer["usage"])
+    if prompt:
+        listed = len(llama.tokenize(prompt.encode("utf-8"), special=True))
+        usage["prompt_tokens"] = max(usage["prompt_tokens"], listed)
+    if decided is not None:
+        usage["completion_tokens"] += decided["usage"]["completion_tokens"]
+    usage["total_tokens"] = usage["prompt_tokens"] + usage["completion_tokens"]
+    return {**answer, "usage": usage}
 
 
 _SAMPLING = (

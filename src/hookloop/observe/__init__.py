@@ -7,9 +7,10 @@ per line; :func:`write_trace_page` turns such a file into one self-contained HTM
 ``hookloop trace view run.jsonl -o run.html`` does. See ``docs/observability.md``.
 """
 
-from ._jsonl import TRACE_FORMAT, JsonLinesTracePlugin, TraceFileError, read_trace
+from ._jsonl import JsonLinesTracePlugin
 from ._otel import OpenTelemetryPlugin
 from ._page import render_trace_page, write_trace_page
+from ._read import TRACE_FORMAT, TraceFileError, read_trace
 
 __all__ = [
     "TRACE_FORMAT",

@@ -1,27 +1,44 @@
-"""Any hook context as JSON-ready data, with or without the conversation's text.
+"""Any hook context as JSON text, with each message, request and tool definition written once.
 
 One walker serves every event: messages take the session codec's JSON form
-(:func:`~hookloop.dump_messages`), dataclasses become objects of their fields, a
-model its name and window, an exception its type and text, anything else what pydantic
-makes of it (or its ``repr``). So an event added to the table later is recorded without a
-change here.
+(:func:`~hookloop.dump_messages`), dataclasses become objects of their fields, a model its
+name and window, an exception its type and text, anything else what pydantic makes of it (or
+its ``repr``). So an event added to the table later is recorded without a change here.
 
-Without content capture, a string is kept only under a key that names something rather than
-says something (a role, an id, a tool's name, a model); any other string becomes
-``{"chars": n}``: its length, not its text. Unknown fields are thus left out by default.
+**Written once** (format 2 of the trace). The first time a message, a request, a model's
+answer or a tool definition is written it carries an ``"$id"`` (``"m7"``, ``"r3"``,
+``"a3"``, ``"t1"``: a kind and a number, counted per kind); wherever the same object comes
+again it is ``{"$ref": "m7"}``, and consecutive references in a list are one run,
+``{"$refs": ["m0", "m41"]}`` (m0 to m41). So a request that resends the whole conversation
+adds a few bytes, not the conversation, and a trace grows with the chat, not with its
+square. A long text (a tool's result, which is also its tool message's content) is written
+once too: ``{"$id": "s3", "$value": "..."}``, then ``{"$ref": "s3"}``. A key of the
+recorded data that starts with ``$`` is written with one more (``"$$ref"``), so no data is
+read as a reference.
+
+**Text.** Strings are written as JSON does, with U+2028, U+2029 and U+0085 escaped (readers
+that split lines on them still read one record per line) and, in a string holding a lone
+surrogate (half of an emoji a stream split), every non-ASCII character escaped: the line is
+always valid UTF-8. Without content capture, a string is kept only under a key that names
+something rather than says something (a role, an id, a tool's name, a model) or in a field
+that names one of a few values (a trim's reason, a wait's reason: an error type); any other
+string becomes ``{"chars": n}``: its length, not its text. Unknown fields are thus left out
+by default.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import pydantic_core
 
 from .._messages import (
     AssistantMessage,
+    Message,
     SystemMessage,
     ToolCall,
     ToolMessage,
@@ -29,10 +46,17 @@ from .._messages import (
     dump_messages,
 )
 from .._tools import Tool, exception_text
-from ..context._tokens import TokenCounter, count_request, counter_for_model
-from ..models._base import Model, ProviderRequest
+from ..context._tokens import TokenCounter, count_overhead, counter_for_model
+from ..hooks import BackoffWaitContext, TrimContext
+from ..models._base import (
+    Model,
+    ModelSettings,
+    ProviderRequest,
+    ProviderResponse,
+    ToolDefinition,
+)
 
-__all__ = ["IDENTIFYING_KEYS", "Encoder"]
+__all__ = ["IDENTIFYING_KEYS", "LONG_TEXT", "Encoder", "json_string"]
 
 _MESSAGES: Final = (UserMessage, AssistantMessage, ToolMessage, SystemMessage)
 
@@ -54,6 +78,7 @@ IDENTIFYING_KEYS: Final = frozenset(
         "path",
         "previous_session_id",
         "role",
+        "session_id",
         "source",
         "strategy",
         "tier",
@@ -65,98 +90,425 @@ IDENTIFYING_KEYS: Final = frozenset(
 )
 """Keys whose string values are kept without content capture: they name, not say."""
 
-JSON = Any  # what json.dumps takes: dict, list, str, int, float, bool, None
+_NAMING_FIELDS: Final[Mapping[type, frozenset[str]]] = {
+    TrimContext: frozenset({"reason"}),  # "window" or "overflow"
+    BackoffWaitContext: frozenset({"reason"}),  # the failed attempt's error type
+}
+"""Context fields that name one of a few values, kept without content capture too."""
+
+_RECENT_REQUESTS: Final = 16
+"""Requests and answers remembered for references: one model call's records name them a few
+times, and a request holds its whole conversation, so only the latest few are kept."""
+
+_encode_basestring: Callable[[str], str] = json.encoder.encode_basestring
+_encode_ascii: Callable[[str], str] = json.encoder.encode_basestring_ascii
+_SEPARATORS: Final = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"})
+
+
+def json_string(text: str) -> str:
+    r"""``text`` as a JSON string that is valid UTF-8 and holds no line separator.
+
+    Example:
+        >>> print(json_string("a\u2028b"))
+        "a\u2028b"
+    """
+    out = _encode_basestring(text)
+    if out.isascii():
+        return out
+    try:
+        out.encode()
+    except UnicodeEncodeError:  # a lone surrogate: escape everything that is not ASCII
+        return _encode_ascii(text)
+    return out.translate(_SEPARATORS)
+
+
+def _key(name: str) -> str:
+    """A key of recorded data as JSON; a ``$`` at its start is doubled (see the module)."""
+    return json_string("$" + name if name.startswith("$") else name)
 
 
 class Encoder:
-    """Turns context values into JSON-ready data.
+    """Turns context values into JSON text, writing each message, request and tool once.
+
+    One encoder serves one trace: the references it writes point at what it wrote before.
 
     Args:
         content: Keep the conversation's text (messages, tool arguments and results,
             prompts); without it, such strings become ``{"chars": n}``.
+        error_text: Keep errors' texts (an exception's message, a provider's error body),
+            which can quote the conversation; without it they become ``{"chars": n}`` and an
+            error is its type and its figures.
     """
 
-    __slots__ = ("_counters", "content")
+    __slots__ = (
+        "_by_type",
+        "_counters",
+        "_known",
+        "_messages",
+        "_names",
+        "_numbers",
+        "_plans",
+        "_recent",
+        "_sums",
+        "_texts",
+        "_versions",
+        "content",
+        "error_text",
+    )
 
-    def __init__(self, *, content: bool) -> None:
+    def __init__(self, *, content: bool, error_text: bool = True) -> None:
         self.content = content
+        self.error_text = error_text
         self._counters: dict[str, TokenCounter] = {}
-
-    def context(self, ctx: object) -> dict[str, JSON]:
-        """A hook context's fields, by name."""
-        return {
-            f.name: self.value(getattr(ctx, f.name), f.name)
-            for f in dataclasses.fields(ctx)  # type: ignore[arg-type]
+        self._numbers = {"m": 0, "r": 0, "a": 0, "t": 0, "s": 0}
+        # id(object) -> (object, reference): held, so that an id is never reused meanwhile.
+        self._known: dict[int, tuple[object, str, int]] = {}
+        self._recent: dict[int, tuple[object, str, int]] = {}  # requests, the latest few
+        # An equal object made anew (a message read back from a store): by message id.
+        self._versions: dict[str, list[tuple[object, str, int]]] = {}
+        self._messages: list[Message] = []  # by number
+        self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
+        self._plans: dict[type, tuple[tuple[str, str, bool], ...]] = {}
+        self._names: dict[int, tuple[object, object, str]] = {}
+        self._texts: dict[int, tuple[object, str]] = {}  # see _remembered
+        self._by_type: dict[type, Callable[[Any, str], str]] = {
+            type(None): lambda value, key: "null",
+            bool: _boolean,
+            int: _integer,
+            float: lambda value, key: _float(value),
+            tuple: self._sequence,
+            list: self._sequence,
+            dict: lambda value, key: self._mapping(value),
+            ToolCall: lambda call, key: self._remembered(call, self._call),
+            ModelSettings: lambda settings, key: self._remembered(settings, self._fields),
+            ProviderRequest: lambda value, key: self._interned(value, "r", self._request),
+            ProviderResponse: lambda value, key: self._interned(value, "a", self._fields),
+            ToolDefinition: lambda value, key: self._interned(value, "t", self._fields),
+            **{
+                kind: lambda value, key: self._interned(value, "m", self._message)
+                for kind in _MESSAGES
+            },
         }
 
-    def value(self, value: object, key: str = "") -> JSON:
-        """``value`` as JSON-ready data; ``key`` is the field or key it sits under."""
-        if value is None or isinstance(value, (bool, int)):
-            return value
-        if isinstance(value, float):
-            return value if math.isfinite(value) else repr(value)
-        if isinstance(value, str):
-            return self.text(value, key)
-        if isinstance(value, _MESSAGES):
-            return self.value(dump_messages((value,))[0], key)
-        if isinstance(value, ToolCall):
-            return self.value({"name": value.name, "id": value.id, "arguments": value.arguments})
-        if isinstance(value, BaseException):
-            return self._error(value)
-        if isinstance(value, Model):
-            return {
-                "class": type(value).__name__,
-                "name": value.name,
-                "window": value.context_window,
-            }
-        if isinstance(value, Tool):  # its definition is in the request; here, which one
-            return {"class": "Tool", "name": value.name}
-        if isinstance(value, ProviderRequest):
-            return {**self._fields(value), "tokens": self._tokens(value)}
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            return self._fields(value)
-        if isinstance(value, Mapping):
-            return {str(k): self.value(v, str(k)) for k, v in value.items()}
-        if isinstance(value, (list, tuple, set, frozenset)):
-            return [self.value(item, key) for item in value]
+    # -- contexts ------------------------------------------------------------------------
+
+    def context(self, ctx: object) -> str:
+        """A hook context's fields, by name, as a JSON object."""
+        plan = self._plans.get(type(ctx)) or self._plan(type(ctx))
+        return self._object(ctx, plan)
+
+    def changes(self, ctx: object, names: list[str]) -> str:
+        """``{"changed": [names], name: value, ...}``: the fields handlers changed."""
+        if not names:
+            return '{"changed":[]}'
+        plan = self._plans.get(type(ctx)) or self._plan(type(ctx))
+        changed = [p for p in plan if p[0] in names]
+        listed = ",".join(json_string(name) for name in sorted(names))
+        rest = self._object(ctx, changed)[1:]
+        return f'{{"changed":[{listed}]' + ("," + rest if changed else "}")
+
+    def _plan(self, cls: type) -> tuple[tuple[str, str, bool], ...]:
+        naming = _NAMING_FIELDS.get(cls, frozenset())
+        plan = tuple((f.name, _key(f.name), f.name in naming) for f in dataclasses.fields(cls))
+        self._plans[cls] = plan
+        return plan
+
+    def _object(self, value: object, plan: tuple[tuple[str, str, bool], ...] | list[Any]) -> str:
+        parts = []
+        for name, key, naming in plan:
+            field = getattr(value, name)
+            kind = type(field)
+            # The common scalars inline: a record is mostly these (bench/observe.py).
+            if field is None:
+                parts.append(f"{key}:null")
+            elif kind is int:
+                parts.append(f"{key}:{field}")
+            elif kind is bool:
+                parts.append(f"{key}:{'true' if field else 'false'}")
+            elif (
+                kind is str
+                and len(field) < LONG_TEXT
+                and (naming or self.content or name in IDENTIFYING_KEYS)
+            ):
+                parts.append(f"{key}:{json_string(field)}")
+            else:
+                parts.append(f"{key}:{self.value(field, name)}")
+        return "{" + ",".join(parts) + "}"
+
+    # -- values --------------------------------------------------------------------------
+
+    def value(self, value: object, key: str = "") -> str:
+        """``value`` as JSON text; ``key`` is the field or key it sits under."""
+        kind = type(value)
+        if kind is str:
+            return self.text(value, key)  # type: ignore[arg-type]
+        encode = self._by_type.get(kind)
+        if encode is None:
+            encode = self._by_type[kind] = self._encoder_of(kind)
+        return encode(value, key)
+
+    def _encoder_of(self, kind: type) -> Callable[[Any, str], str]:
+        """How values of ``kind`` are written: decided once per type."""
+        if issubclass(kind, bool):
+            return _boolean
+        if issubclass(kind, int):
+            return _integer
+        if issubclass(kind, float):
+            return lambda value, key: _float(float(value))
+        if issubclass(kind, str):
+            return lambda value, key: self.text(str(value), key)
+        if issubclass(kind, BaseException):
+            return lambda value, key: self._error(value)
+        if issubclass(kind, Model):
+            return lambda value, key: self._named(value, self._model)
+        if issubclass(kind, Tool):  # its definition is in the request; here, which one
+            return lambda value, key: self._named(value, _tool)
+        if dataclasses.is_dataclass(kind):
+            return lambda value, key: self._fields(value)
+        if issubclass(kind, Mapping):
+            return lambda value, key: self._mapping(value)
+        if issubclass(kind, (list, tuple, set, frozenset)):
+            return lambda value, key: self._sequence(list(value), key)
+        return self._any
+
+    def _any(self, value: object, key: str) -> str:
         name = getattr(value, "name", None)
-        if isinstance(name, str):  # a tool, a scope: named things
-            return {"class": type(value).__name__, "name": name}
+        if isinstance(name, str):  # a scope, a toolset: named things
+            return self._named(value, _named)
         return self.value(_jsonable(value), key)
 
-    def text(self, text: str, key: str) -> JSON:
-        """A string, or its length when it is content that is not captured."""
+    def _named(self, value: Any, make: Callable[[Any], str]) -> str:
+        """A model, a tool or a scope by its name (written again only when it changes)."""
+        known = self._names.get(id(value))
+        state = (value.name, getattr(value, "context_window", None))
+        if known is not None and known[0] is value and known[1] == state:
+            return known[2]
+        text = make(value)
+        self._names[id(value)] = (value, state, text)
+        return text
+
+    def _model(self, model: Model) -> str:
+        return (
+            f'{{"class":{json_string(type(model).__name__)},'
+            f'"name":{json_string(model.name)},"window":{self.value(model.context_window)}}}'
+        )
+
+    def text(self, text: str, key: str) -> str:
+        """A string, or its length when it is content that is not captured.
+
+        A long text is written once: a tool's result is also its tool message's content,
+        an answer also the chat's answer.
+        """
         if self.content or key in IDENTIFYING_KEYS:
-            return text
-        return {"chars": len(text)}
+            if len(text) < LONG_TEXT:
+                return json_string(text)
+            return self._interned(text, "s", _text_value)
+        return f'{{"chars":{len(text)}}}'
 
-    def _fields(self, value: object) -> dict[str, JSON]:
-        return {
-            f.name: self.value(getattr(value, f.name), f.name)
-            for f in dataclasses.fields(value)  # type: ignore[arg-type]
-        }
+    def _mapping(self, value: Mapping[Any, Any]) -> str:
+        parts = []
+        for k, v in value.items():
+            name = str(k)
+            parts.append(f"{_key(name)}:{self.value(v, name)}")
+        return "{" + ",".join(parts) + "}"
 
-    def _error(self, error: BaseException) -> dict[str, JSON]:
-        # The type and text always: a failure must be readable in any trace.
-        out: dict[str, JSON] = {"error_type": type(error).__name__, "text": exception_text(error)}
+    def _fields(self, value: object) -> str:
+        plan = self._plans.get(type(value)) or self._plan(type(value))
+        return self._object(value, plan)
+
+    def _error(self, error: BaseException) -> str:
+        # The type always: a failure must be readable in any trace. The text unless errors'
+        # texts are left out: it can quote the conversation (a tool's arguments).
+        text = exception_text(error)
+        said = json_string(text) if self.error_text else f'{{"chars":{len(text)}}}'
+        parts = [f'"error_type":{json_string(type(error).__name__)}', f'"text":{said}']
+        capture = self.content and self.error_text
         for name, field in vars(error).items():
-            if not name.startswith("_") and name not in ("message", "args") and _scalar(field):
-                out[name] = self.value(field, name)
-        return out
+            if name.startswith("_") or name in ("message", "args") or not _scalar(field):
+                continue
+            if isinstance(field, str) and not capture and name not in IDENTIFYING_KEYS:
+                parts.append(f'{_key(name)}:{{"chars":{len(field)}}}')
+            else:
+                parts.append(f"{_key(name)}:{self.value(field, name)}")
+        return "{" + ",".join(parts) + "}"
 
-    def _tokens(self, request: ProviderRequest) -> int:
-        """The request's size in tokens, as the context policies count it."""
+    # -- written once --------------------------------------------------------------------
+
+    def _interned(self, value: object, kind: str, body: Callable[[Any], str]) -> str:
+        found = self._reference(value)
+        if found is not None:
+            return f'{{"$ref":"{found[0]}{found[1]}"}}'
+        number = self._numbers[kind]
+        self._numbers[kind] = number + 1
+        entry = (value, kind, number)
+        if kind in _RECENT_KINDS:
+            recent = self._recent
+            if len(recent) >= _RECENT_REQUESTS:
+                del recent[next(iter(recent))]
+            recent[id(value)] = entry
+        else:
+            self._known[id(value)] = entry
+            if kind == "m":
+                self._messages.append(value)  # type: ignore[arg-type]
+            if kind != "s":  # a text is found by itself only, never by an equal one
+                self._versions.setdefault(_version_key(value), []).append(entry)
+        return f'{{"$id":"{kind}{number}",' + body(value)[1:]
+
+    def _reference(self, value: object) -> tuple[str, int] | None:
+        """The kind and number of ``value`` when it was written before (itself, or its equal)."""
+        entry = self._known.get(id(value)) or self._recent.get(id(value))
+        if entry is not None and entry[0] is value:
+            return entry[1], entry[2]
+        if type(value) in _BY_IDENTITY:
+            return None
+        for earlier, kind, number in self._versions.get(_version_key(value), ()):
+            if earlier == value:
+                return kind, number
+        return None
+
+    def _sequence(
+        self,
+        items: tuple[Any, ...] | list[Any],
+        key: str,
+        spans: list[tuple[int, int]] | None = None,
+    ) -> str:
+        """A list; consecutive references to written objects become one run.
+
+        ``spans``, when given, gets the message numbers the list holds, as runs.
+        """
+        parts: list[str] = []
+        run = ""  # the kind of the run being gathered ("m", "t"), or ""
+        first = last = 0
+        for item in items:
+            found = self._reference(item) if type(item) in _INTERNED else None
+            if found is not None:
+                kind, number = found
+                if kind == run and number == last + 1:
+                    last = number
+                    continue
+                if run:
+                    parts.append(_run(run, first, last, spans))
+                run, first, last = kind, number, number
+                continue
+            if run:
+                parts.append(_run(run, first, last, spans))
+                run = ""
+            parts.append(self.value(item, key))
+            if spans is not None and type(item) in _MESSAGES:
+                number = self._numbers["m"] - 1  # it was just written: the latest message
+                spans.append((number, number))
+        if run:
+            parts.append(_run(run, first, last, spans))
+        return "[" + ",".join(parts) + "]"
+
+    def _remembered(self, value: object, make: Callable[[Any], str]) -> str:
+        """The text of a frozen value, made once while it is among the latest few."""
+        known = self._texts.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        text = make(value)
+        texts = self._texts
+        if len(texts) >= _RECENT_TEXTS:
+            del texts[next(iter(texts))]
+        texts[id(value)] = (value, text)
+        return text
+
+    def _call(self, call: ToolCall) -> str:
+        return (
+            f'{{"name":{self.text(call.name, "name")},"id":{self.text(call.id, "id")},'
+            f'"arguments":{self.text(call.arguments, "arguments")}}}'
+        )
+
+    def _message(self, message: Any) -> str:
+        # The session codec's form (dump_messages): the role, then the fields in order. A
+        # message of text is written from its fields directly, as that form has them.
+        if type(message.content) is str:
+            plan = self._plans.get(type(message)) or self._plan(type(message))
+            return f'{{"role":{json_string(message.role)},' + self._object(message, plan)[1:]
+        return self._mapping(dump_messages((message,))[0])
+
+    def _request(self, request: ProviderRequest) -> str:
+        spans: list[tuple[int, int]] = []
+        parts = []
+        for name, key, _ in self._plans.get(ProviderRequest) or self._plan(ProviderRequest):
+            field = getattr(request, name)
+            if name == "messages":
+                parts.append(f"{key}:{self._sequence(field, name, spans)}")
+            else:
+                parts.append(f"{key}:{self.value(field, name)}")
+        parts.append(f'"tokens":{self._tokens(request, spans)}')
+        return "{" + ",".join(parts) + "}"
+
+    def _tokens(self, request: ProviderRequest, spans: list[tuple[int, int]]) -> int:
+        """The request's size in tokens, as the context policies count it.
+
+        Each message is counted once (per model's counter): a run of messages costs a
+        subtraction, so a long chat's requests are counted in time linear in the chat.
+        """
         counter = self._counters.get(request.model)
         if counter is None:
             counter = self._counters[request.model] = counter_for_model(request.model)
-        return count_request(request, counter=counter)
+        sums = self._sums.setdefault(request.model, [0])
+        total = count_overhead(request, counter=counter)
+        messages = self._messages
+        for first, last in spans:
+            while len(sums) <= last + 1:
+                sums.append(sums[-1] + counter.count_message(messages[len(sums) - 1]))
+            total += sums[last + 1] - sums[first]
+        return total
+
+
+_INTERNED: Final = frozenset({*_MESSAGES, ProviderRequest, ToolDefinition})
+_RECENT_KINDS: Final = frozenset({"r", "a"})  # requests and answers: remembered briefly
+_BY_IDENTITY: Final = frozenset({ProviderRequest, ProviderResponse, str})
+_RECENT_TEXTS: Final = 64  # tool calls and settings, whose text _remembered keeps
+LONG_TEXT: Final = 256
+"""Texts this long or longer are written once (``{"$id": "s3", "$value": text}``)."""
+
+
+def _text_value(text: str) -> str:
+    return f'{{"$value":{json_string(text)}}}'
+
+
+def _boolean(value: object, key: str) -> str:
+    return "true" if value else "false"
+
+
+def _integer(value: object, key: str) -> str:
+    return int.__repr__(int(value))  # type: ignore[call-overload]
+
+
+def _tool(tool: Tool) -> str:
+    return f'{{"class":"Tool","name":{json_string(tool.name)}}}'
+
+
+def _named(value: Any) -> str:
+    return f'{{"class":{json_string(type(value).__name__)},"name":{json_string(value.name)}}}'
+
+
+def _version_key(value: object) -> str:
+    if isinstance(value, ToolDefinition):
+        return "t:" + value.name
+    return "m:" + str(getattr(value, "id", ""))
+
+
+def _run(kind: str, first: int, last: int, spans: list[tuple[int, int]] | None) -> str:
+    if spans is not None and kind == "m":
+        spans.append((first, last))
+    if first == last:
+        return f'{{"$ref":"{kind}{first}"}}'
+    return f'{{"$refs":["{kind}{first}","{kind}{last}"]}}'
+
+
+def _float(value: float) -> str:
+    return float.__repr__(value) if math.isfinite(value) else json_string(repr(value))
 
 
 def _scalar(value: object) -> bool:
     return value is None or isinstance(value, (str, int, float, bool))
 
 
-def _jsonable(value: object) -> JSON:
+def _jsonable(value: object) -> Any:
     try:
         return pydantic_core.to_jsonable_python(value, fallback=_shown)
     except (ValueError, TypeError, pydantic_core.PydanticSerializationError):

@@ -2,21 +2,25 @@
 
 A record (format version :data:`TRACE_FORMAT`)::
 
-    {"v": 1, "seq": 7, "t": 0.0123, "ts": "2026-11-24T10:00:00.012Z",
+    {"v": 2, "seq": 7, "t": 0.0123, "ts": "2026-11-24T10:00:00.012Z",
      "event": "pre_tool_call", "stage": "before", "of": null, "agent": "assistant",
      "session": "session_…", "chat": "c1", "parent": null, "path": ["assistant"],
      "hooks": ["deny_rm"], "data": {...}}
 
-``data`` holds the event's context, field by field (:mod:`._encode`). Every row of the event
-table is recorded, whatever rows a later release adds. An event whose handlers may change
-something (an interceptor, or a row with settable fields) gives two records:
-``"stage": "before"`` as its handlers receive it (``hooks`` names them) and
-``"stage": "after"`` with the fields they changed (``of`` is the ``seq`` of its
-``before``); a missing ``after`` means a handler
+``data`` holds the event's context, field by field (:mod:`._encode`), each message, request
+and tool definition written once and referred to afterwards. Every row of the event table is
+recorded, whatever rows a later release adds. An event whose handlers may change something
+(an interceptor, or a row with settable fields) gives two records: ``"stage": "before"`` as
+its handlers receive it (``hooks`` names them) and ``"stage": "after"`` with the fields they
+changed (``of`` is the ``seq`` of its ``before``); a missing ``after`` means a handler
 stopped the chain (a short-circuit). The time between the two is the handlers' own (a retry
-strategy's backoff wait, say). A sub-agent's events arrive once its own handlers ran
-(one record, no stage), with ``path`` from this agent down and ``parent`` naming the chat
-and the tool call they run under.
+strategy's backoff wait, say). A sub-agent's events arrive once its own handlers ran (one
+record, no stage), with ``path`` from this agent down and ``parent`` naming the chat and the
+tool call they run under.
+
+Recording never changes the run: a record that cannot be written (a full disk, a closed
+stream, a function that raises) is logged once at WARNING, kept in
+:attr:`JsonLinesTracePlugin.failure`, and ends the recording, not the chat.
 """
 
 from __future__ import annotations
@@ -24,78 +28,58 @@ from __future__ import annotations
 import contextvars
 import io
 import itertools
-import json
+import logging
+import math
+import operator
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, cast
 
 from .._errors import UsageError
-from ..hooks._hooks import (
-    EVENT_TABLE,
-    ON_CHAT_ABORT,
-    ON_CHAT_DONE,
-    ON_CHAT_ERROR,
-    ON_CHAT_START,
-    ON_SUBAGENT_EVENT,
-    ON_TOOL_CALL_ERROR,
-    ON_TOOL_CALL_RESULT,
-    PRE_TOOL_CALL,
-    EventSpec,
-    Phase,
-    SubAgentEventContext,
-    attach_once,
-)
-from ..sessions._codec import json_text
-from ._encode import JSON, Encoder
+from ..hooks import EVENT_TABLE, EventSpec, Phase, SubAgentEventContext, attach_once
+from ._encode import Encoder, json_string
+from ._read import TRACE_FORMAT
 
 if TYPE_CHECKING:
     from .._agent import Agent
 
-__all__ = ["TRACE_FORMAT", "JsonLinesTracePlugin", "TraceFileError", "read_trace"]
+__all__ = ["JsonLinesTracePlugin"]
 
-TRACE_FORMAT: Final = 1
-"""The version of the record form (``"v"``); a reader refuses versions it does not know."""
+logger = logging.getLogger(__name__)
 
 _FIRST: Final = -Phase.FORWARD  # before every other handler, as FORWARD is after them all
-_ENDS: Final = frozenset({ON_CHAT_DONE, ON_CHAT_ABORT, ON_CHAT_ERROR})
-_TOOL_ENDS: Final = frozenset({ON_TOOL_CALL_RESULT, ON_TOOL_CALL_ERROR})
-_REQUIRED: Final = ("seq", "t", "event", "agent", "chat", "data")
-
-
-class TraceFileError(UsageError, ValueError):
-    """A file given as a trace is not one this hookloop can read.
-
-    Attributes:
-        path: The file.
-        line: The first line that cannot be read (1-based), or ``None`` for the whole file.
-    """
-
-    def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
-        where = f"{path}, line {line}" if line is not None else path
-        super().__init__(f"{where}: {message}")
-        self.path = path
-        self.line = line
+_ENDS: Final = frozenset({"on_chat_done", "on_chat_abort", "on_chat_error"})
+_TOOL_ENDS: Final = frozenset({"on_tool_call_result", "on_tool_call_error"})
+_BEFORE: Final = '"before"'
+_AFTER: Final = '"after"'
 
 
 class JsonLinesTracePlugin:
     """Writes every hook event of an agent (and its sub-agents) as one JSON line.
 
-    Its handlers observe: they never change anything. Use one per agent; ``close()`` (or
-    ``with``) closes a file the plugin opened.
+    Its handlers observe: they never change anything, and a record that cannot be written
+    ends the recording (see :attr:`failure`), not the chat. Use one per agent; ``close()``
+    (or ``with``) closes a file the plugin opened.
 
     Args:
-        target: A path (the file is created or truncated), a text stream, or a function
-            taking each line (without its newline).
+        target: A path (the file is created or truncated, and written as UTF-8), a text
+            stream, or a function taking each line (without its newline).
         content: Record the conversation's text (messages, prompts, tool arguments and
             results); without it, such text is recorded as its length only.
+        error_text: Record errors' texts (an exception's message, a tool's error, a
+            provider's error body). They can quote the conversation (a tool's error names
+            its arguments), so ``content=False`` alone does not leave them out; with
+            ``False`` an error is recorded as its type and figures, its texts as lengths.
         clock: Seconds, monotonic; ``t`` is measured from the first record.
         wall: Seconds since the epoch, for ``ts``.
 
+    Attributes:
+        failure: The error that ended the recording (a write that failed), or ``None``.
+
     Example:
-        >>> import io
+        >>> import io, json
         >>> from hookloop import Agent
         >>> from hookloop.testing import ScriptedModel
         >>> out = io.StringIO()
@@ -113,6 +97,7 @@ class JsonLinesTracePlugin:
         target: str | os.PathLike[str] | IO[str] | Callable[[str], object],
         *,
         content: bool = True,
+        error_text: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -130,8 +115,9 @@ class JsonLinesTracePlugin:
             raise UsageError(
                 f"a trace target is a path, a text stream or a function, got {target!r}"
             )
+        self.failure: Exception | None = None
         self._lines = self._stream is not None  # a stream gets the newline, a function not
-        self._encoder = Encoder(content=content)
+        self._encoder = Encoder(content=content, error_text=error_text)
         self._clock = clock
         self._wall = wall
         self._start: float | None = None
@@ -147,8 +133,15 @@ class JsonLinesTracePlugin:
         self._call: contextvars.ContextVar[str | None] = contextvars.ContextVar(
             "hookloop_trace_call", default=None
         )
-        self._parents: dict[str, dict[str, str | None]] = {}
-        self._pending: dict[int, tuple[object, dict[str, object], int]] = {}
+        self._parents: dict[str, str] = {}  # chat -> its "parent" as JSON
+        self._pending: dict[int, tuple[object, tuple[object, ...], int]] = {}
+        # What most records repeat, as JSON text: made again only when it changes.
+        self._texts: dict[str, tuple[object, str]] = {}
+        self._known_agent: tuple[str, str | None, str, str] | None = None
+        self._second = -1
+        self._prefix = ""
+        self._millisecond = -1
+        self._stamp = ""
 
     # -- attaching ---------------------------------------------------------------------
 
@@ -162,8 +155,8 @@ class JsonLinesTracePlugin:
             owner=self,
         )
         for event, spec in EVENT_TABLE.items():
-            if event == ON_SUBAGENT_EVENT:
-                self._add(agent, event, self._forwarder(), Phase.OBSERVE)
+            if event == "on_subagent_event":
+                self._add(agent, event, lambda ctx: self._forwarded(ctx), Phase.OBSERVE)
             elif (spec.kind == "interceptor" or spec.settable) and not spec.sync_only:
                 self._add(agent, event, self._before(spec), _FIRST)
                 self._add(agent, event, self._after(spec), Phase.OBSERVE)
@@ -177,10 +170,17 @@ class JsonLinesTracePlugin:
 
     def close(self) -> None:
         """Flush the records; close the file if the plugin opened it."""
-        if self._stream is not None and not self._stream.closed:
-            self._stream.flush()
-        if self._file is not None:
-            self._file.close()
+        try:
+            if self._stream is not None and not self._stream.closed:
+                self._stream.flush()
+        except Exception as exc:  # a full disk shows at the last flush
+            self._failed(exc)
+        finally:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except Exception as exc:
+                    self._failed(exc)
 
     def __enter__(self) -> JsonLinesTracePlugin:
         return self
@@ -192,165 +192,186 @@ class JsonLinesTracePlugin:
 
     def _observer(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
+        name = json_string(event)
 
         def record(ctx: Any) -> None:
-            if event == ON_CHAT_START:
+            if event == "on_chat_start":
                 self._chat.set(f"c{next(self._chats)}")
                 self._call.set(None)
-            self._emit(event, self._encoder.context(ctx))
+            self._emit(name, self._encoder.context(ctx))
             if event in _ENDS:
                 self._chat.set(None)
-                if self._stream is not None:
-                    self._stream.flush()
                 self._pending.clear()
+                self._flush()
 
         return record
 
     def _before(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        changeable = tuple(f for f in (spec.field, *spec.settable) if f)
+        name = json_string(event)
+        fields = _changeable(spec)
 
         def record(ctx: Any) -> None:
-            if event == PRE_TOOL_CALL:
+            if event == "pre_tool_call":
                 self._call.set(ctx.call.id)
-            assert self._agent is not None
-            hooks = [
-                h.label
-                for h in self._agent.hooks.handlers.get(event, ())
-                if id(h.fn) not in self._mine
-            ]
-            seq = self._emit(event, self._encoder.context(ctx), stage="before", hooks=hooks)
-            self._pending[id(ctx)] = (ctx, {f: getattr(ctx, f) for f in changeable}, seq)
+            seq = self._emit(name, self._encoder.context(ctx), _BEFORE, self._hooks(event))
+            self._pending[id(ctx)] = (ctx, fields(ctx), seq)
 
         return record
 
     def _after(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
+        name = json_string(event)
+        fields = _changeable(spec)
+        names = tuple(f for f in (spec.field, *spec.settable) if f)
 
         def record(ctx: Any) -> None:
-            _, before, seq = self._pending.pop(id(ctx), (None, {}, None))
-            changed = {
-                f: self._encoder.value(getattr(ctx, f), f)
-                for f, old in before.items()
-                if getattr(ctx, f) is not old
-            }
-            self._emit(event, {"changed": sorted(changed), **changed}, stage="after", of=seq)
+            entry = self._pending.pop(id(ctx), None)
+            changed: list[str] = []
+            of = "null"
+            if entry is not None:
+                of = str(entry[2])
+                changed = [
+                    f
+                    for f, new, old in zip(names, fields(ctx), entry[1], strict=True)
+                    if new is not old
+                ]
+            self._emit(name, self._encoder.changes(ctx, changed), _AFTER, of=of)
             if event in _TOOL_ENDS:
                 self._call.set(None)
 
         return record
 
-    def _forwarder(self) -> Callable[[SubAgentEventContext], None]:
-        return lambda ctx: self._forwarded(ctx)
-
     def _forwarded(self, ctx: SubAgentEventContext) -> None:
         event = ctx.event
-        if event == ON_CHAT_START:
-            parent = {"chat": self._chat.get(), "call": self._call.get()}
+        if event == "on_chat_start":
+            parent = f'{{"chat":{_json(self._chat.get())},"call":{_json(self._call.get())}}}'
             chat = f"c{next(self._chats)}"
             self._parents[chat] = parent
             self._chat.set(chat)
             self._call.set(None)
-        elif event == PRE_TOOL_CALL:
+        elif event == "pre_tool_call":
             self._call.set(getattr(getattr(ctx.context, "call", None), "id", None))
         elif event in _TOOL_ENDS:
             self._call.set(None)
-        data = self._encoder.context(ctx.context)
-        self._emit(event, data, path=ctx.path)
+        self._emit(json_string(event), self._encoder.context(ctx.context), path=ctx.path)
+
+    def _hooks(self, event: str) -> str:
+        """The other handlers of ``event``, in firing order, as a JSON list."""
+        assert self._agent is not None
+        handlers = self._agent.hooks.handlers.get(event, ())
+        known = self._texts.get(event)
+        if known is not None and known[0] is handlers:
+            return known[1]
+        labels = [json_string(h.label) for h in handlers if id(h.fn) not in self._mine]
+        text = "[" + ",".join(labels) + "]"
+        self._texts[event] = (handlers, text)
+        return text
 
     # -- writing -----------------------------------------------------------------------
 
     def _emit(
         self,
         event: str,
-        data: dict[str, JSON],
+        data: str,
+        stage: str = "null",
+        hooks: str = "null",
         *,
-        stage: str | None = None,
-        hooks: list[str] | None = None,
         path: tuple[str, ...] | None = None,
-        of: int | None = None,
+        of: str = "null",
     ) -> int:
-        """Write one record; returns its ``seq``."""
+        """Write one record (``event``, ``data`` and the rest as JSON text); its ``seq``."""
         agent = self._agent
         assert agent is not None
         now = self._clock()
         if self._start is None:
             self._start = now
-        chat = self._chat.get()
         seq = next(self._seq)
-        record: dict[str, JSON] = {
-            "v": TRACE_FORMAT,
-            "seq": seq,
-            "t": round(now - self._start, 6),
-            "ts": _timestamp(self._wall()),
-            "event": event,
-            "stage": stage,
-            "of": of,
-            "agent": path[-1] if path else agent.name,
-            "session": None if path else agent.session_id,
-            "chat": chat,
-            "parent": self._parents.get(chat) if chat else None,
-            "path": list(path) if path else [agent.name],
-            "hooks": hooks,
-            "data": data,
-        }
-        line = json_text(record)  # valid UTF-8 even when a stream split an emoji
-        self._write(line + "\n" if self._lines else line)
+        if self.failure is not None:
+            return seq
+        chat = self._chat.get()
+        if chat is None:
+            chat_text = parent = "null"
+        else:
+            chat_text = f'"{chat}"'
+            parent = self._parents.get(chat, "null")
+        if path:
+            who = f'"agent":{json_string(path[-1])},"session":null'
+            names = "[" + ",".join(map(json_string, path)) + "]"
+        else:
+            who, names = self._who(agent)
+        line = (
+            f'{{"v":{TRACE_FORMAT},"seq":{seq},"t":{_number(now - self._start)},'
+            f'"ts":"{self._timestamp(self._wall())}","event":{event},"stage":{stage},'
+            f'"of":{of},{who},"chat":{chat_text},"parent":{parent},"path":{names},'
+            f'"hooks":{hooks},"data":{data}}}'
+        )
+        try:
+            self._write(line + "\n" if self._lines else line)
+        except Exception as exc:
+            self._failed(exc)
         return seq
 
+    def _who(self, agent: Agent) -> tuple[str, str]:
+        """The traced agent's ``agent`` and ``session`` keys, and its ``path``, as JSON."""
+        name, session = agent.name, agent.session_id
+        known = self._known_agent
+        if known is not None and known[0] is name and known[1] is session:
+            return known[2], known[3]
+        who = f'"agent":{json_string(name)},"session":{_json(session)}'
+        names = f"[{json_string(name)}]"
+        self._known_agent = (name, session, who, names)
+        return who, names
 
-def _timestamp(seconds: float) -> str:
+    def _timestamp(self, seconds: float) -> str:
+        """UTC, ISO 8601 with milliseconds, as ``datetime`` makes it.
+
+        Made once per millisecond: most records of a busy run share theirs.
+        """
+        millisecond = int(seconds * 1000)
+        if millisecond == self._millisecond:
+            return self._stamp
+        fraction, whole = math.modf(seconds)
+        micro = round(fraction * 1e6)
+        if micro >= 1_000_000 or micro < 0:
+            stamp = _iso(seconds)
+        else:
+            if whole != self._second:
+                self._second = int(whole)
+                self._prefix = _iso(whole)[:-4]  # up to the seconds' dot
+            stamp = f"{self._prefix}{micro // 1000:03d}Z"
+        self._millisecond, self._stamp = millisecond, stamp
+        return stamp
+
+    def _flush(self) -> None:
+        if self._stream is not None and self.failure is None:
+            try:
+                self._stream.flush()
+            except Exception as exc:
+                self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        if self.failure is None:
+            self.failure = exc
+            logger.warning("the trace could not be written, recording stopped: %s", exc)
+
+
+def _changeable(spec: EventSpec) -> Callable[[Any], tuple[object, ...]]:
+    """The fields of ``spec``'s context its handlers may change, read as a tuple."""
+    names = tuple(f for f in (spec.field, *spec.settable) if f)
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        return lambda ctx: (one(ctx),)
+    return operator.attrgetter(*names)
+
+
+def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
-def read_trace(source: str | os.PathLike[str] | Iterable[str]) -> list[dict[str, Any]]:
-    """The records of a JSON-lines trace, in order.
-
-    Args:
-        source: A trace file's path, or its lines.
-
-    Raises:
-        TraceFileError: The file cannot be read, a line is not a record, or its format
-            version is not :data:`TRACE_FORMAT`.
-    """
-    name = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<trace>"
-    try:
-        lines = (
-            Path(source).read_text(encoding="utf-8").splitlines()
-            if isinstance(source, (str, os.PathLike))
-            else list(source)
-        )
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TraceFileError(f"cannot be read: {exc}", path=name) from exc
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise TraceFileError(f"not JSON: {exc}", path=name, line=number) from None
-        if not isinstance(record, dict):
-            raise TraceFileError("not a trace record (a JSON object)", path=name, line=number)
-        version = record.get("v")
-        if version != TRACE_FORMAT or isinstance(version, bool):
-            newer = " (written by a newer hookloop?)" if _newer(version) else ""
-            raise TraceFileError(
-                f"trace format {version!r} cannot be read; this hookloop reads "
-                f"{TRACE_FORMAT}{newer}",
-                path=name,
-                line=number,
-            )
-        missing = [key for key in _REQUIRED if key not in record]
-        if missing:
-            raise TraceFileError(
-                f"not a trace record: no {', '.join(missing)}", path=name, line=number
-            )
-        records.append(record)
-    if not records and lines:
-        raise TraceFileError("holds no trace records", path=name)
-    return records
+def _json(value: str | None) -> str:
+    return "null" if value is None else json_string(value)
 
 
-def _newer(version: object) -> bool:
-    return isinstance(version, int) and not isinstance(version, bool) and version > TRACE_FORMAT
+def _number(value: float) -> str:
+    return f"{value:.6f}" if math.isfinite(value) else "null"

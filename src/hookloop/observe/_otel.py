@@ -76,6 +76,8 @@ class _Call:
     failed: set[int] = field(default_factory=set)
     model: Model | None = None  # the model the span names
     error: Exception | None = None  # that of the last failed attempt
+    client: bool = False  # the span is a CLIENT's: its server.* are due
+    server: bool = False  # they are set (a model that starts on its first call has none)
 
 
 @dataclass(slots=True, eq=False)
@@ -98,6 +100,7 @@ class _Chat:
     tools: dict[str, _ToolRun] = field(default_factory=dict)
     asked: dict[str, ToolCall] = field(default_factory=dict)  # tool calls as the model made them
     model_known: bool = False
+    server_known: bool = False
     model: Model | None = None  # the model of the agent's last call
 
 
@@ -121,6 +124,11 @@ class OpenTelemetryPlugin:
             ``gen_ai.output.messages``, ``gen_ai.system_instructions``,
             ``gen_ai.tool.definitions``, tool arguments and results). ``None`` (the default)
             reads ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT``; off unless set.
+        capture_error_text: Record errors' texts: ``exception.message`` of a failed attempt
+            and of a failed chat (with its stack trace), and the ``Type: text`` descriptions
+            of failed spans. They can quote the conversation (a tool's error names its
+            arguments; a provider's error may quote the request), so content capture being
+            off does not leave them out; ``False`` does: errors then show their type only.
         environ: The environment to read the ``OTEL_*`` variables from (``os.environ``).
 
     Raises:
@@ -135,6 +143,7 @@ class OpenTelemetryPlugin:
         tracer_provider: TracerProvider | None = None,
         meter_provider: MeterProvider | None = None,
         capture_content: bool | None = None,
+        capture_error_text: bool = True,
         environ: Mapping[str, str] | None = None,
     ) -> None:
         by = type(self).__name__
@@ -145,6 +154,7 @@ class OpenTelemetryPlugin:
         self.capture_content = (
             g.content_from_environment(env) if capture_content is None else capture_content
         )
+        self.capture_error_text = capture_error_text
         self.latest = g.latest_conventions(env)
         version = hookloop.__version__
         self._tracer = self._trace.get_tracer("hookloop", version, tracer_provider)
@@ -230,7 +240,8 @@ class OpenTelemetryPlugin:
             f"invoke_agent {key[-1]}", kind=self._trace.SpanKind.INTERNAL, attributes=attributes
         )
         context = self._trace.set_span_in_context(span)
-        self._chats[key] = _Chat(span=span, context=context, model_known=known)
+        server = g.SERVER_ADDRESS in attributes
+        self._chats[key] = _Chat(span=span, context=context, model_known=known, server_known=server)
 
     def _chat_done(self, key: _Key, ctx: ChatDoneContext) -> None:
         chat = self._chats.get(key)
@@ -243,7 +254,7 @@ class OpenTelemetryPlugin:
         self._close(key, None, None, None)
 
     def _chat_error(self, key: _Key, ctx: ChatErrorContext) -> None:
-        self._close(key, "ERROR", f"{type(ctx.error).__name__}: {ctx.error}", ctx.error)
+        self._close(key, "ERROR", self._described(ctx.error), ctx.error)
 
     def _chat_abort(self, key: _Key, ctx: ChatAbortContext) -> None:
         reason = "" if ctx.reason is None else f": {ctx.reason}"
@@ -267,7 +278,10 @@ class OpenTelemetryPlugin:
             if call.span is not None or call.pending:
                 self._end_call(chat, call, status, description, error_type)
         if error is not None:
-            chat.span.record_exception(error)
+            if self.capture_error_text:
+                chat.span.record_exception(error)
+            else:  # the type only: the message and the traceback's last line say the text
+                chat.span.add_event("exception", {"exception.type": type(error).__name__})
         self._end(chat.span, status, description, error_type)
 
     # -- model calls -----------------------------------------------------------------------
@@ -301,11 +315,14 @@ class OpenTelemetryPlugin:
         call = self._current_call(chat)
         if call.span is not None:
             return call
-        client = model is not None and model.base_url is not None and not supplied
+        # A model behind an API is a client even before it has an address (LocalModel
+        # starts its server on the first request): its server.* come once it has one.
+        client = model is not None and not supplied and _remote(model)
         kind = self._trace.SpanKind.CLIENT if client else self._trace.SpanKind.INTERNAL
         name = model.name if model is not None else request.model
         call.attributes = {g.OPERATION: "chat", g.REQUEST_MODEL: name}
         call.model = model
+        call.client = client
         if model is not None:
             chat.model = model
             model_attributes = self._model_attributes(model)
@@ -316,6 +333,8 @@ class OpenTelemetryPlugin:
             if not chat.model_known:
                 chat.span.set_attributes(model_attributes)
                 chat.model_known = True
+                chat.server_known = g.SERVER_ADDRESS in model_attributes
+        call.server = g.SERVER_ADDRESS in call.attributes
         attributes = {**call.attributes, **g.request_attributes(request)}
         if stream:
             attributes[g.REQUEST_STREAM] = True
@@ -356,7 +375,7 @@ class OpenTelemetryPlugin:
             elif call.model is not None and ctx.model is not call.model:
                 # A fallback: the attempts so far failed on the model the span names; the
                 # call goes on under a span (and metrics) of the model it goes to now.
-                self._end_call(chat, call, *_failure(call.error))
+                self._end_call(chat, call, *self._failure(call.error))
         call = self._open(chat, ctx.model, ctx.request, stream=ctx.stream)
         call.attempt_started = time.monotonic()
 
@@ -377,23 +396,21 @@ class OpenTelemetryPlugin:
         self._attempt_failed(call, ctx.attempt, ctx.error, retry=ctx.retry)
         if not ctx.retry:
             chat.call = None
-            self._end_call(chat, call, *_failure(ctx.error))
+            self._end_call(chat, call, *self._failure(ctx.error))
 
     def _attempt_failed(self, call: _Call, attempt: int, error: Exception, *, retry: bool) -> None:
         call.error = error
         if attempt in call.failed:
             return
         call.failed.add(attempt)
-        self._event(
-            call,
-            "hookloop.attempt_failed",
-            {
-                "hookloop.attempt": attempt,
-                g.ERROR_TYPE: _error_type(error),
-                "exception.message": str(error),
-                "hookloop.retry": retry,
-            },
-        )
+        attributes: dict[str, Any] = {
+            "hookloop.attempt": attempt,
+            g.ERROR_TYPE: _error_type(error),
+            "hookloop.retry": retry,
+        }
+        if self.capture_error_text:
+            attributes["exception.message"] = str(error)
+        self._event(call, "hookloop.attempt_failed", attributes)
 
     def _backoff(self, key: _Key, ctx: BackoffWaitContext) -> None:
         chat = self._chats.get(key)
@@ -466,6 +483,8 @@ class OpenTelemetryPlugin:
     ) -> None:
         if chat.call is call:
             chat.call = None
+        if call.client and not call.server and call.span is not None and call.model is not None:
+            self._found_server(chat, call, call.model)
         if call.span is None:  # only pending events: a span for them, in the chat
             call.span = self._tracer.start_span(
                 "chat",
@@ -483,6 +502,18 @@ class OpenTelemetryPlugin:
                 else {**call.attributes, g.ERROR_TYPE: error_type}
             )
             self._duration.record(time.monotonic() - call.started, metric)
+
+    def _found_server(self, chat: _Chat, call: _Call, model: Model) -> None:
+        """``server.*`` of a model that had no address when its call began, now it has."""
+        server = g.server_attributes(model.base_url)
+        if not server or call.span is None:
+            return
+        call.span.set_attributes(server)
+        call.attributes.update(server)  # the call's metrics carry them too
+        call.server = True
+        if not chat.server_known:
+            chat.span.set_attributes(server)
+            chat.server_known = True
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -567,7 +598,7 @@ class OpenTelemetryPlugin:
         if error is None:
             self._end(run.span, None, None, None)
         else:
-            self._end(run.span, "ERROR", f"{type(error).__name__}: {error}", _error_type(error))
+            self._end(run.span, "ERROR", self._described(error), _error_type(error))
 
     def _detach(self, run: _ToolRun, task: asyncio.Task[Any] | None) -> None:
         # A token can only be reset in the context it was made in: the tool's task. A tool
@@ -578,6 +609,18 @@ class OpenTelemetryPlugin:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def _failure(self, error: Exception | None) -> tuple[str | None, str | None, str | None]:
+        """Status, description and ``error.type`` of a call that ended with ``error``."""
+        if error is None:
+            return None, None, None
+        return "ERROR", self._described(error), _error_type(error)
+
+    def _described(self, error: BaseException) -> str:
+        """A status's description: the error's type, and its text unless that is left out."""
+        if not self.capture_error_text:
+            return type(error).__name__
+        return f"{type(error).__name__}: {error}"
+
     def _end(
         self, span: Span, status: str | None, description: str | None, error_type: str | None
     ) -> None:
@@ -586,6 +629,11 @@ class OpenTelemetryPlugin:
                 span.set_attribute(g.ERROR_TYPE, error_type)
             span.set_status(self._trace.Status(self._trace.StatusCode.ERROR, description))
         span.end()
+
+
+def _remote(model: Model) -> bool:
+    """Whether the model answers from behind an API (a server, even one not started yet)."""
+    return model.base_url is not None or model.provider_name != Model.provider_name
 
 
 def _bound(method: Callable[[_Key, Any], None], key: _Key, event: str) -> Callable[[Any], None]:
@@ -605,13 +653,6 @@ def _figures(
         if value is not None:
             attributes[f"hookloop.{what}.{name}"] = value
     return attributes
-
-
-def _failure(error: Exception | None) -> tuple[str | None, str | None, str | None]:
-    """Status, description and ``error.type`` of a call that ended with ``error`` (or none)."""
-    if error is None:
-        return None, None, None
-    return "ERROR", f"{type(error).__name__}: {error}", _error_type(error)
 
 
 def _error_type(error: BaseException | None) -> str:

@@ -1,9 +1,53 @@
 "use strict";
 // Builds the timeline from the records inlined in #trace-data (hookloop's JSON-lines
-// trace, format 1). Every text goes in through textContent: the trace is data, never HTML.
+// trace, formats 1 and 2). Every text goes in through textContent: the trace is data, never
+// HTML.
 (function () {
   const started = performance.now();
+
+  // Format 2 writes what records share once: "$id" where it first appears (a long text as
+  // {"$id": id, "$value": text}), {"$ref": id} where it comes again, {"$refs": [first, last]} for a run of them in a list, a key of the
+  // data that starts with "$" with one more; ids count per traced agent (path[0]). Put back,
+  // each is one shared object. Format 1 records are as they were written.
+  function isRun(item) {
+    return item !== null && typeof item === "object" && !Array.isArray(item) &&
+      Object.keys(item).length === 1 && Array.isArray(item.$refs);
+  }
+  function resolve(value, shared) {
+    if (Array.isArray(value)) {
+      const out = [];
+      for (const item of value) {
+        if (!isRun(item)) { out.push(resolve(item, shared)); continue; }
+        const [first, last] = item.$refs;
+        for (let n = Number(first.slice(1)); n <= Number(last.slice(1)); n++) out.push(shared.get(first[0] + n));
+      }
+      return out;
+    }
+    if (value === null || typeof value !== "object") return value;
+    const keys = Object.keys(value);
+    if (keys.length === 1 && keys[0] === "$ref") return shared.get(value.$ref);
+    if (keys.length === 2 && typeof value.$id === "string" && "$value" in value) {
+      shared.set(value.$id, value.$value);  // a long text, written once
+      return value.$value;
+    }
+    const out = {};
+    for (const key of keys) {
+      if (key === "$id") continue;
+      // defineProperty: a key such as "__proto__" is data here, never the prototype.
+      Object.defineProperty(out, key.startsWith("$$") ? key.slice(1) : key,
+        { value: resolve(value[key], shared), enumerable: true, writable: true, configurable: true });
+    }
+    if (typeof value.$id === "string") shared.set(value.$id, out);
+    return out;
+  }
+  const scopes = new Map();
   const records = JSON.parse(document.getElementById("trace-data").textContent);
+  for (const r of records) {
+    if (r.v !== 2) continue;
+    const root = (r.path || [r.agent])[0];
+    if (!scopes.has(root)) scopes.set(root, new Map());
+    r.data = resolve(r.data, scopes.get(root));
+  }
   const end = records.reduce((most, r) => Math.max(most, r.t), 0);
   const span = end > 0 ? end : 1;
   const itemsById = new Map();
@@ -200,12 +244,16 @@
   // An on_pre_compress not followed at once by the on_trim or on_compaction that reports it:
   // the loop fires it once the policy's handler returned, so it follows the trim or
   // compaction of the same model call (a summary's messages go once the summary is
-  // committed), or it holds messages a policy of the user's own left out.
+  // committed: they join the summary, even when a window's trim came between), or it holds
+  // messages a policy of the user's own left out.
   function settle(chat) {
     const r = chat.leftOut;
     chat.leftOut = null;
-    const reported = chat.items.findLast((i) => i.kind === "context" && i.data);
-    if (reported && !reported.leftOut && reported.iteration === chat.iteration) {
+    const open = chat.items.filter((i) => i.kind === "context" && i.data && !i.leftOut &&
+      i.iteration === chat.iteration);
+    const reported = open.find((i) => i.what === "compaction" && i.data.tier === "summary") ||
+      open[open.length - 1];
+    if (reported) {
       reported.leftOut = r;
       reported.records.push(r);
       return;
@@ -360,9 +408,14 @@
       return { kind: "context", label: how + ": " + change,
         meta: ["budget " + d.budget + " tokens", window].filter(Boolean).join(" of a ") };
     }
-    const how = typeof d.tier === "string" ? TIERS[d.tier] || d.tier : "compacted";
+    let how = typeof d.tier === "string" ? TIERS[d.tier] || d.tier : "compacted";
+    // A summary replaces stored messages, some of which the request may not have held (a
+    // window left them out): how many is said, beside what the request went from and to.
+    const summarised = d.tier === "summary" && goingOf(item);
+    if (summarised) how += " (" + plural(summarised.length, "stored message") + ")";
     return { kind: "context", label: how + ": " + change, meta: window };
   }
+  function goingOf(item) { return item.leftOut && (item.leftOut.data || {}).messages; }
 
   function answerOf(response) {
     if (response.tool_calls && response.tool_calls.length)
@@ -561,8 +614,9 @@
           ["budget", d.budget !== undefined ? d.budget + " tokens" : ""],
           ["context window", typeof d.window === "number" ? d.window + " tokens" : ""]);
       }
-      const going = item.leftOut && (item.leftOut.data || {}).messages;
-      if (going) sections.push([(item.data ? "Newly left out" : "Left out") + " (" + plural(going.length, "message") + ")", messages(going)]);
+      const going = goingOf(item);
+      const title = !item.data ? "Left out" : d.tier === "summary" ? "Summarised" : "Newly left out";
+      if (going) sections.push([title + " (" + plural(going.length, "message") + ")", messages(going)]);
     } else if (item.kind === "event") {
       for (const r of item.records) for (const [k, v] of Object.entries(r.data || {})) pairs.push([k, text(v)]);
     }
