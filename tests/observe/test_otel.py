@@ -43,7 +43,7 @@ from hookloop.context import Compaction, SlidingWindow
 from hookloop.models._base import ProviderResponse
 from hookloop.observe import OpenTelemetryPlugin
 from hookloop.retry import Backoff, DefaultRetryStrategy, FallbackStrategy
-from hookloop.testing import ScriptedModel, ScriptStep, text_response, tool_call
+from hookloop.testing import FakeClock, ScriptedModel, ScriptStep, text_response, tool_call
 from tests.models._provider_server import (
     ProviderServer,
     Reply,
@@ -443,21 +443,6 @@ async def test_a_stream_that_fails_before_its_first_chunk_is_marked_as_a_stream(
 
 
 # --- retries --------------------------------------------------------------------------------
-
-
-class FakeClock:
-    """A monotonic clock that only moves when the strategy sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
 
 
 async def test_failed_attempts_and_backoff_waits_are_events_of_one_chat_span(

@@ -29,13 +29,12 @@ from hookloop._cli import main
 from hookloop._toolbox import calculator
 from hookloop.context import Compaction
 from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
-from hookloop.testing import ScriptedModel
+from hookloop.testing import FakeClock, ScriptedModel
 from tests.models._provider_server import ProviderServer, Reply
 from tests.observe._trace_runs import (
     ANSWER,
     PROMPT,
     TASK,
-    Clock,
     busy_run,
     compacted_run,
     many_events,
@@ -492,7 +491,7 @@ def test_a_window_and_a_summary_in_one_request_each_say_what_they_did(
 
 def streamed_run() -> list[str]:
     lines: list[str] = []
-    clock = Clock()
+    clock = FakeClock()
     agent = Agent(ScriptedModel(["Hello there!"]), name="streamer")
     agent.use(JsonLinesTracePlugin(lines.append, clock=clock))
 
