@@ -25,11 +25,8 @@ import contextlib
 import dataclasses
 import hashlib
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -64,12 +61,10 @@ from tests._approval_tools import (
     results,
     transfer,
 )
+from tests._processes import kill_at_stop
 from tests.sessions._backends import Backend
 
 ROOT = Path(__file__).resolve().parents[1]  # where ``tests`` is importable as a package
-
-
-GUARD = 120  # seconds a worker may take to reach its stop; only a failing test waits this long
 
 
 @pytest.fixture(autouse=True)
@@ -460,16 +455,7 @@ def resumed_and_killed(backend: Backend, decisions: str, stop: str, reached: Pat
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + GUARD
-    while not reached.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            _, errors = process.communicate()
-            pytest.fail(f"the worker never reached its stop: {errors}")
-        time.sleep(0.02)  # polling a file, not waiting for something to happen
-    os.kill(process.pid, signal.SIGKILL)
-    out, _ = process.communicate()
-    return out.splitlines()
+    return kill_at_stop(process, reached).splitlines()
 
 
 async def killed_while_resuming(

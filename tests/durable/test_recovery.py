@@ -9,8 +9,6 @@ every model call, tool run and hook; the history is compared with an uninterrupt
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -22,10 +20,10 @@ import pytest
 
 from hookloop import ToolResultLostError, dump_messages, load_messages
 from hookloop._errors import RESULT_LOST_TEXT
+from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT, open_store
 
 USAGE = {"input_tokens": 1110, "output_tokens": 6, "cached_input_tokens": 0, "reasoning_tokens": 0}
-GUARD = 120.0  # seconds: only a failure guard, never a timing assumption
 
 
 def spec(directory: Path, engine: str, sessions: dict[str, str], stop: str) -> str:
@@ -40,29 +38,6 @@ def start(arguments: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def finish(process: subprocess.Popen[str]) -> None:
-    try:
-        _, errors = process.communicate(timeout=GUARD)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, errors = process.communicate()
-        pytest.fail(f"the worker did not finish the turn: {errors}")
-    assert process.returncode == 0, errors
-
-
-def kill_at_stop(process: subprocess.Popen[str], reached: Path) -> None:
-    """Wait until the worker writes ``reached`` (it then waits for ever), and SIGKILL it."""
-    deadline = time.monotonic() + GUARD
-    while not reached.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            _, errors = process.communicate()
-            pytest.fail(f"the worker never reached its stop: {errors}")
-        time.sleep(0.02)
-    os.kill(process.pid, signal.SIGKILL)
-    process.communicate()
 
 
 def run_turn(directory: Path, engine: str, sessions: dict[str, str], stop: str) -> float:

@@ -15,7 +15,7 @@ from typing import Any
 
 from hookloop import dump_messages
 from hookloop.sessions import SQLiteSessionStore
-from tests.durable.test_recovery import finish, kill_at_stop
+from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT
 
 
