@@ -613,13 +613,12 @@ def test_bad_trace_arguments_are_one_line_and_exit_2(
 
 
 def test_a_failed_run_still_writes_its_page_showing_the_failure(
-    tmp_path: Path, open_page, capsys: pytest.CaptureFixture[str]
+    server: ProviderServer, tmp_path: Path, open_page, capsys: pytest.CaptureFixture[str]
 ) -> None:
     page_path = tmp_path / "failed.html"
-    with ProviderServer() as server:
-        server.add(Reply.json({"error": {"message": "Incorrect API key provided"}}, status=401))
-        argv = ["run", "--model", f"{server.url}/v1#m", "--trace-html", str(page_path), "Hi"]
-        assert off_the_loop(lambda: main(argv)) == 1
+    server.add(Reply.json({"error": {"message": "Incorrect API key provided"}}, status=401))
+    argv = ["run", "--model", f"{server.url}/v1#m", "--trace-html", str(page_path), "Hi"]
+    assert off_the_loop(lambda: main(argv)) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"trace page: open {page_path.as_uri()} in a browser\n")
     assert "hookloop: AuthenticationError: Incorrect API key provided" in err
