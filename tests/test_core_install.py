@@ -28,6 +28,10 @@ EXTRA_MESSAGES = {
 }
 
 
+# One xdist worker runs them all, so the environment is built once.
+pytestmark = pytest.mark.xdist_group("core_install")
+
+
 @pytest.fixture(scope="module")
 def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin`` directory of a fresh environment holding hookloop and its core only."""

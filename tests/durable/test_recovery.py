@@ -23,6 +23,9 @@ from hookloop._errors import RESULT_LOST_TEXT
 from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT, open_store
 
+# One xdist worker runs them all, so the uninterrupted baseline run is made once.
+pytestmark = pytest.mark.xdist_group("durable_recovery")
+
 USAGE = {"input_tokens": 1110, "output_tokens": 6, "cached_input_tokens": 0, "reasoning_tokens": 0}
 
 
