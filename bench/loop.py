@@ -59,7 +59,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.hooks._hooks import EVENTS
+from hookloop.hooks._events import EVENTS
 from hookloop.observe import OpenTelemetryPlugin
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 

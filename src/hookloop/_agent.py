@@ -50,15 +50,10 @@ from ._tools import Scope, ScopeRegistry, Tool, check_name
 from .context._history import ChatHistory, _check_message
 from .context._policies import SlidingWindow
 from .context._tokens import counter_for_model
-from .hooks._hooks import (
-    ON_SESSION_SWITCH,
-    Disposer,
-    HookHost,
-    HookRegistry,
-    Plugin,
-    SessionSwitchContext,
-    notify_reporting,
-)
+from .hooks._contexts import SessionSwitchContext
+from .hooks._dispatch import Disposer, HookRegistry, notify_reporting
+from .hooks._events import ON_SESSION_SWITCH
+from .hooks._host import HookHost, Plugin
 from .memory._attach import attach_memory
 from .memory._base import MemoryAction, MemoryEntry, MemoryStore, MemoryType
 from .memory._tool import memory_tool

@@ -35,17 +35,9 @@ from ._messages import UserMessage
 from ._run_context import NO_DEPS
 from ._slot import current_slot
 from ._tools import Tool
-from .hooks._hooks import (
-    EVENT_TABLE,
-    ON_DELEGATION,
-    ON_SUBAGENT_EVENT,
-    DelegationContext,
-    Disposer,
-    Phase,
-    SubAgentEventContext,
-    notify,
-    notify_reporting,
-)
+from .hooks._contexts import DelegationContext, SubAgentEventContext
+from .hooks._dispatch import Disposer, Phase, notify, notify_reporting
+from .hooks._events import EVENT_TABLE, ON_DELEGATION, ON_SUBAGENT_EVENT
 
 if TYPE_CHECKING:
     from ._agent import Agent

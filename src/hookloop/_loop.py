@@ -56,7 +56,29 @@ from ._tools import exception_text, serialize_result
 from .context._history import ChatHistory
 from .context._policies import SlidingWindow
 from .context._repair import repair
-from .hooks._hooks import (
+from .hooks._contexts import (
+    AfterModelCallContext,
+    ApprovalDecisionContext,
+    ApprovalRequestContext,
+    ChatAbortContext,
+    ChatDoneContext,
+    ChatErrorContext,
+    ChatStartContext,
+    FirstChunkContext,
+    HistoryReplacement,
+    MessageContext,
+    OutputReturn,
+    OutputValidationErrorContext,
+    PreCompressContext,
+    PreRequestContext,
+    PreToolCallContext,
+    ResponseContext,
+    ToolErrorContext,
+    ToolResultContext,
+    ToolReturn,
+)
+from .hooks._dispatch import Handler, collect_texts, notify, notify_each, run_chain
+from .hooks._events import (
     AFTER_MODEL_CALL,
     ON_APPROVAL_DECISION,
     ON_APPROVAL_REQUEST,
@@ -73,30 +95,6 @@ from .hooks._hooks import (
     ON_TOOL_CALL_RESULT,
     PRE_REQUEST,
     PRE_TOOL_CALL,
-    AfterModelCallContext,
-    ApprovalDecisionContext,
-    ApprovalRequestContext,
-    ChatAbortContext,
-    ChatDoneContext,
-    ChatErrorContext,
-    ChatStartContext,
-    FirstChunkContext,
-    Handler,
-    HistoryReplacement,
-    MessageContext,
-    OutputReturn,
-    OutputValidationErrorContext,
-    PreCompressContext,
-    PreRequestContext,
-    PreToolCallContext,
-    ResponseContext,
-    ToolErrorContext,
-    ToolResultContext,
-    ToolReturn,
-    collect_texts,
-    notify,
-    notify_each,
-    run_chain,
 )
 from .models._base import (
     Model,

@@ -29,11 +29,11 @@ from ._errors import (
 )
 from ._messages import ToolCall
 from ._run_context import context_kind
-from .hooks._hooks import is_async_callable
+from .hooks._dispatch import is_async_callable
 from .models._base import ToolDefinition
 
 if TYPE_CHECKING:
-    from .hooks._hooks import Disposer, HookRegistry
+    from .hooks._dispatch import Disposer, HookRegistry
 
 __all__ = ["Scope", "ScopeRegistry", "Tool", "tool"]
 
@@ -503,7 +503,8 @@ class ScopeRegistry:
         Raises:
             DuplicateNameError: The scope's name, or one of its tool names, is taken.
         """
-        from .hooks._hooks import ON_SCOPE_REGISTER, Disposer
+        from .hooks._dispatch import Disposer
+        from .hooks._events import ON_SCOPE_REGISTER
 
         if scope.name in self._scopes:
             raise DuplicateNameError(f"a scope named {scope.name!r} is already registered")
@@ -534,7 +535,7 @@ class ScopeRegistry:
         Raises:
             ScopeNotFoundError: No scope has that name.
         """
-        from .hooks._hooks import ON_SCOPE_UNREGISTER
+        from .hooks._events import ON_SCOPE_UNREGISTER
 
         scope = self._scopes.pop(name, None)
         if scope is None:

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._messages import AssistantMessage, Message, ToolMessage, UserMessage
-from .hooks._hooks import EVENT_TABLE, Phase, TraceFormat
+from .hooks._dispatch import Phase
+from .hooks._events import EVENT_TABLE, TraceFormat
 
 if TYPE_CHECKING:
     from ._agent import Agent

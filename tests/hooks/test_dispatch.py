@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 import hookloop._loop
-import hookloop.hooks._hooks
+import hookloop.hooks._dispatch
 from hookloop import (
     AfterModelCallContext,
     ChatAbortContext,
@@ -240,7 +240,7 @@ def built_contexts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     for name, cls in CONTEXT_CLASSES.items():
         monkeypatch.setattr(hookloop._loop, name, spy(name, cls))
-    monkeypatch.setattr(hookloop.hooks._hooks, "ScopeContext", spy("ScopeContext", ScopeContext))
+    monkeypatch.setattr(hookloop.hooks._dispatch, "ScopeContext", spy("ScopeContext", ScopeContext))
     return built
 
 

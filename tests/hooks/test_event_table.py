@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import hookloop.hooks._hooks as hooks_module
+import hookloop.hooks._events as events_module
+import hookloop.hooks._host as host_module
 from hookloop import (
     Agent,
     AssistantMessage,
@@ -63,7 +64,7 @@ def test_the_hook_event_type_lists_exactly_the_rows_in_order() -> None:
 
 
 def test_every_event_has_exactly_one_typed_overload_with_its_context_type() -> None:
-    namespace = vars(hooks_module)
+    namespace = vars(host_module)
     contexts: dict[str, list[type]] = {name: [] for name in EVENT_TABLE}
     for overload in get_overloads(HookHost.add_hook):
         hints = get_type_hints(overload, globalns=namespace)
@@ -76,7 +77,7 @@ def test_every_event_has_exactly_one_typed_overload_with_its_context_type() -> N
 def test_the_event_constants_name_rows() -> None:
     constants = {
         value
-        for key, value in vars(hooks_module).items()
+        for key, value in vars(events_module).items()
         if key.isupper() and key.startswith(("ON_", "PRE_", "AFTER_")) and isinstance(value, str)
     }
     assert constants == set(EVENT_TABLE)

@@ -16,7 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hookloop import Agent, ChatCancelledError, ToolCall, UsageError, UserMessage, hooks
-from hookloop.hooks._hooks import EVENT_TABLE, EventSpec, notify
+from hookloop.hooks._dispatch import notify
+from hookloop.hooks._events import EVENT_TABLE, EventSpec
 from hookloop.observe import (
     TRACE_FORMAT,
     JsonLinesTracePlugin,

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from .._messages import Message
-from ..hooks._hooks import AfterModelCallContext, Phase, PreRequestContext
+from ..hooks._contexts import AfterModelCallContext, PreRequestContext
+from ..hooks._dispatch import Phase
 from ..models._base import ProviderRequest
 from ..models._overflow import is_context_overflow
 

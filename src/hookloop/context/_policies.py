@@ -20,15 +20,10 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
 from .._errors import ContextOverflowError, UsageError
 from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
-from ..hooks._hooks import (
-    ON_PRE_COMPRESS,
-    ON_TRIM,
-    AfterModelCallContext,
-    HistoryReplacement,
-    Phase,
-    PreRequestContext,
-    attach_once,
-)
+from ..hooks._contexts import AfterModelCallContext, HistoryReplacement, PreRequestContext
+from ..hooks._dispatch import Phase
+from ..hooks._events import ON_PRE_COMPRESS, ON_TRIM
+from ..hooks._host import attach_once
 from ..models._base import Model, ProviderRequest
 from ..models._overflow import is_context_overflow
 from ._report import report_compaction, report_trim

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from .._messages import Message
-from ..hooks._hooks import ON_COMPACTION, ON_TRIM, CompactionContext, TrimContext, notify
+from ..hooks._contexts import CompactionContext, TrimContext
+from ..hooks._dispatch import notify
+from ..hooks._events import ON_COMPACTION, ON_TRIM
 from ..models._base import ProviderRequest
 from ._tokens import count_request
 

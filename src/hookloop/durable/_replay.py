@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 from .._errors import ToolResultLostError
 from .._messages import AssistantMessage, ToolCall, ToolMessage, Usage
 from .._run_context import DurableTurn, durable_turn
-from ..hooks._hooks import MessageContext, Phase
+from ..hooks._contexts import MessageContext
+from ..hooks._dispatch import Phase
 from ..models._base import ProviderResponse
 from ._engine import DurableEngine
 

@@ -25,7 +25,9 @@ from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._messages import ToolMessage
 from .._tools import Scope, Tool, check_name
-from ..hooks._hooks import Disposer, MessageContext, Phase, attach_once
+from ..hooks._contexts import MessageContext
+from ..hooks._dispatch import Disposer, Phase
+from ..hooks._host import attach_once
 from ..models._base import ProviderRequest
 from ._results import failure_text, result_value, wraps_one_result
 from ._target import Target, target_of
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     import mcp.types
 
     from .._agent import Agent
-    from ..hooks._hooks import ApprovalDecisionContext, ChatStartContext, PreRequestContext
+    from ..hooks._contexts import ApprovalDecisionContext, ChatStartContext, PreRequestContext
     from ._connection import Connection
 
 __all__ = ["MCPToolset"]

@@ -27,16 +27,13 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 from .._background import in_sync_entry
 from .._errors import UsageError
 from .._messages import dump_messages
-from ..hooks._hooks import (
-    ON_DELEGATION,
-    ON_MEMORY_WRITE,
-    ON_PRE_COMPRESS,
-    ON_SESSION_SWITCH,
+from ..hooks._contexts import (
     DelegationContext,
     MemoryWriteContext,
     PreCompressContext,
     SessionSwitchContext,
 )
+from ..hooks._events import ON_DELEGATION, ON_MEMORY_WRITE, ON_PRE_COMPRESS, ON_SESSION_SWITCH
 
 if TYPE_CHECKING:
     from .._agent import Agent

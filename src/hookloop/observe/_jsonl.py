@@ -33,7 +33,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Final, cast
 
 from .._errors import UsageError
-from ..hooks._hooks import (
+from ..hooks._contexts import SubAgentEventContext
+from ..hooks._dispatch import Phase
+from ..hooks._events import (
     EVENT_TABLE,
     ON_CHAT_ABORT,
     ON_CHAT_DONE,
@@ -44,10 +46,8 @@ from ..hooks._hooks import (
     ON_TOOL_CALL_RESULT,
     PRE_TOOL_CALL,
     EventSpec,
-    Phase,
-    SubAgentEventContext,
-    attach_once,
 )
+from ..hooks._host import attach_once
 from ..sessions._codec import json_text
 from ._encode import JSON, Encoder
 

@@ -26,7 +26,7 @@ from .._errors import ToolExecutionError
 from .._extras import import_extra
 from .._messages import AssistantMessage, ToolCall
 from .._tools import exception_text, serialize_result
-from ..hooks._hooks import (
+from ..hooks._contexts import (
     AfterModelCallContext,
     BackoffWaitContext,
     ChatAbortContext,
@@ -36,7 +36,6 @@ from ..hooks._hooks import (
     CompactionContext,
     FirstChunkContext,
     MessageContext,
-    Phase,
     PreRequestContext,
     PreToolCallContext,
     ResponseContext,
@@ -44,8 +43,9 @@ from ..hooks._hooks import (
     ToolErrorContext,
     ToolResultContext,
     TrimContext,
-    attach_once,
 )
+from ..hooks._dispatch import Phase
+from ..hooks._host import attach_once
 from ..models._base import Model, ProviderRequest
 from . import _genai as g
 

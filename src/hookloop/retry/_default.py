@@ -14,7 +14,7 @@ from .._errors import (
     RateLimitError,
     ServerError,
 )
-from ..hooks._hooks import AfterModelCallContext
+from ..hooks._contexts import AfterModelCallContext
 from ._backoff import Backoff
 from ._hints import provider_hint
 from ._model import ModelRetryStrategy, RetryDecision, Sleep

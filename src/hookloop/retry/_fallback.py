@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import CircuitOpenError, UsageError
-from ..hooks._hooks import AfterModelCallContext, Phase, PreRequestContext
+from ..hooks._contexts import AfterModelCallContext, PreRequestContext
+from ..hooks._dispatch import Phase
 from ..models._base import Model, ProviderRequest
 from ._default import TRANSIENT_ERRORS
 from ._model import ModelRetryStrategy, RetryDecision, Sleep

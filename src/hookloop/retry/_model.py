@@ -11,14 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._errors import ProviderError, RetryAttempt
-from ..hooks._hooks import (
-    ON_BACKOFF_WAIT,
-    AfterModelCallContext,
-    BackoffWaitContext,
-    Disposer,
-    attach_once,
-    notify,
-)
+from ..hooks._contexts import AfterModelCallContext, BackoffWaitContext
+from ..hooks._dispatch import Disposer, notify
+from ..hooks._events import ON_BACKOFF_WAIT
+from ..hooks._host import attach_once
 from ._hints import provider_hint
 
 if TYPE_CHECKING:

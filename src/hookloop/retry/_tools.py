@@ -8,7 +8,8 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .._errors import ToolExecutionError
-from ..hooks._hooks import ToolErrorContext, attach_once
+from ..hooks._contexts import ToolErrorContext
+from ..hooks._host import attach_once
 from ._backoff import Backoff
 from ._model import Sleep
 

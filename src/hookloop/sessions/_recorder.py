@@ -16,15 +16,15 @@ from .._approval import (
 )
 from .._errors import CorruptSessionError, SessionConflictError, SessionExistsError, UsageError
 from .._messages import Message
-from ..hooks._hooks import (
+from ..hooks._contexts import (
     ApprovalDecisionContext,
     ApprovalRequestContext,
     ChatStartContext,
     MessageContext,
-    Phase,
     SessionSwitchContext,
-    attach_once,
 )
+from ..hooks._dispatch import Phase
+from ..hooks._host import attach_once
 from ._base import SessionStore, check_session_id
 from ._types import StoredMessage
 
