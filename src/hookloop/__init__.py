@@ -168,6 +168,7 @@ from .context import (
 from .hooks import (
     EVENT_TABLE,
     AfterModelCallContext,
+    AgentHost,
     ApprovalDecisionContext,
     ApprovalRequestContext,
     BackoffWaitContext,
@@ -343,6 +344,7 @@ __all__ = [
     "AfterModelCallContext",
     "Agent",
     "AgentEvent",
+    "AgentHost",
     "AgentResponse",
     "AnthropicModel",
     "ApprovalDecision",

@@ -53,7 +53,7 @@ from .context._tokens import counter_for_model
 from .hooks._contexts import SessionSwitchContext
 from .hooks._dispatch import Disposer, HookRegistry, notify_reporting
 from .hooks._events import ON_SESSION_SWITCH
-from .hooks._host import HookHost, Plugin
+from .hooks._host import AgentHost, Plugin
 from .memory._attach import attach_memory
 from .memory._base import MemoryAction, MemoryEntry, MemoryStore, MemoryType
 from .memory._tool import memory_tool
@@ -83,7 +83,7 @@ class Default(enum.Enum):
     DEFAULT = enum.auto()
 
 
-class Agent(HookHost):
+class Agent(AgentHost):
     """An LLM agent whose every step can be watched and steered with hooks.
 
     A chat runs with the ``model``, ``settings``, ``max_iterations`` and

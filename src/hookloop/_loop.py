@@ -109,8 +109,8 @@ from .models._base import (
 )
 
 if TYPE_CHECKING:
-    from ._agent import Agent
     from ._tools import Scope, ScopeRegistry, Tool
+    from .hooks._host import AgentHost
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
 OUTPUT_ACCEPTED_TEXT = "Final answer received."
@@ -189,7 +189,7 @@ class ChatSetup:
     reset_tool_choice: bool
     history: ChatHistory
     window: SlidingWindow | None
-    agent: Agent
+    agent: AgentHost
     deps: object
     approvals: ApprovalBook
     output: OutputSpec[Any] | None = None

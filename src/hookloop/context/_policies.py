@@ -31,7 +31,7 @@ from ._tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, c
 from ._trim import _unit_start, cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
     from ._history import ChatHistory
 
 __all__ = ["SUMMARY_HEADER", "SUMMARY_PROMPT", "Compaction", "SlidingWindow"]
@@ -136,7 +136,7 @@ class SlidingWindow:
         self.reserve = reserve
         self.recover = recover
         self.shrink = shrink
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         # Budgets a provider's overflow taught us, per model and room for the answer; one is
         # kept only once a request trimmed to it went through (_pending until then).
         self._ceilings: dict[tuple[str, int], int] | None = None  # made on the first one
@@ -144,7 +144,7 @@ class SlidingWindow:
         self._shown: set[str] | None = None  # ids already passed to on_pre_compress
         self._state: _Window | None = None  # the window, kept from one request to the next
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Trim in ``pre_request``, after the user's handlers and before ContextHooks.
 
         The recovery runs in ``after_model_call`` after ContextHooks (a user's ``on_error``
@@ -452,7 +452,7 @@ class SlidingWindow:
         # before_request) a second time on a request that already has them.
         ctx.retry = True
 
-    def _require_agent(self) -> Agent:
+    def _require_agent(self) -> AgentHost:
         if self._agent is None:
             raise UsageError(
                 "SlidingWindow is not attached to an agent: agent.use(SlidingWindow())"
@@ -642,12 +642,12 @@ class Compaction:
         self.tool_result_chars = tool_result_chars
         self.shrink = shrink
         self.prompt = prompt
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._calibration: Calibration | None = None
         self.compactions = 0
         """How many summaries were made (a figure for tests and monitoring)."""
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register the proactive check and the recovery.
 
         The check runs first in ``pre_request``; the recovery runs early in
@@ -822,7 +822,7 @@ class Compaction:
         response = await model.request(request)
         return response.content or "(the summariser returned nothing)"
 
-    def _require_agent(self) -> Agent:
+    def _require_agent(self) -> AgentHost:
         if self._agent is None:
             raise UsageError("Compaction is not attached to an agent: agent.use(Compaction())")
         return self._agent

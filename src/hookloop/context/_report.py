@@ -17,13 +17,13 @@ from ..models._base import ProviderRequest
 from ._tokens import count_request
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["report_compaction", "report_trim"]
 
 
 async def report_trim(
-    agent: Agent,
+    agent: AgentHost,
     *,
     iteration: int,
     attempt: int,
@@ -53,7 +53,7 @@ async def report_trim(
 
 
 async def report_compaction(
-    agent: Agent,
+    agent: AgentHost,
     *,
     iteration: int,
     attempt: int,

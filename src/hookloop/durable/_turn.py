@@ -9,11 +9,12 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-from .._agent import Agent, UserInput, _user_message
+from .._agent import UserInput, _user_message
 from .._background import run_sync
 from .._errors import UsageError
 from .._events import AgentEvent, AgentResponse
 from .._messages import UserMessage
+from .._slot import ChatHost
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
 from ._engine import DurableEngine
@@ -94,7 +95,7 @@ class DurableChats:
     def __init__(
         self,
         engine: DurableEngine,
-        agent: str | Callable[[], Agent],
+        agent: str | Callable[[], ChatHost],
         *,
         sessions: SessionStore,
         on_event: Callable[[AgentEvent], Awaitable[None]] | None = None,
@@ -197,9 +198,9 @@ class DurableChats:
             steps.end(token)
         return encode_response(response)
 
-    def _build(self, session_id: str) -> Agent:
+    def _build(self, session_id: str) -> ChatHost:
         agent = self._factory()
-        if not isinstance(agent, Agent):
+        if not isinstance(agent, ChatHost):
             raise UsageError(f"{self.agent_path} must return an Agent, got {type(agent).__name__}")
         if agent._output is not None:
             raise UsageError(

@@ -42,11 +42,12 @@ from ._contexts import (
 )
 from ._dispatch import Disposer, HookRegistry, Phase
 from ._events import EVENT_TABLE, EventSpec, HookEvent, TraceFormat
-from ._host import HookHost, Plugin, attach_once
+from ._host import AgentHost, HookHost, Plugin, attach_once
 
 __all__ = [
     "EVENT_TABLE",
     "AfterModelCallContext",
+    "AgentHost",
     "ApprovalDecisionContext",
     "ApprovalRequestContext",
     "BackoffWaitContext",

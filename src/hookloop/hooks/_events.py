@@ -50,61 +50,6 @@ from ._contexts import (
 
 __all__ = ["EVENTS", "EVENT_TABLE", "EventSpec", "HookEvent", "Kind", "TraceFormat"]
 
-ON_CHAT_START: Final = "on_chat_start"
-ON_CHAT_DONE: Final = "on_chat_done"
-ON_CHAT_ABORT: Final = "on_chat_abort"
-ON_CHAT_ERROR: Final = "on_chat_error"
-ON_MESSAGE: Final = "on_message"
-PRE_REQUEST: Final = "pre_request"
-ON_RESPONSE: Final = "on_response"
-AFTER_MODEL_CALL: Final = "after_model_call"
-PRE_TOOL_CALL: Final = "pre_tool_call"
-ON_TOOL_CALL_RESULT: Final = "on_tool_call_result"
-ON_TOOL_CALL_ERROR: Final = "on_tool_call_error"
-ON_APPROVAL_REQUEST: Final = "on_approval_request"
-ON_APPROVAL_DECISION: Final = "on_approval_decision"
-ON_PRE_COMPRESS: Final = "on_pre_compress"
-ON_SCOPE_REGISTER: Final = "on_scope_register"
-ON_SCOPE_UNREGISTER: Final = "on_scope_unregister"
-ON_MEMORY_WRITE: Final = "on_memory_write"
-ON_DELEGATION: Final = "on_delegation"
-ON_SESSION_SWITCH: Final = "on_session_switch"
-ON_SUBAGENT_EVENT: Final = "on_subagent_event"
-ON_FIRST_CHUNK: Final = "on_first_chunk"
-ON_BACKOFF_WAIT: Final = "on_backoff_wait"
-ON_TRIM: Final = "on_trim"
-ON_COMPACTION: Final = "on_compaction"
-ON_OUTPUT_VALIDATION_ERROR: Final = "on_output_validation_error"
-
-HookEvent: TypeAlias = Literal[
-    "on_chat_start",
-    "on_chat_done",
-    "on_chat_abort",
-    "on_chat_error",
-    "on_message",
-    "pre_request",
-    "on_response",
-    "after_model_call",
-    "pre_tool_call",
-    "on_tool_call_result",
-    "on_tool_call_error",
-    "on_approval_request",
-    "on_approval_decision",
-    "on_pre_compress",
-    "on_scope_register",
-    "on_scope_unregister",
-    "on_memory_write",
-    "on_delegation",
-    "on_session_switch",
-    "on_subagent_event",
-    "on_first_chunk",
-    "on_backoff_wait",
-    "on_trim",
-    "on_compaction",
-    "on_output_validation_error",
-]
-"""Every event's name; the event table below has one row for each (a test checks both)."""
-
 
 Kind: TypeAlias = Literal["observer", "interceptor", "report", "collector"]
 
@@ -198,7 +143,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
     spec.name: spec
     for spec in (
         EventSpec(
-            name=ON_CHAT_START,
+            name="on_chat_start",
             context=ChatStartContext,
             kind="observer",
             returns=_OBSERVED,
@@ -206,7 +151,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: t.cut(c.message.text),
         ),
         EventSpec(
-            name=ON_CHAT_DONE,
+            name="on_chat_done",
             context=ChatDoneContext,
             kind="observer",
             returns=_OBSERVED,
@@ -214,7 +159,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: _done(c),
         ),
         EventSpec(
-            name=ON_CHAT_ABORT,
+            name="on_chat_abort",
             context=ChatAbortContext,
             kind="observer",
             returns=_OBSERVED,
@@ -222,7 +167,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"cancelled: {c.reason!r}",
         ),
         EventSpec(
-            name=ON_CHAT_ERROR,
+            name="on_chat_error",
             context=ChatErrorContext,
             kind="observer",
             returns=_OBSERVED,
@@ -230,7 +175,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{type(c.error).__name__}: {c.error}",
         ),
         EventSpec(
-            name=ON_MESSAGE,
+            name="on_message",
             context=MessageContext,
             kind="observer",
             returns=_OBSERVED,
@@ -238,7 +183,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: t.message(c.message),
         ),
         EventSpec(
-            name=PRE_REQUEST,
+            name="pre_request",
             context=PreRequestContext,
             kind="interceptor",
             returns="`ProviderRequest` (replace) or `ProviderResponse`",
@@ -253,7 +198,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             ),
         ),
         EventSpec(
-            name=ON_RESPONSE,
+            name="on_response",
             context=ResponseContext,
             kind="interceptor",
             returns="`ProviderResponse` (replace)",
@@ -263,7 +208,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=_answer,
         ),
         EventSpec(
-            name=AFTER_MODEL_CALL,
+            name="after_model_call",
             context=AfterModelCallContext,
             kind="observer",
             returns=_OBSERVED,
@@ -272,7 +217,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: _outcome(c),
         ),
         EventSpec(
-            name=PRE_TOOL_CALL,
+            name="pre_tool_call",
             context=PreToolCallContext,
             kind="interceptor",
             returns=(
@@ -289,7 +234,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{c.call.name}({c.call.arguments}) in scope {c.scope.name!r}",
         ),
         EventSpec(
-            name=ON_TOOL_CALL_RESULT,
+            name="on_tool_call_result",
             context=ToolResultContext,
             kind="interceptor",
             returns="`ToolReturn(value)` (replace)",
@@ -299,7 +244,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{c.call.name} -> {t.cut(str(c.result))}",
         ),
         EventSpec(
-            name=ON_TOOL_CALL_ERROR,
+            name="on_tool_call_error",
             context=ToolErrorContext,
             kind="interceptor",
             returns="an exception (replace)",
@@ -310,7 +255,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{c.call.name} failed: {type(c.error).__name__}: {c.error}",
         ),
         EventSpec(
-            name=ON_APPROVAL_REQUEST,
+            name="on_approval_request",
             context=ApprovalRequestContext,
             kind="observer",
             returns=_OBSERVED,
@@ -318,7 +263,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{c.call.name}({c.call.arguments}) waits for approval",
         ),
         EventSpec(
-            name=ON_APPROVAL_DECISION,
+            name="on_approval_decision",
             context=ApprovalDecisionContext,
             kind="observer",
             returns=_OBSERVED,
@@ -326,7 +271,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{c.pending.tool_name}: {c.decision.action}",
         ),
         EventSpec(
-            name=ON_PRE_COMPRESS,
+            name="on_pre_compress",
             context=PreCompressContext,
             kind="collector",
             returns="a `str` to keep in the summary",
@@ -334,7 +279,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{_plural(len(c.messages), 'message')} about to be summarised",
         ),
         EventSpec(
-            name=ON_SCOPE_REGISTER,
+            name="on_scope_register",
             context=ScopeContext,
             kind="observer",
             returns=_OBSERVED,
@@ -344,7 +289,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"scope {c.scope.name!r} with {len(c.scope.tools)} tool(s)",
         ),
         EventSpec(
-            name=ON_SCOPE_UNREGISTER,
+            name="on_scope_unregister",
             context=ScopeContext,
             kind="observer",
             returns=_OBSERVED,
@@ -354,7 +299,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"scope {c.scope.name!r} removed",
         ),
         EventSpec(
-            name=ON_MEMORY_WRITE,
+            name="on_memory_write",
             context=MemoryWriteContext,
             kind="report",
             returns=_OBSERVED,
@@ -362,7 +307,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{c.action} {c.memory_type} {c.entry.id}: {t.cut(c.content)}",
         ),
         EventSpec(
-            name=ON_DELEGATION,
+            name="on_delegation",
             context=DelegationContext,
             kind="report",
             returns=_OBSERVED,
@@ -370,7 +315,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{' > '.join(c.path)}: {t.cut(c.result)}",
         ),
         EventSpec(
-            name=ON_SESSION_SWITCH,
+            name="on_session_switch",
             context=SessionSwitchContext,
             kind="report",
             returns=_OBSERVED,
@@ -381,7 +326,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             ),
         ),
         EventSpec(
-            name=ON_SUBAGENT_EVENT,
+            name="on_subagent_event",
             context=SubAgentEventContext,
             kind="observer",
             returns=_OBSERVED,
@@ -390,7 +335,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"{' > '.join(c.path)}: {c.event}",
         ),
         EventSpec(
-            name=ON_FIRST_CHUNK,
+            name="on_first_chunk",
             context=FirstChunkContext,
             kind="observer",
             returns=_OBSERVED,
@@ -398,7 +343,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             trace=lambda c, t: f"iteration {c.iteration}, attempt {c.attempt}: {c.model.name}",
         ),
         EventSpec(
-            name=ON_BACKOFF_WAIT,
+            name="on_backoff_wait",
             context=BackoffWaitContext,
             kind="observer",
             returns=_OBSERVED,
@@ -409,7 +354,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             ),
         ),
         EventSpec(
-            name=ON_TRIM,
+            name="on_trim",
             context=TrimContext,
             kind="observer",
             returns=_OBSERVED,
@@ -420,7 +365,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             ),
         ),
         EventSpec(
-            name=ON_COMPACTION,
+            name="on_compaction",
             context=CompactionContext,
             kind="observer",
             returns=_OBSERVED,
@@ -431,7 +376,7 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             ),
         ),
         EventSpec(
-            name=ON_OUTPUT_VALIDATION_ERROR,
+            name="on_output_validation_error",
             context=OutputValidationErrorContext,
             kind="interceptor",
             returns="`str` (a new retry message) or `OutputReturn(value=...)`",
@@ -445,5 +390,62 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
 }
 """The hook events, one row each, in the order the docs list them."""
 
+# --- generated from EVENT_TABLE by `python tests/hooks/test_event_table.py`; do not edit ---
+ON_CHAT_START: Final = "on_chat_start"
+ON_CHAT_DONE: Final = "on_chat_done"
+ON_CHAT_ABORT: Final = "on_chat_abort"
+ON_CHAT_ERROR: Final = "on_chat_error"
+ON_MESSAGE: Final = "on_message"
+PRE_REQUEST: Final = "pre_request"
+ON_RESPONSE: Final = "on_response"
+AFTER_MODEL_CALL: Final = "after_model_call"
+PRE_TOOL_CALL: Final = "pre_tool_call"
+ON_TOOL_CALL_RESULT: Final = "on_tool_call_result"
+ON_TOOL_CALL_ERROR: Final = "on_tool_call_error"
+ON_APPROVAL_REQUEST: Final = "on_approval_request"
+ON_APPROVAL_DECISION: Final = "on_approval_decision"
+ON_PRE_COMPRESS: Final = "on_pre_compress"
+ON_SCOPE_REGISTER: Final = "on_scope_register"
+ON_SCOPE_UNREGISTER: Final = "on_scope_unregister"
+ON_MEMORY_WRITE: Final = "on_memory_write"
+ON_DELEGATION: Final = "on_delegation"
+ON_SESSION_SWITCH: Final = "on_session_switch"
+ON_SUBAGENT_EVENT: Final = "on_subagent_event"
+ON_FIRST_CHUNK: Final = "on_first_chunk"
+ON_BACKOFF_WAIT: Final = "on_backoff_wait"
+ON_TRIM: Final = "on_trim"
+ON_COMPACTION: Final = "on_compaction"
+ON_OUTPUT_VALIDATION_ERROR: Final = "on_output_validation_error"
+
+HookEvent: TypeAlias = Literal[
+    "on_chat_start",
+    "on_chat_done",
+    "on_chat_abort",
+    "on_chat_error",
+    "on_message",
+    "pre_request",
+    "on_response",
+    "after_model_call",
+    "pre_tool_call",
+    "on_tool_call_result",
+    "on_tool_call_error",
+    "on_approval_request",
+    "on_approval_decision",
+    "on_pre_compress",
+    "on_scope_register",
+    "on_scope_unregister",
+    "on_memory_write",
+    "on_delegation",
+    "on_session_switch",
+    "on_subagent_event",
+    "on_first_chunk",
+    "on_backoff_wait",
+    "on_trim",
+    "on_compaction",
+    "on_output_validation_error",
+]
+"""Every event's name, one per row of :data:`EVENT_TABLE`."""
+
 EVENTS: Final[frozenset[str]] = frozenset(EVENT_TABLE)
 """Every event's name."""
+# --- end of the generated names ---

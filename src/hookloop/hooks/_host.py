@@ -1,7 +1,9 @@
-"""The plugin API: what a plugin is, how it registers hooks, and the one-agent guard.
+"""The plugin API: what a plugin is, what it may use of an agent, and the one-agent guard.
 
-A plugin is an object with a ``name`` and ``init_agent(agent)``; it registers its handlers
-with ``agent.add_hook``, whose typed overloads match each event to its context type.
+A plugin is an object with a ``name`` and ``init_agent(agent)``; ``agent`` is an
+:class:`AgentHost`, the part of an agent that plugins, the loop, a tool's run context and the
+chat slot program against. A plugin registers its handlers with ``agent.add_hook``, whose
+typed overloads (generated from the event table) match each event to its context type.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import (
 from .._approval import Defer
 from .._errors import UsageError
 from .._messages import ToolCall
-from ..models._base import ProviderRequest, ProviderResponse
+from ..models._base import Model, ProviderRequest, ProviderResponse
 from ._contexts import (
     AfterModelCallContext,
     ApprovalDecisionContext,
@@ -54,28 +56,13 @@ from ._dispatch import Disposer, HookRegistry
 from ._events import HookEvent
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from .._background import BackgroundTasks
+    from .._tools import ScopeRegistry
+    from ..context._history import ChatHistory
+    from ..memory._base import MemoryStore
+    from ..retry._model import ModelRetryStrategy
 
-__all__ = ["HookHost", "Plugin", "attach_once"]
-
-
-@runtime_checkable
-class Plugin(Protocol):
-    """Something that adds several hooks at once: ``agent.use(plugin)``.
-
-    ``init_agent`` registers the plugin's hooks with ``agent.add_hook``; the disposer that
-    ``use`` returns removes all of them.
-    """
-
-    @property
-    def name(self) -> str:
-        """A stable name for the plugin."""
-        ...
-
-    def init_agent(self, agent: Agent) -> None:
-        """Register the plugin's hooks on ``agent``."""
-        ...
-
+__all__ = ["AgentHost", "HookHost", "Plugin", "attach_once"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 _C = TypeVar("_C")
@@ -83,92 +70,112 @@ _R = TypeVar("_R")
 
 # A handler takes the event's context and returns its result, or an awaitable of it.
 _Fn: TypeAlias = Callable[[_C], _R | Awaitable[_R]]
-ChatStartHandler: TypeAlias = _Fn[ChatStartContext, object]
-ChatDoneHandler: TypeAlias = _Fn[ChatDoneContext, object]
-ChatAbortHandler: TypeAlias = _Fn[ChatAbortContext, object]
-ChatErrorHandler: TypeAlias = _Fn[ChatErrorContext, object]
-MessageHandler: TypeAlias = _Fn[MessageContext, object]
-PreRequestHandler: TypeAlias = _Fn[PreRequestContext, ProviderRequest | ProviderResponse | None]
-ResponseHandler: TypeAlias = _Fn[ResponseContext, ProviderResponse | None]
-AfterModelCallHandler: TypeAlias = _Fn[AfterModelCallContext, object]
-PreToolCallHandler: TypeAlias = _Fn[
-    PreToolCallContext, ToolCall | ToolReturn | Exception | Defer | None
-]
-ToolResultHandler: TypeAlias = _Fn[ToolResultContext, ToolReturn | None]
-ToolErrorHandler: TypeAlias = _Fn[ToolErrorContext, Exception | None]
-ApprovalRequestHandler: TypeAlias = _Fn[ApprovalRequestContext, object]
-ApprovalDecisionHandler: TypeAlias = _Fn[ApprovalDecisionContext, object]
-PreCompressHandler: TypeAlias = _Fn[PreCompressContext, str | None]
-MemoryWriteHandler: TypeAlias = _Fn[MemoryWriteContext, object]
-DelegationHandler: TypeAlias = _Fn[DelegationContext, object]
-SessionSwitchHandler: TypeAlias = _Fn[SessionSwitchContext, object]
-SubAgentEventHandler: TypeAlias = _Fn[SubAgentEventContext, object]
-FirstChunkHandler: TypeAlias = _Fn[FirstChunkContext, object]
-BackoffWaitHandler: TypeAlias = _Fn[BackoffWaitContext, object]
-TrimHandler: TypeAlias = _Fn[TrimContext, object]
-CompactionHandler: TypeAlias = _Fn[CompactionContext, object]
-OutputValidationErrorHandler: TypeAlias = _Fn[
-    OutputValidationErrorContext, str | OutputReturn | None
-]
-ScopeHandler: TypeAlias = Callable[[ScopeContext], object]
-_ScopeEvent: TypeAlias = Literal["on_scope_register", "on_scope_unregister"]
 
 
-class HookHost:
-    """Gives a class ``add_hook`` and the ``@hook`` decorator over ``self.hooks``."""
+class HookHost(Protocol):
+    """Something with a hook registry: ``add_hook`` and the ``@hook`` decorator over ``hooks``.
+
+    :class:`AgentHost` is one; a class that subclasses it gets both methods.
+    """
 
     hooks: HookRegistry
+    """The hook registry; prefer :meth:`add_hook`."""
 
     # One overload per event, so a type checker matches each handler to its context.
+    # --- generated from EVENT_TABLE by `python tests/hooks/test_event_table.py`; do not edit ---
     @overload
     def add_hook(
-        self, event: Literal["on_chat_start"], handler: ChatStartHandler, *, order: int = 0
+        self,
+        event: Literal["on_chat_start"],
+        handler: _Fn[ChatStartContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_chat_done"], handler: ChatDoneHandler, *, order: int = 0
+        self,
+        event: Literal["on_chat_done"],
+        handler: _Fn[ChatDoneContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_chat_abort"], handler: ChatAbortHandler, *, order: int = 0
+        self,
+        event: Literal["on_chat_abort"],
+        handler: _Fn[ChatAbortContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_chat_error"], handler: ChatErrorHandler, *, order: int = 0
+        self,
+        event: Literal["on_chat_error"],
+        handler: _Fn[ChatErrorContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_message"], handler: MessageHandler, *, order: int = 0
+        self,
+        event: Literal["on_message"],
+        handler: _Fn[MessageContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["pre_request"], handler: PreRequestHandler, *, order: int = 0
+        self,
+        event: Literal["pre_request"],
+        handler: _Fn[PreRequestContext, ProviderRequest | ProviderResponse | None],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_response"], handler: ResponseHandler, *, order: int = 0
+        self,
+        event: Literal["on_response"],
+        handler: _Fn[ResponseContext, ProviderResponse | None],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["after_model_call"], handler: AfterModelCallHandler, *, order: int = 0
+        self,
+        event: Literal["after_model_call"],
+        handler: _Fn[AfterModelCallContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["pre_tool_call"], handler: PreToolCallHandler, *, order: int = 0
+        self,
+        event: Literal["pre_tool_call"],
+        handler: _Fn[PreToolCallContext, ToolCall | ToolReturn | Exception | Defer | None],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_tool_call_result"], handler: ToolResultHandler, *, order: int = 0
+        self,
+        event: Literal["on_tool_call_result"],
+        handler: _Fn[ToolResultContext, ToolReturn | None],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_tool_call_error"], handler: ToolErrorHandler, *, order: int = 0
+        self,
+        event: Literal["on_tool_call_error"],
+        handler: _Fn[ToolErrorContext, Exception | None],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
         self,
         event: Literal["on_approval_request"],
-        handler: ApprovalRequestHandler,
+        handler: _Fn[ApprovalRequestContext, object],
         *,
         order: int = 0,
     ) -> Disposer: ...
@@ -176,58 +183,107 @@ class HookHost:
     def add_hook(
         self,
         event: Literal["on_approval_decision"],
-        handler: ApprovalDecisionHandler,
+        handler: _Fn[ApprovalDecisionContext, object],
         *,
         order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_pre_compress"], handler: PreCompressHandler, *, order: int = 0
+        self,
+        event: Literal["on_pre_compress"],
+        handler: _Fn[PreCompressContext, str | None],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_memory_write"], handler: MemoryWriteHandler, *, order: int = 0
+        self,
+        event: Literal["on_scope_register"],
+        handler: Callable[[ScopeContext], object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_delegation"], handler: DelegationHandler, *, order: int = 0
+        self,
+        event: Literal["on_scope_unregister"],
+        handler: Callable[[ScopeContext], object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_session_switch"], handler: SessionSwitchHandler, *, order: int = 0
+        self,
+        event: Literal["on_memory_write"],
+        handler: _Fn[MemoryWriteContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_subagent_event"], handler: SubAgentEventHandler, *, order: int = 0
+        self,
+        event: Literal["on_delegation"],
+        handler: _Fn[DelegationContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_first_chunk"], handler: FirstChunkHandler, *, order: int = 0
+        self,
+        event: Literal["on_session_switch"],
+        handler: _Fn[SessionSwitchContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_backoff_wait"], handler: BackoffWaitHandler, *, order: int = 0
+        self,
+        event: Literal["on_subagent_event"],
+        handler: _Fn[SubAgentEventContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_trim"], handler: TrimHandler, *, order: int = 0
+        self,
+        event: Literal["on_first_chunk"],
+        handler: _Fn[FirstChunkContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
-        self, event: Literal["on_compaction"], handler: CompactionHandler, *, order: int = 0
+        self,
+        event: Literal["on_backoff_wait"],
+        handler: _Fn[BackoffWaitContext, object],
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_trim"],
+        handler: _Fn[TrimContext, object],
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_compaction"],
+        handler: _Fn[CompactionContext, object],
+        *,
+        order: int = 0,
     ) -> Disposer: ...
     @overload
     def add_hook(
         self,
         event: Literal["on_output_validation_error"],
-        handler: OutputValidationErrorHandler,
+        handler: _Fn[OutputValidationErrorContext, str | OutputReturn | None],
         *,
         order: int = 0,
     ) -> Disposer: ...
-    @overload
-    def add_hook(
-        self, event: _ScopeEvent, handler: ScopeHandler, *, order: int = 0
-    ) -> Disposer: ...
+    # --- end of the generated overloads ---
     def add_hook(self, event: str, handler: Callable[[Any], Any], *, order: int = 0) -> Disposer:
         """Register ``handler`` for ``event`` and return a disposer that removes it.
 
@@ -265,9 +321,74 @@ class HookHost:
         return register
 
 
+@runtime_checkable
+class AgentHost(HookHost, Protocol):
+    """What plugins, the loop, a tool's run context and the chat slot may use of an agent.
+
+    :class:`~hookloop.Agent` is the implementation; a plugin's ``init_agent`` receives one,
+    and a tool's :class:`~hookloop.RunContext` names one. Program against these members
+    only: the rest of ``Agent`` (chatting, approvals, delegation, memory writes) is the
+    application's. Besides them, a host has ``hooks``, :meth:`add_hook` and :meth:`hook`.
+    """
+
+    name: str
+    """The agent's name, for logs and delegation paths."""
+    session_id: str
+    """The session the agent is in."""
+    model: Model
+    """The model each chat starts from (a ``pre_request`` handler picks an attempt's)."""
+    history: ChatHistory
+    """The conversation: messages, system prompt, token budget and counter."""
+    scopes: ScopeRegistry
+    """The scopes of tools and context."""
+    memory: MemoryStore | None
+    """Where memory writes go, or ``None``."""
+    background: BackgroundTasks
+    """Tasks the agent started that nobody awaits; ``aclose()`` waits for them."""
+    retry_strategy: ModelRetryStrategy | None
+    """The model retry strategy in use, or ``None``."""
+    deps: object
+    """The default dependencies of a chat's tools (``NO_DEPS`` for none)."""
+
+    @property
+    def plugins(self) -> tuple[Plugin, ...]:
+        """The plugins in use, in the order they were added."""
+        ...
+
+    @property
+    def is_running(self) -> bool:
+        """Whether a chat is running now."""
+        ...
+
+    def use(self, plugin: Plugin) -> Disposer:
+        """Add a plugin: it registers its hooks now; the disposer removes them all."""
+        ...
+
+
+@runtime_checkable
+class Plugin(Protocol):
+    """Something that adds several hooks at once: ``agent.use(plugin)``.
+
+    ``init_agent`` registers the plugin's hooks with ``agent.add_hook``; the disposer that
+    ``use`` returns removes all of them.
+    """
+
+    @property
+    def name(self) -> str:
+        """A stable name for the plugin."""
+        ...
+
+    def init_agent(self, agent: AgentHost) -> None:
+        """Register the plugin's hooks on ``agent``."""
+        ...
+
+
+_H = TypeVar("_H", bound=AgentHost)
+
+
 def attach_once(
-    plugin: object, current: Agent | None, agent: Agent, why: str, *, owner: object = None
-) -> Agent:
+    plugin: object, current: _H | None, agent: _H, why: str, *, owner: object = None
+) -> _H:
     """The "one plugin instance, one agent" guard; returns ``agent`` to keep.
 
     Call it first in ``init_agent`` as ``self._agent = attach_once(..., owner=self)``.
@@ -295,6 +416,6 @@ def attach_once(
     return agent
 
 
-def _release(owner: object, agent: Agent) -> None:
+def _release(owner: object, agent: AgentHost) -> None:
     if getattr(owner, "_agent", None) is agent:
         owner._agent = None  # type: ignore[attr-defined]  # the attribute attach_once fills

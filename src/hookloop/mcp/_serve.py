@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 
-from .._agent import Agent
 from .._errors import DuplicateNameError, ToolError, UsageError
 from .._extras import import_extra
 from .._messages import Usage
 from .._run_context import NO_DEPS, MissingDepsError, RunContext
 from .._tools import Tool, exception_text, serialize_result, tool
+from ..hooks._host import AgentHost
 
 if TYPE_CHECKING:
     import mcp.types
@@ -28,7 +28,7 @@ __all__ = ["mcp_server", "serve"]
 
 logger = logging.getLogger(__name__)
 
-ToolSource = Agent | Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
+ToolSource = AgentHost | Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
 """What can be served: an agent (the tools of its enabled scopes), a tool, or several."""
 
 
@@ -67,7 +67,7 @@ def mcp_server(
     types = import_extra("mcp.types", extra="mcp", by="mcp_server")
     current = _catalogue(tools)
     runner = _Runner(
-        types, tools if isinstance(tools, Agent) else None, allow_unapproved=allow_unapproved
+        types, tools if isinstance(tools, AgentHost) else None, allow_unapproved=allow_unapproved
     )
 
     async def list_tools(ctx: Any, params: Any) -> mcp.types.ListToolsResult:
@@ -191,7 +191,7 @@ def tcp_listener(port: int) -> socket.socket:
 
 def _catalogue(source: ToolSource) -> Callable[[], dict[str, Tool]]:
     """A function giving the tools to serve now (the enabled ones), by name."""
-    if isinstance(source, Agent):
+    if isinstance(source, AgentHost):
         agent = source
 
         def live() -> dict[str, Tool]:
@@ -226,7 +226,7 @@ def _catalogue(source: ToolSource) -> Callable[[], dict[str, Tool]]:
 class _Runner:
     """Runs one served call: validation, the approval rule, the run context, the result."""
 
-    def __init__(self, types: Any, agent: Agent | None, *, allow_unapproved: bool) -> None:
+    def __init__(self, types: Any, agent: AgentHost | None, *, allow_unapproved: bool) -> None:
         self._types = types
         self._agent = agent
         self._allow_unapproved = allow_unapproved

@@ -35,8 +35,8 @@ from ._target import Target, target_of
 if TYPE_CHECKING:
     import mcp.types
 
-    from .._agent import Agent
     from ..hooks._contexts import ApprovalDecisionContext, ChatStartContext, PreRequestContext
+    from ..hooks._host import AgentHost
     from ._connection import Connection
 
 __all__ = ["MCPToolset"]
@@ -129,7 +129,7 @@ class MCPToolset:
         self._tools: tuple[Tool, ...] | None = None
         self._wrapped: frozenset[str] = frozenset()  # tools answering {"result": value}
         self._stale = True
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._registered: tuple[Tool, ...] | None = None
         self._scope: Disposer | None = None
         self._connections: LoopBound[Connection] = LoopBound(
@@ -149,7 +149,7 @@ class MCPToolset:
         """The server, for messages: its URL, its command line, or its name."""
         return self._target.label
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register the hooks that keep the agent's scope in step with the server.
 
         Raises:

@@ -25,11 +25,11 @@ from ._base import (
 )
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 
 async def write_memory(
-    agent: Agent,
+    agent: AgentHost,
     content: str,
     *,
     memory_type: object,

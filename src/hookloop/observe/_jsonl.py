@@ -52,7 +52,7 @@ from ..sessions._codec import json_text
 from ._encode import JSON, Encoder
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["TRACE_FORMAT", "JsonLinesTracePlugin", "TraceFileError", "read_trace"]
 
@@ -137,7 +137,7 @@ class JsonLinesTracePlugin:
         self._start: float | None = None
         self._seq = itertools.count()
         self._chats = itertools.count(1)
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._mine: set[int] = set()
         # Which chat, and which tool call of it, the running task works for: a sub-agent's
         # chat runs in a task started inside the tool call, so it inherits both.
@@ -152,7 +152,7 @@ class JsonLinesTracePlugin:
 
     # -- attaching ---------------------------------------------------------------------
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register a recording handler on every event of the event table."""
         self._agent = attach_once(
             f"trace plugin {self.name!r}",
@@ -170,7 +170,7 @@ class JsonLinesTracePlugin:
             else:
                 self._add(agent, event, self._observer(spec), Phase.OBSERVE)
 
-    def _add(self, agent: Agent, event: str, fn: Callable[[Any], None], order: int) -> None:
+    def _add(self, agent: AgentHost, event: str, fn: Callable[[Any], None], order: int) -> None:
         fn.__qualname__ = f"{type(self).__name__}.{event}"
         self._mine.add(id(fn))
         agent.hooks.add(event, fn, order=order)

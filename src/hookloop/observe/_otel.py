@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
-    from .._agent import Agent
     from .._tools import Tool
+    from ..hooks._host import AgentHost
 
 __all__ = ["OpenTelemetryPlugin"]
 
@@ -167,7 +167,7 @@ class OpenTelemetryPlugin:
             description="Time from sending a streamed request to its first chunk",
             explicit_bucket_boundaries_advisory=g.SECONDS_BUCKETS,
         )
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._chats: dict[_Key, _Chat] = {}
         self._handlers: dict[str, Callable[[_Key, Any], None]] = {
             "on_chat_start": self._chat_start,
@@ -189,7 +189,7 @@ class OpenTelemetryPlugin:
 
     # -- registration ----------------------------------------------------------------------
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register one handler per traced event, and one for the sub-agents' events.
 
         Raises:

@@ -16,7 +16,7 @@ from ._default import TRANSIENT_ERRORS
 from ._model import ModelRetryStrategy, RetryDecision, Sleep
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["CircuitBreaker", "FallbackStrategy"]
 
@@ -114,7 +114,7 @@ class FallbackStrategy(ModelRetryStrategy):
         primary = self._agent.model if self._agent is not None else None
         return (*((primary,) if primary is not None else ()), *self.fallbacks)
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Attach, and pick the first model whose circuit is closed before each call."""
         super().init_agent(agent)
         agent.add_hook("pre_request", self._choose_model, order=Phase.ROUTE)

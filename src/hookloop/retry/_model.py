@@ -18,7 +18,7 @@ from ..hooks._host import attach_once
 from ._hints import provider_hint
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["ModelRetryStrategy", "RetryDecision", "Sleep"]
 
@@ -60,7 +60,7 @@ class ModelRetryStrategy(abc.ABC):
         clock: Seconds from a monotonic clock (``time.monotonic``).
     """
 
-    _agent: Agent | None = None
+    _agent: AgentHost | None = None
     _sleep: Sleep = staticmethod(asyncio.sleep)
     _clock: Callable[[], float] = staticmethod(time.monotonic)
     _call_started: float = 0.0
@@ -99,7 +99,7 @@ class ModelRetryStrategy(abc.ABC):
         """The retried attempts of the current model call."""
         return self._history
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Attach to ``agent``; a subclass that overrides this must call ``super()``.
 
         Raises:
@@ -151,7 +151,7 @@ class ModelRetryStrategy(abc.ABC):
             await self._sleep(decision.wait)
         event.retry = True
 
-    def _release(self, agent: Agent) -> None:
+    def _release(self, agent: AgentHost) -> None:
         # attach_once releases ``_agent``; the agent's retry slot is this plugin's to free.
         if agent.retry_strategy is self:
             agent.retry_strategy = None

@@ -14,7 +14,7 @@ from ._backoff import Backoff
 from ._model import Sleep
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["ToolRetryStrategy"]
 
@@ -60,9 +60,9 @@ class ToolRetryStrategy:
         self._rng = rng or random.Random()
         self._sleep = sleep
         self._previous: dict[str, float] = {}
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Attach to ``agent``.
 
         Raises:

@@ -29,7 +29,7 @@ from ._base import SessionStore, check_session_id
 from ._types import StoredMessage
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["SessionRecorder"]
 
@@ -88,7 +88,7 @@ class SessionRecorder:
         self.store = store
         self._session_id = None if session_id is None else check_session_id(session_id)
         self.check_conflicts = check_conflicts
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._restored = False
         self._last_seq = 0
         self._parent: str | None = None  # of a session switched to, until it is created
@@ -123,7 +123,7 @@ class SessionRecorder:
     def __repr__(self) -> str:
         return f"SessionRecorder({self.store!r}, {self._session_id!r})"
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register the recorder's hooks on ``agent``.
 
         Raises:
@@ -243,7 +243,7 @@ class SessionRecorder:
 
     # --- work ---------------------------------------------------------------------------
 
-    async def _restore(self, agent: Agent, before: str | None = None) -> list[Message]:
+    async def _restore(self, agent: AgentHost, before: str | None = None) -> list[Message]:
         session_id = self._require_session()
         records = await self.store.records(session_id)
         cut = None
@@ -357,7 +357,7 @@ class SessionRecorder:
             raise UsageError("the SessionRecorder is not used by an agent: agent.use(recorder)")
         return self._session_id
 
-    def _require_agent(self) -> Agent:
+    def _require_agent(self) -> AgentHost:
         if self._agent is None:
             raise UsageError("the SessionRecorder is not used by an agent: agent.use(recorder)")
         return self._agent
