@@ -525,3 +525,89 @@ def _describe(exc: pydantic.ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
     )
+
+
+# --- the rules of a message entering a conversation ----------------------------------------
+
+CONVERSATION_ROLES = "a UserMessage, AssistantMessage or ToolMessage"
+"""How an error names the messages a conversation holds."""
+
+UserInput: TypeAlias = str | UserMessage | Sequence[ContentPart]
+"""What ``chat()`` takes as the user's message."""
+
+
+def check_message(message: object) -> None:
+    """Raise InvalidMessageError unless the message may enter the conversation.
+
+    The rules of :meth:`ChatHistory.add_message`, also applied to what ``chat()`` is given.
+    """
+    if isinstance(message, SystemMessage):
+        raise InvalidMessageError(
+            "a system message cannot be added to the conversation; use add_system_prompt()"
+        )
+    if isinstance(message, UserMessage):
+        content = message.content
+        if isinstance(content, str):
+            if not content.strip():
+                raise InvalidMessageError("the user message is empty")
+            return
+        if not isinstance(content, tuple) or not all(
+            isinstance(p, (TextPart, ImagePart)) for p in content
+        ):
+            raise InvalidMessageError(
+                "a user message's content must be a str or a tuple of TextPart / ImagePart"
+            )
+        if not any(isinstance(p, ImagePart) or p.text.strip() for p in content):
+            raise InvalidMessageError("the user message has no text and no image")
+        return
+    if isinstance(message, AssistantMessage):
+        if not isinstance(message.content, str):
+            raise InvalidMessageError("an assistant message's content must be a str")
+        if not message.content.strip() and not message.tool_calls:
+            raise InvalidMessageError("the assistant message has no text and no tool calls")
+        return
+    if isinstance(message, ToolMessage):
+        # An empty result is allowed: a tool may legitimately return nothing.
+        if not isinstance(message.content, str):
+            raise InvalidMessageError("a tool message's content must be a str")
+        if not message.tool_call_id:
+            raise InvalidMessageError("the tool message does not say which call it answers")
+        return
+    raise InvalidMessageError(
+        f"invalid role: expected {CONVERSATION_ROLES}, got {type(message).__name__} "
+        f"(role {getattr(message, 'role', None)!r})"
+    )
+
+
+def user_message(message: UserInput) -> UserMessage:
+    """The user message a chat is given, whatever form it comes in, checked.
+
+    It passes :func:`check_message`'s rules: ``chat("")`` and ``chat(UserMessage(content=""))``
+    are refused alike.
+
+    Raises:
+        InvalidMessageError: Not a non-empty str, a user message or a sequence of parts.
+    """
+    if isinstance(message, UserMessage):
+        check_message(message)
+        return message
+    if isinstance(message, str):
+        message = UserMessage(content=message)
+        check_message(message)
+        return message
+    if isinstance(message, Sequence) and message:
+        message = UserMessage(content=tuple(_content_part(part) for part in message))
+        check_message(message)
+        return message
+    raise InvalidMessageError(
+        f"a user message must be a non-empty str, a UserMessage or a sequence of parts, "
+        f"got {type(message).__name__}"
+    )
+
+
+def _content_part(part: object) -> ContentPart:
+    if isinstance(part, (TextPart, ImagePart)):
+        return part
+    raise InvalidMessageError(
+        f"a user message part must be TextPart or ImagePart, got {type(part).__name__}"
+    )

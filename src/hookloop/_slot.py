@@ -17,9 +17,10 @@ from .hooks._host import AgentHost
 if TYPE_CHECKING:
     from ._agent import Default
     from ._events import AgentEvent, AgentResponse
-    from ._loop import ChatRun, Resumption, StepRunner
+    from ._loop import ChatRun
     from ._messages import UserMessage
     from ._output import OutputSpec
+    from ._setup import Resumption, StepRunner
 
 __all__ = ["ChatHost", "ChatSlot", "current_slot"]
 
@@ -48,6 +49,10 @@ class ChatHost(AgentHost, Protocol):
 
     async def chat(self, message: str) -> AgentResponse[Any]:
         """One chat of ``message`` (see ``Agent.chat``)."""
+        ...
+
+    async def _refuse_while_pending(self) -> None:
+        """Raise ``UsageError`` while tool calls of an earlier chat wait for approval."""
         ...
 
     async def aclose(self) -> None:

@@ -9,11 +9,10 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-from .._agent import UserInput, _user_message
 from .._background import run_sync
 from .._errors import UsageError
 from .._events import AgentEvent, AgentResponse
-from .._messages import UserMessage
+from .._messages import UserInput, UserMessage, user_message
 from .._slot import ChatHost
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
@@ -138,7 +137,7 @@ class DurableChats:
     ) -> TurnHandle:
         """Start one turn of the session as a workflow; returns at once. See :meth:`chat`."""
         check_session_id(session_id)
-        user = _user_message(message)
+        user = user_message(message)
         turn = user.id if turn_id is None else check_session_id(turn_id, "turn_id")
         wid = workflow_id(session_id, turn)
         await self.engine.start(self._workflow, wid, encode_turn(session_id, user))
