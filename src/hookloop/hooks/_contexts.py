@@ -4,15 +4,22 @@ Each event's handlers receive one of these slotted, keyword-only dataclasses; it
 states the event's contract (when it fires, what returning does, what raising does). Which
 context each event gets, and what a handler may return, is the event's row in
 ``_events.py``.
+
+A handler changes things by returning a value, or by setting one of the few fields its
+context lists as ``settable``; every other field refuses the assignment itself (a read-only
+property over a private slot), with a :class:`~hookloop.HookReturnError` that names the
+field. So the rule holds at no cost to dispatch, which does no bookkeeping per handler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, dataclass_transform
 
 from .._approval import ApprovalDecision, PendingApproval
+from .._errors import HookReturnError
 from .._messages import Message, ToolCall, UserMessage
 from ..models._base import Model, ProviderRequest, ProviderResponse
 
@@ -51,36 +58,119 @@ __all__ = [
     "TrimContext",
 ]
 
+_T = TypeVar("_T")
 
-@dataclass(slots=True, kw_only=True)
+
+class FixedFieldError(HookReturnError):
+    """A handler set a context field that its event does not let handlers set.
+
+    Raised by the assignment itself; the dispatch then names the event and the handler, and
+    what the handler may do instead, in the message.
+
+    Attributes:
+        context: The context's type.
+        field: The field that was set.
+    """
+
+    def __init__(self, context: object, name: str) -> None:
+        kind = type(context)
+        settable = ", ".join(getattr(kind, "__settable__", ())) or "none"
+        super().__init__(
+            f"ctx.{name} of a {kind.__name__} cannot be set; the fields a handler may set "
+            f"are: {settable}"
+        )
+        self.context = kind
+        self.field = name
+
+
+@dataclass_transform(kw_only_default=True)
+def context(*, settable: tuple[str, ...] = ()) -> Callable[[type[_T]], type[_T]]:
+    """Make a class a hook context: a slotted, keyword-only dataclass whose fields are fixed.
+
+    The fields named in ``settable`` are plain attributes a handler may set; every other
+    field is a read-only property over a private slot, and setting it raises
+    :class:`FixedFieldError`. The dispatch writes an interceptor's returned value into the
+    private slot. Reading a fixed field costs a property call; writing nothing costs nothing.
+    """
+
+    def build(cls: type[_T]) -> type[_T]:
+        return cast("type[_T]", _guarded(dataclass(kw_only=True)(cls), settable))
+
+    return build
+
+
+def _guarded(cls: type, settable: tuple[str, ...]) -> type:
+    """``cls`` (a dataclass) rebuilt with slots: settable fields plain, the rest read-only."""
+    fields = dataclasses.fields(cls)
+    names = [f.name for f in fields]
+    if unknown := set(settable) - set(names):
+        raise TypeError(f"{cls.__name__} has no field {sorted(unknown)}")
+    fixed = [name for name in names if name not in settable]
+    namespace = {
+        key: value
+        for key, value in vars(cls).items()
+        if key not in names and key not in ("__dict__", "__weakref__")
+    }
+    namespace["__slots__"] = (*(f"_{name}" for name in fixed), *settable)
+    namespace["__settable__"] = settable
+    code: list[str] = []
+    scope: dict[str, Any] = {"FixedFieldError": FixedFieldError}
+    parameters = []
+    for f in fields:
+        if f.default_factory is not dataclasses.MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name}: a context field takes no default_factory")
+        if f.default is dataclasses.MISSING:
+            parameters.append(f.name)
+        else:
+            scope[f"default_{f.name}"] = f.default
+            parameters.append(f"{f.name}=default_{f.name}")
+        code.append(f"    self.{f.name if f.name in settable else '_' + f.name} = {f.name}")
+    code.insert(0, f"def __init__(self, *, {', '.join(parameters)}):")
+    for name in fixed:
+        code += [
+            f"def get_{name}(self):",
+            f"    return self._{name}",
+            f"def set_{name}(self, value):",
+            f"    raise FixedFieldError(self, {name!r})",
+        ]
+    exec("\n".join(code), scope)  # as dataclasses builds __init__: one plain function each
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    namespace["__init__"] = init
+    for name in fixed:
+        namespace[name] = property(scope[f"get_{name}"], scope[f"set_{name}"])
+    return type(cls.__name__, cls.__bases__, namespace)
+
+
+@context()
 class ChatStartContext:
     """``on_chat_start`` (observer): a chat begins, before the user message is committed."""
 
     message: UserMessage
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class ChatDoneContext:
     """``on_chat_done`` (observer): the chat succeeded; the final answer is in history."""
 
     response: AgentResponse
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class ChatAbortContext:
     """``on_chat_abort`` (observer): the chat was cancelled; ``reason`` is why, if known."""
 
     reason: object
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class ChatErrorContext:
     """``on_chat_error`` (observer): the chat failed with ``error``, which then propagates."""
 
     error: Exception
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class MessageContext:
     """``on_message`` (observer): ``message`` was just committed to history.
 
@@ -92,7 +182,7 @@ class MessageContext:
     message: Message
 
 
-@dataclass(slots=True, kw_only=True)
+@context(settable=("model", "replace_history", "left_out"))
 class PreRequestContext:
     """``pre_request`` (interceptor): before each model attempt of iteration ``iteration``.
 
@@ -116,7 +206,7 @@ class PreRequestContext:
     stream: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class ResponseContext:
     """``on_response`` (interceptor): a response arrived, before it is committed.
 
@@ -128,7 +218,7 @@ class ResponseContext:
     response: ProviderResponse
 
 
-@dataclass(slots=True, kw_only=True)
+@context(settable=("retry", "request", "model", "replace_history", "left_out"))
 class AfterModelCallContext:
     """``after_model_call``: each model attempt ended, with a ``response`` or an ``error``.
 
@@ -152,7 +242,7 @@ class AfterModelCallContext:
     left_out: tuple[Message, ...] = ()
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class PreToolCallContext:
     """``pre_tool_call`` (interceptor): a known tool is about to run.
 
@@ -168,7 +258,7 @@ class PreToolCallContext:
     scope: Scope
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class ToolResultContext:
     """``on_tool_call_result`` (interceptor): a tool returned ``result``.
 
@@ -182,7 +272,7 @@ class ToolResultContext:
     result: object
 
 
-@dataclass(slots=True, kw_only=True)
+@context(settable=("retry",))
 class ToolErrorContext:
     """``on_tool_call_error`` (interceptor): a tool call failed with ``error``.
 
@@ -203,7 +293,7 @@ class ToolErrorContext:
     retry: bool = False
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class ApprovalRequestContext:
     """``on_approval_request`` (observer): a tool call waits for a person's decision.
 
@@ -219,7 +309,7 @@ class ApprovalRequestContext:
     scope: Scope
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class ApprovalDecisionContext:
     """``on_approval_decision`` (observer): ``agent.resume()`` took a decision on a call.
 
@@ -232,7 +322,7 @@ class ApprovalDecisionContext:
     decision: ApprovalDecision
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class OutputValidationErrorContext:
     """``on_output_validation_error`` (interceptor): the model's answer is not a valid output.
 
@@ -251,7 +341,7 @@ class OutputValidationErrorContext:
     retry_message: str
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class PreCompressContext:
     """``on_pre_compress``: a context policy is about to leave ``messages`` out.
 
@@ -265,14 +355,14 @@ class PreCompressContext:
     messages: tuple[Message, ...]
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class ScopeContext:
     """``on_scope_register`` / ``on_scope_unregister`` (observers, synchronous)."""
 
     scope: Scope
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class MemoryWriteContext:
     """``on_memory_write`` (report): a memory write succeeded.
 
@@ -297,7 +387,7 @@ class MemoryWriteContext:
     source: Literal["api", "tool"] = "api"
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class DelegationContext:
     """``on_delegation`` (report): a sub-agent finished a task this agent delegated.
 
@@ -322,7 +412,7 @@ class DelegationContext:
     path: tuple[str, ...]
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class SessionSwitchContext:
     """``on_session_switch`` (report): ``agent.switch_session()`` changed the session.
 
@@ -343,7 +433,7 @@ class SessionSwitchContext:
     previous_session_id: str | None
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class SubAgentEventContext:
     """``on_subagent_event`` (observer): an event fired on a sub-agent this agent delegated to.
 
@@ -365,7 +455,7 @@ class SubAgentEventContext:
     context: object
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class FirstChunkContext:
     """``on_first_chunk`` (observer): the first chunk of a streamed model attempt arrived.
 
@@ -383,7 +473,7 @@ class FirstChunkContext:
     model: Model
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class BackoffWaitContext:
     """``on_backoff_wait`` (observer): a retry strategy is about to wait before retrying.
 
@@ -409,7 +499,7 @@ class BackoffWaitContext:
     strategy: str
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class TrimContext:
     """``on_trim`` (observer): a sliding window left messages out of a request.
 
@@ -442,7 +532,7 @@ class TrimContext:
     window: int | None
 
 
-@dataclass(slots=True, kw_only=True)
+@context()
 class CompactionContext:
     """``on_compaction`` (observer): a compaction policy made a request smaller.
 

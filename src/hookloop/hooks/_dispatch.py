@@ -18,7 +18,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 from .._errors import HookRegistrationError, HookReturnError
-from ._contexts import ScopeContext, ToolReturn
+from ._contexts import FixedFieldError, ScopeContext, ToolReturn
 from ._events import EVENT_TABLE, EVENTS, EventSpec
 
 if TYPE_CHECKING:
@@ -199,6 +199,8 @@ class HookRegistry:
                     # synchronous call, so there is nothing to await.
                     handler.fn(ctx)
             except Exception as exc:
+                if type(exc) is FixedFieldError and handler is not None:
+                    _explain(exc, handler, ctx)
                 _annotate(exc, handler)
                 raise
 
@@ -230,6 +232,9 @@ _EVERY: Final = frozenset({"each", "each_quietly"})
 async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> object:
     """Call ``handlers`` in order with ``ctx``, sync or async, and apply ``mode``.
 
+    A handler call costs a call: the context itself refuses a write to a field the event
+    does not let handlers set (``_contexts.py``), so nothing is checked around a handler.
+
     Modes:
         observe: Returns are ignored; an exception propagates, noted with the handler.
         each / each_quietly: Like observe, but a cancellation does not skip the later
@@ -242,13 +247,12 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
             unwrapped), a return of a ``stop`` type ends the chain and is returned.
 
     Raises:
-        HookReturnError: A collector or interceptor returned a value of another type.
+        HookReturnError: A collector or interceptor returned a value of another type, or a
+            handler set a field of the context it may not set.
     """
     cancelled: asyncio.CancelledError | None = None
-    texts: list[str] = []  # only collect mode fills it
+    texts: list[str] | None = None  # collect mode's
     for handler in handlers:
-        fixed = handler.spec.fixed
-        before = [getattr(ctx, name) for name in fixed]
         try:
             result = handler.fn(ctx)
             # is_async was decided at registration; a sync function may return an awaitable.
@@ -260,6 +264,8 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
             cancelled = cancelled or exc
             continue
         except Exception as exc:
+            if type(exc) is FixedFieldError:
+                _explain(exc, handler, ctx)
             if mode == "each_quietly":
                 logger.exception(
                     "the %r hook handler %s raised; ignored", handler.event, handler.label
@@ -276,12 +282,13 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                 continue
             _annotate(exc, handler)
             raise
-        _check_unset(ctx, handler, fixed, before)
         if result is None:
             continue
         if mode == "collect":
             if not isinstance(result, str):
                 raise _bad_return(handler, result, (str,), ())
+            if texts is None:
+                texts = []
             texts.append(result)
         elif mode == "chain":
             spec = handler.spec
@@ -289,9 +296,11 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                 return result
             if not isinstance(result, spec.accept):
                 raise _bad_return(handler, result, spec.accept, spec.stop)
-            setattr(ctx, spec.field, result.value if isinstance(result, ToolReturn) else result)
+            # The field is fixed for handlers: its private slot takes the returned value.
+            value = result.value if isinstance(result, ToolReturn) else result
+            setattr(ctx, f"_{spec.field}", value)
     if mode == "collect":
-        return texts
+        return texts or []
     return cancelled
 
 
@@ -338,24 +347,17 @@ def run_chain(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     return dispatch(handlers, ctx, "chain")
 
 
-def _check_unset(
-    ctx: object, handler: Handler, fixed: tuple[str, ...], before: list[object]
-) -> None:
-    """Refuse a handler that set a field outside its event's settable ones (and undo it)."""
-    for name, value in zip(fixed, before, strict=True):
-        if getattr(ctx, name) is not value:
-            setattr(ctx, name, value)
-            spec = handler.spec
-            how = (
-                "return the new value instead"
-                if name == spec.field
-                else f"the fields it may set are: {', '.join(spec.settable) or 'none'}"
-            )
-            error = HookReturnError(
-                f"the {handler.event!r} handler {handler.label} set ctx.{name}; {how}"
-            )
-            _annotate(error, handler)
-            raise error
+def _explain(error: FixedFieldError, handler: Handler, ctx: object) -> None:
+    """Name the event and the handler in a refused write, and what it may do instead."""
+    if error.context is not type(ctx):
+        return  # another context (a sub-agent's, say): its own message says it all
+    spec = handler.spec
+    how = (
+        "return the new value instead"
+        if error.field == spec.field
+        else f"the fields it may set are: {', '.join(spec.settable) or 'none'}"
+    )
+    error.args = (f"the {handler.event!r} handler {handler.label} set ctx.{error.field}; {how}",)
 
 
 def _bad_return(

@@ -11,7 +11,6 @@ the typed ``add_hook`` overloads and the docs table, which a test keeps in step.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol, TypeAlias
@@ -78,7 +77,6 @@ class EventSpec:
             logged at WARNING and ignored), ``collector`` (the strings returned are gathered).
         returns: What a handler may return, for the docs.
         stops: What stops the chain early, for the docs.
-        settable: The context fields a handler may set (the only mutation allowed).
         sync_only: The event fires inside a synchronous call: async handlers are refused.
         forwarded: A sub-agent hands the event on to the delegating agent.
         trace: How :class:`~hookloop.TracePlugin` describes the event in one line.
@@ -93,7 +91,6 @@ class EventSpec:
     returns: str
     stops: str
     trace: Callable[[Any, TraceFormat], str]
-    settable: tuple[str, ...] = ()
     sync_only: bool = False
     forwarded: bool = True
     field: str = ""
@@ -101,14 +98,20 @@ class EventSpec:
     stop: tuple[type, ...] = ()
 
     @property
+    def settable(self) -> tuple[str, ...]:
+        """The context fields a handler may set (the only mutation allowed).
+
+        The context class declares them (``@context(settable=...)``): it refuses the others.
+        """
+        settable: tuple[str, ...] = getattr(self.context, "__settable__", ())
+        return settable
+
+    @property
     def fixed(self) -> tuple[str, ...]:
         """The context fields a handler may not set (an interceptor's ``field`` included)."""
-        return _fixed_fields(self.context, self.settable)
-
-
-@functools.cache
-def _fixed_fields(context: type, settable: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(context) if f.name not in settable)
+        return tuple(
+            f.name for f in dataclasses.fields(self.context) if f.name not in self.settable
+        )
 
 
 def _plural(n: int, word: str) -> str:
@@ -188,7 +191,6 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             kind="interceptor",
             returns="`ProviderRequest` (replace) or `ProviderResponse`",
             stops="a `ProviderResponse` skips the later handlers **and the model**",
-            settable=("model", "replace_history", "left_out"),
             field="request",
             accept=(ProviderRequest,),
             stop=(ProviderResponse,),
@@ -213,7 +215,6 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             kind="observer",
             returns=_OBSERVED,
             stops=_RAISE_ENDS,
-            settable=("retry", "request", "model", "replace_history", "left_out"),
             trace=lambda c, t: _outcome(c),
         ),
         EventSpec(
@@ -249,7 +250,6 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             kind="interceptor",
             returns="an exception (replace)",
             stops="never: every handler runs",
-            settable=("retry",),
             field="error",
             accept=(Exception,),
             trace=lambda c, t: f"{c.call.name} failed: {type(c.error).__name__}: {c.error}",
