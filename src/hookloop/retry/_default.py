@@ -15,7 +15,7 @@ from .._errors import (
     ServerError,
 )
 from ..hooks._contexts import AfterModelCallContext
-from ._backoff import Backoff
+from ._backoff import JITTER_RNG, Backoff
 from ._hints import provider_hint
 from ._model import ModelRetryStrategy, RetryDecision, Sleep
 
@@ -81,7 +81,7 @@ class DefaultRetryStrategy(ModelRetryStrategy):
         self.max_wait = max_wait
         self.backoff = backoff or Backoff()
         self.retry_on = retry_on
-        self._rng = rng or random.Random()
+        self._rng = rng if rng is not None else JITTER_RNG
         self._previous: float | None = None
 
     def on_first_model_attempt(self) -> None:
