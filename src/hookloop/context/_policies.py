@@ -109,6 +109,8 @@ class SlidingWindow:
     __slots__ = (
         "_agent",
         "_ceilings",
+        "_frame",
+        "_frame_room",
         "_pending",
         "_shown",
         "_state",
@@ -141,6 +143,9 @@ class SlidingWindow:
         # kept only once a request trimmed to it went through (_pending until then).
         self._ceilings: dict[tuple[str, int], int] | None = None  # made on the first one
         self._pending: tuple[tuple[str, int], int] | None = None
+        # What the last request's room was worked out from, and the room (see _room).
+        self._frame: tuple[object, ...] | None = None
+        self._frame_room = 0
         self._shown: set[str] | None = None  # ids already passed to on_pre_compress
         self._state: _Window | None = None  # the window, kept from one request to the next
 
@@ -176,6 +181,33 @@ class SlidingWindow:
         if ceiling is not None and ceiling < budget.total:
             budget = _Budget(ceiling, "ceiling", window, answer)
         return budget
+
+    def _room(self, request: ProviderRequest, history: ChatHistory, model: Model) -> int:
+        """Tokens the messages of ``request`` may take: its budget less the rest of it.
+
+        Worked out again only when something it depends on changed since the last request
+        (the system prompt, the tools, the settings, the model, a limit): every iteration of
+        a chat asks, and the answer rarely changes.
+        """
+        counter = history.token_counter
+        ceilings = None if self._ceilings is None else tuple(self._ceilings.items())
+        frame = (
+            request.system,
+            request.tools,
+            request.settings,
+            model,
+            model.context_window,
+            self.max_tokens,
+            self.reserve,
+            history.max_context_tokens,
+            counter,
+            ceilings,
+        )
+        if frame == self._frame:
+            return self._frame_room
+        room = self._budget(request, model).total - count_overhead(request, counter=counter)
+        self._frame, self._frame_room = frame, room
+        return room
 
     def request_messages(
         self, request: ProviderRequest, history: ChatHistory, model: Model
@@ -214,8 +246,7 @@ class SlidingWindow:
             state.last_user = _last_user(messages, n, state.seen - 1, state.last_user)
             state.tokens += sum(counts[state.seen :])
             state.seen = n
-        budget = self._budget(request, model)
-        room = budget.total - count_overhead(request, counter=history.token_counter)
+        room = self._room(request, history, model)
         start, tokens, last_user = state.start, state.tokens, state.last_user
         # The trim keeps the longest run of whole turn units, from the newest back, that fits
         # (token sums only grow towards the oldest): walk the start back while the unit before
@@ -236,7 +267,7 @@ class SlidingWindow:
             # Something was left out: the window starts at a user message (trim's rule 4).
             while sent < last_user and not isinstance(messages[sent], UserMessage):
                 sent += 1
-        state.sent = tuple(messages[sent:])
+        state.sent = tuple(messages[sent:]) if sent else tuple(messages)
         state.sent_start = sent
         # Only a window that fits is exactly what the trim keeps; _trim finishes the others.
         state.room = room if tokens <= room else None

@@ -116,14 +116,23 @@ class ModelRetryStrategy(abc.ABC):
         # Goes into the disposer agent.use() returns, next to the hook's own.
         agent.hooks.adopt(Disposer(lambda: self._release(agent)))
 
-    async def retry_model(self, event: AfterModelCallContext) -> None:
-        """The ``after_model_call`` handler; override the methods above instead."""
+    def retry_model(self, event: AfterModelCallContext) -> Awaitable[None] | None:
+        """The ``after_model_call`` handler; override the methods above instead.
+
+        A plain function for an attempt that needs no retry (every successful one): it
+        returns the retry's coroutine only when there is one to decide and wait for.
+        """
         if event.attempt == 1:
             self._history = ()
             self._call_started = self._clock()
             self.on_first_model_attempt()
         if event.retry or event.error is None:
-            return
+            return None
+        return self._retry(event)
+
+    async def _retry(self, event: AfterModelCallContext) -> None:
+        """Decide about a failed attempt; report the wait, wait, and set ``retry``."""
+        assert event.error is not None  # retry_model hands on failed attempts only
         decision = self.compute_retry_decision(event)
         if inspect.isawaitable(decision):
             decision = await decision
