@@ -45,6 +45,7 @@ from ._messages import (
     ToolMessage,
     Usage,
     UserMessage,
+    tool_result,
 )
 from ._model_call import ModelCalls
 from ._output import Accepted, OutputSpec, Rejected
@@ -279,8 +280,10 @@ class ChatRun(ModelCalls):
             else:
                 response, message = await self._recorded_model_call(setup.steps, iteration, request)
             self._checkpoint()
-            if message.tool_calls:
-                self._unanswered = {call.id: call for call in message.tool_calls}
+            if calls := message.tool_calls:  # (one call, the usual case: no comprehension)
+                self._unanswered = (
+                    {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
+                )
             await self._commit(message)
             output = setup.output
             if output is not None and (verdict := output.judge(message)) is not None:
@@ -668,8 +671,8 @@ class ChatRun(ModelCalls):
                 return await self._failed(original, tool, scope, supplied, call)
             if isinstance(supplied, Defer):
                 deferred = supplied
-        scope_on = scope.is_enabled()
-        if not (scope_on and tool.is_enabled()):
+        scope_on = scope.enabled is True or scope.is_enabled()  # (no call for a plain flag)
+        if not (scope_on and (tool.enabled is True or tool.is_enabled())):
             reason = "" if scope_on else f": its scope {scope.name!r} is disabled"
             error = ToolDisabledError(
                 f"tool {tool.name!r} is disabled{reason}",
@@ -714,9 +717,7 @@ class ChatRun(ModelCalls):
                 attempt += 1
         if ON_TOOL_CALL_RESULT in self._handlers:
             return await self._succeeded(original, call, tool, scope, result)
-        return ToolMessage(
-            tool_call_id=original.id, tool_name=original.name, content=serialize_result(result)
-        )
+        return tool_result(original, serialize_result(result))
 
     def _run_context(self, call: ToolCall, tool: Tool, attempt: int) -> RunContext[object]:
         setup = self._setup
@@ -742,9 +743,7 @@ class ChatRun(ModelCalls):
             ctx = ToolResultContext(call=call, tool=tool, scope=scope, result=result)
             await run_chain(hs, ctx)
             result = ctx.result
-        return ToolMessage(
-            tool_call_id=original.id, tool_name=original.name, content=serialize_result(result)
-        )
+        return tool_result(original, serialize_result(result))
 
     async def _failed(
         self,
@@ -782,16 +781,11 @@ def _used_since(before: Usage, now: Usage) -> Usage | None:
 
 
 def _tool_text(call: ToolCall, text: str, *, error: bool) -> ToolMessage:
-    return ToolMessage(tool_call_id=call.id, tool_name=call.name, content=text, is_error=error)
+    return tool_result(call, text, is_error=error)
 
 
 def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
-    return ToolMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=exception_text(error),
-        is_error=True,
-    )
+    return tool_result(call, exception_text(error), is_error=True)
 
 
 def _reason(exc: BaseException) -> object:

@@ -99,7 +99,8 @@ class ModelCalls:
                 )
                 supplied = await run_chain(hs, pre)
                 request = pre.request
-                model = _checked_model(pre.model)
+                if pre.model is not model:  # a handler chose another (an ABC check costs)
+                    model = _checked_model(pre.model)
                 if pre.left_out:
                     await self._left_out(pre.left_out)
                 if pre.replace_history is not None:

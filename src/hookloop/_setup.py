@@ -22,11 +22,19 @@ from ._messages import (
     UserMessage,
 )
 from ._output import OutputSpec
+from ._slots import new, slot_setter
 from .context._history import ChatHistory
 from .context._policies import SlidingWindow
 from .context._repair import repair
 from .hooks._dispatch import Handler
-from .models._base import Model, ModelSettings, ProviderRequest, ProviderResponse, ToolDefinition
+from .models._base import (
+    Model,
+    ModelSettings,
+    OutputFormat,
+    ProviderRequest,
+    ProviderResponse,
+    ToolDefinition,
+)
 
 if TYPE_CHECKING:
     from ._tools import ScopeRegistry
@@ -142,8 +150,13 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
     system_parts: list[str] = []
     user_parts: list[str] = []
     tools: list[ToolDefinition] = []
-    for scope in setup.scopes.enabled():
-        tools.extend([t.definition for t in scope.tools if t.is_enabled()])
+    for scope in setup.scopes.ordered:
+        # is_enabled() only for a flag that is not plainly True: this runs every iteration.
+        if scope.enabled is not True and not scope.is_enabled():
+            continue
+        for t in scope.tools:
+            if t.enabled is True or t.is_enabled():
+                tools.append(t.definition)
         if scope.context is not None and (text := scope.render_context()):
             (system_parts if scope.context_placement == "system" else user_parts).append(text)
     if system_parts:
@@ -158,9 +171,7 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
     if (policy := setup.window) is not None:
         # Only the window, not the whole history: a turn costs the same however long the
         # conversation grows (bench/loop.py, overhead_us_by_history).
-        bare = ProviderRequest(
-            model=setup.model.name, system=system, messages=(), tools=definitions, settings=settings
-        )
+        bare = _request(setup.model.name, system, (), definitions, settings, None)
         window = policy.request_messages(bare, history, setup.model)
     if window is not None:
         messages = window
@@ -178,14 +189,34 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
             system = "\n\n".join(p for p in (system, *user_parts) if p)
         else:
             messages = extended
-    return ProviderRequest(
-        model=setup.model.name,
-        system=system,
-        messages=messages,
-        tools=definitions,
-        settings=settings,
-        output_format=output_format,
-    )
+    return _request(setup.model.name, system, messages, definitions, settings, output_format)
+
+
+_request_model = slot_setter(ProviderRequest, "model")
+_request_system = slot_setter(ProviderRequest, "system")
+_request_messages = slot_setter(ProviderRequest, "messages")
+_request_tools = slot_setter(ProviderRequest, "tools")
+_request_settings = slot_setter(ProviderRequest, "settings")
+_request_output_format = slot_setter(ProviderRequest, "output_format")
+
+
+def _request(
+    model: str,
+    system: str | None,
+    messages: tuple[Message, ...],
+    tools: tuple[ToolDefinition, ...],
+    settings: ModelSettings,
+    output_format: OutputFormat | None,
+) -> ProviderRequest:
+    """A ``ProviderRequest`` of these fields, made through its slots (every iteration's)."""
+    request = new(ProviderRequest)
+    _request_model(request, model)
+    _request_system(request, system)
+    _request_messages(request, messages)
+    _request_tools(request, tools)
+    _request_settings(request, settings)
+    _request_output_format(request, output_format)
+    return request
 
 
 def _settings_for(setup: ChatSetup, iteration: int) -> ModelSettings:

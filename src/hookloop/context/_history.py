@@ -238,9 +238,16 @@ class ChatHistory:
         """
         if not isinstance(message, _CONVERSATION):
             check_message(message)  # raises: the right error for each wrong kind
-        self._check_new_id(message.id)
-        self._ids()[message.id] = len(self._messages)  # _ids: no duplicate (checked)
-        self._messages.append(message)
+        # _check_new_id and _ids, inlined: this runs twice per iteration of every chat.
+        index = self._index
+        if index is None:
+            index = self._ids()
+        message_id = message.id
+        if message_id in index or (self._system is not None and self._system.id == message_id):
+            self._check_new_id(message_id)  # raises
+        messages = self._messages
+        index[message_id] = len(messages)
+        messages.append(message)
 
     def _append(self, message: Message) -> None:
         self._check_new_id(message.id)
@@ -257,9 +264,12 @@ class ChatHistory:
         missing = len(self._messages) - len(counts)
         if missing:
             count = _own_counter(self._counter).count_message
-            added = [count(m) for m in self._messages[-missing:]]
-            counts.extend(added)
-            self._total += sum(added)
+            total = self._total
+            for message in self._messages[-missing:]:  # a loop: no comprehension's frame
+                tokens = count(message)
+                counts.append(tokens)
+                total += tokens
+            self._total = total
         return counts
 
     def _checked_lists(self) -> tuple[list[Message], array[int]] | None:
