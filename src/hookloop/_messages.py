@@ -22,7 +22,7 @@ import pydantic
 
 from ._errors import InvalidMessageError, ToolValidationError
 from ._slots import new as _new
-from ._slots import slot_setter
+from ._slots import slot_init, slot_setter
 
 __all__ = [
     "AssistantMessage",
@@ -138,6 +138,7 @@ def _as_tuple(obj: object, name: str) -> None:
         object.__setattr__(obj, name, tuple(value))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextPart:
     """A piece of text inside a user message."""
@@ -150,6 +151,7 @@ class TextPart:
             raise _refuse(self, (("text", _is_str, _STR),))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImagePart:
     """An image inside a user message, given by URL or as base64 data.
@@ -185,6 +187,11 @@ _IMAGE_RULES: tuple[_Rule, ...] = tuple(
 ContentPart: TypeAlias = TextPart | ImagePart
 
 
+_ARGUMENTS_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(..., ensure_ascii=False)``'s encoder, made once: dumps() makes one per call."""
+
+
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A request from the model to run one tool.
@@ -226,7 +233,7 @@ class ToolCall:
                 f"ToolCall.arguments must be a mapping or None, got {type(arguments).__name__}"
             )
         try:
-            text = json.dumps(dict(arguments or {}), ensure_ascii=False)
+            text = _ARGUMENTS_JSON.encode(dict(arguments or {}))
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidMessageError(
                 f"ToolCall.arguments cannot be written as JSON: {type(exc).__name__}"
@@ -257,6 +264,7 @@ class ToolCall:
         return value
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens a model call used, as the provider reported them.
@@ -298,6 +306,7 @@ class Usage:
         )
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemMessage:
     """Instructions for the model."""
@@ -311,6 +320,7 @@ class SystemMessage:
             raise _refuse(self, (("content", _is_str, _STR), ("id", _is_id, _ID)))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """What the user said: text, or a sequence of text and image parts."""
@@ -337,6 +347,7 @@ class UserMessage:
         return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     """What the model answered: text, tool calls, or both."""
@@ -361,6 +372,7 @@ class AssistantMessage:
             _as_tuple(self, "tool_calls")
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolMessage:
     """The result of one tool call, as the model will see it.

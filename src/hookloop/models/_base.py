@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeAlias
 from .._errors import InvalidResponseError
 from .._messages import AssistantMessage, Message, ToolCall, Usage, assistant_message
 from .._slots import new as _new
+from .._slots import slot_init
 from .._slots import slot_setter as _setter
 
 __all__ = [
@@ -84,6 +85,7 @@ class OutputFormat:
     schema: Mapping[str, Any]
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderRequest:
     """One request to a model.
@@ -106,6 +108,7 @@ class ProviderRequest:
     output_format: OutputFormat | None = None
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderResponse:
     """One answer from a model.
