@@ -186,11 +186,10 @@ class SlidingWindow:
         """Tokens the messages of ``request`` may take: its budget less the rest of it.
 
         Worked out again only when something it depends on changed since the last request
-        (the system prompt, the tools, the settings, the model, a limit): every iteration of
-        a chat asks, and the answer rarely changes.
+        (the system prompt, the tools, the settings, the model, a limit, a ceiling learned):
+        every iteration of a chat asks, and the answer rarely changes.
         """
         counter = history.token_counter
-        ceilings = None if self._ceilings is None else tuple(self._ceilings.items())
         frame = (
             request.system,
             request.tools,
@@ -201,7 +200,6 @@ class SlidingWindow:
             self.reserve,
             history.max_context_tokens,
             counter,
-            ceilings,
         )
         if frame == self._frame:
             return self._frame_room
@@ -438,6 +436,7 @@ class SlidingWindow:
                 if self._ceilings is None:
                     self._ceilings = {}
                 self._ceilings[key] = ceiling
+                self._frame = None  # the room depends on the ceilings
                 self._pending = None
             return
         if ctx.retry or not is_context_overflow(error):
