@@ -149,7 +149,8 @@ class HookRegistry:
                 f"{event!r} fires inside a synchronous call (scopes.register()/unregister()), "
                 "so its handlers must be plain functions"
             )
-        handler = Handler(event, fn, is_async, int(order), self._seq, spec)
+        # A Phase is kept as it is: int(Phase.TRIM) would be a new int per registration.
+        handler = Handler(event, fn, is_async, order, self._seq, spec)
         self._seq += 1
         current = self.handlers.get(event, ())
         self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))

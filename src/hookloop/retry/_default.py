@@ -21,6 +21,8 @@ from ._model import ModelRetryStrategy, RetryDecision, Sleep
 
 __all__ = ["TRANSIENT_ERRORS", "DefaultRetryStrategy"]
 
+_DEFAULT_BACKOFF = Backoff()
+
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     RateLimitError,
     OverloadedError,
@@ -79,7 +81,7 @@ class DefaultRetryStrategy(ModelRetryStrategy):
         self.max_attempts = max_attempts
         self.max_total_time = max_total_time
         self.max_wait = max_wait
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or _DEFAULT_BACKOFF  # frozen: every strategy may share it
         self.retry_on = retry_on
         self._rng = rng if rng is not None else JITTER_RNG
         self._previous: float | None = None
