@@ -248,18 +248,21 @@ class SlidingWindow:
         start, tokens, last_user = state.start, state.tokens, state.last_user
         # The trim keeps the longest run of whole turn units, from the newest back, that fits
         # (token sums only grow towards the oldest): walk the start back while the unit before
-        # it fits, then forward while the window does not.
-        while start > 0:
-            before = _unit_start(messages, start)
-            size = sum(counts[before:start])
-            if tokens + size > room:
-                break
-            start, tokens = before, tokens + size
+        # it fits, then forward while the window does not. A start fitted before to this room
+        # or a larger one, with only messages appended since, cannot go back: nothing older fit
+        # then, and the window has only grown.
+        if state.fitted is None or room > state.fitted:
+            while start > 0:
+                before = _unit_start(messages, start)
+                size = sum(counts[before:start])
+                if tokens + size > room:
+                    break
+                start, tokens = before, tokens + size
         while tokens > room and start < last_user:
             end = _unit_end(messages, start)
             tokens -= sum(counts[start:end])
             start = end
-        state.start, state.tokens = start, tokens
+        state.start, state.tokens, state.fitted = start, tokens, room
         sent = start
         if tokens <= room and start > 0:
             # Something was left out: the window starts at a user message (trim's rule 4).
@@ -529,6 +532,7 @@ class _Window:
     __slots__ = (
         "announced",
         "bare",
+        "fitted",
         "history",
         "last_user",
         "model",
@@ -556,6 +560,7 @@ class _Window:
         self.announced = 0  # the stored messages before this were passed to on_pre_compress
         self.bare: ProviderRequest | None = None  # the request the window was made for
         self.model: Model | None = None  # and the model it goes to
+        self.fitted: int | None = None  # the room start was last fitted to, walking back
 
 
 _GUESS = 64
