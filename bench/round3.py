@@ -27,6 +27,9 @@ is taken within a round; the figure printed is the median over the rounds.
   agents, ``text`` the messages' strings alone (the same strings, no message objects).
 - ``--peers``: a ``results-*.json`` of ``../shared/bench-peers/run.sh``; hookloop's figures
   then are that run's, against the fastest peer of the same run.
+
+The observability plugins' cost (the round's item 4) is measured where those plugins are:
+``bench/loop.py`` (``otel_plugin_us_per_iteration``) and the trace benches.
 """
 
 from __future__ import annotations

@@ -81,9 +81,7 @@ from .hooks._events import (
     ON_TOOL_CALL_RESULT,
     PRE_TOOL_CALL,
 )
-from .models._base import (
-    ProviderResponse,
-)
+from .models._base import ProviderResponse
 
 if TYPE_CHECKING:
     from ._tools import Scope, Tool
