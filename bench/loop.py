@@ -59,7 +59,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.hooks._hooks import EVENTS
+from hookloop.hooks import EVENT_TABLE
 from hookloop.observe import OpenTelemetryPlugin
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 
@@ -133,7 +133,7 @@ def make_agent(
     )
     if handler is not None:
         # Scope events fire outside chats (and take only sync handlers): every chat event.
-        for event in sorted(EVENTS - {"on_scope_register", "on_scope_unregister"}):
+        for event in sorted(set(EVENT_TABLE) - {"on_scope_register", "on_scope_unregister"}):
             for _ in range(count):
                 agent.hooks.add(event, handler)
     if setup is not None:

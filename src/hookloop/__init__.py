@@ -169,6 +169,7 @@ from .context import (
 from .hooks import (
     EVENT_TABLE,
     AfterModelCallContext,
+    AgentHost,
     ApprovalDecisionContext,
     ApprovalRequestContext,
     BackoffWaitContext,
@@ -344,6 +345,7 @@ __all__ = [
     "AfterModelCallContext",
     "Agent",
     "AgentEvent",
+    "AgentHost",
     "AgentResponse",
     "AnthropicModel",
     "ApprovalDecision",

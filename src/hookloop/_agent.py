@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import enum
 from collections.abc import (
-    AsyncIterator,
     Awaitable,
     Callable,
-    Coroutine,
     Iterable,
     Mapping,
-    Sequence,
 )
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
@@ -36,35 +33,23 @@ from ._approval_log import (
 )
 from ._background import BackgroundTasks, run_sync
 from ._delegation import as_tool, delegate
-from ._errors import InvalidMessageError, MemoryRequestError, UsageError
+from ._errors import MemoryRequestError, UsageError
 from ._events import AgentEvent, AgentResponse
-from ._loop import ChatRun, ChatSetup, Resumption, StepRunner
-from ._messages import (
-    AssistantMessage,
-    ContentPart,
-    ImagePart,
-    Message,
-    TextPart,
-    UserMessage,
-    new_id,
-)
+from ._loop import ChatRun
+from ._messages import AssistantMessage, Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL_NAME, OutputMode, OutputSpec, output_spec
 from ._run_context import NO_DEPS, MissingDepsError
+from ._setup import ChatSetup, Resumption, StepRunner
 from ._slot import ChatSlot
-from ._stream import StreamedChat, handoff
+from ._stream import ChatStream
 from ._tools import Scope, ScopeRegistry, Tool, check_name
-from .context._history import ChatHistory, _check_message
+from .context._history import ChatHistory
 from .context._policies import SlidingWindow
 from .context._tokens import counter_for_model
-from .hooks._hooks import (
-    ON_SESSION_SWITCH,
-    Disposer,
-    HookHost,
-    HookRegistry,
-    Plugin,
-    SessionSwitchContext,
-    notify_reporting,
-)
+from .hooks._contexts import SessionSwitchContext
+from .hooks._dispatch import Disposer, HookRegistry, notify_reporting
+from .hooks._events import ON_SESSION_SWITCH
+from .hooks._host import AgentHost, Plugin
 from .memory._attach import attach_memory
 from .memory._base import MemoryAction, MemoryEntry, MemoryStore, MemoryType
 from .memory._tool import memory_tool
@@ -80,8 +65,6 @@ DEFAULT_CONTEXT_WINDOW = 128_000
 DEFAULT_SCOPE = "default"
 """The name of the scope that holds the tools passed to ``Agent(tools=...)``."""
 
-UserInput = str | UserMessage | Sequence[ContentPart]
-
 OutT = TypeVar("OutT")
 
 _OUTPUT_SPECS_KEPT = 64  # per agent; more distinct per-chat output types are built each time
@@ -94,7 +77,7 @@ class Default(enum.Enum):
     DEFAULT = enum.auto()
 
 
-class Agent(HookHost):
+class Agent(AgentHost):
     """An LLM agent whose every step can be watched and steered with hooks.
 
     A chat runs with the ``model``, ``settings``, ``max_iterations`` and
@@ -371,7 +354,7 @@ class Agent(HookHost):
             asyncio.CancelledError: The task running the chat was cancelled.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        opening = await self._opening(_user_message(message), deps)
+        opening = await self._opening(user_message(message), deps)
         return await self._slot.drive(self._start(opening, None, deps, output))
 
     def chat_stream(
@@ -392,7 +375,7 @@ class Agent(HookHost):
         it validates so far.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        return ChatStream(self, _user_message(message), deps, output)
+        return ChatStream(self, user_message(message), deps, output)
 
     @overload
     def chat_sync(
@@ -935,95 +918,6 @@ class Agent(HookHost):
         run = self._slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output
         return run
-
-
-class ChatStream:
-    """The events of one streamed chat: an async iterator and an async context manager.
-
-    The chat starts when iteration starts and runs in the consumer's task, one event at a
-    time: it waits while the consumer handles an event. Leaving the ``async with`` block (or
-    calling :meth:`aclose`) before the end cancels the chat, which then ends as cancelled
-    (``on_chat_abort``); so does cancelling the consumer's task. A stream dropped unclosed
-    is closed so in a task of its own, as an async generator would be.
-    """
-
-    def __init__(
-        self,
-        agent: Agent,
-        message: UserMessage,
-        deps: object = NO_DEPS,
-        output: OutputSpec[Any] | None = None,
-    ) -> None:
-        self._agent = agent
-        self._message = message
-        self._deps = deps
-        self._output = output
-        self._events: StreamedChat | None = None
-
-    @property
-    def response(self) -> AgentResponse[Any] | None:
-        """The chat's response, once the stream has ended successfully."""
-        return self._events.response if self._events is not None else None
-
-    def __aiter__(self) -> AsyncIterator[AgentEvent]:
-        if self._events is None:
-            self._events = StreamedChat(self._begin)
-        return self._events
-
-    async def __aenter__(self) -> ChatStream:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Stop the stream; a chat still running is cancelled, and closed before this returns.
-
-        The chat answers its open tool calls and records them first. Cancelled while it
-        waits, it passes the cancellation on to the chat, still waits, and then raises it.
-        """
-        if self._events is not None:
-            await self._events.aclose()
-
-    async def _begin(self) -> tuple[ChatRun, Coroutine[Any, Any, AgentResponse]]:
-        """Claim the agent's chat slot for this stream's chat: at its first ``__anext__``."""
-        agent = self._agent
-        opening = await agent._opening(self._message, self._deps)
-        run = agent._start(opening, handoff, self._deps, self._output)
-        return run, agent._slot.drive(run)
-
-
-def _user_message(message: UserInput) -> UserMessage:
-    # Whatever form it comes in, the message passes add_message()'s rules: chat("") and
-    # chat(UserMessage(content="")) are refused alike.
-    if isinstance(message, UserMessage):
-        _check_message(message)
-        return message
-    if isinstance(message, str):
-        message = UserMessage(content=message)
-        _check_message(message)
-        return message
-    if isinstance(message, Sequence) and message:
-        message = UserMessage(content=tuple(_content_part(part) for part in message))
-        _check_message(message)
-        return message
-    raise InvalidMessageError(
-        f"a user message must be a non-empty str, a UserMessage or a sequence of parts, "
-        f"got {type(message).__name__}"
-    )
-
-
-def _content_part(part: object) -> ContentPart:
-    if isinstance(part, (TextPart, ImagePart)):
-        return part
-    raise InvalidMessageError(
-        f"a user message part must be TextPart or ImagePart, got {type(part).__name__}"
-    )
 
 
 def _checked_session_id(session_id: object) -> str:

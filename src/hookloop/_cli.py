@@ -60,7 +60,7 @@ from ._messages import ToolMessage
 from ._toolbox import BUILTIN_TOOLS
 from ._tools import Tool, tool
 from ._trace import TracePlugin
-from .hooks._hooks import AfterModelCallContext
+from .hooks._contexts import AfterModelCallContext
 from .models._base import Model, ModelSettings, TextDelta
 from .models._spec import model_from_spec
 from .observe import JsonLinesTracePlugin, write_trace_page

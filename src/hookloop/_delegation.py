@@ -33,22 +33,13 @@ from ._errors import UsageError, WaitingForApprovalError
 from ._loop import ChatRun
 from ._messages import UserMessage
 from ._run_context import NO_DEPS
-from ._slot import current_slot
+from ._slot import ChatHost, current_slot
 from ._tools import Tool
-from .hooks._hooks import (
-    EVENT_TABLE,
-    ON_DELEGATION,
-    ON_SUBAGENT_EVENT,
-    DelegationContext,
-    Disposer,
-    Phase,
-    SubAgentEventContext,
-    notify,
-    notify_reporting,
-)
+from .hooks._contexts import DelegationContext, SubAgentEventContext
+from .hooks._dispatch import Disposer, Phase, notify, notify_reporting
+from .hooks._events import EVENT_TABLE, ON_DELEGATION, ON_SUBAGENT_EVENT
 
 if TYPE_CHECKING:
-    from ._agent import Agent
     from ._events import AgentResponse
 
 __all__ = ["Relay", "as_tool", "delegate"]
@@ -70,11 +61,11 @@ class _SubAgent:
 
 
 # Weak: an agent that is gone takes its entry with it.
-_SUB_AGENTS: weakref.WeakKeyDictionary[Agent, _SubAgent] = weakref.WeakKeyDictionary()
+_SUB_AGENTS: weakref.WeakKeyDictionary[ChatHost, _SubAgent] = weakref.WeakKeyDictionary()
 
 
 async def delegate(
-    parent: Agent, task: str, sub: Agent, *, metadata: Mapping[str, Any] | None = None
+    parent: ChatHost, task: str, sub: ChatHost, *, metadata: Mapping[str, Any] | None = None
 ) -> AgentResponse:
     """Run ``task`` as a chat of ``sub`` on behalf of ``parent``; see the module docstring.
 
@@ -123,7 +114,7 @@ async def delegate(
 
 
 def as_tool(
-    sub: Agent,
+    sub: ChatHost,
     *,
     name: str | None = None,
     description: str | None = None,
@@ -170,7 +161,7 @@ def _lock_for(state: _SubAgent) -> asyncio.Lock:
     return held[1]
 
 
-def _relay_for(parent: Agent) -> Relay | None:
+def _relay_for(parent: ChatHost) -> Relay | None:
     """How the sub-agent's events reach ``parent`` and above; ``None`` if nobody listens."""
     working_for = _SUB_AGENTS.get(parent)
     upstream = working_for.relay if working_for is not None else None
@@ -187,7 +178,7 @@ def _relay_for(parent: Agent) -> Relay | None:
     return relay
 
 
-def _forward(sub: Agent, relay: Relay) -> list[Disposer]:
+def _forward(sub: ChatHost, relay: Relay) -> list[Disposer]:
     """Register, on ``sub``, one handler per event that hands the event to ``relay``."""
     path = (sub.name,)
 
@@ -201,13 +192,13 @@ def _forward(sub: Agent, relay: Relay) -> list[Disposer]:
     return [sub.hooks.add(event, forwarder(event), order=Phase.FORWARD) for event in _FORWARDED]
 
 
-def _roll_up(parent: Agent, run: ChatRun) -> None:
+def _roll_up(parent: ChatHost, run: ChatRun) -> None:
     parent_run = parent._slot.run
     if parent_run is not None and run.usage.total_tokens:
         parent_run.add_usage(run.usage)
 
 
-def _adopt_background(parent: Agent, sub: Agent) -> None:
+def _adopt_background(parent: ChatHost, sub: ChatHost) -> None:
     """Make the parent's ``aclose()`` wait for what the sub-agent left running."""
     if len(sub.background):
         _ = parent.background.spawn(

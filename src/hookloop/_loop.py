@@ -3,7 +3,9 @@
 ``agent.chat()`` awaits ``ChatRun.run()`` in the caller's task and asks the model for whole
 answers. ``agent.chat_stream()`` runs the same coroutine in the consumer's task with an
 ``emit`` callback (see ``_stream.py``), asks the model to stream, and hands the events to the
-consumer. The steps, in order, are drawn in ``docs/hooks.md``.
+consumer. The steps, in order, are drawn in ``docs/hooks.md``: the chat and its tool calls are
+here, each model call's steps (with their attempts) in ``_model_call.py``, and what a chat runs
+with and how each request is built in ``_setup.py``.
 """
 
 from __future__ import annotations
@@ -11,16 +13,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 import pydantic
 
-from ._approval import ApprovalDecision, Defer, PendingApproval, arguments_digest
-from ._approval_log import ApprovalBook, Ruling
+from ._approval import Defer, PendingApproval, arguments_digest
+from ._approval_log import Ruling
 from ._errors import (
     ChatCancelledError,
     HookReturnError,
-    InvalidResponseError,
     MaxIterationsError,
     OutputValidationError,
     ToolDisabledError,
@@ -34,9 +35,6 @@ from ._events import (
     AgentEvent,
     AgentResponse,
     ChatDone,
-    ModelCallRestarted,
-    ModelRetry,
-    PartialOutput,
     message_committed,
     tool_call_finished,
     tool_call_started,
@@ -44,179 +42,55 @@ from ._events import (
 from ._messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
-    TextPart,
     ToolCall,
     ToolMessage,
     Usage,
     UserMessage,
+    tool_result,
 )
-from ._output import Accepted, OutputSpec, PartialOutputs, Rejected
+from ._model_call import ModelCalls
+from ._output import Accepted, OutputSpec, Rejected
 from ._run_context import NO_DEPS, MissingDepsError, RunContext
+from ._setup import ChatSetup, Resumption, StepRunner, build_request
 from ._tools import exception_text, serialize_result
-from .context._history import ChatHistory
-from .context._policies import SlidingWindow
-from .context._repair import repair
-from .hooks._hooks import (
-    AFTER_MODEL_CALL,
-    ON_APPROVAL_DECISION,
-    ON_APPROVAL_REQUEST,
-    ON_CHAT_ABORT,
-    ON_CHAT_DONE,
-    ON_CHAT_ERROR,
-    ON_CHAT_START,
-    ON_FIRST_CHUNK,
-    ON_MESSAGE,
-    ON_OUTPUT_VALIDATION_ERROR,
-    ON_PRE_COMPRESS,
-    ON_RESPONSE,
-    ON_TOOL_CALL_ERROR,
-    ON_TOOL_CALL_RESULT,
-    PRE_REQUEST,
-    PRE_TOOL_CALL,
-    AfterModelCallContext,
+from .hooks._contexts import (
     ApprovalDecisionContext,
     ApprovalRequestContext,
     ChatAbortContext,
     ChatDoneContext,
     ChatErrorContext,
     ChatStartContext,
-    FirstChunkContext,
-    Handler,
-    HistoryReplacement,
     MessageContext,
     OutputReturn,
     OutputValidationErrorContext,
-    PreCompressContext,
-    PreRequestContext,
     PreToolCallContext,
-    ResponseContext,
     ToolErrorContext,
     ToolResultContext,
     ToolReturn,
-    collect_texts,
-    notify,
-    notify_each,
-    run_chain,
 )
-from .models._base import (
-    Model,
-    ModelSettings,
-    ProviderRequest,
-    ProviderResponse,
-    ResponseAccumulator,
-    StreamEnd,
-    ToolDefinition,
-    WholeAnswerStream,
-    response_deltas,
+from .hooks._dispatch import Handler, notify, notify_each, run_chain
+from .hooks._events import (
+    ON_APPROVAL_DECISION,
+    ON_APPROVAL_REQUEST,
+    ON_CHAT_ABORT,
+    ON_CHAT_DONE,
+    ON_CHAT_ERROR,
+    ON_CHAT_START,
+    ON_MESSAGE,
+    ON_OUTPUT_VALIDATION_ERROR,
+    ON_TOOL_CALL_ERROR,
+    ON_TOOL_CALL_RESULT,
+    PRE_TOOL_CALL,
 )
+from .models._base import ProviderResponse
 
 if TYPE_CHECKING:
-    from ._agent import Agent
-    from ._tools import Scope, ScopeRegistry, Tool
+    from ._tools import Scope, Tool
 
 CANCELLED_TOOL_TEXT = "cancelled: the chat ended before this tool call finished"
 OUTPUT_ACCEPTED_TEXT = "Final answer received."
 NOT_RUN_AFTER_OUTPUT_TEXT = "not run: the final answer was given in the same turn"
 _RETRY: Final = object()  # _settle_output's "the model tries again"
-_MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
-
-
-class StepRunner(Protocol):
-    """How a durable turn runs each model call and each tool call as one recorded step.
-
-    ``hookloop.durable`` implements it; a chat without one runs as it always does.
-    """
-
-    async def model_call(
-        self, run: Callable[[bool], Awaitable[ProviderResponse]]
-    ) -> tuple[ProviderResponse, AssistantMessage]:
-        """The response and its message: ``run``'s, or the ones recorded by an earlier run.
-
-        ``run(restarted)`` makes the call; ``restarted`` says that the turn resumed after a
-        crash at this call.
-        """
-        ...
-
-    async def tool_call(
-        self,
-        call: ToolCall,
-        idempotent: bool,
-        run: Callable[[], Awaitable[tuple[ToolMessage, Usage | None]]],
-        lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
-    ) -> tuple[ToolMessage, Usage | None]:
-        """The call's result: ``run``'s, the recorded one, or ``lost``'s answer.
-
-        ``run`` returns the message and the tokens the call used (a sub-agent's, counted
-        into the chat as they were used). ``lost`` answers a call that is not ``idempotent``
-        and was running when the worker died. Returns the message and, for a recorded call
-        that did not run now, the tokens it used, for the chat to count again.
-        """
-        ...
-
-    def closing_id(self, call_id: str) -> str:
-        """The id of the "not run" answer to call ``call_id`` when an error ends the turn.
-
-        The same in every run, so a resumed turn that closes the call again stores it once.
-        """
-        ...
-
-
-@dataclasses.dataclass(slots=True, kw_only=True)  # not frozen: that doubles its cost per chat
-class ChatSetup:
-    """What one chat runs with, taken from its agent when the chat starts; read-only.
-
-    Attributes:
-        handlers: The hook handlers by event (the registry's live mapping: a hook added
-            during the chat fires from its next event on).
-        model: The model each model call starts from.
-        scopes: The tools and context (live: see ``docs/tools.md``).
-        settings: Sampling and tool-choice settings.
-        max_iterations: The most model calls the chat may make.
-        reset_tool_choice: Whether a forcing tool choice holds for the first call only.
-        history: The conversation the chat appends to.
-        window: The agent's own sliding window, which builds each request from only the
-            messages that fit; ``None`` when the agent has another policy or none.
-        agent: The agent the chat runs on (a tool's run context names it).
-        deps: The chat's dependencies for tools' run contexts, or ``NO_DEPS``.
-        approvals: Where the chat leaves the calls that wait for approval.
-        output: How the chat asks for and checks a typed answer; ``None`` for text.
-        steps: How a durable turn records its model and tool calls; ``None`` otherwise.
-    """
-
-    handlers: dict[str, tuple[Handler, ...]]
-    model: Model
-    scopes: ScopeRegistry
-    settings: ModelSettings
-    max_iterations: int
-    reset_tool_choice: bool
-    history: ChatHistory
-    window: SlidingWindow | None
-    agent: Agent
-    deps: object
-    approvals: ApprovalBook
-    output: OutputSpec[Any] | None = None
-    steps: StepRunner | None = None
-
-
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-class Resumption:
-    """What a chat starts from when calls of a batch were decided: answer them first.
-
-    Attributes:
-        message: The assistant message whose calls waited for approval.
-        decided: Each call decided now with its checked decision, in call order
-            (``on_approval_decision`` fires for these; decisions recorded earlier, by a
-            process that died before their results, are only in ``rulings``).
-        rulings: How each decided call is answered, in call order.
-        user: For ``chat()``, the user message that follows the answers; ``None`` for
-            ``resume()``, whose first model call follows the answers.
-    """
-
-    message: AssistantMessage
-    decided: tuple[tuple[PendingApproval, ApprovalDecision], ...]
-    rulings: tuple[Ruling, ...]
-    user: UserMessage | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -229,7 +103,7 @@ class _Waiting:
     scope: Scope
 
 
-class ChatRun:
+class ChatRun(ModelCalls):
     """The state of one chat.
 
     ``emit`` is ``None`` for ``chat()``; for ``chat_stream()`` it receives every event.
@@ -240,13 +114,11 @@ class ChatRun:
         "_handlers",
         "_history",
         "_iteration",
-        "_last_response",
         "_message",
         "_new",
         "_output_failures",
         "_setup",
         "_unanswered",
-        "_usage",
         "_waiting",
         "cancel_delivered",
         "cancel_reason",
@@ -403,14 +275,15 @@ class ChatRun:
             self._checkpoint()
             request = build_request(setup, iteration + after_tools)
             if setup.steps is None:
-                await self._call_model(iteration, request)
-                response = self._last_response
+                response = await self._call_model(iteration, request)
                 message = response.to_message()
             else:
                 response, message = await self._recorded_model_call(setup.steps, iteration, request)
             self._checkpoint()
-            if message.tool_calls:
-                self._unanswered = {call.id: call for call in message.tool_calls}
+            if calls := message.tool_calls:  # (one call, the usual case: no comprehension)
+                self._unanswered = (
+                    {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
+                )
             await self._commit(message)
             output = setup.output
             if output is not None and (verdict := output.judge(message)) is not None:
@@ -650,216 +523,6 @@ class ChatRun:
             cancelled = cancelled or again
         return cancelled
 
-    # -- one model call, with attempts ---------------------------------------------------
-
-    async def _recorded_model_call(
-        self, steps: StepRunner, iteration: int, request: ProviderRequest
-    ) -> tuple[ProviderResponse, AssistantMessage]:
-        """One model call as a durable step: a replay takes the recorded answer."""
-        usage = self._usage
-
-        async def run(restarted: bool) -> ProviderResponse:
-            if restarted and self.emit is not None:
-                await self.emit(ModelCallRestarted(iteration=iteration))
-            await self._call_model(iteration, request)
-            return self._last_response
-
-        response, message = await steps.model_call(run)
-        # The recorded answer's usage, whether the call ran here or in an earlier run.
-        self._usage = usage if response.usage is None else usage + response.usage
-        self._last_response = response
-        return response, message
-
-    async def _call_model(self, iteration: int, request: ProviderRequest) -> None:
-        handlers = self._handlers
-        model = self._setup.model
-        emit = self.emit
-        base = request  # what every attempt's pre_request chain starts from
-        attempt = 0
-        while True:
-            attempt += 1
-            request = base
-            if hs := handlers.get(PRE_REQUEST):
-                pre = PreRequestContext(
-                    iteration=iteration,
-                    attempt=attempt,
-                    request=request,
-                    model=model,
-                    stream=emit is not None,
-                )
-                supplied = await run_chain(hs, pre)
-                request = pre.request
-                model = _checked_model(pre.model)
-                if pre.left_out:
-                    await self._left_out(pre.left_out)
-                if pre.replace_history is not None:
-                    request = await self._replace_history(pre.replace_history, request)
-                if request is not base:
-                    # A hook rewrote the request: make sure it still pairs every tool call.
-                    request = _repaired(request)
-                if isinstance(supplied, ProviderResponse):
-                    if emit is not None:  # a stream shows a supplied answer like a model's
-                        for part in response_deltas(supplied):
-                            await emit(part)
-                    await self._accept(iteration, request, supplied)
-                    return
-            if (notes := self._history._notes) is not None:
-                # What on_pre_compress handlers kept of stored messages the request leaves
-                # out without a summary goes in their place (after every pre_request
-                # handler: the window's budget made room for it).
-                history = self._history
-                request = notes.applied(request, history._ids(), history.token_counter)
-            response: ProviderResponse | None = None
-            error: Exception | None = None
-            try:
-                if emit is None:
-                    response = _checked(await model.request(request))
-                else:
-                    response = await self._stream_model(model, request, emit, iteration, attempt)
-            except Exception as exc:
-                error = exc
-            if hs := handlers.get(AFTER_MODEL_CALL):
-                after = AfterModelCallContext(
-                    iteration=iteration,
-                    attempt=attempt,
-                    request=request,
-                    response=response,
-                    error=error,
-                    model=model,
-                )
-                await notify(hs, after)
-                if after.left_out:
-                    await self._left_out(after.left_out)
-                if after.replace_history is not None:
-                    after.request = await self._replace_history(
-                        after.replace_history, after.request
-                    )
-                if after.retry:
-                    if after.request is not request:
-                        # A handler chose the next attempt's request (smaller, say): the next
-                        # pre_request chain starts from it, repaired. Otherwise each attempt
-                        # starts from the built request, so rewrites never pile up.
-                        base = _repaired(after.request)
-                    model = _checked_model(after.model)
-                    if emit is not None:
-                        await emit(ModelRetry(iteration=iteration, attempt=attempt, error=error))
-                    continue
-            if error is not None:
-                raise error
-            assert response is not None  # no error means a response
-            if ON_RESPONSE in handlers:
-                await self._accept(iteration, request, response)
-            else:
-                self._keep_response(response)
-            return
-
-    async def _left_out(self, messages: object) -> None:
-        """``on_pre_compress`` with the stored messages a policy left out of the request.
-
-        No summary is written to keep what its handlers return: the history keeps the texts
-        (its left-out notes), and every request that leaves those messages out gets them in
-        their place, as a summary message.
-
-        Raises:
-            HookReturnError: ``left_out`` was set to something else than a tuple of messages.
-        """
-        if type(messages) is not tuple or not all(isinstance(m, _MESSAGE_TYPES) for m in messages):
-            raise HookReturnError(f"left_out must be a tuple of messages, got {messages!r:.80}")
-        if hs := self._handlers.get(ON_PRE_COMPRESS):
-            texts = await collect_texts(hs, PreCompressContext(messages=messages))
-            if texts:
-                history = self._history
-                notes = history._left_out_notes()
-                notes.add(messages, texts, history._ids(), history.token_counter)
-
-    async def _replace_history(
-        self, change: HistoryReplacement, request: ProviderRequest
-    ) -> ProviderRequest:
-        """Commit a policy's new conversation; returns ``request`` with the final summary.
-
-        ``on_pre_compress`` sees the messages that go; the texts it returns join the summary.
-
-        Raises:
-            HookReturnError: ``replace_history`` was set to something else.
-        """
-        if not isinstance(change, HistoryReplacement):
-            raise HookReturnError(
-                f"replace_history must be a HistoryReplacement, got {type(change).__name__}"
-            )
-        summary = change.summary
-        if change.removed and (hs := self._handlers.get(ON_PRE_COMPRESS)):
-            texts = await collect_texts(hs, PreCompressContext(messages=change.removed))
-            if kept := [text.strip() for text in texts if text.strip()]:
-                amended = dataclasses.replace(summary, content="\n\n".join([summary.text, *kept]))
-                request = dataclasses.replace(
-                    request,
-                    messages=tuple(amended if m.id == summary.id else m for m in request.messages),
-                )
-                summary = amended
-        self._history.replace_committed((summary, *change.kept))
-        return request
-
-    async def _stream_model(
-        self,
-        model: Model,
-        request: ProviderRequest,
-        emit: Callable[[AgentEvent], Awaitable[None]],
-        iteration: int,
-        attempt: int,
-    ) -> ProviderResponse:
-        spec = self._setup.output
-        partials = PartialOutputs(spec) if spec is not None else None
-        parts = model.stream(request)
-        if type(parts) is WholeAnswerStream:
-            # An answer that comes whole: its parts are the response's, no folding back.
-            response = _checked(await parts.response())
-            if hs := self._handlers.get(ON_FIRST_CHUNK):
-                ctx = FirstChunkContext(iteration=iteration, attempt=attempt, model=model)
-                await notify(hs, ctx)
-            for delta in response_deltas(response):
-                await emit(delta)
-                if partials is not None:
-                    found, value = partials.feed(delta)
-                    if found:
-                        await emit(PartialOutput(output=value, iteration=self._iteration))
-            return response
-        accumulator = ResponseAccumulator()
-        first = True
-        try:
-            async for part in parts:
-                if first:
-                    first = False
-                    if hs := self._handlers.get(ON_FIRST_CHUNK):
-                        ctx = FirstChunkContext(iteration=iteration, attempt=attempt, model=model)
-                        await notify(hs, ctx)
-                accumulator.add(part)
-                if not isinstance(part, StreamEnd):
-                    await emit(part)
-                    if partials is not None:
-                        found, value = partials.feed(part)
-                        if found:
-                            await emit(PartialOutput(output=value, iteration=self._iteration))
-        finally:
-            # Close the provider's stream now (its connection), also on cancellation.
-            aclose = getattr(parts, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        return _checked(accumulator.response())
-
-    async def _accept(
-        self, iteration: int, request: ProviderRequest, response: ProviderResponse
-    ) -> None:
-        if hs := self._handlers.get(ON_RESPONSE):
-            ctx = ResponseContext(iteration=iteration, request=request, response=response)
-            await run_chain(hs, ctx)
-            response = _checked(ctx.response)
-        self._keep_response(response)
-
-    def _keep_response(self, response: ProviderResponse) -> None:
-        if response.usage is not None:
-            self._usage = self._usage + response.usage
-        self._last_response = response
-
     # -- tools ---------------------------------------------------------------------------
 
     async def _run_tools(
@@ -1021,8 +684,8 @@ class ChatRun:
                 return await self._failed(original, tool, scope, supplied, call)
             if isinstance(supplied, Defer):
                 deferred = supplied
-        scope_on = scope.is_enabled()
-        if not (scope_on and tool.is_enabled()):
+        scope_on = scope.enabled is True or scope.is_enabled()  # (no call for a plain flag)
+        if not (scope_on and (tool.enabled is True or tool.is_enabled())):
             reason = "" if scope_on else f": its scope {scope.name!r} is disabled"
             error = ToolDisabledError(
                 f"tool {tool.name!r} is disabled{reason}",
@@ -1072,9 +735,7 @@ class ChatRun:
                 attempt += 1
         if ON_TOOL_CALL_RESULT in self._handlers:
             return await self._succeeded(original, call, tool, scope, result)
-        return ToolMessage(
-            tool_call_id=original.id, tool_name=original.name, content=serialize_result(result)
-        )
+        return tool_result(original, serialize_result(result))
 
     def _run_context(self, call: ToolCall, tool: Tool, attempt: int) -> RunContext[object]:
         setup = self._setup
@@ -1100,9 +761,7 @@ class ChatRun:
             ctx = ToolResultContext(call=call, tool=tool, scope=scope, result=result)
             await run_chain(hs, ctx)
             result = ctx.result
-        return ToolMessage(
-            tool_call_id=original.id, tool_name=original.name, content=serialize_result(result)
-        )
+        return tool_result(original, serialize_result(result))
 
     async def _failed(
         self,
@@ -1147,125 +806,11 @@ def _answered(message: ToolMessage) -> asyncio.Future[ToolMessage | _Waiting]:
 
 
 def _tool_text(call: ToolCall, text: str, *, error: bool) -> ToolMessage:
-    return ToolMessage(tool_call_id=call.id, tool_name=call.name, content=text, is_error=error)
+    return tool_result(call, text, is_error=error)
 
 
 def _error_message(call: ToolCall, error: Exception) -> ToolMessage:
-    return ToolMessage(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        content=exception_text(error),
-        is_error=True,
-    )
-
-
-def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
-    """The request for the next model call: history plus the enabled scopes' context.
-
-    When the history was changed from outside the loop since it was last checked (an edit,
-    a deletion, an import), the request gets a repaired copy: no tool result without its
-    call, no call without a result. The stored history stays as it is.
-
-    A tool choice that forces a call (``"required"`` or a tool's name) holds for the first
-    model call of a chat only when ``setup.reset_tool_choice`` is set: later iterations
-    follow tool results and go back to ``"auto"``, or the model could never answer.
-    """
-    history = setup.history
-    system_message = history.system_message
-    system = system_message.content if system_message is not None else None
-    system_parts: list[str] = []
-    user_parts: list[str] = []
-    tools: list[ToolDefinition] = []
-    for scope in setup.scopes.enabled():
-        tools.extend([t.definition for t in scope.tools if t.is_enabled()])
-        if scope.context is not None and (text := scope.render_context()):
-            (system_parts if scope.context_placement == "system" else user_parts).append(text)
-    if system_parts:
-        system = "\n\n".join([system, *system_parts] if system else system_parts)
-    settings = _settings_for(setup, iteration)
-    definitions = tuple(tools)
-    output_format = None
-    if (output := setup.output) is not None:  # before the window: its parts take room too
-        definitions, settings, system = output.extend(definitions, settings, system)
-        output_format = output.output_format
-    window = None
-    if (policy := setup.window) is not None:
-        # Only the window, not the whole history: a turn costs the same however long the
-        # conversation grows (bench/loop.py, overhead_us_by_history).
-        bare = ProviderRequest(
-            model=setup.model.name, system=system, messages=(), tools=definitions, settings=settings
-        )
-        window = policy.request_messages(bare, history, setup.model)
-    if window is not None:
-        messages = window
-    else:
-        messages = history.messages
-        if history.version != history.checked_version:
-            repaired = repair(messages)
-            if repaired is messages:
-                history.checked_version = history.version
-            else:
-                messages = tuple(repaired)
-    if user_parts:
-        extended = _extend_last_user(messages, "\n\n".join(user_parts))
-        if extended is None:  # no user message to carry it: the system prompt does
-            system = "\n\n".join(p for p in (system, *user_parts) if p)
-        else:
-            messages = extended
-    return ProviderRequest(
-        model=setup.model.name,
-        system=system,
-        messages=messages,
-        tools=definitions,
-        settings=settings,
-        output_format=output_format,
-    )
-
-
-def _settings_for(setup: ChatSetup, iteration: int) -> ModelSettings:
-    settings = setup.settings
-    if iteration and setup.reset_tool_choice and settings.tool_choice not in ("auto", "none"):
-        return dataclasses.replace(settings, tool_choice="auto")
-    return settings
-
-
-def _extend_last_user(messages: tuple[Message, ...], text: str) -> tuple[Message, ...] | None:
-    for index in range(len(messages) - 1, -1, -1):
-        message = messages[index]
-        if isinstance(message, UserMessage):
-            if isinstance(message.content, str):
-                content: str | tuple[TextPart, ...] = f"{message.content}\n\n{text}"
-                changed = dataclasses.replace(message, content=content)
-            else:
-                changed = dataclasses.replace(
-                    message, content=(*message.content, TextPart(text=text))
-                )
-            return (*messages[:index], changed, *messages[index + 1 :])
-    return None
-
-
-def _repaired(request: ProviderRequest) -> ProviderRequest:
-    messages = repair(request.messages)
-    if messages is request.messages:
-        return request
-    return dataclasses.replace(request, messages=tuple(messages))
-
-
-def _checked_model(model: object) -> Model:
-    if not isinstance(model, Model):
-        raise HookReturnError(f"a hook set the attempt's model to {model!r}, not a Model")
-    return model
-
-
-def _checked(response: object) -> ProviderResponse:
-    if not isinstance(response, ProviderResponse):
-        raise InvalidResponseError(
-            f"the model returned {type(response).__name__}, not a ProviderResponse"
-        )
-    calls = response.tool_calls
-    if len(calls) > 1 and len({c.id for c in calls}) != len(calls):
-        raise InvalidResponseError("the model returned two tool calls with the same id")
-    return response
+    return tool_result(call, exception_text(error), is_error=True)
 
 
 def _reason(exc: BaseException) -> object:

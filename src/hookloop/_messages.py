@@ -21,6 +21,8 @@ from typing import Any, ClassVar, Literal, TypeAlias
 import pydantic
 
 from ._errors import InvalidMessageError, ToolValidationError
+from ._slots import new as _new
+from ._slots import slot_init, slot_setter
 
 __all__ = [
     "AssistantMessage",
@@ -136,6 +138,7 @@ def _as_tuple(obj: object, name: str) -> None:
         object.__setattr__(obj, name, tuple(value))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextPart:
     """A piece of text inside a user message."""
@@ -148,6 +151,7 @@ class TextPart:
             raise _refuse(self, (("text", _is_str, _STR),))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImagePart:
     """An image inside a user message, given by URL or as base64 data.
@@ -183,6 +187,11 @@ _IMAGE_RULES: tuple[_Rule, ...] = tuple(
 ContentPart: TypeAlias = TextPart | ImagePart
 
 
+_ARGUMENTS_JSON = json.JSONEncoder(ensure_ascii=False)
+"""``json.dumps(..., ensure_ascii=False)``'s encoder, made once: dumps() makes one per call."""
+
+
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A request from the model to run one tool.
@@ -224,7 +233,7 @@ class ToolCall:
                 f"ToolCall.arguments must be a mapping or None, got {type(arguments).__name__}"
             )
         try:
-            text = json.dumps(dict(arguments or {}), ensure_ascii=False)
+            text = _ARGUMENTS_JSON.encode(dict(arguments or {}))
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidMessageError(
                 f"ToolCall.arguments cannot be written as JSON: {type(exc).__name__}"
@@ -255,6 +264,7 @@ class ToolCall:
         return value
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens a model call used, as the provider reported them.
@@ -296,6 +306,7 @@ class Usage:
         )
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SystemMessage:
     """Instructions for the model."""
@@ -309,6 +320,7 @@ class SystemMessage:
             raise _refuse(self, (("content", _is_str, _STR), ("id", _is_id, _ID)))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """What the user said: text, or a sequence of text and image parts."""
@@ -335,6 +347,7 @@ class UserMessage:
         return "\n".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     """What the model answered: text, tool calls, or both."""
@@ -359,6 +372,7 @@ class AssistantMessage:
             _as_tuple(self, "tool_calls")
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolMessage:
     """The result of one tool call, as the model will see it.
@@ -407,6 +421,52 @@ _TOOL_RULES: tuple[_Rule, ...] = (
     ("is_error", _is_bool, "a bool"),
     ("id", _is_id, _ID),
 )
+
+# --- made on the loop's hot path -----------------------------------------------------------
+# A frozen dataclass's __init__ writes every field with object.__setattr__ and then checks
+# them; the loop makes two messages per iteration from fields whose types it knows (or checks
+# here in one expression), so it writes them through their slots: about half the cost.
+
+_tool_call_id = slot_setter(ToolMessage, "tool_call_id")
+_tool_name = slot_setter(ToolMessage, "tool_name")
+_tool_content = slot_setter(ToolMessage, "content")
+_tool_is_error = slot_setter(ToolMessage, "is_error")
+_tool_id = slot_setter(ToolMessage, "id")
+_assistant_content = slot_setter(AssistantMessage, "content")
+_assistant_calls = slot_setter(AssistantMessage, "tool_calls")
+_assistant_id = slot_setter(AssistantMessage, "id")
+
+
+def tool_result(call: ToolCall, content: str, *, is_error: bool = False) -> ToolMessage:
+    """The tool message that answers ``call`` (a checked ``ToolCall``) with ``content``.
+
+    The same as ``ToolMessage(tool_call_id=call.id, tool_name=call.name, content=content,
+    is_error=is_error)``, made through its slots; ``content`` must be a str and ``is_error``
+    a bool (the loop's are).
+    """
+    message = _new(ToolMessage)
+    _tool_call_id(message, call.id)
+    _tool_name(message, call.name)
+    _tool_content(message, content)
+    _tool_is_error(message, is_error)
+    _tool_id(message, _message_id())
+    return message
+
+
+def assistant_message(content: object, tool_calls: object) -> AssistantMessage:
+    """``AssistantMessage(content=content, tool_calls=tool_calls)``, checked alike.
+
+    What a model answered comes in unchecked: fields of the right types are written through
+    the slots, anything else goes through the constructor, which refuses it.
+    """
+    if type(content) is str and type(tool_calls) is tuple and _all_of(tool_calls, ToolCall):
+        message = _new(AssistantMessage)
+        _assistant_content(message, content)
+        _assistant_calls(message, tool_calls)
+        _assistant_id(message, _message_id())
+        return message
+    return AssistantMessage(content=content, tool_calls=tool_calls)  # type: ignore[arg-type]
+
 
 _CLASSES: dict[str, type[Message]] = {
     "system": SystemMessage,
@@ -524,4 +584,90 @@ def messages_from_json(text: str | bytes) -> list[Message]:
 def _describe(exc: pydantic.ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()
+    )
+
+
+# --- the rules of a message entering a conversation ----------------------------------------
+
+CONVERSATION_ROLES = "a UserMessage, AssistantMessage or ToolMessage"
+"""How an error names the messages a conversation holds."""
+
+UserInput: TypeAlias = str | UserMessage | Sequence[ContentPart]
+"""What ``chat()`` takes as the user's message."""
+
+
+def check_message(message: object) -> None:
+    """Raise InvalidMessageError unless the message may enter the conversation.
+
+    The rules of :meth:`ChatHistory.add_message`, also applied to what ``chat()`` is given.
+    """
+    if isinstance(message, SystemMessage):
+        raise InvalidMessageError(
+            "a system message cannot be added to the conversation; use add_system_prompt()"
+        )
+    if isinstance(message, UserMessage):
+        content = message.content
+        if isinstance(content, str):
+            if not content.strip():
+                raise InvalidMessageError("the user message is empty")
+            return
+        if not isinstance(content, tuple) or not all(
+            isinstance(p, (TextPart, ImagePart)) for p in content
+        ):
+            raise InvalidMessageError(
+                "a user message's content must be a str or a tuple of TextPart / ImagePart"
+            )
+        if not any(isinstance(p, ImagePart) or p.text.strip() for p in content):
+            raise InvalidMessageError("the user message has no text and no image")
+        return
+    if isinstance(message, AssistantMessage):
+        if not isinstance(message.content, str):
+            raise InvalidMessageError("an assistant message's content must be a str")
+        if not message.content.strip() and not message.tool_calls:
+            raise InvalidMessageError("the assistant message has no text and no tool calls")
+        return
+    if isinstance(message, ToolMessage):
+        # An empty result is allowed: a tool may legitimately return nothing.
+        if not isinstance(message.content, str):
+            raise InvalidMessageError("a tool message's content must be a str")
+        if not message.tool_call_id:
+            raise InvalidMessageError("the tool message does not say which call it answers")
+        return
+    raise InvalidMessageError(
+        f"invalid role: expected {CONVERSATION_ROLES}, got {type(message).__name__} "
+        f"(role {getattr(message, 'role', None)!r})"
+    )
+
+
+def user_message(message: UserInput) -> UserMessage:
+    """The user message a chat is given, whatever form it comes in, checked.
+
+    It passes :func:`check_message`'s rules: ``chat("")`` and ``chat(UserMessage(content=""))``
+    are refused alike.
+
+    Raises:
+        InvalidMessageError: Not a non-empty str, a user message or a sequence of parts.
+    """
+    if isinstance(message, UserMessage):
+        check_message(message)
+        return message
+    if isinstance(message, str):
+        message = UserMessage(content=message)
+        check_message(message)
+        return message
+    if isinstance(message, Sequence) and message:
+        message = UserMessage(content=tuple(_content_part(part) for part in message))
+        check_message(message)
+        return message
+    raise InvalidMessageError(
+        f"a user message must be a non-empty str, a UserMessage or a sequence of parts, "
+        f"got {type(message).__name__}"
+    )
+
+
+def _content_part(part: object) -> ContentPart:
+    if isinstance(part, (TextPart, ImagePart)):
+        return part
+    raise InvalidMessageError(
+        f"a user message part must be TextPart or ImagePart, got {type(part).__name__}"
     )

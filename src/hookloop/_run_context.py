@@ -26,8 +26,8 @@ from typing import (
 from ._errors import UsageError
 
 if TYPE_CHECKING:
-    from ._agent import Agent
     from ._messages import Usage
+    from .hooks._host import AgentHost
 
 __all__ = ["NO_DEPS", "MissingDepsError", "RunContext"]
 
@@ -37,7 +37,7 @@ DepsT = TypeVar("DepsT")
 class DurableTurn(Protocol):
     """The durable turn running in this context (``hookloop.durable`` sets it)."""
 
-    agent: Agent | None
+    agent: AgentHost | None
 
     def idempotency_key(self, call_id: str) -> str:
         """The key of a tool call that stays the same every time the call runs."""
@@ -102,7 +102,7 @@ class RunContext(Generic[DepsT]):
     """
 
     deps: DepsT
-    agent: Agent
+    agent: AgentHost
     usage: Usage
     session_id: str
     call_id: str

@@ -7,17 +7,61 @@ raises :class:`~hookloop.ConcurrentChatError` and changes nothing), runs through
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ._errors import ConcurrentChatError
+from .hooks._host import AgentHost
 
 if TYPE_CHECKING:
-    from ._agent import Agent
-    from ._events import AgentResponse
+    from ._agent import Default
+    from ._events import AgentEvent, AgentResponse
     from ._loop import ChatRun
+    from ._messages import UserMessage
+    from ._output import OutputSpec
+    from ._setup import Resumption, StepRunner
 
-__all__ = ["ChatSlot", "current_slot"]
+__all__ = ["ChatHost", "ChatSlot", "current_slot"]
+
+
+@runtime_checkable
+class ChatHost(AgentHost, Protocol):
+    """An agent as the code that starts its chats sees it: delegation and durable turns.
+
+    Beyond :class:`~hookloop.hooks.AgentHost`: the chat slot, how a chat of a message is
+    started on it, and what a chat runs with by default. Only ``_agent.py`` implements it.
+    """
+
+    _slot: ChatSlot
+    _output: OutputSpec[Any] | None
+
+    def _start(
+        self,
+        message: UserMessage | Resumption,
+        emit: Callable[[AgentEvent], Awaitable[None]] | None,
+        deps: object = ...,
+        output: OutputSpec[Any] | Literal[Default.DEFAULT] | None = ...,
+        steps: StepRunner | None = None,
+    ) -> ChatRun:
+        """A chat of ``message`` holding the slot; run it with ``_slot.drive``."""
+        ...
+
+    async def chat(self, message: str) -> AgentResponse[Any]:
+        """One chat of ``message`` (see ``Agent.chat``)."""
+        ...
+
+    async def _opening(self, user: UserMessage, deps: object) -> UserMessage | Resumption:
+        """What a chat of ``user`` starts from (answers to calls decided earlier first).
+
+        Raises ``UsageError`` while tool calls of an earlier chat wait for approval.
+        """
+        ...
+
+    async def aclose(self) -> None:
+        """Wait for the agent's background work, then close its plugins' connections."""
+        ...
+
 
 _CURRENT: ContextVar[ChatSlot | None] = ContextVar("hookloop_current_slot", default=None)
 
@@ -40,7 +84,7 @@ class ChatSlot:
 
     __slots__ = ("owner", "run")
 
-    def __init__(self, owner: Agent) -> None:
+    def __init__(self, owner: ChatHost) -> None:
         self.owner = owner
         self.run: ChatRun | None = None
 

@@ -1,5 +1,7 @@
 """A streamed chat run inside its consumer's task, one event at a time.
 
+:class:`ChatStream` is what ``agent.chat_stream()`` returns; :class:`StreamedChat` drives it.
+
 The chat's coroutine is driven from the consumer's own ``__anext__``: emitting an event
 suspends the chat right where it is and hands the event to the consumer; the next
 ``__anext__`` resumes the chat. What the chat awaits meanwhile (the model, tools, stores) is
@@ -36,15 +38,21 @@ import sys
 import types
 import typing
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ._events import AgentEvent, AgentResponse
+from ._run_context import NO_DEPS
 
 if TYPE_CHECKING:
-    from ._loop import ChatRun
+    from types import TracebackType
 
-__all__ = ["STREAM_CLOSED", "Begin", "StreamedChat", "handoff"]
+    from ._loop import ChatRun
+    from ._messages import UserMessage
+    from ._output import OutputSpec
+    from ._slot import ChatHost
+
+__all__ = ["STREAM_CLOSED", "Begin", "ChatStream", "StreamedChat", "handoff"]
 
 STREAM_CLOSED = "the stream was closed before the chat finished"
 """The reason of a chat that ended because its consumer left the stream."""
@@ -388,3 +396,64 @@ async def _settle(task: asyncio.Task[None]) -> asyncio.CancelledError | None:
     if not task.cancelled():
         task.exception()  # retrieved: the consumer chose to leave
     return cancelled
+
+
+class ChatStream:
+    """The events of one streamed chat: an async iterator and an async context manager.
+
+    The chat starts when iteration starts and runs in the consumer's task, one event at a
+    time: it waits while the consumer handles an event. Leaving the ``async with`` block (or
+    calling :meth:`aclose`) before the end cancels the chat, which then ends as cancelled
+    (``on_chat_abort``); so does cancelling the consumer's task. A stream dropped unclosed
+    is closed so in a task of its own, as an async generator would be.
+    """
+
+    def __init__(
+        self,
+        agent: ChatHost,
+        message: UserMessage,
+        deps: object = NO_DEPS,
+        output: OutputSpec[Any] | None = None,
+    ) -> None:
+        self._agent = agent
+        self._message = message
+        self._deps = deps
+        self._output = output
+        self._events: StreamedChat | None = None
+
+    @property
+    def response(self) -> AgentResponse[Any] | None:
+        """The chat's response, once the stream has ended successfully."""
+        return self._events.response if self._events is not None else None
+
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        if self._events is None:
+            self._events = StreamedChat(self._begin)
+        return self._events
+
+    async def __aenter__(self) -> ChatStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Stop the stream; a chat still running is cancelled, and closed before this returns.
+
+        The chat answers its open tool calls and records them first. Cancelled while it
+        waits, it passes the cancellation on to the chat, still waits, and then raises it.
+        """
+        if self._events is not None:
+            await self._events.aclose()
+
+    async def _begin(self) -> tuple[ChatRun, Coroutine[Any, Any, AgentResponse]]:
+        """Claim the agent's chat slot for this stream's chat: at its first ``__anext__``."""
+        agent = self._agent
+        opening = await agent._opening(self._message, self._deps)
+        run = agent._start(opening, handoff, self._deps, self._output)
+        return run, agent._slot.drive(run)

@@ -13,9 +13,9 @@ import asyncio
 import inspect
 import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, get_type_hints, overload
 
 import pydantic
 import pydantic_core
@@ -29,11 +29,11 @@ from ._errors import (
 )
 from ._messages import ToolCall
 from ._run_context import context_kind
-from .hooks._hooks import is_async_callable
+from .hooks._dispatch import is_async_callable
 from .models._base import ToolDefinition
 
 if TYPE_CHECKING:
-    from .hooks._hooks import Disposer, HookRegistry
+    from .hooks._dispatch import Disposer, HookRegistry
 
 __all__ = ["Scope", "ScopeRegistry", "Tool", "tool"]
 
@@ -195,19 +195,29 @@ class Tool:
         if self.arguments_model is None:
             return ToolCall(name=self.name, arguments=arguments, id=call_id).parsed_arguments()
         try:
-            parsed = self.arguments_model.model_validate_json(arguments or "{}")
+            # The model's validator itself: model_validate_json() is a Python layer around it.
+            validator = self.arguments_model.__pydantic_validator__
+            parsed = validator.validate_json(arguments or "{}")
         except pydantic.ValidationError as exc:
             raise ToolValidationError(
                 f"invalid arguments for tool {self.name!r}: {_summarise(exc)}",
                 tool_name=self.name,
                 call_id=call_id,
             ) from exc
-        return parsed.__dict__  # exactly the fields: the model forbids extra keys
+        fields: dict[str, Any] = parsed.__dict__  # exactly the fields: the model forbids extras
+        return fields
 
-    async def invoke(self, arguments: Mapping[str, Any]) -> object:
-        """Run the function with validated arguments; exceptions propagate as they are."""
+    def invoke(self, arguments: Mapping[str, Any]) -> Awaitable[object]:
+        """Run the function with validated arguments; await the result.
+
+        Exceptions propagate as they are. An async function's own coroutine is returned,
+        with no coroutine of this method's around it: one frame less per tool call.
+        """
         if self._is_async:
-            return await self.function(**arguments)
+            return cast("Awaitable[object]", self.function(**arguments))
+        return self._invoke_sync(arguments)
+
+    async def _invoke_sync(self, arguments: Mapping[str, Any]) -> object:
         if self.run_in_thread:
             result = await asyncio.to_thread(self.function, **arguments)
             return await result if inspect.isawaitable(result) else result
@@ -379,6 +389,9 @@ def _summarise(exc: pydantic.ValidationError) -> str:
     return "; ".join(parts)
 
 
+_LONG = 2**63
+
+
 def serialize_result(value: object) -> str:
     """Turn a tool's return value into the text the model sees (str as is, else JSON).
 
@@ -387,6 +400,8 @@ def serialize_result(value: object) -> str:
     """
     if isinstance(value, str):
         return value
+    if type(value) is int and -_LONG < value < _LONG:  # JSON's text, without the encoder
+        return str(value)
     try:
         return pydantic_core.to_json(value, fallback=repr).decode()
     except (ValueError, TypeError, pydantic_core.PydanticSerializationError):
@@ -508,7 +523,8 @@ class ScopeRegistry:
         Raises:
             DuplicateNameError: The scope's name, or one of its tool names, is taken.
         """
-        from .hooks._hooks import ON_SCOPE_REGISTER, Disposer
+        from .hooks._dispatch import Disposer
+        from .hooks._events import ON_SCOPE_REGISTER
 
         if scope.name in self._scopes:
             raise DuplicateNameError(f"a scope named {scope.name!r} is already registered")
@@ -539,7 +555,7 @@ class ScopeRegistry:
         Raises:
             ScopeNotFoundError: No scope has that name.
         """
-        from .hooks._hooks import ON_SCOPE_UNREGISTER
+        from .hooks._events import ON_SCOPE_UNREGISTER
 
         scope = self._scopes.pop(name, None)
         if scope is None:

@@ -22,10 +22,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ._messages import AssistantMessage, Message, ToolMessage, UserMessage
-from .hooks._hooks import EVENT_TABLE, Phase, TraceFormat
+from .hooks._dispatch import Phase
+from .hooks._events import EVENT_TABLE, TraceFormat
 
 if TYPE_CHECKING:
-    from ._agent import Agent
+    from .hooks._host import AgentHost
 
 __all__ = ["TracePlugin"]
 
@@ -56,7 +57,7 @@ class TracePlugin:
         self._width = width
         self._start = clock()
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register a tracing handler on every event (its table row says how it reads)."""
         for event in sorted(EVENT_TABLE):
             agent.hooks.add(event, self._handler(event), order=Phase.OBSERVE)

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from hookloop import (
     AssistantMessage,
@@ -476,3 +478,30 @@ def test_calibration_matches_by_id_so_a_decorated_message_still_counts() -> None
     calibration = Calibration.from_usage(request(a), Usage(input_tokens=50))
     decorated = dataclasses.replace(a, content="question\n\n<scope context>")
     assert calibration.matches(request(decorated))
+
+
+_TEXT = st.text(alphabet=st.sampled_from('ab {}[]"é中\n'), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    kind=st.sampled_from(["tool", "assistant"]),
+    text=_TEXT,
+    name=_TEXT,
+    arguments=st.lists(st.tuples(_TEXT, _TEXT), max_size=3),
+    rates=st.tuples(st.sampled_from([4.0, 2.5]), st.sampled_from([3.0, 1.5])),
+)
+def test_the_estimate_counts_each_message_as_its_framing_does(
+    kind: str, text: str, name: str, arguments: list[tuple[str, str]], rates: tuple[float, float]
+) -> None:
+    """EstimateCounter counts the loop's messages in place (ASCII): the same as the framing."""
+    from hookloop.context._tokens import _FramedCounter
+
+    counter = EstimateCounter(chars_per_token=rates[0], json_chars_per_token=rates[1])
+    message: Message
+    if kind == "tool":
+        message = ToolMessage(tool_call_id="c", tool_name=name, content=text)
+    else:
+        calls = tuple(ToolCall(name=n, arguments=a) for n, a in arguments)
+        message = AssistantMessage(content=text, tool_calls=calls)
+    assert counter.count_message(message) == _FramedCounter.count_message(counter, message)

@@ -171,3 +171,34 @@ async def test_a_request_is_built_with_only_the_window_not_the_whole_history() -
     assert seen == sent
     assert all(0 < n < 100 for n in sent)
     assert len(agent.history) == stored + 4  # and the stored history keeps everything
+
+
+async def test_the_room_follows_the_system_prompt_and_the_limits_between_requests() -> None:
+    """The window works its room out again when its inputs change (it keeps the last one)."""
+    sizes = [40] * 30
+    sent: list[tuple[Message, ...]] = []
+
+    def answer(request: ProviderRequest) -> ProviderResponse:
+        sent.append(request.messages)
+        return text_response("ok")
+
+    policy = SlidingWindow(max_tokens=4_000, reserve=0)
+    agent = Agent(FunctionModel(answer), context=policy, retry=None)
+    agent.history.import_history(preloaded(sizes))
+
+    async def kept() -> int:
+        await agent.chat("next")
+        return len(sent[-1])
+
+    first = await kept()
+    policy.max_tokens = 1_000  # a smaller window
+    smaller = await kept()
+    agent.system_prompt = text(400)  # a long system prompt takes room too
+    with_prompt = await kept()
+    policy.reserve = 300  # room kept for the answer
+    with_reserve = await kept()
+    policy.max_tokens = 4_000
+    again = await kept()
+
+    assert first > smaller > with_prompt > with_reserve
+    assert again > with_reserve

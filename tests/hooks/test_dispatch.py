@@ -13,7 +13,8 @@ from collections.abc import Callable
 import pytest
 
 import hookloop._loop
-import hookloop.hooks._hooks
+import hookloop._model_call
+import hookloop.hooks._dispatch
 from hookloop import (
     AfterModelCallContext,
     ChatAbortContext,
@@ -239,8 +240,10 @@ def built_contexts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return build
 
     for name, cls in CONTEXT_CLASSES.items():
-        monkeypatch.setattr(hookloop._loop, name, spy(name, cls))
-    monkeypatch.setattr(hookloop.hooks._hooks, "ScopeContext", spy("ScopeContext", ScopeContext))
+        for module in (hookloop._loop, hookloop._model_call):  # the chat, its model calls
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, spy(name, cls))
+    monkeypatch.setattr(hookloop.hooks._dispatch, "ScopeContext", spy("ScopeContext", ScopeContext))
     return built
 
 

@@ -1,9 +1,11 @@
 """The event table is the one source of the hook catalogue.
 
-Every event is one row of ``hookloop.hooks.EVENT_TABLE``; the ``HookEvent`` type, the typed
-``add_hook`` overloads, registration, dispatch, sub-agent forwarding, ``TracePlugin`` and the
-table in ``docs/hooks.md`` follow it. Run this file as a script to regenerate the docs table:
-``python tests/hooks/test_event_table.py``.
+Every event is one row of ``hookloop.hooks.EVENT_TABLE``; the ``HookEvent`` type and the event
+name constants, the typed ``add_hook`` overloads, registration, dispatch, sub-agent forwarding,
+``TracePlugin`` and the table in ``docs/hooks.md`` follow it. Adding an event is adding its
+context class and its row; then run this file as a script, which writes the generated parts
+(the names in ``hooks/_events.py``, the overloads in ``hooks/_host.py``, the docs table):
+``python tests/hooks/test_event_table.py``. The tests below fail until it was run.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import hookloop.hooks._hooks as hooks_module
+import hookloop.hooks._events as events_module
+import hookloop.hooks._host as host_module
 from hookloop import (
     Agent,
     AssistantMessage,
@@ -35,6 +38,7 @@ from hookloop._delegation import _FORWARDED
 from hookloop.context import Compaction, SlidingWindow
 from hookloop.hooks import (
     EVENT_TABLE,
+    EventSpec,
     HistoryReplacement,
     HookEvent,
     HookHost,
@@ -63,7 +67,7 @@ def test_the_hook_event_type_lists_exactly_the_rows_in_order() -> None:
 
 
 def test_every_event_has_exactly_one_typed_overload_with_its_context_type() -> None:
-    namespace = vars(hooks_module)
+    namespace = vars(host_module)
     contexts: dict[str, list[type]] = {name: [] for name in EVENT_TABLE}
     for overload in get_overloads(HookHost.add_hook):
         hints = get_type_hints(overload, globalns=namespace)
@@ -76,7 +80,7 @@ def test_every_event_has_exactly_one_typed_overload_with_its_context_type() -> N
 def test_the_event_constants_name_rows() -> None:
     constants = {
         value
-        for key, value in vars(hooks_module).items()
+        for key, value in vars(events_module).items()
         if key.isupper() and key.startswith(("ON_", "PRE_", "AFTER_")) and isinstance(value, str)
     }
     assert constants == set(EVENT_TABLE)
@@ -118,6 +122,82 @@ def test_the_trace_registers_one_handler_per_row() -> None:
     assert set(agent.hooks.handlers) == set(EVENT_TABLE)
     for handlers in agent.hooks.handlers.values():
         assert [h.order for h in handlers] == [Phase.OBSERVE]
+
+
+# --- the generated code is in step with the rows ------------------------------------------------
+
+HOOKS = ROOT / "src" / "hookloop" / "hooks"
+SCRIPT = "python tests/hooks/test_event_table.py"
+GENERATED = f"    # --- generated from EVENT_TABLE by `{SCRIPT}`; do not edit ---"
+
+
+def _returns(spec: EventSpec) -> str:
+    """What a handler of the row may return, as a type."""
+    if spec.kind == "interceptor":
+        return " | ".join(t.__name__ for t in (*spec.accept, *spec.stop)) + " | None"
+    return "str | None" if spec.kind == "collector" else "object"
+
+
+def names_source() -> str:
+    """The event name constants and the ``HookEvent`` type, one entry per row."""
+    constants = [f'{name.upper()}: Final = "{name}"' for name in EVENT_TABLE]
+    literal = "\n".join(f'    "{name}",' for name in EVENT_TABLE)
+    return "\n".join(
+        [
+            *constants,
+            "",
+            f"HookEvent: TypeAlias = Literal[\n{literal}\n]",
+            '"""Every event\'s name, one per row of :data:`EVENT_TABLE`."""',
+            "",
+            "EVENTS: Final[frozenset[str]] = frozenset(EVENT_TABLE)",
+            '"""Every event\'s name."""',
+        ]
+    )
+
+
+def overloads_source() -> str:
+    """One typed ``add_hook`` overload per row: the handler takes the row's context type."""
+    out = []
+    for spec in EVENT_TABLE.values():
+        context = spec.context.__name__
+        handler = (
+            f"Callable[[{context}], {_returns(spec)}]"
+            if spec.sync_only  # called inside a synchronous call: no awaitable
+            else f"_Fn[{context}, {_returns(spec)}]"
+        )
+        out.append(
+            "    @overload\n"
+            "    def add_hook(\n"
+            "        self,\n"
+            f'        event: Literal["{spec.name}"],\n'
+            f"        handler: {handler},\n"
+            "        *,\n"
+            "        order: int = 0,\n"
+            "    ) -> Disposer: ..."
+        )
+    return "\n".join(out)
+
+
+def _with_block(source: str, block: str) -> str:
+    """``source`` with the generated block (between its two marker lines) replaced."""
+    head, rest = source.split(GENERATED.strip(), 1)
+    first, tail = rest.split("\n", 1)
+    indent = head[len(head.rstrip(" ")) :]
+    end = tail.index(f"{indent}# --- end of the generated")
+    return f"{head}{GENERATED.strip()}{first}\n{block}\n{tail[end:]}"
+
+
+GENERATED_FILES = {
+    HOOKS / "_events.py": names_source,
+    HOOKS / "_host.py": overloads_source,
+}
+
+
+@pytest.mark.parametrize("path", list(GENERATED_FILES), ids=lambda p: p.name)
+def test_the_generated_code_is_the_table(path: Path) -> None:
+    source = path.read_text(encoding="utf-8")
+    expected = _with_block(source, GENERATED_FILES[path]())
+    assert source == expected, "run: python tests/hooks/test_event_table.py"
 
 
 # --- the docs table is generated from the rows --------------------------------------------------
@@ -341,6 +421,10 @@ async def test_handlers_fire_by_order_then_registration_and_a_chain_passes_value
 
 
 if __name__ == "__main__":
+    # The names first: the overloads and the docs table are written from the table as the
+    # module defines it, and a new row's name is a string until its constant exists.
+    for path, make in GENERATED_FILES.items():
+        path.write_text(_with_block(path.read_text(encoding="utf-8"), make()), encoding="utf-8")
     DOCS.write_text(_with_table(DOCS.read_text(encoding="utf-8")), encoding="utf-8")
     sys.exit(0)
 

@@ -83,3 +83,68 @@ async def test_the_settable_fields_still_work() -> None:
     agent.add_hook("pre_request", route)
     response = await agent.chat("hi")
     assert response.message.content == "from the other model"
+
+
+async def test_the_assignment_itself_is_refused_and_the_field_keeps_its_value() -> None:
+    """The context refuses the write where it happens: the handler's own line raises."""
+    agent = Agent(ScriptedModel(["Hello!"]), retry=None, context=None)
+    refused: list[str] = []
+    seen: list[object] = []
+
+    def tries(ctx: Any) -> None:
+        original = ctx.request
+        try:
+            ctx.request = dataclasses.replace(original, messages=())
+        except HookReturnError as exc:
+            refused.append(str(exc))
+        seen.append(ctx.request is original)
+
+    agent.add_hook("pre_request", tries)
+    response = await agent.chat("hi")
+
+    assert response.text == "Hello!"  # the handler caught it: the chat went on
+    assert refused == [
+        "ctx.request of a PreRequestContext cannot be set; the fields a handler may set are: "
+        "model, replace_history, left_out"
+    ]
+    assert seen == [True]
+
+
+def test_a_context_refuses_its_fixed_fields_outside_any_dispatch() -> None:
+    from hookloop import ChatStartContext, ToolCall, ToolErrorContext, UserMessage
+
+    ctx = ChatStartContext(message=UserMessage(content="hi"))
+    with pytest.raises(HookReturnError, match=r"ctx\.message of a ChatStartContext cannot be set"):
+        ctx.message = UserMessage(content="forged")  # type: ignore[misc]
+    assert ctx.message.content == "hi"
+
+    error = ToolErrorContext(call=ToolCall(name="t"), tool=None, scope=None, error=ValueError())
+    error.retry = True  # settable: a plain attribute
+    assert error.retry is True
+    with pytest.raises(HookReturnError, match="the fields a handler may set are: retry"):
+        error.attempt = 2  # type: ignore[misc]
+    assert error.attempt == 1
+
+
+async def test_a_report_handler_writing_a_fixed_field_is_logged_like_any_report_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Reports never raise: a refused write in one is logged at WARNING, the next runs."""
+    agent = Agent(ScriptedModel([]), retry=None, context=None)
+    after: list[str] = []
+
+    def forges(ctx: Any) -> None:
+        ctx.new_session_id = "forged"
+
+    agent.add_hook("on_session_switch", forges)
+    agent.add_hook("on_session_switch", lambda ctx: after.append(ctx.new_session_id), order=1)
+    await agent.switch_session("s2")
+
+    assert after == ["s2"]
+    assert agent.session_id == "s2"
+    (record,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert record.exc_info is not None
+    assert str(record.exc_info[1]).startswith(
+        f"the 'on_session_switch' handler {forges.__qualname__} set ctx.new_session_id; "
+        "the fields it may set are: none"
+    )

@@ -448,7 +448,7 @@ async def test_a_failing_add_hook_handler_of_a_report_event_is_logged_not_raised
         await agent.store_memory("still stored")
 
     assert later == ["still stored"]  # the next handler still ran
-    (record,) = [r for r in caplog.records if r.name == "hookloop.hooks._hooks"]
+    (record,) = [r for r in caplog.records if r.name == "hookloop.hooks._dispatch"]
     assert record.levelno == logging.WARNING
     assert "boom" in record.getMessage() or "boom" in str(record.exc_info)
 

@@ -30,7 +30,8 @@ from hookloop import (
 )
 from hookloop._tools import exception_text
 from hookloop.context._tokens import count_request, counter_for_model
-from hookloop.hooks._hooks import EVENT_TABLE, EventSpec, notify
+from hookloop.hooks._dispatch import notify
+from hookloop.hooks._events import EVENT_TABLE, EventSpec
 from hookloop.observe import (
     TRACE_FORMAT,
     JsonLinesTracePlugin,

@@ -14,12 +14,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, TypeAlias, TypeVar
 
 from .._messages import Message
-from ..hooks._hooks import AfterModelCallContext, Phase, PreRequestContext
+from ..hooks._contexts import AfterModelCallContext, PreRequestContext
+from ..hooks._dispatch import Phase
 from ..models._base import ProviderRequest
 from ..models._overflow import is_context_overflow
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = [
     "ContextBeforeRequestResult",
@@ -92,7 +93,7 @@ class ContextHooks:
         self.max_retries = max_retries
         self._retries = 0  # this plugin's own retries of the current model call
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register on ``pre_request`` (last, right before the model) and ``after_model_call``."""
         if self.before_request is not None:
             agent.add_hook("pre_request", self._before, order=Phase.LAST)

@@ -14,14 +14,14 @@ from .._errors import (
     UsageError,
 )
 from .._messages import (
+    CONVERSATION_ROLES,
     AssistantMessage,
     ContentPart,
-    ImagePart,
     Message,
     SystemMessage,
-    TextPart,
     ToolMessage,
     UserMessage,
+    check_message,
 )
 from ._notes import LeftOutNotes
 from ._repair import repair
@@ -223,7 +223,7 @@ class ChatHistory:
                 needs text or an image, an assistant message text or tool calls.
             DuplicateMessageIdError: A message with the same id is in the history already.
         """
-        _check_message(message)
+        check_message(message)
         self._append(message)
         self.version += 1
 
@@ -240,10 +240,17 @@ class ChatHistory:
             DuplicateMessageIdError: A message with the same id is in the history already.
         """
         if not isinstance(message, _CONVERSATION):
-            _check_message(message)  # raises: the right error for each wrong kind
-        self._check_new_id(message.id)
-        self._ids()[message.id] = len(self._messages)  # _ids: no duplicate (checked)
-        self._messages.append(message)
+            check_message(message)  # raises: the right error for each wrong kind
+        # _check_new_id and _ids, inlined: this runs twice per iteration of every chat.
+        index = self._index
+        if index is None:
+            index = self._ids()
+        message_id = message.id
+        if message_id in index or (self._system is not None and self._system.id == message_id):
+            self._check_new_id(message_id)  # raises
+        messages = self._messages
+        index[message_id] = len(messages)
+        messages.append(message)
 
     def _append(self, message: Message) -> None:
         self._check_new_id(message.id)
@@ -260,9 +267,12 @@ class ChatHistory:
         missing = len(self._messages) - len(counts)
         if missing:
             count = _own_counter(self._counter).count_message
-            added = [count(m) for m in self._messages[-missing:]]
-            counts.extend(added)
-            self._total += sum(added)
+            total = self._total
+            for message in self._messages[-missing:]:  # a loop: no comprehension's frame
+                tokens = count(message)
+                counts.append(tokens)
+                total += tokens
+            self._total = total
         return counts
 
     def _checked_lists(self) -> tuple[list[Message], array[int]] | None:
@@ -371,7 +381,7 @@ class ChatHistory:
                 f"no message with id {message_id!r} in the history", message_id=message_id
             )
         edited = _with_content(self._messages[position], new_content)
-        _check_message(edited)
+        check_message(edited)
         counts = self._counted()  # before the change, while counts and messages line up
         count = _own_counter(self._counter).count_message(edited)
         self._messages[position] = edited
@@ -435,9 +445,11 @@ class ChatHistory:
                 continue
             try:
                 if check_content:
-                    _check_message(message)
+                    check_message(message)
                 elif not isinstance(message, _CONVERSATION):
-                    raise InvalidMessageError(f"expected {_ROLES}, got {type(message).__name__}")
+                    raise InvalidMessageError(
+                        f"expected {CONVERSATION_ROLES}, got {type(message).__name__}"
+                    )
             except InvalidMessageError as exc:
                 raise InvalidMessageError(f"message {position}: {exc}") from exc
             if message.id in index or (system is not None and system.id == message.id):
@@ -510,7 +522,6 @@ class ChatHistory:
         return index
 
 
-_ROLES = "a UserMessage, AssistantMessage or ToolMessage"
 _CONVERSATION = (UserMessage, AssistantMessage, ToolMessage)
 
 
@@ -526,49 +537,6 @@ def _own_counter(counter: TokenCounter) -> TokenCounter:
 def _check_id(message_id: object) -> None:
     if not isinstance(message_id, str):
         raise UsageError(f"a message id is a str, got {type(message_id).__name__}")
-
-
-def _check_message(message: object) -> None:
-    """Raise InvalidMessageError unless the message may enter the conversation.
-
-    The rules of :meth:`ChatHistory.add_message`, also applied to what ``chat()`` is given.
-    """
-    if isinstance(message, SystemMessage):
-        raise InvalidMessageError(
-            "a system message cannot be added to the conversation; use add_system_prompt()"
-        )
-    if isinstance(message, UserMessage):
-        content = message.content
-        if isinstance(content, str):
-            if not content.strip():
-                raise InvalidMessageError("the user message is empty")
-            return
-        if not isinstance(content, tuple) or not all(
-            isinstance(p, (TextPart, ImagePart)) for p in content
-        ):
-            raise InvalidMessageError(
-                "a user message's content must be a str or a tuple of TextPart / ImagePart"
-            )
-        if not any(isinstance(p, ImagePart) or p.text.strip() for p in content):
-            raise InvalidMessageError("the user message has no text and no image")
-        return
-    if isinstance(message, AssistantMessage):
-        if not isinstance(message.content, str):
-            raise InvalidMessageError("an assistant message's content must be a str")
-        if not message.content.strip() and not message.tool_calls:
-            raise InvalidMessageError("the assistant message has no text and no tool calls")
-        return
-    if isinstance(message, ToolMessage):
-        # An empty result is allowed: a tool may legitimately return nothing.
-        if not isinstance(message.content, str):
-            raise InvalidMessageError("a tool message's content must be a str")
-        if not message.tool_call_id:
-            raise InvalidMessageError("the tool message does not say which call it answers")
-        return
-    raise InvalidMessageError(
-        f"invalid role: expected {_ROLES}, got {type(message).__name__} "
-        f"(role {getattr(message, 'role', None)!r})"
-    )
 
 
 def _with_content(message: Message, content: str | Sequence[ContentPart]) -> Message:

@@ -20,15 +20,10 @@ from typing import TYPE_CHECKING, Literal, NamedTuple, TypeAlias
 
 from .._errors import ContextOverflowError, UsageError
 from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
-from ..hooks._hooks import (
-    ON_PRE_COMPRESS,
-    ON_TRIM,
-    AfterModelCallContext,
-    HistoryReplacement,
-    Phase,
-    PreRequestContext,
-    attach_once,
-)
+from ..hooks._contexts import AfterModelCallContext, HistoryReplacement, PreRequestContext
+from ..hooks._dispatch import Phase
+from ..hooks._events import ON_PRE_COMPRESS, ON_TRIM
+from ..hooks._host import attach_once
 from ..models._base import Model, ProviderRequest
 from ..models._overflow import is_context_overflow
 from ._notes import SUMMARY_HEADER
@@ -37,7 +32,7 @@ from ._tokens import REPLY_PRIMING, Calibration, TokenCounter, count_overhead, c
 from ._trim import _unit_start, cut_to_fit, group_units, trim_to_budget, truncate_tool_results
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
     from ._history import ChatHistory
 
 __all__ = ["SUMMARY_HEADER", "SUMMARY_PROMPT", "Compaction", "SlidingWindow"]
@@ -112,6 +107,8 @@ class SlidingWindow:
     __slots__ = (
         "_agent",
         "_ceilings",
+        "_frame",
+        "_frame_room",
         "_pending",
         "_shown",
         "_state",
@@ -139,15 +136,18 @@ class SlidingWindow:
         self.reserve = reserve
         self.recover = recover
         self.shrink = shrink
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         # Budgets a provider's overflow taught us, per model and room for the answer; one is
         # kept only once a request trimmed to it went through (_pending until then).
         self._ceilings: dict[tuple[str, int], int] | None = None  # made on the first one
         self._pending: tuple[tuple[str, int], int] | None = None
+        # What the last request's room was worked out from, and the room (see _room).
+        self._frame: tuple[object, ...] | None = None
+        self._frame_room = 0
         self._shown: set[str] | None = None  # ids already passed to on_pre_compress
         self._state: _Window | None = None  # the window, kept from one request to the next
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Trim in ``pre_request``, after the user's handlers and before ContextHooks.
 
         The recovery runs in ``after_model_call`` after ContextHooks (a user's ``on_error``
@@ -182,6 +182,31 @@ class SlidingWindow:
             # What on_pre_compress handlers kept goes into the request too (the loop's).
             budget = budget._replace(total=budget.total - notes.tokens)
         return budget
+
+    def _room(self, request: ProviderRequest, history: ChatHistory, model: Model) -> int:
+        """Tokens the messages of ``request`` may take: its budget less the rest of it.
+
+        Worked out again only when something it depends on changed since the last request
+        (the system prompt, the tools, the settings, the model, a limit, a ceiling learned):
+        every iteration of a chat asks, and the answer rarely changes.
+        """
+        counter = history.token_counter
+        frame = (
+            request.system,
+            request.tools,
+            request.settings,
+            model,
+            model.context_window,
+            self.max_tokens,
+            self.reserve,
+            history.max_context_tokens,
+            counter,
+        )
+        if frame == self._frame:
+            return self._frame_room
+        room = self._budget(request, model).total - count_overhead(request, counter=counter)
+        self._frame, self._frame_room = frame, room
+        return room
 
     def request_messages(
         self, request: ProviderRequest, history: ChatHistory, model: Model
@@ -220,29 +245,31 @@ class SlidingWindow:
             state.last_user = _last_user(messages, n, state.seen - 1, state.last_user)
             state.tokens += sum(counts[state.seen :])
             state.seen = n
-        budget = self._budget(request, model)
-        room = budget.total - count_overhead(request, counter=history.token_counter)
+        room = self._room(request, history, model)
         start, tokens, last_user = state.start, state.tokens, state.last_user
         # The trim keeps the longest run of whole turn units, from the newest back, that fits
         # (token sums only grow towards the oldest): walk the start back while the unit before
-        # it fits, then forward while the window does not.
-        while start > 0:
-            before = _unit_start(messages, start)
-            size = sum(counts[before:start])
-            if tokens + size > room:
-                break
-            start, tokens = before, tokens + size
+        # it fits, then forward while the window does not. A start fitted before to this room
+        # or a larger one, with only messages appended since, cannot go back: nothing older fit
+        # then, and the window has only grown.
+        if state.fitted is None or room > state.fitted:
+            while start > 0:
+                before = _unit_start(messages, start)
+                size = sum(counts[before:start])
+                if tokens + size > room:
+                    break
+                start, tokens = before, tokens + size
         while tokens > room and start < last_user:
             end = _unit_end(messages, start)
             tokens -= sum(counts[start:end])
             start = end
-        state.start, state.tokens = start, tokens
+        state.start, state.tokens, state.fitted = start, tokens, room
         sent = start
         if tokens <= room and start > 0:
             # Something was left out: the window starts at a user message (trim's rule 4).
             while sent < last_user and not isinstance(messages[sent], UserMessage):
                 sent += 1
-        state.sent = tuple(messages[sent:])
+        state.sent = tuple(messages[sent:]) if sent else tuple(messages)
         state.sent_start = sent
         # Only a window that fits is exactly what the trim keeps; _trim finishes the others.
         state.room = room if tokens <= room else None
@@ -428,6 +455,7 @@ class SlidingWindow:
                 if self._ceilings is None:
                     self._ceilings = {}
                 self._ceilings[key] = ceiling
+                self._frame = None  # the room depends on the ceilings
                 self._pending = None
             return
         if ctx.retry or not is_context_overflow(error):
@@ -473,7 +501,7 @@ class SlidingWindow:
         # before_request) a second time on a request that already has them.
         ctx.retry = True
 
-    def _require_agent(self) -> Agent:
+    def _require_agent(self) -> AgentHost:
         if self._agent is None:
             raise UsageError(
                 "SlidingWindow is not attached to an agent: agent.use(SlidingWindow())"
@@ -520,6 +548,7 @@ class _Window:
     __slots__ = (
         "announced",
         "bare",
+        "fitted",
         "history",
         "last_user",
         "model",
@@ -547,6 +576,7 @@ class _Window:
         self.announced = 0  # the stored messages before this were passed to on_pre_compress
         self.bare: ProviderRequest | None = None  # the request the window was made for
         self.model: Model | None = None  # and the model it goes to
+        self.fitted: int | None = None  # the room start was last fitted to, walking back
 
 
 _GUESS = 64
@@ -663,12 +693,12 @@ class Compaction:
         self.tool_result_chars = tool_result_chars
         self.shrink = shrink
         self.prompt = prompt
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._calibration: Calibration | None = None
         self.compactions = 0
         """How many summaries were made (a figure for tests and monitoring)."""
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register the proactive check and the recovery.
 
         The check runs first in ``pre_request``; the recovery runs early in
@@ -843,7 +873,7 @@ class Compaction:
         response = await model.request(request)
         return response.content or "(the summariser returned nothing)"
 
-    def _require_agent(self) -> Agent:
+    def _require_agent(self) -> AgentHost:
         if self._agent is None:
             raise UsageError("Compaction is not attached to an agent: agent.use(Compaction())")
         return self._agent

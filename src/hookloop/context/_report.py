@@ -10,18 +10,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Literal
 
 from .._messages import Message
-from ..hooks._hooks import ON_COMPACTION, ON_TRIM, CompactionContext, TrimContext, notify
+from ..hooks._contexts import CompactionContext, TrimContext
+from ..hooks._dispatch import notify
+from ..hooks._events import ON_COMPACTION, ON_TRIM
 from ..models._base import ProviderRequest
 from ._tokens import count_request
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["report_compaction", "report_trim"]
 
 
 async def report_trim(
-    agent: Agent,
+    agent: AgentHost,
     *,
     iteration: int,
     attempt: int,
@@ -51,7 +53,7 @@ async def report_trim(
 
 
 async def report_compaction(
-    agent: Agent,
+    agent: AgentHost,
     *,
     iteration: int,
     attempt: int,

@@ -17,12 +17,13 @@ from typing import TYPE_CHECKING
 from .._errors import ToolResultLostError
 from .._messages import AssistantMessage, ToolCall, ToolMessage, Usage
 from .._run_context import DurableTurn, durable_turn
-from ..hooks._hooks import MessageContext, Phase
+from ..hooks._contexts import MessageContext
+from ..hooks._dispatch import Phase
 from ..models._base import ProviderResponse
 from ._engine import DurableEngine
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 from ._records import decode_model_call, decode_tool_call, encode_model_call, encode_tool_call
 
 __all__ = ["TurnSteps", "replaying"]
@@ -62,7 +63,7 @@ class TurnSteps:
         self._engine = engine
         self.workflow_id = workflow_id
         self.replaying = False
-        self.agent: Agent | None = None  # the turn's, once built
+        self.agent: AgentHost | None = None  # the turn's, once built
         self._lock = asyncio.Lock()
 
     async def begin(self) -> contextvars.Token[DurableTurn | None]:
@@ -78,7 +79,7 @@ class TurnSteps:
         self.replaying = not ran
         return durable_turn.set(self)
 
-    def watch_commits(self, agent: Agent, stored: set[str]) -> None:
+    def watch_commits(self, agent: AgentHost, stored: set[str]) -> None:
         """End the replay at the first message the turn commits that is not in ``stored``.
 
         ``stored``: the ids of the session's messages when the replay began. A message an

@@ -9,12 +9,12 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
-from .._agent import Agent, UserInput, _user_message
 from .._background import run_sync
 from .._errors import UsageError
 from .._events import AgentEvent, AgentResponse
 from .._extras import import_attribute
-from .._messages import UserMessage
+from .._messages import UserInput, UserMessage, user_message
+from .._slot import ChatHost
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
 from ._engine import DurableEngine
@@ -95,7 +95,7 @@ class DurableChats:
     def __init__(
         self,
         engine: DurableEngine,
-        agent: str | Callable[[], Agent],
+        agent: str | Callable[[], ChatHost],
         *,
         sessions: SessionStore,
         on_event: Callable[[AgentEvent], Awaitable[None]] | None = None,
@@ -138,7 +138,7 @@ class DurableChats:
     ) -> TurnHandle:
         """Start one turn of the session as a workflow; returns at once. See :meth:`chat`."""
         check_session_id(session_id)
-        user = _user_message(message)
+        user = user_message(message)
         turn = user.id if turn_id is None else check_session_id(turn_id, "turn_id")
         wid = workflow_id(session_id, turn)
         await self.engine.start(self._workflow, wid, encode_turn(session_id, user))
@@ -198,9 +198,9 @@ class DurableChats:
             steps.end(token)
         return encode_response(response)
 
-    def _build(self, session_id: str) -> Agent:
+    def _build(self, session_id: str) -> ChatHost:
         agent = self._factory()
-        if not isinstance(agent, Agent):
+        if not isinstance(agent, ChatHost):
             raise UsageError(f"{self.agent_path} must return an Agent, got {type(agent).__name__}")
         if agent._output is not None:
             raise UsageError(

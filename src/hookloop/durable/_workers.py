@@ -33,7 +33,7 @@ from ._turn import DurableChats
 from ._wakeup import QueueWaker, install_trigger
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from .._slot import ChatHost
     from ..sessions._base import SessionStore
 
 __all__ = ["Takeover", "Worker", "WorkerTimings", "run_worker"]
@@ -291,7 +291,7 @@ def default_executor_id() -> str:
 
 async def run_worker(
     database_url: str,
-    agent: str | Callable[[], Agent],
+    agent: str | Callable[[], ChatHost],
     *,
     sessions: SessionStore | None = None,
     executor_id: str | None = None,

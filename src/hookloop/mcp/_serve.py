@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import pydantic_core
 
-from .._agent import Agent
 from .._errors import DuplicateNameError, ToolError, UsageError
 from .._extras import import_extra
 from .._messages import Usage
 from .._run_context import NO_DEPS, MissingDepsError, RunContext
 from .._tools import Tool, exception_text, serialize_result, tool
+from ..hooks._host import AgentHost
 
 if TYPE_CHECKING:
     import mcp.types
@@ -31,7 +31,7 @@ __all__ = ["mcp_server", "serve", "stdout_to_stderr"]
 
 logger = logging.getLogger(__name__)
 
-ToolSource = Agent | Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
+ToolSource = AgentHost | Tool | Callable[..., Any] | Iterable[Tool | Callable[..., Any]]
 """What can be served: an agent (the tools of its enabled scopes), a tool, or several."""
 
 
@@ -76,7 +76,7 @@ def mcp_server(
     types = import_extra("mcp.types", extra="mcp", by="mcp_server")
     current, changing = _catalogue(tools)
     runner = _Runner(
-        types, tools if isinstance(tools, Agent) else None, allow_unapproved=allow_unapproved
+        types, tools if isinstance(tools, AgentHost) else None, allow_unapproved=allow_unapproved
     )
     changes = _Changes(current()) if changing else None
 
@@ -321,7 +321,7 @@ def _catalogue(source: ToolSource) -> tuple[Callable[[], dict[str, Tool]], bool]
 
     An agent's scopes can change; so can a tool whose ``enabled`` is a callable.
     """
-    if isinstance(source, Agent):
+    if isinstance(source, AgentHost):
         agent = source
 
         def live() -> dict[str, Tool]:
@@ -357,7 +357,7 @@ def _catalogue(source: ToolSource) -> tuple[Callable[[], dict[str, Tool]], bool]
 class _Runner:
     """Runs one served call: validation, the approval rule, the run context, the result."""
 
-    def __init__(self, types: Any, agent: Agent | None, *, allow_unapproved: bool) -> None:
+    def __init__(self, types: Any, agent: AgentHost | None, *, allow_unapproved: bool) -> None:
         self._types = types
         self._agent = agent
         self._allow_unapproved = allow_unapproved

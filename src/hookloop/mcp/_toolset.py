@@ -25,7 +25,9 @@ from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._messages import ToolMessage
 from .._tools import Scope, Tool, check_name
-from ..hooks._hooks import Disposer, MessageContext, Phase, attach_once
+from ..hooks._contexts import MessageContext
+from ..hooks._dispatch import Disposer, Phase
+from ..hooks._host import attach_once
 from ..models._base import ProviderRequest
 from ._results import failure_text, result_value, wraps_one_result
 from ._target import Target, target_of
@@ -34,8 +36,8 @@ if TYPE_CHECKING:
     import mcp.types
     from mcp import Client
 
-    from .._agent import Agent
-    from ..hooks._hooks import ApprovalDecisionContext, ChatStartContext, PreRequestContext
+    from ..hooks._contexts import ApprovalDecisionContext, ChatStartContext, PreRequestContext
+    from ..hooks._host import AgentHost
     from ._connection import Connection
 
 __all__ = ["MCPToolset"]
@@ -133,7 +135,7 @@ class MCPToolset:
         self._tools: tuple[Tool, ...] | None = None
         self._wrapped: frozenset[str] = frozenset()  # tools answering {"result": value}
         self._stale = True
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._registered: tuple[Tool, ...] | None = None
         self._scope: Disposer | None = None
         self._connections: LoopBound[Connection] = LoopBound(
@@ -157,7 +159,7 @@ class MCPToolset:
         """
         return self._target.label
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register the hooks that keep the agent's scope in step with the server.
 
         Raises:

@@ -10,10 +10,10 @@ from ._hooks import MemoryHooksPlugin, implements_memory_hooks
 from ._provider import ProviderMemoryStore, is_memory_provider
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 
-def attach_memory(agent: Agent, memory: object) -> MemoryStore | None:
+def attach_memory(agent: AgentHost, memory: object) -> MemoryStore | None:
     """The store for ``memory``; its memory hooks, if any, are registered on ``agent``.
 
     ``memory`` may be a :class:`MemoryStore`, an object with ``store_<type>`` methods (the

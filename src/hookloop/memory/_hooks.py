@@ -28,19 +28,16 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 from .._background import in_sync_entry
 from .._errors import UsageError
 from .._messages import dump_messages
-from ..hooks._hooks import (
-    ON_DELEGATION,
-    ON_MEMORY_WRITE,
-    ON_PRE_COMPRESS,
-    ON_SESSION_SWITCH,
+from ..hooks._contexts import (
     DelegationContext,
     MemoryWriteContext,
     PreCompressContext,
     SessionSwitchContext,
 )
+from ..hooks._events import ON_DELEGATION, ON_MEMORY_WRITE, ON_PRE_COMPRESS, ON_SESSION_SWITCH
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["MEMORY_HOOK_NAMES", "MemoryHooks", "MemoryHooksPlugin", "implements_memory_hooks"]
 
@@ -176,7 +173,7 @@ class MemoryHooksPlugin:
             )
         self.hooks = hooks
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register one handler per hook the object implements, and none for the others.
 
         Nothing, if the agent has this object's hooks already (``Agent(memory=obj)`` and
@@ -206,7 +203,7 @@ def _callable(obj: object, name: str) -> Callable[..., Any] | None:
 
 
 def _report_handler(
-    agent: Agent,
+    agent: AgentHost,
     label: str,
     args_of: Callable[[Any], _Args],
     sync: Callable[..., Any] | None,

@@ -16,7 +16,7 @@ from ._base import MEMORY_ACTIONS, MemoryType
 from ._write import write_memory
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["memory_tool"]
 
@@ -31,7 +31,7 @@ _DESCRIPTION = (
 
 
 def memory_tool(
-    agent: Agent,
+    agent: AgentHost,
     *,
     name: str = "memory",
     description: str | None = None,

@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._errors import MemoryRequestError
-from ..hooks._hooks import ON_MEMORY_WRITE, MemoryWriteContext, notify_reporting
+from ..hooks._contexts import MemoryWriteContext
+from ..hooks._dispatch import notify_reporting
+from ..hooks._events import ON_MEMORY_WRITE
 from ._base import (
     MemoryEntry,
     MemoryTarget,
@@ -23,11 +25,11 @@ from ._base import (
 )
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 
 async def write_memory(
-    agent: Agent,
+    agent: AgentHost,
     content: str,
     *,
     memory_type: object,

@@ -15,8 +15,9 @@ from types import MappingProxyType
 from typing import Any, Literal, TypeAlias
 
 from .._errors import InvalidResponseError
-from .._messages import AssistantMessage, Message, ToolCall, Usage
+from .._messages import AssistantMessage, Message, ToolCall, Usage, assistant_message
 from .._slots import new as _new
+from .._slots import slot_init
 from .._slots import slot_setter as _setter
 
 __all__ = [
@@ -84,6 +85,7 @@ class OutputFormat:
     schema: Mapping[str, Any]
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderRequest:
     """One request to a model.
@@ -106,6 +108,7 @@ class ProviderRequest:
     output_format: OutputFormat | None = None
 
 
+@slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderResponse:
     """One answer from a model.
@@ -127,8 +130,13 @@ class ProviderResponse:
     id: str | None = None
 
     def to_message(self) -> AssistantMessage:
-        """The assistant message this response commits to history."""
-        return AssistantMessage(content=self.content, tool_calls=self.tool_calls)
+        """The assistant message this response commits to history.
+
+        Raises:
+            InvalidMessageError: ``content`` is not a str, or ``tool_calls`` not a tuple of
+                :class:`~hookloop.ToolCall`.
+        """
+        return assistant_message(self.content, self.tool_calls)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

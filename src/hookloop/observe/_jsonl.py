@@ -43,7 +43,7 @@ from ._encode import Encoder, json_string
 from ._read import TRACE_FORMAT
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["JsonLinesTracePlugin"]
 
@@ -123,7 +123,7 @@ class JsonLinesTracePlugin:
         self._start: float | None = None
         self._seq = itertools.count()
         self._chats = itertools.count(1)
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._mine: set[int] = set()
         # Which chat, and which tool call of it, the running task works for: a sub-agent's
         # chat runs in a task started inside the tool call, so it inherits both.
@@ -145,7 +145,7 @@ class JsonLinesTracePlugin:
 
     # -- attaching ---------------------------------------------------------------------
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register a recording handler on every event of the event table."""
         self._agent = attach_once(
             f"trace plugin {self.name!r}",
@@ -163,7 +163,7 @@ class JsonLinesTracePlugin:
             else:
                 self._add(agent, event, self._observer(spec), Phase.OBSERVE)
 
-    def _add(self, agent: Agent, event: str, fn: Callable[[Any], None], order: int) -> None:
+    def _add(self, agent: AgentHost, event: str, fn: Callable[[Any], None], order: int) -> None:
         fn.__qualname__ = f"{type(self).__name__}.{event}"
         self._mine.add(id(fn))
         agent.hooks.add(event, fn, order=order)
@@ -312,7 +312,7 @@ class JsonLinesTracePlugin:
             self._failed(exc)
         return seq
 
-    def _who(self, agent: Agent) -> tuple[str, str]:
+    def _who(self, agent: AgentHost) -> tuple[str, str]:
         """The traced agent's ``agent`` and ``session`` keys, and its ``path``, as JSON."""
         name, session = agent.name, agent.session_id
         known = self._known_agent

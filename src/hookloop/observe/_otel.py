@@ -26,7 +26,7 @@ from .._errors import ToolExecutionError
 from .._extras import import_extra
 from .._messages import AssistantMessage, ToolCall
 from .._tools import exception_text, serialize_result
-from ..hooks._hooks import (
+from ..hooks._contexts import (
     AfterModelCallContext,
     BackoffWaitContext,
     ChatAbortContext,
@@ -36,7 +36,6 @@ from ..hooks._hooks import (
     CompactionContext,
     FirstChunkContext,
     MessageContext,
-    Phase,
     PreRequestContext,
     PreToolCallContext,
     ResponseContext,
@@ -44,8 +43,9 @@ from ..hooks._hooks import (
     ToolErrorContext,
     ToolResultContext,
     TrimContext,
-    attach_once,
 )
+from ..hooks._dispatch import Phase
+from ..hooks._host import attach_once
 from ..models._base import Model, ProviderRequest
 from . import _genai as g
 
@@ -54,8 +54,8 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import Span, TracerProvider
 
-    from .._agent import Agent
     from .._tools import Tool
+    from ..hooks._host import AgentHost
 
 __all__ = ["OpenTelemetryPlugin"]
 
@@ -177,7 +177,7 @@ class OpenTelemetryPlugin:
             description="Time from sending a streamed request to its first chunk",
             explicit_bucket_boundaries_advisory=g.SECONDS_BUCKETS,
         )
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._chats: dict[_Key, _Chat] = {}
         self._handlers: dict[str, Callable[[_Key, Any], None]] = {
             "on_chat_start": self._chat_start,
@@ -199,7 +199,7 @@ class OpenTelemetryPlugin:
 
     # -- registration ----------------------------------------------------------------------
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register one handler per traced event, and one for the sub-agents' events.
 
         Raises:

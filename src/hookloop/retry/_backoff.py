@@ -13,6 +13,13 @@ from typing import Literal, TypeAlias
 
 __all__ = ["Backoff", "BackoffKind", "JitterKind", "apply_jitter", "backoff_delay"]
 
+JITTER_RNG = random.Random()
+"""The jitter of every strategy not given an ``rng`` of its own.
+
+Unseeded, so sharing it changes no strategy's waits; one per strategy took 2.9 KB of every
+idle agent's memory (bench/round3.py, ``agent_kb_with_100_messages``).
+"""
+
 BackoffKind: TypeAlias = Literal["constant", "linear", "exponential"]
 JitterKind: TypeAlias = Literal["none", "full", "equal", "decorrelated"]
 

@@ -14,12 +14,14 @@ from .._errors import (
     RateLimitError,
     ServerError,
 )
-from ..hooks._hooks import AfterModelCallContext
-from ._backoff import Backoff
+from ..hooks._contexts import AfterModelCallContext
+from ._backoff import JITTER_RNG, Backoff
 from ._hints import provider_hint
 from ._model import ModelRetryStrategy, RetryDecision, Sleep
 
 __all__ = ["TRANSIENT_ERRORS", "DefaultRetryStrategy"]
+
+_DEFAULT_BACKOFF = Backoff()
 
 TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
     RateLimitError,
@@ -79,9 +81,9 @@ class DefaultRetryStrategy(ModelRetryStrategy):
         self.max_attempts = max_attempts
         self.max_total_time = max_total_time
         self.max_wait = max_wait
-        self.backoff = backoff or Backoff()
+        self.backoff = backoff or _DEFAULT_BACKOFF  # frozen: every strategy may share it
         self.retry_on = retry_on
-        self._rng = rng or random.Random()
+        self._rng = rng if rng is not None else JITTER_RNG
         self._previous: float | None = None
 
     def on_first_model_attempt(self) -> None:

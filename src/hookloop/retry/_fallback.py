@@ -9,13 +9,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .._errors import CircuitOpenError, UsageError
-from ..hooks._hooks import AfterModelCallContext, Phase, PreRequestContext
+from ..hooks._contexts import AfterModelCallContext, PreRequestContext
+from ..hooks._dispatch import Phase
 from ..models._base import Model, ProviderRequest
 from ._default import TRANSIENT_ERRORS
 from ._model import ModelRetryStrategy, RetryDecision, Sleep
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["CircuitBreaker", "FallbackStrategy"]
 
@@ -113,7 +114,7 @@ class FallbackStrategy(ModelRetryStrategy):
         primary = self._agent.model if self._agent is not None else None
         return (*((primary,) if primary is not None else ()), *self.fallbacks)
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Attach, and pick the first model whose circuit is closed before each call."""
         super().init_agent(agent)
         agent.add_hook("pre_request", self._choose_model, order=Phase.ROUTE)

@@ -11,18 +11,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._errors import ProviderError, RetryAttempt
-from ..hooks._hooks import (
-    ON_BACKOFF_WAIT,
-    AfterModelCallContext,
-    BackoffWaitContext,
-    Disposer,
-    attach_once,
-    notify,
-)
+from ..hooks._contexts import AfterModelCallContext, BackoffWaitContext
+from ..hooks._dispatch import Disposer, notify
+from ..hooks._events import ON_BACKOFF_WAIT
+from ..hooks._host import attach_once
 from ._hints import provider_hint
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["ModelRetryStrategy", "RetryDecision", "Sleep"]
 
@@ -64,7 +60,7 @@ class ModelRetryStrategy(abc.ABC):
         clock: Seconds from a monotonic clock (``time.monotonic``).
     """
 
-    _agent: Agent | None = None
+    _agent: AgentHost | None = None
     _sleep: Sleep = staticmethod(asyncio.sleep)
     _clock: Callable[[], float] = staticmethod(time.monotonic)
     _call_started: float = 0.0
@@ -103,7 +99,7 @@ class ModelRetryStrategy(abc.ABC):
         """The retried attempts of the current model call."""
         return self._history
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Attach to ``agent``; a subclass that overrides this must call ``super()``.
 
         Raises:
@@ -120,14 +116,23 @@ class ModelRetryStrategy(abc.ABC):
         # Goes into the disposer agent.use() returns, next to the hook's own.
         agent.hooks.adopt(Disposer(lambda: self._release(agent)))
 
-    async def retry_model(self, event: AfterModelCallContext) -> None:
-        """The ``after_model_call`` handler; override the methods above instead."""
+    def retry_model(self, event: AfterModelCallContext) -> Awaitable[None] | None:
+        """The ``after_model_call`` handler; override the methods above instead.
+
+        A plain function for an attempt that needs no retry (every successful one): it
+        returns the retry's coroutine only when there is one to decide and wait for.
+        """
         if event.attempt == 1:
             self._history = ()
             self._call_started = self._clock()
             self.on_first_model_attempt()
         if event.retry or event.error is None:
-            return
+            return None
+        return self._retry(event)
+
+    async def _retry(self, event: AfterModelCallContext) -> None:
+        """Decide about a failed attempt; report the wait, wait, and set ``retry``."""
+        assert event.error is not None  # retry_model hands on failed attempts only
         decision = self.compute_retry_decision(event)
         if inspect.isawaitable(decision):
             decision = await decision
@@ -155,7 +160,7 @@ class ModelRetryStrategy(abc.ABC):
             await self._sleep(decision.wait)
         event.retry = True
 
-    def _release(self, agent: Agent) -> None:
+    def _release(self, agent: AgentHost) -> None:
         # attach_once releases ``_agent``; the agent's retry slot is this plugin's to free.
         if agent.retry_strategy is self:
             agent.retry_strategy = None

@@ -8,12 +8,13 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from .._errors import ToolExecutionError
-from ..hooks._hooks import ToolErrorContext, attach_once
-from ._backoff import Backoff
+from ..hooks._contexts import ToolErrorContext
+from ..hooks._host import attach_once
+from ._backoff import JITTER_RNG, Backoff
 from ._model import Sleep
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["ToolRetryStrategy"]
 
@@ -56,12 +57,12 @@ class ToolRetryStrategy:
         self.max_attempts = max_attempts
         self.backoff = backoff or Backoff(base=0.2, max_delay=5.0)
         self.tools = frozenset(tools) if tools is not None else None
-        self._rng = rng or random.Random()
+        self._rng = rng if rng is not None else JITTER_RNG
         self._sleep = sleep
         self._previous: dict[str, float] = {}
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Attach to ``agent``.
 
         Raises:

@@ -25,20 +25,20 @@ from .._errors import (
     UsageError,
 )
 from .._messages import Message
-from ..hooks._hooks import (
+from ..hooks._contexts import (
     ApprovalDecisionContext,
     ApprovalRequestContext,
     ChatStartContext,
     MessageContext,
-    Phase,
     SessionSwitchContext,
-    attach_once,
 )
+from ..hooks._dispatch import Phase
+from ..hooks._host import attach_once
 from ._base import SessionStore, check_session_id
 from ._types import StoredMessage
 
 if TYPE_CHECKING:
-    from .._agent import Agent
+    from ..hooks._host import AgentHost
 
 __all__ = ["SessionRecorder"]
 
@@ -100,7 +100,7 @@ class SessionRecorder:
         self.store = store
         self._session_id = None if session_id is None else _conversation_id(session_id)
         self.check_conflicts = check_conflicts
-        self._agent: Agent | None = None
+        self._agent: AgentHost | None = None
         self._restored = False
         self._last_seq = 0
         self._parent: str | None = None  # of a session switched to, until it is created
@@ -135,7 +135,7 @@ class SessionRecorder:
     def __repr__(self) -> str:
         return f"SessionRecorder({self.store!r}, {self._session_id!r})"
 
-    def init_agent(self, agent: Agent) -> None:
+    def init_agent(self, agent: AgentHost) -> None:
         """Register the recorder's hooks on ``agent``.
 
         Raises:
@@ -297,7 +297,7 @@ class SessionRecorder:
 
     # --- work ---------------------------------------------------------------------------
 
-    async def _restore(self, agent: Agent, before: str | None = None) -> list[Message]:
+    async def _restore(self, agent: AgentHost, before: str | None = None) -> list[Message]:
         session_id = self._require_session()
         records = await self.store.records(session_id)
         cut = None
@@ -411,7 +411,7 @@ class SessionRecorder:
             raise UsageError("the SessionRecorder is not used by an agent: agent.use(recorder)")
         return self._session_id
 
-    def _require_agent(self) -> Agent:
+    def _require_agent(self) -> AgentHost:
         if self._agent is None:
             raise UsageError("the SessionRecorder is not used by an agent: agent.use(recorder)")
         return self._agent
