@@ -234,13 +234,13 @@ def test_an_old_path_warns_in_a_users_script_under_the_default_filters(tmp_path:
 
 
 def test_overflow_classification_lives_in_the_models_layer() -> None:
-    from hookloop.context import _policies
+    from hookloop.context import _sliding_window
     from hookloop.models import _errors, _overflow
 
     assert hookloop.is_context_overflow is hookloop.models.is_context_overflow
     assert hookloop.OVERFLOW_MARKERS is hookloop.models.OVERFLOW_MARKERS
     assert hookloop.is_context_overflow.__module__ == "hookloop.models._overflow"
-    assert _policies.is_context_overflow is _overflow.is_context_overflow
+    assert _sliding_window.is_context_overflow is _overflow.is_context_overflow
     assert _errors.is_overflow_text is _overflow.is_overflow_text
     # The models layer does not reach up into context/ (it did for the overflow markers).
     for path in (SRC / "models").glob("*.py"):

@@ -44,7 +44,7 @@ from ._slot import ChatSlot
 from ._stream import ChatStream
 from ._tools import Scope, ScopeRegistry, Tool, check_name
 from .context._history import ChatHistory
-from .context._policies import SlidingWindow
+from .context._sliding_window import SlidingWindow
 from .context._tokens import counter_for_model
 from .hooks._contexts import SessionSwitchContext
 from .hooks._dispatch import Disposer, HookRegistry, notify_reporting

@@ -45,7 +45,7 @@ MOVED_MODULES: dict[str, tuple[str, str]] = {
     "hookloop.agent": ("hookloop._agent", _ROOT),
     "hookloop.cli": ("hookloop._cli", "the `hookloop` command or `python -m hookloop`"),
     "hookloop.context.history": ("hookloop.context._history", _CONTEXT),
-    "hookloop.context.policies": ("hookloop.context._policies", _CONTEXT),
+    "hookloop.context.policies": ("hookloop.context._sliding_window", _CONTEXT),
     "hookloop.context.repair": ("hookloop.context._repair", _CONTEXT),
     "hookloop.context.tokens": ("hookloop.context._tokens", _CONTEXT),
     "hookloop.context.trim": ("hookloop.context._trim", _CONTEXT),

@@ -25,8 +25,8 @@ from ._messages import (
 from ._output import OutputSpec
 from ._slots import new, slot_setter
 from .context._history import ChatHistory
-from .context._policies import SlidingWindow
 from .context._repair import repair
+from .context._sliding_window import SlidingWindow
 from .hooks._dispatch import Handler
 from .models._base import (
     Model,

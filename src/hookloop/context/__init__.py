@@ -11,10 +11,11 @@
 """
 
 from .._extras import lazy_getattr as _lazy_getattr
+from ._compaction import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction
 from ._context_hooks import ContextBeforeRequestResult, ContextHooks, ContextOnErrorResult
 from ._history import ChatHistory
-from ._policies import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction, SlidingWindow
 from ._repair import MISSING_RESULT_TEXT, repair
+from ._sliding_window import SlidingWindow
 from ._tokens import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD,
