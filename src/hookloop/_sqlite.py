@@ -8,21 +8,40 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from ._errors import CorruptStoreError
+from ._errors import CorruptStoreError, StoreError, error_line
 
 __all__ = ["naming_damage", "use_wal"]
 
 _DAMAGED: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
+# The file cannot be opened, read or written (a missing folder, no permission, a full or
+# failing disk): the store cannot be used until someone fixes that.
+_UNUSABLE: Final = frozenset(
+    {
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_PERM,
+    }
+)
 
 
 @contextmanager
 def naming_damage(path: object) -> Iterator[None]:
-    """Raise SQLite's "malformed" and "not a database" as :class:`CorruptStoreError`."""
+    """Raise SQLite's "malformed" and "not a database" as :class:`CorruptStoreError`.
+
+    A file that cannot be opened, read or written raises :class:`StoreError`.
+    """
     try:
         yield
     except sqlite3.DatabaseError as exc:
-        if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _DAMAGED:
+        code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+        if code in _DAMAGED:
             raise CorruptStoreError(store=str(path), reason=str(exc)) from exc
+        if code in _UNUSABLE:
+            raise StoreError(
+                f"the store's file {path} cannot be used: {error_line(exc)}", store=str(path)
+            ) from exc
         raise
 
 

@@ -1,0 +1,92 @@
+"""A store whose database cannot be used raises StoreError, naming where it is.
+
+The driver's own errors (``sqlite3.OperationalError``, redis-py's ``ConnectionError``) stay
+the cause; the caller catches one class of hookloop's tree for every backend. PostgreSQL's
+side (a connection lost, tried again once) is in tests/durable/test_workers_outage.py.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from hookloop import StoreError, UserMessage
+from hookloop.memory import SQLiteMemoryStore
+from hookloop.sessions import RedisSessionStore, SQLiteSessionStore
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound once, then released)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+async def test_a_redis_server_that_cannot_be_reached_is_a_store_error() -> None:
+    pytest.importorskip("redis")
+    url = f"redis://127.0.0.1:{_closed_port()}/0"
+    store = RedisSessionStore(url)
+    try:
+        with pytest.raises(StoreError, match="cannot be reached") as caught:
+            await store.append("s1", UserMessage(content="hello"))
+        assert url in caught.value.store
+        assert type(caught.value.__cause__).__module__.startswith("redis")
+        with pytest.raises(StoreError):
+            await store.load("s1")
+        with pytest.raises(StoreError):
+            await store.list_sessions()
+    finally:
+        await store.close()
+
+
+async def test_a_redis_store_works_once_its_server_answers(redis_url: str) -> None:
+    store = RedisSessionStore(redis_url, prefix=f"unreachable-{_closed_port()}:")
+    try:
+        await store.append("s1", UserMessage(content="hello"))
+        assert [m.text for m in await store.load("s1")] == ["hello"]
+        assert await store.delete("s1")
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder"])
+async def test_a_sqlite_file_that_cannot_be_opened_is_a_store_error(
+    tmp_path: Path, where: str
+) -> None:
+    path = tmp_path / "nowhere" / "s.db" if where == "missing-folder" else tmp_path
+    store = SQLiteSessionStore(path)
+    try:
+        with pytest.raises(StoreError, match="cannot be used") as caught:
+            await store.append("s1", UserMessage(content="hello"))
+        assert caught.value.store == str(path)
+        with pytest.raises(StoreError):
+            await store.load("s1")
+    finally:
+        await store.close()
+
+
+async def test_a_sqlite_store_used_again_after_its_folder_appears_keeps_every_message(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "later" / "s.db"
+    store = SQLiteSessionStore(path)
+    try:
+        with pytest.raises(StoreError):
+            await store.append("s1", UserMessage(content="lost?"))
+        path.parent.mkdir()
+        await store.append("s1", UserMessage(content="hello"))
+        assert [m.text for m in await store.load("s1")] == ["hello"]
+    finally:
+        await store.close()
+
+
+async def test_a_sqlite_memory_file_that_cannot_be_opened_is_a_store_error(tmp_path: Path) -> None:
+    store = SQLiteMemoryStore(tmp_path / "nowhere" / "m.db")
+    try:
+        with pytest.raises(StoreError, match="cannot be used"):
+            await store.add("the user likes tea", "long_term")
+    finally:
+        await store.close()
