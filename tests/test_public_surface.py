@@ -2,8 +2,7 @@
 
 Every public name is importable from ``hookloop``; the family packages offer the same
 objects; the test doubles live in ``hookloop.testing``; every other module is private
-(``_``-prefixed). The module paths of 0.1 keep importing for one release with a
-``DeprecationWarning`` naming the path to use.
+(``_``-prefixed).
 """
 
 from __future__ import annotations
@@ -14,8 +13,6 @@ import pkgutil
 import re
 import subprocess
 import sys
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,9 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import hookloop
-from hookloop._deprecated import MOVED_MODULES, RENAMED
 from hookloop.testing import FakeClock
-from tests._old_paths import old_paths_forgotten
 
 SRC = Path(hookloop.__file__).parent
 
@@ -60,12 +55,6 @@ EXTRAS = (
 )
 
 
-@pytest.fixture(autouse=True)
-def _no_old_path_left_behind() -> Iterator[None]:
-    with old_paths_forgotten():
-        yield
-
-
 def defined_in_hookloop(name: str, value: object) -> bool:
     """Whether ``value`` is defined by a hookloop module (by ``__module__``, or as a global)."""
     module = getattr(value, "__module__", None)
@@ -90,7 +79,7 @@ def test_every_name_in_all_is_importable_from_the_root_and_defined_by_hookloop()
 def test_the_root_namespace_holds_only_its_all_and_its_packages() -> None:
     public = {name for name in vars(hookloop) if not name.startswith("_")}
     packages = {name for name in public if inspect.ismodule(getattr(hookloop, name))}
-    assert {f"hookloop.{name}" for name in packages} <= PUBLIC_MODULES | set(MOVED_MODULES)
+    assert {f"hookloop.{name}" for name in packages} <= PUBLIC_MODULES
     assert public - packages <= set(hookloop.__all__)
 
 
@@ -143,66 +132,6 @@ def test_no_public_module_path_but_the_allowed_ones_exists() -> None:
         assert hasattr(importlib.import_module(name), "__path__"), f"{name} is a package"
 
 
-def test_no_old_module_path_is_a_file_any_more() -> None:
-    # The old paths are answered by the alias finder only; a file would shadow it.
-    on_disk = set(every_module_under_hookloop())
-    assert set(MOVED_MODULES) & on_disk == set()
-    for new, public in MOVED_MODULES.values():
-        assert new in on_disk
-        assert public in PUBLIC_MODULES or public.startswith("the "), public
-
-
-@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
-def test_an_old_module_path_imports_the_same_objects_with_a_warning(old: str) -> None:
-    new, public = MOVED_MODULES[old]
-    with pytest.warns(DeprecationWarning, match=f"^{old} is deprecated") as caught:
-        module = importlib.import_module(old)
-    assert [str(w.message) for w in caught] == [
-        f"{old} is deprecated: "
-        + (f"use {public}" if public.startswith("the ") else f"import from {public}")
-        + "; the old path goes in the next release (see docs/migration.md)"
-    ]
-    assert caught[0].filename == __file__  # blamed on the importer, so Python shows it
-    target = importlib.import_module(new)
-    names = [name for name in vars(target) if not name.startswith("__")]
-    assert names
-    for name in names:
-        assert getattr(module, name) is getattr(target, name), name
-    if public in PUBLIC_MODULES:
-        public_module = importlib.import_module(public)
-        for name in getattr(target, "__all__", ()):
-            if name in public_module.__all__:
-                assert getattr(module, name) is getattr(public_module, name), name
-
-
-def test_from_old_path_import_name_and_star_give_the_new_objects() -> None:
-    namespace: dict[str, object] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        exec("from hookloop.agent import Agent", namespace)
-        exec("from hookloop.errors import *", namespace)
-    assert namespace["Agent"] is hookloop.Agent
-    assert namespace["UsageError"] is hookloop.UsageError
-    assert namespace["RunError"] is hookloop.RunError
-
-
-def test_an_old_module_path_used_as_an_attribute_imports_it_with_a_warning() -> None:
-    import hookloop.models
-
-    with pytest.warns(DeprecationWarning, match=r"^hookloop\.models\.testing is deprecated"):
-        old = hookloop.models.testing
-    assert old.ScriptedModel is hookloop.testing.ScriptedModel
-
-
-def test_a_renamed_name_warns_and_is_the_new_object() -> None:
-    for old, new in RENAMED.items():
-        package, _, name = old.rpartition(".")
-        module = importlib.import_module(package)
-        with pytest.warns(DeprecationWarning, match=f"^{old} is renamed {new};"):
-            value = getattr(module, name)
-        assert value is getattr(module, new)
-
-
 def test_an_unknown_name_is_an_attribute_error_naming_it() -> None:
     for package in ["hookloop", *PUBLIC_PACKAGES]:
         module = importlib.import_module(package)
@@ -219,18 +148,6 @@ def test_import_hookloop_loads_no_extra_and_every_lazy_name_resolves() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.splitlines() == ["[]", "True"]
     assert done.stderr == ""
-
-
-def test_an_old_path_warns_in_a_users_script_under_the_default_filters(tmp_path: Path) -> None:
-    script = tmp_path / "old.py"
-    script.write_text("from hookloop.errors import UsageError\n")
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
-    assert done.returncode == 0
-    assert done.stderr == (
-        f"{script}:1: DeprecationWarning: hookloop.errors is deprecated: import from hookloop; "
-        "the old path goes in the next release (see docs/migration.md)\n"
-        "  from hookloop.errors import UsageError\n"
-    )
 
 
 def test_overflow_classification_lives_in_the_models_layer() -> None:
@@ -253,7 +170,7 @@ def test_every_lazy_import_goes_through_the_one_helper() -> None:
         relative = path.relative_to(SRC).as_posix()
         # A module __getattr__ is lazy_getattr's, never written by hand.
         assert "\ndef __getattr__" not in text, relative
-        if relative not in ("_extras.py", "_deprecated.py", "_cli.py"):  # _cli: the user's tool
+        if relative not in ("_extras.py", "_cli.py"):  # _cli: the user's tool
             assert "import_module(" not in text, relative
 
 
@@ -291,8 +208,8 @@ def test_fake_clock_moves_only_by_its_sleeps_and_advances(
 
 @pytest.mark.parametrize(
     "text",
-    [hookloop.__doc__ or "", (SRC.parents[1] / "docs" / "migration.md").read_text()],
-    ids=["root docstring", "docs/migration.md"],
+    [hookloop.__doc__ or ""],
+    ids=["root docstring"],
 )
 def test_the_guides_name_every_public_path_and_the_subpackage_only_ones(text: str) -> None:
     prose = " ".join(text.split())

@@ -16,7 +16,6 @@ from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
 from importlib.metadata import version as _version
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from . import _deprecated
 from ._agent import (
     DEFAULT_SCOPE,
     OUTPUT_TOOL_NAME,
@@ -295,8 +294,6 @@ try:
     __version__ = _version("hookloop")
 except _PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
-
-_deprecated.install()
 
 # Names whose modules need an optional extra (or load a client): imported on first use.
 _LAZY = {

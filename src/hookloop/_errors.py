@@ -605,8 +605,7 @@ class MemoryNotFoundError(RunError, LookupError):
     """No memory entry has the id, or contains the text, that a replace or remove named.
 
     A run failure, like :class:`SessionNotFoundError`: the entry may have been removed by
-    another process or by the model through the memory tool (in hookloop 0.1 it
-    was a :class:`UsageError`; see ``docs/migration.md``).
+    another process or by the model through the memory tool.
 
     Attributes:
         memory_type: The memory type searched.

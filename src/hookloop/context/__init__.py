@@ -10,7 +10,6 @@
   :func:`group_units` and :func:`repair`.
 """
 
-from .._extras import lazy_getattr as _lazy_getattr
 from ._compaction import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction
 from ._context_hooks import ContextBeforeRequestResult, ContextHooks, ContextOnErrorResult
 from ._history import ChatHistory
@@ -60,6 +59,3 @@ __all__ = [
     "trim_to_budget",
     "truncate_tool_results",
 ]
-
-# Only the deprecated module paths of 0.1 (``hookloop.context.<module>``).
-__getattr__ = _lazy_getattr(__name__, {})

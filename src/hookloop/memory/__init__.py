@@ -12,7 +12,6 @@
 See ``docs/memory.md``.
 """
 
-from .._extras import lazy_getattr as _lazy_getattr
 from ._base import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
@@ -48,6 +47,3 @@ __all__ = [
     "is_memory_provider",
     "memory_tool",
 ]
-
-# Only the deprecated module paths of 0.1 (``hookloop.memory.<module>``).
-__getattr__ = _lazy_getattr(__name__, {})

@@ -3,7 +3,6 @@
 See ``docs/retries.md``.
 """
 
-from .._extras import lazy_getattr as _lazy_getattr
 from ._backoff import Backoff, BackoffKind, JitterKind, apply_jitter, backoff_delay
 from ._default import TRANSIENT_ERRORS, DefaultRetryStrategy
 from ._fallback import CircuitBreaker, FallbackStrategy
@@ -27,6 +26,3 @@ __all__ = [
     "backoff_delay",
     "retry_after_seconds",
 ]
-
-# Only the deprecated module paths of 0.1 (``hookloop.retry.<module>``).
-__getattr__ = _lazy_getattr(__name__, {})

@@ -8,9 +8,6 @@
 - :class:`SessionRecorder`: the plugin that restores a session into an agent and appends
   every message the agent commits (``agent.use(store.session("abc"))``).
 
-``SqliteSessionStore`` is the old name of :class:`SQLiteSessionStore`: it still works, with a
-``DeprecationWarning``, and goes in the next release (see ``docs/migration.md``).
-
 See ``docs/sessions.md``.
 """
 
