@@ -29,7 +29,7 @@ from hookloop import (
     ToolMessage,
     tool,
 )
-from hookloop._slot import current_slot
+from hookloop._chat_slot import current_slot
 from hookloop._stream import STREAM_CLOSED
 from hookloop.context import repair
 from hookloop.models import (

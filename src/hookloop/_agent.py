@@ -1,7 +1,7 @@
 """The agent: configuration plus ``chat`` / ``chat_stream`` / ``chat_sync`` / ``cancel``.
 
 The agent composes its collaborators (the hook registry, the scope registry, the model, the
-memory store, the chat slot of ``_slot.py`` that keeps one chat at a time) and hands each chat
+memory store, the chat slot of ``_chat_slot.py`` that keeps one chat at a time) and hands each chat
 to the loop in ``_loop.py`` with what it needs (a ``ChatSetup``), each memory write to
 ``memory/_write.py`` and each delegation to ``_delegation.py``; it holds no logic of its own.
 """
@@ -32,6 +32,7 @@ from ._approval_log import (
     rulings_for,
 )
 from ._background import BackgroundTasks, run_sync
+from ._chat_slot import ChatSlot
 from ._delegation import as_tool, delegate
 from ._errors import MemoryRequestError, UsageError
 from ._events import AgentEvent, AgentResponse
@@ -40,7 +41,6 @@ from ._messages import AssistantMessage, Message, UserInput, UserMessage, new_id
 from ._output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL_NAME, OutputMode, OutputSpec, output_spec
 from ._run_context import NO_DEPS, MissingDepsError
 from ._setup import ChatSetup, Resumption, StepRunner
-from ._slot import ChatSlot
 from ._stream import ChatStream
 from ._tools import Scope, ScopeRegistry, Tool, check_name
 from .context._history import ChatHistory

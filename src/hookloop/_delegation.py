@@ -29,11 +29,11 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ._chat_slot import ChatHost, current_slot
 from ._errors import UsageError, WaitingForApprovalError
 from ._loop import ChatRun
 from ._messages import UserMessage
 from ._run_context import NO_DEPS
-from ._slot import ChatHost, current_slot
 from ._tools import Tool
 from .hooks._contexts import DelegationContext, SubAgentEventContext
 from .hooks._dispatch import Disposer, Phase, notify, notify_reporting

@@ -47,10 +47,10 @@ from ._run_context import NO_DEPS
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from ._chat_slot import ChatHost
     from ._loop import ChatRun
     from ._messages import UserMessage
     from ._output import OutputSpec
-    from ._slot import ChatHost
 
 __all__ = ["STREAM_CLOSED", "Begin", "ChatStream", "StreamedChat", "handoff"]
 

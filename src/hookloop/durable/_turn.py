@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 from .._background import run_sync
+from .._chat_slot import ChatHost
 from .._errors import UsageError
 from .._events import AgentEvent, AgentResponse
 from .._extras import import_attribute
 from .._messages import UserInput, UserMessage, user_message
-from .._slot import ChatHost
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
 from ._engine import DurableEngine
