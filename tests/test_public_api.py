@@ -15,7 +15,7 @@ MODULES = [
     "_events",
     "_messages",
     "_run_context",
-    "_toolbox",
+    "_builtin_tools",
     "_tools",
     "_trace",
     "context",

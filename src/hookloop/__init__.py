@@ -32,6 +32,11 @@ from ._approval import (
     PendingApproval,
     UnknownApprovalError,
 )
+from ._builtin_tools import (
+    BUILTIN_TOOLS,
+    calculator,
+    clock,
+)
 from ._errors import (
     AuthenticationError,
     BadRequestError,
@@ -123,11 +128,6 @@ from ._messages import (
 )
 from ._publish import publish as _publish
 from ._run_context import NO_DEPS, MissingDepsError, RunContext
-from ._toolbox import (
-    BUILTIN_TOOLS,
-    calculator,
-    clock,
-)
 from ._tools import (
     Scope,
     ScopeRegistry,

@@ -46,6 +46,7 @@ from . import __version__
 from ._agent import Agent
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import check_edit
+from ._builtin_tools import BUILTIN_TOOLS
 from ._errors import (
     AuthenticationError,
     ChatCancelledError,
@@ -57,7 +58,6 @@ from ._errors import (
 from ._events import ModelRetry, ToolCallFinished
 from ._extras import import_attribute
 from ._messages import ToolMessage
-from ._toolbox import BUILTIN_TOOLS
 from ._tools import Tool, tool
 from ._trace import TracePlugin
 from .hooks._contexts import AfterModelCallContext

@@ -19,7 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from hookloop import Agent, DuplicateNameError, ToolMessage, UsageError
-from hookloop._toolbox import calculator
+from hookloop._builtin_tools import calculator
 from hookloop.mcp import MCPToolset, mcp_server
 from hookloop.mcp._serve import tcp_listener
 from hookloop.testing import ScriptedModel, tool_call

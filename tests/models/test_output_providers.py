@@ -23,7 +23,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop._toolbox import calculator
+from hookloop._builtin_tools import calculator
 from hookloop.models._local import LocalModel
 from hookloop.models._openai import OpenAIModel
 from tests.models._provider_server import (

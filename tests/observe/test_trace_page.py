@@ -25,8 +25,8 @@ from typing import TypeVar
 import pytest
 
 from hookloop import Agent, ContextOverflowError, FirstChunkContext
+from hookloop._builtin_tools import calculator
 from hookloop._cli import main
-from hookloop._toolbox import calculator
 from hookloop.context import Compaction
 from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
 from hookloop.testing import ScriptedModel
