@@ -7,8 +7,8 @@ from ._backoff import Backoff, BackoffKind, JitterKind, apply_jitter, backoff_de
 from ._default import TRANSIENT_ERRORS, DefaultRetryStrategy
 from ._fallback import CircuitBreaker, FallbackStrategy
 from ._hints import retry_after_seconds
-from ._model import ModelRetryStrategy, RetryDecision, Sleep
-from ._tools import ToolRetryStrategy
+from ._model_retry import ModelRetryStrategy, RetryDecision, Sleep
+from ._tool_retry import ToolRetryStrategy
 
 __all__ = [
     "TRANSIENT_ERRORS",
