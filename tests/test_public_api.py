@@ -12,7 +12,7 @@ MODULES = [
     "_approval",
     "_agent",
     "_errors",
-    "_events",
+    "_stream_events",
     "_messages",
     "_run_context",
     "_builtin_tools",

@@ -94,19 +94,6 @@ from ._errors import (
     WaitingForApprovalError,
     WorkerFencedError,
 )
-from ._events import (
-    AgentEvent,
-    AgentResponse,
-    ChatDone,
-    MessageCommitted,
-    ModelCallRestarted,
-    ModelRetry,
-    PartialOutput,
-    TextDelta,
-    ToolCallDelta,
-    ToolCallFinished,
-    ToolCallStarted,
-)
 from ._extras import lazy_dir as _lazy_dir
 from ._extras import lazy_getattr as _lazy_getattr
 from ._messages import (
@@ -128,6 +115,19 @@ from ._messages import (
 )
 from ._publish import publish as _publish
 from ._run_context import NO_DEPS, MissingDepsError, RunContext
+from ._stream_events import (
+    AgentEvent,
+    AgentResponse,
+    ChatDone,
+    MessageCommitted,
+    ModelCallRestarted,
+    ModelRetry,
+    PartialOutput,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
 from ._tools import (
     Scope,
     ScopeRegistry,

@@ -35,13 +35,13 @@ from ._background import BackgroundTasks, run_sync
 from ._chat_slot import ChatSlot
 from ._delegation import as_tool, delegate
 from ._errors import MemoryRequestError, UsageError
-from ._events import AgentEvent, AgentResponse
 from ._loop import ChatRun
 from ._messages import AssistantMessage, Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL_NAME, OutputMode, OutputSpec, output_spec
 from ._run_context import NO_DEPS, MissingDepsError
 from ._setup import ChatSetup, Resumption, StepRunner
 from ._stream import ChatStream
+from ._stream_events import AgentEvent, AgentResponse
 from ._tools import Scope, ScopeRegistry, Tool, check_name
 from .context._history import ChatHistory
 from .context._sliding_window import SlidingWindow

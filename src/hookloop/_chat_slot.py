@@ -16,11 +16,11 @@ from .hooks._host import AgentHost
 
 if TYPE_CHECKING:
     from ._agent import Default
-    from ._events import AgentEvent, AgentResponse
     from ._loop import ChatRun
     from ._messages import UserMessage
     from ._output import OutputSpec
     from ._setup import Resumption, StepRunner
+    from ._stream_events import AgentEvent, AgentResponse
 
 __all__ = ["ChatHost", "ChatSlot", "current_slot"]
 

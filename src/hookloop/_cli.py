@@ -55,9 +55,9 @@ from ._errors import (
     UsageError,
     WorkerFencedError,
 )
-from ._events import ModelRetry, ToolCallFinished
 from ._extras import import_attribute
 from ._messages import ToolMessage
+from ._stream_events import ModelRetry, ToolCallFinished
 from ._tools import Tool, tool
 from ._trace import TracePlugin
 from .hooks._contexts import AfterModelCallContext

@@ -40,7 +40,7 @@ from .hooks._dispatch import Disposer, Phase, notify, notify_reporting
 from .hooks._events import EVENT_TABLE, ON_DELEGATION, ON_SUBAGENT_EVENT
 
 if TYPE_CHECKING:
-    from ._events import AgentResponse
+    from ._stream_events import AgentResponse
 
 __all__ = ["Relay", "as_tool", "delegate"]
 

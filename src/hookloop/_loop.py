@@ -31,14 +31,6 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
-from ._events import (
-    AgentEvent,
-    AgentResponse,
-    ChatDone,
-    message_committed,
-    tool_call_finished,
-    tool_call_started,
-)
 from ._messages import (
     AssistantMessage,
     Message,
@@ -52,6 +44,14 @@ from ._model_call import ModelCalls
 from ._output import Accepted, OutputSpec, Rejected
 from ._run_context import NO_DEPS, MissingDepsError, RunContext
 from ._setup import ChatSetup, Resumption, StepRunner, build_request
+from ._stream_events import (
+    AgentEvent,
+    AgentResponse,
+    ChatDone,
+    message_committed,
+    tool_call_finished,
+    tool_call_started,
+)
 from ._tools import exception_text, serialize_result
 from .hooks._contexts import (
     ApprovalDecisionContext,

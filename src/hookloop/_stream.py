@@ -41,8 +41,8 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ._events import AgentEvent, AgentResponse
 from ._run_context import NO_DEPS
+from ._stream_events import AgentEvent, AgentResponse
 
 if TYPE_CHECKING:
     from types import TracebackType

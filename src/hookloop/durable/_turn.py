@@ -12,9 +12,9 @@ from typing import Any, Final
 from .._background import run_sync
 from .._chat_slot import ChatHost
 from .._errors import UsageError
-from .._events import AgentEvent, AgentResponse
 from .._extras import import_attribute
 from .._messages import UserInput, UserMessage, user_message
+from .._stream_events import AgentEvent, AgentResponse
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
 from ._engine import DurableEngine

@@ -24,7 +24,7 @@ from .._messages import Message, ToolCall, UserMessage
 from ..models._base import Model, ProviderRequest, ProviderResponse
 
 if TYPE_CHECKING:
-    from .._events import AgentResponse
+    from .._stream_events import AgentResponse
     from .._tools import Scope, Tool
     from ..memory._base import MemoryAction, MemoryEntry, MemoryType
 
