@@ -152,13 +152,13 @@ def test_import_hookloop_loads_no_extra_and_every_lazy_name_resolves() -> None:
 
 def test_overflow_classification_lives_in_the_models_layer() -> None:
     from hookloop.context import _sliding_window
-    from hookloop.models import _errors, _overflow
+    from hookloop.models import _overflow, _provider_errors
 
     assert hookloop.is_context_overflow is hookloop.models.is_context_overflow
     assert hookloop.OVERFLOW_MARKERS is hookloop.models.OVERFLOW_MARKERS
     assert hookloop.is_context_overflow.__module__ == "hookloop.models._overflow"
     assert _sliding_window.is_context_overflow is _overflow.is_context_overflow
-    assert _errors.is_overflow_text is _overflow.is_overflow_text
+    assert _provider_errors.is_overflow_text is _overflow.is_overflow_text
     # The models layer does not reach up into context/ (it did for the overflow markers).
     for path in (SRC / "models").glob("*.py"):
         assert "..context" not in path.read_text(), path.name

@@ -27,8 +27,8 @@ from hookloop import (
     UserMessage,
     is_context_overflow,
 )
-from hookloop.models._errors import error_fields, provider_error
 from hookloop.models._overflow import OVERFLOW_KEYWORDS
+from hookloop.models._provider_errors import error_fields, provider_error
 from hookloop.testing import ScriptedModel
 from tests.models._provider_server import (
     ProviderServer,
