@@ -12,8 +12,6 @@ on first use, so ``import hookloop`` needs none of the optional extras. See ``do
 the guides.
 """
 
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._agent import (
@@ -137,6 +135,7 @@ from ._tools import (
 from ._trace import (
     TracePlugin,
 )
+from ._version import VERSION as _VERSION
 from .context import (
     IMAGE_TOKENS,
     MESSAGE_OVERHEAD,
@@ -290,10 +289,7 @@ if _TYPE_CHECKING:
     )
     from .sessions import PostgresSessionStore, RedisSessionStore
 
-try:
-    __version__ = _version("hookloop")
-except _PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+__version__ = _VERSION
 
 # Names whose modules need an optional extra (or load a client): imported on first use.
 _LAZY = {

@@ -42,7 +42,6 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TextIO, cast
 
-from . import __version__
 from ._agent import Agent
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import check_edit
@@ -60,6 +59,7 @@ from ._messages import ToolMessage
 from ._stream_events import ModelRetry, ToolCallFinished
 from ._tools import Tool, tool
 from ._trace import TracePlugin
+from ._version import VERSION
 from .hooks._contexts import AfterModelCallContext
 from .models._base import Model, ModelSettings, TextDelta
 from .models._spec import model_from_spec
@@ -169,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hookloop", description="Run an LLM agent whose every step you can watch."
     )
-    parser.add_argument("--version", action="version", version=f"hookloop {__version__}")
+    parser.add_argument("--version", action="version", version=f"hookloop {VERSION}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
