@@ -31,11 +31,10 @@ from hypothesis import strategies as st
 from hookloop import (
     Agent,
     ApprovalDecision,
-    ApprovalDecisionContext,
     ApprovalMismatchError,
-    ApprovalRequestContext,
     AssistantMessage,
     ChatDone,
+    CorruptSessionError,
     Defer,
     ModelSettings,
     PendingApproval,
@@ -51,7 +50,7 @@ from hookloop import (
 )
 from hookloop._approval import arguments_digest
 from hookloop._approval_log import approval_session_id
-from hookloop.sessions import CorruptSessionError
+from hookloop.hooks import ApprovalDecisionContext, ApprovalRequestContext
 from hookloop.sessions._codec import encode_message
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests._approval_terminal import approval_chat

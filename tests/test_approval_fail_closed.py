@@ -39,6 +39,7 @@ from hookloop import (
     ApprovalDecision,
     ApprovalEditError,
     ApprovalMismatchError,
+    CorruptSessionError,
     PendingApproval,
     PreToolCallContext,
     ToolCall,
@@ -49,7 +50,6 @@ from hookloop import (
 )
 from hookloop._approval_log import SET_ASIDE_TEXT, approval_session_id, encode_decision
 from hookloop._errors import RESULT_LOST_TEXT
-from hookloop.sessions import CorruptSessionError
 from hookloop.testing import ScriptedModel, ScriptStep, tool_call, tool_calls
 from tests import _approval_worker as approval_worker
 from tests._approval_terminal import PROMPT, approval_chat

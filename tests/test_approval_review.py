@@ -32,8 +32,10 @@ from hookloop import (
     Agent,
     ApprovalMismatchError,
     AssistantMessage,
+    CorruptSessionError,
     MissingDepsError,
     RunContext,
+    SessionConflictError,
     ToolCall,
     ToolMessage,
     UsageError,
@@ -44,7 +46,6 @@ from hookloop._approval import arguments_digest
 from hookloop._approval_log import approval_session_id, encode_decision
 from hookloop._errors import RESULT_LOST_TEXT
 from hookloop.hooks import Phase
-from hookloop.sessions import CorruptSessionError, SessionConflictError
 from hookloop.sessions._codec import encode_message
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests._approval_terminal import approval_chat

@@ -1,7 +1,7 @@
 """The shape of the source tree: what names ``Agent``, what imports the root, how long a module is.
 
 Plugins, the loop, a tool's run context and the chat slot program against
-:class:`~hookloop.hooks.AgentHost` (delegation and durable turns against ``ChatHost``), so only
+:class:`~hookloop.AgentHost` (delegation and durable turns against ``ChatHost``), so only
 the facade's own module and the package root name ``Agent``; no module imports the package
 root (it imports them all: the version comes from ``_version.py``); and no module grows past
 what a reader takes in at one sitting.

@@ -98,7 +98,7 @@ class Agent(AgentHost):
             calls that follow tool results use ``"auto"`` so the model can answer. ``False``
             forces every call (the chat then ends at ``max_iterations``).
         history: The conversation to continue; by default a new
-            :class:`~hookloop.context.ChatHistory` sized to the model's context window,
+            :class:`~hookloop.ChatHistory` sized to the model's context window,
             counting tokens as exactly as the model allows. A ``system_prompt`` given here
             replaces the history's.
         retry: How failed model calls are retried: a :class:`~hookloop.retry.

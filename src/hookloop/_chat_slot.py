@@ -29,7 +29,7 @@ __all__ = ["ChatHost", "ChatSlot", "current_slot"]
 class ChatHost(AgentHost, Protocol):
     """An agent as the code that starts its chats sees it: delegation and durable turns.
 
-    Beyond :class:`~hookloop.hooks.AgentHost`: the chat slot, how a chat of a message is
+    Beyond :class:`~hookloop.AgentHost`: the chat slot, how a chat of a message is
     started on it, and what a chat runs with by default. Only ``_agent.py`` implements it.
     """
 

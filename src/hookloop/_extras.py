@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from types import ModuleType
 
 from ._errors import MissingExtraError, UsageError
+from ._publish import publish_one
 
 __all__ = ["extra_needed", "import_attribute", "import_extra", "lazy_dir", "lazy_getattr"]
 
@@ -75,13 +76,15 @@ def lazy_getattr(package: str, lazy: Mapping[str, str]) -> Callable[[str], objec
     Args:
         package: The package's ``__name__``.
         lazy: Each name loaded on first use -> the module (relative to ``package``) that
-            defines it; the value is then kept in the package's namespace.
+            defines it; the value is then kept in the package's namespace, published
+            under the package's name (``_publish.py``).
     """
 
     def __getattr__(name: str) -> object:
         source = lazy.get(name)
         if source is not None:
             value = getattr(importlib.import_module(source, package), name)
+            publish_one(value, package)
             setattr(sys.modules[package], name, value)
             return value
         raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from hookloop import ToolResultLostError, dump_messages, load_messages
+from hookloop import ToolResultLostError
 from hookloop._errors import RESULT_LOST_TEXT
+from hookloop.sessions import dump_messages, load_messages
 from tests.sessions._backends import ROOT, open_store
 
 USAGE = {"input_tokens": 1110, "output_tokens": 6, "cached_input_tokens": 0, "reasoning_tokens": 0}

@@ -26,10 +26,8 @@ from hookloop import (
     AssistantMessage,
     BadRequestError,
     ContextOverflowError,
-    LocalModel,
     Message,
     ModelSettings,
-    ProviderRequest,
     TextDelta,
     ToolCall,
     ToolMessage,
@@ -38,6 +36,7 @@ from hookloop import (
     clock,
     tool,
 )
+from hookloop.models import LocalModel, ProviderRequest
 from hookloop.models._local import NEUTRAL_SAMPLING, LocalModelError, default_model_path
 
 module_loop = pytest.mark.asyncio(loop_scope="module")  # the fixture's server client lives there

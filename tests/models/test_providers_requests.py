@@ -20,16 +20,15 @@ from hookloop import (
     Message,
     ModelRetry,
     ModelSettings,
-    ProviderRequest,
     SystemMessage,
     TextDelta,
     TextPart,
     ToolCall,
-    ToolDefinition,
     ToolMessage,
     UserMessage,
     tool,
 )
+from hookloop.models import ProviderRequest, ToolDefinition
 from tests.models._provider_server import (
     APIS,
     ProviderServer,

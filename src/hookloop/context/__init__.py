@@ -1,6 +1,9 @@
-"""Context management: the token-budgeted history, token counting, trimming and repair.
+"""Context management: context policies, token counting, trimming and repair.
 
-- :class:`ChatHistory`: the conversation and its system prompt, with the seed-001 API.
+The history these work on is :class:`~hookloop.ChatHistory`, at the root.
+
+- Context policies, the plugins that keep each request inside the context window:
+  :class:`SlidingWindow` (the default) and :class:`Compaction`.
 - Token counting: the :class:`TokenCounter` protocol, :class:`TiktokenCounter` (exact,
   offline), :class:`EstimateCounter`, :class:`CachingCounter`, :func:`counter_for_model`,
   and :class:`Calibration` from the provider's reported usage.
@@ -10,9 +13,9 @@
   :func:`group_units` and :func:`repair`.
 """
 
+from .._publish import publish as _publish
 from ._compaction import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction
 from ._context_hooks import ContextBeforeRequestResult, ContextHooks, ContextOnErrorResult
-from ._history import ChatHistory
 from ._repair import MISSING_RESULT_TEXT, repair
 from ._sliding_window import SlidingWindow
 from ._tokens import (
@@ -40,7 +43,6 @@ __all__ = [
     "SUMMARY_PROMPT",
     "CachingCounter",
     "Calibration",
-    "ChatHistory",
     "Compaction",
     "ContextBeforeRequestResult",
     "ContextHooks",
@@ -59,3 +61,5 @@ __all__ = [
     "trim_to_budget",
     "truncate_tool_results",
 ]
+
+_publish(globals(), __all__)

@@ -39,7 +39,7 @@ def _escaped(part: str) -> str:
     return part.replace("%", "%25").replace(":", "%3A")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TurnHandle:
     """A turn that was started: wait for it with :meth:`result`.
 
@@ -142,7 +142,7 @@ class DurableChats:
         turn = user.id if turn_id is None else check_session_id(turn_id, "turn_id")
         wid = workflow_id(session_id, turn)
         await self.engine.start(self._workflow, wid, encode_turn(session_id, user))
-        return TurnHandle(wid, session_id, turn, self)
+        return TurnHandle(workflow_id=wid, session_id=session_id, turn_id=turn, _chats=self)
 
     def chat_sync(
         self, session_id: str, message: UserInput, *, turn_id: str | None = None

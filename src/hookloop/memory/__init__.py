@@ -12,6 +12,7 @@
 See ``docs/memory.md``.
 """
 
+from .._publish import publish as _publish
 from ._base import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
@@ -21,16 +22,15 @@ from ._base import (
     MemoryTarget,
     MemoryType,
 )
-from ._hooks import MEMORY_HOOK_NAMES, MemoryHooks, MemoryHooksPlugin, implements_memory_hooks
+from ._hooks import MemoryHooks, MemoryHooksPlugin
 from ._postgres import PostgresMemoryStore
-from ._provider import ProviderMemoryStore, is_memory_provider
+from ._provider import ProviderMemoryStore
 from ._redis import RedisMemoryStore
 from ._sqlite import SQLiteMemoryStore
 from ._tool import memory_tool
 
 __all__ = [
     "MEMORY_ACTIONS",
-    "MEMORY_HOOK_NAMES",
     "MEMORY_TYPES",
     "MemoryAction",
     "MemoryEntry",
@@ -43,7 +43,7 @@ __all__ = [
     "ProviderMemoryStore",
     "RedisMemoryStore",
     "SQLiteMemoryStore",
-    "implements_memory_hooks",
-    "is_memory_provider",
     "memory_tool",
 ]
+
+_publish(globals(), __all__)

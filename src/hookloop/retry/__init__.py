@@ -3,6 +3,8 @@
 See ``docs/retries.md``.
 """
 
+from .._errors import RetryAttempt
+from .._publish import publish as _publish
 from ._backoff import Backoff, BackoffKind, JitterKind, apply_jitter, backoff_delay
 from ._default import TRANSIENT_ERRORS, DefaultRetryStrategy
 from ._fallback import CircuitBreaker, FallbackStrategy
@@ -19,6 +21,7 @@ __all__ = [
     "FallbackStrategy",
     "JitterKind",
     "ModelRetryStrategy",
+    "RetryAttempt",
     "RetryDecision",
     "Sleep",
     "ToolRetryStrategy",
@@ -26,3 +29,5 @@ __all__ = [
     "backoff_delay",
     "retry_after_seconds",
 ]
+
+_publish(globals(), __all__)
