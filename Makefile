@@ -29,9 +29,15 @@ typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
 # PostgreSQL and Redis run on loopback for the session tests; scripts/test-services stops
-# them again however pytest ends, and exits with pytest's status.
+# them again however pytest ends, and exits with pytest's status. pytest-xdist runs the tests
+# on WORKERS processes (each with its own provider server and local model; every test has its
+# own schema, key prefix or database); a module marked xdist_group (one costly module fixture)
+# stays on one worker. TESTS narrows the run to folders, files or pytest options:
+# make unit TESTS=tests/sessions, make unit TESTS="tests/hooks -k dispatch".
+WORKERS ?= 2
+TESTS ?=
 unit: $(VENV)/.installed-dev
-	scripts/test-services run $(BIN)/pytest
+	scripts/test-services run $(BIN)/pytest -n $(WORKERS) --dist loadgroup $(TESTS)
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/loop.py

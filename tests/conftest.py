@@ -13,6 +13,22 @@ PostgreSQL and Redis are real servers on loopback, started by ``scripts/test-ser
   PostgreSQL and Redis in turn (``tests/sessions/_backends.py``); used by the session, store
   and cancellation tests.
 
+And the two model servers:
+
+- ``server`` (per test): the session's :class:`ProviderServer` (a real HTTP server on
+  loopback speaking the providers' wire formats), emptied for the test. Commands the test
+  starts in child processes reach it too.
+- ``local_model`` (session-scoped): the real local model (llama.cpp serving SmolLM2-135M),
+  loaded once per session (per xdist worker). A test that takes it runs in the session's
+  event loop, where the model's HTTP client lives: this file marks it so.
+
+Every official client loads one CA certificate instead of the system bundle
+(``quick_client_tls``, autouse for the session): the tests speak plain HTTP on loopback.
+
+Under pytest-xdist each worker is a session of its own: its own servers, its own local model;
+the databases are per test already (a schema, a key prefix, a database), so workers never
+share rows, keys or files.
+
 Without a server the fixtures skip the test on a developer's machine; under CI (``CI`` set
 to anything truthy) a missing server is a hard failure, never a skip.
 """
@@ -23,14 +39,17 @@ import asyncio
 import importlib
 import os
 import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+import pytest_asyncio
 from hypothesis import HealthCheck, settings
 
+from hookloop.models import LocalModel
+from tests.models._provider_server import ProviderServer, quick_client_tls
 from tests.sessions._backends import BACKENDS, Backend, backend_for
 
 # Property tests build histories of thousands of messages: on a loaded 2-core CI machine a
@@ -168,3 +187,41 @@ def redis_namespace(redis_url: str) -> Iterator[str]:
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     """Each test that takes it runs once per backend, on a fresh, private place."""
     return backend_for(request.param, request, tmp_path)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Clients made in this session (and its child processes) load one CA certificate."""
+    with quick_client_tls(tmp_path_factory.mktemp("tls")):
+        yield
+
+
+@pytest.fixture(scope="session")
+def provider_server() -> Iterator[ProviderServer]:
+    """The session's provider test server; tests take ``server``, which empties it first."""
+    with ProviderServer() as running:
+        yield running
+
+
+@pytest.fixture
+def server(provider_server: ProviderServer) -> ProviderServer:
+    """The provider test server, with no reply queued and no request recorded yet."""
+    provider_server.reset()
+    return provider_server
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def local_model() -> AsyncIterator[LocalModel]:
+    """The bundled local model (1,024-token context), loaded once for the session."""
+    model = LocalModel(context_window=1024)
+    await model.start()
+    yield model
+    await model.aclose()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run each test that takes ``local_model`` in the session's loop, the model's."""
+    session_loop = pytest.mark.asyncio(loop_scope="session")
+    for item in items:
+        if "local_model" in getattr(item, "fixturenames", ()):
+            item.add_marker(session_loop, append=False)

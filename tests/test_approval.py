@@ -1,96 +1,95 @@
-"""Tool calls that wait for a person's decision (issue 15, item 3).
+"""Tool calls that wait for a person's decision, in one process (``hookloop._approval``).
 
 Layout of this module:
     asking        requires_approval (flag or predicate) and a pre_tool_call Defer end the
                   chat with the pending calls; the calls of the batch that need none run
     resuming      approve / deny / edit per call; a denied call is answered, so the model
                   sees the reason and is not asked again; the events of both sides
-    refusals      unknown call ids, decisions for other arguments, nothing pending, calls
-                  left undecided, a new chat while calls wait
-    restarts      a child process chats and exits, another restores the session and
-                  resumes, on SQLite, PostgreSQL and Redis; a log tampered with behind the
-                  store's back is refused; a corrupt approval record is a CorruptSessionError
+    decisions     exactly approve / deny / edit; approve takes no arguments, a denial needs
+                  a reason; unknown call ids, decisions for other arguments (a changed copy,
+                  a call changed in the history), nothing pending, calls left undecided, a
+                  new chat while calls wait
+    what runs     what the person approved runs, after a pre_tool_call rewrite, exactly once
+                  (after a restart too); an edit runs as typed, or is refused before
+                  anything runs
+    before running  resume() without the deps a call needs keeps the calls waiting;
+                  switch_session() without reset is refused while calls wait
+    sub-agents    an approval inside a sub-agent is an error result for the parent model
+    call order    an output tool's answer and the other calls' are committed in call order
+
+The records that outlive a process are tested in ``test_approval_log.py``, the prompts of
+``hookloop chat`` in ``tests/cli/test_terminal.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import json
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pexpect
+import pydantic
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import hookloop
 from hookloop import (
     Agent,
     ApprovalDecision,
+    ApprovalEditError,
     ApprovalMismatchError,
     AssistantMessage,
     ChatDone,
-    CorruptSessionError,
     Defer,
+    MissingDepsError,
     ModelSettings,
     PendingApproval,
     PreToolCallContext,
+    RunContext,
     ToolCall,
     ToolCallFinished,
     ToolCallStarted,
     ToolMessage,
+    ToolReturn,
     UnknownApprovalError,
     UsageError,
-    UserMessage,
     tool,
 )
 from hookloop._approval import arguments_digest
 from hookloop._approval_log import approval_session_id
 from hookloop.hooks import ApprovalDecisionContext, ApprovalRequestContext
-from hookloop.sessions._codec import encode_message
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
-from tests._approval_terminal import approval_chat
-from tests.models._provider_server import ProviderServer, answer
+from tests._approval_tools import (
+    answers,
+    balance,
+    batch,
+    delete,
+    pay,
+    pay_amount,
+    ran,
+    results,
+    transfer,
+)
 from tests.sessions._backends import Backend
 
-ROOT = Path(__file__).resolve().parents[1]  # where ``tests`` is importable as a package
 
-ran: list[str] = []
-
-
-@tool(requires_approval=lambda arguments: arguments["amount"] > 100)
-def transfer(amount: int, to: str) -> str:
-    """Transfer money; more than 100 needs approval."""
-    ran.append(f"transfer {amount} {to}")
-    return f"sent {amount} to {to}"
+@dataclass
+class Bank:
+    name: str
 
 
-@tool(requires_approval=True)
-def delete(path: str) -> str:
-    """Delete a file; always needs approval."""
-    ran.append(f"delete {path}")
-    return f"deleted {path}"
+@tool(name="transfer", requires_approval=True)
+def transfer_via_bank(ctx: RunContext[Bank], amount: int) -> str:
+    """Transfer through the chat's bank.
 
-
-@tool
-def balance() -> int:
-    """The balance."""
-    ran.append("balance")
-    return 1000
-
-
-def batch() -> Any:
-    return tool_calls(
-        ToolCall.create("transfer", {"amount": 500, "to": "bob"}, id="c1"),
-        ToolCall.create("balance", {}, id="c2"),
-        ToolCall.create("delete", {"path": "/tmp/x"}, id="c3"),
-        ToolCall.create("transfer", {"amount": 50, "to": "carol"}, id="c4"),
-        ToolCall.create("delete", {"path": "/tmp/y"}, id="c5"),
-    )
+    Args:
+        amount: How much.
+    """
+    ran.append(f"transfer {amount} via {ctx.deps.name}")
+    return f"sent {amount}"
 
 
 def pending_for(
@@ -111,11 +110,14 @@ def _clear_ran() -> None:
     ran.clear()
 
 
-def results(messages: Any) -> list[tuple[str, str, bool]]:
-    return [(m.tool_call_id, m.content, m.is_error) for m in messages if isinstance(m, ToolMessage)]
+async def waiting(*script: object) -> tuple[Agent, Any]:
+    model = ScriptedModel([tool_call("pay", {"amount": 5000, "to": "mallory"}, id="c1"), *script])
+    agent = Agent(model, tools=[pay])
+    (pending,) = (await agent.chat("pay")).pending_approvals
+    return agent, pending
 
 
-# --- asking --------------------------------------------------------------------------------
+# --- asking ----------------------------------------------------------------------------------
 
 
 async def test_a_parallel_batch_ends_with_the_calls_that_need_approval() -> None:
@@ -280,7 +282,43 @@ def test_the_predicate_decides_per_call(amount: int) -> None:
     assert ran == ([] if waits else [f"transfer {amount} x"])
 
 
-# --- refusals --------------------------------------------------------------------------------
+async def test_a_forcing_tool_choice_is_not_applied_again_after_the_decided_calls() -> None:
+    model = ScriptedModel([tool_call("delete", {"path": "a"}, id="d1"), "ok"])
+    agent = Agent(model, tools=[delete], settings=ModelSettings(tool_choice="required"))
+    (pending,) = (await agent.chat("go")).pending_approvals
+    await agent.resume([pending.approve()])
+    assert [r.settings.tool_choice for r in model.requests] == ["required", "auto"]
+
+
+# --- decisions -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("action", ["Deny", "DENY", "reject", "no", "", None, "approve ", 1])
+async def test_an_action_other_than_approve_deny_or_edit_is_refused(action: object) -> None:
+    agent, pending = await waiting("sent")
+    with pytest.raises(UsageError, match="action must be exactly 'approve', 'deny' or 'edit'"):
+        # What a web page sends back, built into a decision as the docs show.
+        ApprovalDecision(call_id=pending.call_id, action=action, digest=pending.digest)  # type: ignore[arg-type]
+    assert ran == []
+    assert await agent.pending_approvals() == (pending,)
+
+
+async def test_approve_with_arguments_is_refused_and_a_denial_needs_a_reason() -> None:
+    agent, pending = await waiting("ok")
+    with pytest.raises(UsageError, match="make an edit"):
+        ApprovalDecision(
+            call_id="c1", action="approve", digest=pending.digest, arguments='{"amount": 1}'
+        )
+    for reason in ("", "   "):
+        with pytest.raises(UsageError, match="a denial needs a reason"):
+            ApprovalDecision(call_id="c1", action="deny", digest=pending.digest, reason=reason)
+    with pytest.raises(UsageError, match="an edit needs a JSON object"):
+        ApprovalDecision(call_id="c1", action="edit", digest=pending.digest)
+    response = await agent.resume(
+        [ApprovalDecision(call_id="c1", action="deny", digest="x", reason="no")]
+    )
+    assert answers(response.messages) == [("c1", "denied: no")]
+    assert ran == []
 
 
 async def waiting_agent() -> tuple[Agent, tuple[PendingApproval, ...]]:
@@ -315,6 +353,21 @@ async def test_a_decision_made_for_other_arguments_is_refused() -> None:
     assert await agent.pending_approvals() == (c1, c3, c5)
 
 
+async def test_a_stored_copy_whose_arguments_were_changed_is_refused() -> None:
+    agent, pending = await waiting("sent")
+    row = dataclasses.asdict(pending)  # what a UI keeps, and shows later
+    row["arguments"] = json.dumps({"amount": 5, "to": "bob"})  # the digest is kept
+    shown = type(pending)(**row)
+    for decision in (shown.approve(), shown.edit({"amount": 5, "to": "bob"})):
+        with pytest.raises(ApprovalMismatchError) as raised:
+            await agent.resume([decision])
+        assert raised.value.actual == pending.digest
+    assert ran == []
+    assert await agent.pending_approvals() == (pending,)
+    await agent.resume([pending.approve()])  # the item as it was listed
+    assert ran == ["pay 5000 mallory"]
+
+
 async def test_arguments_changed_in_the_history_since_the_request_are_refused() -> None:
     agent, (c1, c3, c5) = await waiting_agent()
     assistant = agent.messages[1]
@@ -334,6 +387,41 @@ async def test_arguments_changed_in_the_history_since_the_request_are_refused() 
     assert raised.value.expected == c1.digest
     assert raised.value.actual == arguments_digest("c1", "transfer", changed[0].arguments)
     assert sorted(ran) == ["balance", "transfer 50 carol"]
+
+
+async def test_a_call_changed_in_the_history_is_listed_and_only_a_denial_goes() -> None:
+    agent = Agent(
+        ScriptedModel([tool_call("pay", {"amount": 500}, id="c1"), "ok"]), tools=[pay_amount]
+    )
+    (asked_for,) = (await agent.chat("pay 500")).pending_approvals
+    assistant = agent.messages[1]
+    assert isinstance(assistant, AssistantMessage)
+    changed = tuple(
+        dataclasses.replace(c, arguments='{"amount": 5000}') for c in assistant.tool_calls
+    )
+    agent.history.import_history(
+        [
+            m if m is not assistant else dataclasses.replace(assistant, tool_calls=changed)
+            for m in agent.messages
+        ]
+    )
+    (now,) = await agent.pending_approvals()
+    assert now == dataclasses.replace(
+        asked_for,
+        arguments='{"amount": 5000}',
+        model_arguments='{"amount": 5000}',
+        digest=arguments_digest("c1", "pay", '{"amount": 5000}'),
+        requested_digest=asked_for.digest,
+    )
+    for decision in (asked_for.approve(), now.approve(), now.edit({"amount": 5})):
+        with pytest.raises(ApprovalMismatchError):
+            await agent.resume([decision])
+    with pytest.raises(UsageError, match="wait for approval"):
+        await agent.chat("forget it")
+    response = await agent.resume([asked_for.deny("changed behind my back")])
+    assert answers(response.messages) == [("c1", "denied: changed behind my back")]
+    assert ran == []
+    assert await agent.pending_approvals() == ()
 
 
 async def test_resuming_with_nothing_pending_is_a_usage_error() -> None:
@@ -367,195 +455,228 @@ async def test_a_new_chat_while_calls_wait_is_refused() -> None:
     assert await agent.pending_approvals() == pending
 
 
-# --- restarts: real stores, real processes ----------------------------------------------------
+# --- what runs -------------------------------------------------------------------------------
 
 
-def run_worker(backend: Backend, session_id: str, *args: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-m", "tests._approval_worker", backend.spec_json(), session_id, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout.splitlines()
+def in_cents(ctx: PreToolCallContext) -> ToolCall:
+    """A units hook: the model speaks euros, the tool takes cents."""
+    arguments = json.loads(ctx.call.arguments)
+    arguments["amount"] *= 100
+    return dataclasses.replace(ctx.call, arguments=json.dumps(arguments))
 
 
-async def test_another_process_restores_the_session_and_resumes(backend: Backend) -> None:
-    lines = await asyncio.to_thread(run_worker, backend, "approve-me", "ask")
-    *ran_first, pending_json = lines
-    assert sorted(ran_first) == ["ran balance", "ran transfer 50 carol"]
-    pending = [PendingApproval(**p) for p in json.loads(pending_json)]
-    assert [(p.call_id, p.tool_name) for p in pending] == [
-        ("c1", "transfer"),
-        ("c3", "delete"),
-        ("c5", "delete"),
-    ]
-    c1, c3, c5 = pending
-    decisions = [c1.edit({"amount": 100, "to": "bob"}), c3.deny("keep /tmp/x"), c5.approve()]
-    as_json = json.dumps([dataclasses.asdict(d) for d in decisions])
-    lines = await asyncio.to_thread(run_worker, backend, "approve-me", "resume", as_json)
-    found, *ran_second, answer = lines
-    assert [PendingApproval(**p) for p in json.loads(found)] == pending
-    assert sorted(ran_second) == ["ran delete /tmp/y", "ran transfer 100 bob"]
-    assert json.loads(answer) == {"text": "All done.", "pending": 0}
+async def test_the_person_approves_what_runs_after_a_rewrite_and_it_runs_once_rewritten() -> None:
+    model = ScriptedModel([tool_call("pay", {"amount": 10, "to": "bob"}, id="c1"), "done"])
+    agent = Agent(model, tools=[pay])
+    agent.add_hook("pre_tool_call", in_cents)
+    (pending,) = (await agent.chat("pay bob 10 euros")).pending_approvals
+    assert json.loads(pending.arguments) == {"amount": 1000, "to": "bob"}
+    assert json.loads(pending.model_arguments or "") == {"amount": 10, "to": "bob"}
+    assert pending.rewritten
+    response = await agent.resume([pending.approve()])
+    assert ran == ["pay 1000 bob"]  # not 100000: the rewrite is not applied again
+    assert answers(response.messages) == [("c1", "paid 1000 to bob")]
+    # The model's call stays as the model made it in the history.
+    assert agent.messages[1].tool_calls[0].arguments == '{"amount": 10, "to": "bob"}'  # type: ignore[union-attr]
 
+
+async def test_an_edit_runs_exactly_as_typed_and_a_handler_cannot_change_it() -> None:
+    model = ScriptedModel([tool_call("pay", {"amount": 10, "to": "bob"}, id="c1"), "done"])
+    agent = Agent(model, tools=[pay])
+    agent.add_hook("pre_tool_call", in_cents)
+    seen: list[str] = []
+    agent.add_hook("pre_tool_call", lambda ctx: seen.append(ctx.call.arguments), order=1)
+    (pending,) = (await agent.chat("pay bob 10 euros")).pending_approvals
+    await agent.resume([pending.edit({"amount": 700, "to": "bob"})])
+    assert ran == ["pay 700 bob"]
+    # The handlers still see the call (what runs), and may still answer it; their new
+    # call is not used.
+    assert seen == ['{"amount": 1000, "to": "bob"}', '{"amount": 70000, "to": "bob"}']
+
+
+async def test_a_handler_may_still_answer_a_decided_call() -> None:
+    model = ScriptedModel([tool_call("pay", {"amount": 10, "to": "bob"}, id="c1"), "done"])
+    agent = Agent(model, tools=[pay])
+    decided: list[bool] = []
+
+    def budget(ctx: PreToolCallContext) -> ToolReturn | None:
+        decided.append(True)
+        return ToolReturn("over budget") if len(decided) > 1 else None
+
+    agent.add_hook("pre_tool_call", budget)
+    (pending,) = (await agent.chat("pay")).pending_approvals
+    response = await agent.resume([pending.approve()])
+    assert answers(response.messages) == [("c1", "over budget")]
+    assert ran == []
+
+
+async def test_the_rewritten_arguments_survive_a_restart(tmp_path: Path) -> None:
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
     async with backend.store() as store:
-        log = await store.load("approve-me")
-        assert [m.role for m in log] == ["user", "assistant", *["tool"] * 5, "assistant"]
-        assert results(log) == [
-            ("c2", "1000", False),
-            ("c4", "sent 50 to carol", False),
-            ("c1", "sent 100 to bob", False),
-            ("c3", "denied: keep /tmp/x", True),
-            ("c5", "deleted /tmp/y", False),
-        ]
-        side = await store.load(approval_session_id("approve-me"))
-        records = [json.loads(m.content) for m in side if isinstance(m, UserMessage)]  # type: ignore[arg-type]
-        # Each request is recorded as soon as its call is found to wait (the calls of a
-        # batch run concurrently); the decisions follow in call order.
-        assert sorted((r["kind"], r["call_id"]) for r in records[:3]) == [
-            ("request", "c1"),
-            ("request", "c3"),
-            ("request", "c5"),
-        ]
-        assert [(r["kind"], r["call_id"]) for r in records[3:]] == [
-            ("decision", "c1"),
-            ("decision", "c3"),
-            ("decision", "c5"),
-        ]
-        assert [r.get("action") for r in records[3:]] == ["edit", "deny", "approve"]
-        assert records[3]["arguments"] == '{"amount":100,"to":"bob"}'
-        # A third process finds nothing left to decide.
-        agent = Agent(ScriptedModel([]), plugins=[store.session("approve-me")])
-        assert await agent.pending_approvals() == ()
-        with pytest.raises(UsageError, match="nothing to resume"):
-            await agent.resume([])
-
-
-async def stored_waiting_agent(backend: Backend, session_id: str) -> tuple[PendingApproval, ...]:
+        model = ScriptedModel([tool_call("pay", {"amount": 10, "to": "bob"}, id="c1")])
+        agent = Agent(model, tools=[pay], plugins=[store.session("s")])
+        agent.add_hook("pre_tool_call", in_cents)
+        (asked,) = (await agent.chat("pay")).pending_approvals
     async with backend.store() as store:
-        agent = Agent(
-            ScriptedModel([batch()]),
-            tools=[transfer, delete, balance],
-            plugins=[store.session(session_id)],
-        )
-        return (await agent.chat("go")).pending_approvals
+        later = Agent(ScriptedModel(["done"]), tools=[pay], plugins=[store.session("s")])
+        later.add_hook("pre_tool_call", in_cents)
+        (pending,) = await later.pending_approvals()
+        assert pending == asked
+        assert json.loads(pending.arguments) == {"amount": 1000, "to": "bob"}
+        await later.resume([pending.approve()])
+    assert ran == ["pay 1000 bob"]
 
 
-async def test_arguments_tampered_with_in_the_store_are_refused(backend: Backend) -> None:
-    c1, c3, c5 = await stored_waiting_agent(backend, "tampered")
-    async with backend.store() as store:
-        (record,) = [r for r in await store.records("tampered") if r.message.role == "assistant"]
-        assistant = record.message
-        assert isinstance(assistant, AssistantMessage)
-        calls = tuple(
-            dataclasses.replace(c, arguments='{"amount":9999,"to":"mallory"}')
-            if c.id == "c1"
-            else c
-            for c in assistant.tool_calls
-        )
-    forged = encode_message(dataclasses.replace(assistant, tool_calls=calls))
-    await backend.set_row("tampered", record.seq, data=forged)
-    async with backend.store() as store:
-        agent = Agent(ScriptedModel(["ok"]), tools=[transfer, delete, balance])
-        agent.use(store.session("tampered"))
-        with pytest.raises(ApprovalMismatchError) as raised:
-            await agent.resume([c1.approve(), c3.approve(), c5.approve()])
-        assert (raised.value.call_id, raised.value.expected) == ("c1", c1.digest)
-        assert sorted(ran) == ["balance", "transfer 50 carol"]
-        assert len(await store.load("tampered")) == 4  # nothing was run or recorded
-
-
-async def test_a_corrupt_approval_record_is_a_corrupt_session_error(backend: Backend) -> None:
-    await stored_waiting_agent(backend, "broken")
-    side = approval_session_id("broken")
-    await backend.set_row(side, 2, data="{not json")
-    async with backend.store() as store:
-        agent = Agent(ScriptedModel([]), plugins=[store.session("broken")])
-        with pytest.raises(CorruptSessionError) as raised:
-            await agent.pending_approvals()
-        assert (raised.value.session_id, raised.value.seq) == (side, 2)
-
-
-async def test_a_foreign_record_in_the_approval_log_is_a_corrupt_session_error(
-    backend: Backend,
+async def test_an_edit_the_tool_cannot_take_is_refused_before_anything_runs(
+    tmp_path: Path,
 ) -> None:
-    await stored_waiting_agent(backend, "foreign")
-    side = approval_session_id("foreign")
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
     async with backend.store() as store:
-        await store.append(side, UserMessage(content="hello"))
-        agent = Agent(ScriptedModel([]), plugins=[store.session("foreign")])
-        with pytest.raises(CorruptSessionError) as raised:
-            await agent.pending_approvals()
-        assert (raised.value.session_id, raised.value.seq, raised.value.reason) == (
-            side,
-            4,
-            "not an approval record",
-        )
+        model = ScriptedModel([tool_call("pay", {"amount": 1, "to": "x"}, id="c1"), "done"])
+        agent = Agent(model, tools=[pay], plugins=[store.session("s")])
+        (pending,) = (await agent.chat("pay")).pending_approvals
+        with pytest.raises(ApprovalEditError) as raised:
+            await agent.resume([pending.edit({"amount": "lots", "to": "x"})])
+        assert (raised.value.call_id, raised.value.tool_name) == ("c1", "pay")
+        assert "amount" in raised.value.problem
+        assert await agent.pending_approvals() == (pending,)
+        assert len(await store.load(approval_session_id("s"))) == 1  # no decision recorded
+    assert ran == []
 
 
-def test_the_side_session_id_fits_the_stores_limit() -> None:
-    assert approval_session_id("chat") == "chat:approvals"
-    long = approval_session_id("x" * 256)
-    assert long == "approvals:" + hashlib.sha256(b"x" * 256).hexdigest()
+# --- before running --------------------------------------------------------------------------
 
 
-# --- the terminal -------------------------------------------------------------------------------
+async def test_resume_without_the_deps_a_call_needs_keeps_it_waiting(tmp_path: Path) -> None:
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
+    async with backend.store() as store:
+        model = ScriptedModel([tool_call("transfer", {"amount": 5}, id="c1"), "done"])
+        agent = Agent(model, tools=[transfer_via_bank], plugins=[store.session("s")])
+        (pending,) = (await agent.chat("pay", deps=Bank("acme"))).pending_approvals
+        before = agent.messages
+        with pytest.raises(MissingDepsError) as raised:
+            await agent.resume([pending.approve()])
+        assert raised.value.tool_name == "transfer"
+        assert agent.messages == before
+        assert await agent.pending_approvals() == (pending,)
+        assert len(await store.load(approval_session_id("s"))) == 1  # no decision recorded
+        response = await agent.resume([pending.approve()], deps=Bank("acme"))
+        assert answers(response.messages) == [("c1", "sent 5")]
+    assert ran == ["transfer 5 via acme"]
 
 
-def test_hookloop_chat_asks_y_n_e_for_each_call_that_needs_approval(tmp_path: Path) -> None:
-    calls = (
-        ("call_a", "delete_file", '{"path": "a"}'),
-        ("call_b", "delete_file", '{"path": "b"}'),
-        ("call_c", "delete_file", '{"path": "c"}'),
+async def test_a_denial_needs_no_deps() -> None:
+    agent = Agent(
+        ScriptedModel([tool_call("transfer", {"amount": 5}, id="c1"), "ok"]),
+        tools=[transfer_via_bank],
     )
-    with ProviderServer() as server:
-        server.add(
-            answer("chat.completions", calls=calls, stream=True),
-            answer("chat.completions", "Deleted a and c2; kept b."),
+    (pending,) = (await agent.chat("pay", deps=Bank("acme"))).pending_approvals
+    response = await agent.resume([pending.deny("no")])
+    assert answers(response.messages) == [("c1", "denied: no")]
+
+
+async def test_switching_sessions_while_calls_wait_is_refused(tmp_path: Path) -> None:
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
+    async with backend.store() as store:
+        model = ScriptedModel([tool_call("pay", {"amount": 500}, id="c1"), "paid", "hi"])
+        agent = Agent(model, tools=[pay_amount], plugins=[store.session("s1")])
+        (pending,) = (await agent.chat("pay 500")).pending_approvals
+        before = agent.session_id
+        with pytest.raises(UsageError, match="before switching"):
+            await agent.switch_session("s2")
+        assert agent.session_id == before
+        assert await agent.pending_approvals() == (pending,)
+        await agent.resume([pending.approve()])
+        await agent.switch_session("s2")  # nothing waits now: the conversation goes on
+        assert answers(await store.load("s2")) == [("c1", "paid 500")]
+        assert (await agent.chat("hello")).text == "hi"
+
+
+async def test_a_switch_with_reset_leaves_the_waiting_calls_in_their_session(
+    tmp_path: Path,
+) -> None:
+    backend = Backend(kind="sqlite", address=str(tmp_path / "s.db"))
+    async with backend.store() as store:
+        model = ScriptedModel([tool_call("pay", {"amount": 500}, id="c1"), "hi", "paid"])
+        agent = Agent(model, tools=[pay_amount], plugins=[store.session("s1")])
+        (pending,) = (await agent.chat("pay 500")).pending_approvals
+        await agent.switch_session("s2", reset=True)
+        assert await agent.pending_approvals() == ()
+        assert (await agent.chat("hello")).text == "hi"
+        await agent.switch_session("s1")  # back: its calls still wait
+        assert await agent.pending_approvals() == (pending,)
+        await agent.resume([pending.approve()])
+    assert ran == ["pay 500"]
+
+
+# --- sub-agents ------------------------------------------------------------------------------
+
+
+async def test_a_sub_agents_waiting_call_is_an_error_result_for_the_parent_model() -> None:
+    sub = Agent(
+        ScriptedModel([tool_call("pay", {"amount": 7}, id="s1"), "paid"]),
+        tools=[pay_amount],
+        name="payer",
+    )
+    parent_model = ScriptedModel([tool_call("payer", {"task": "pay 7"}, id="p1"), "It waits."])
+    parent = Agent(parent_model, tools=[sub.as_tool()])
+    causes: list[BaseException | None] = []
+    parent.add_hook("on_tool_call_error", lambda ctx: causes.append(ctx.error.__cause__))
+    response = await parent.chat("pay 7")
+    # The cause is public: a program can tell this failure from the others and find the calls.
+    (cause,) = causes
+    assert isinstance(cause, hookloop.WaitingForApprovalError)
+    assert isinstance(cause, hookloop.RunError)
+    assert cause.agent_name == "payer"
+    assert [p.call_id for p in cause.pending] == ["s1"]
+    assert answers(response.messages) == [
+        (
+            "p1",
+            "tool 'payer' failed: WaitingForApprovalError: payer is waiting for a person's "
+            'approval: pay({"amount": 7})',
         )
-        with approval_chat(server, tmp_path) as child:
-            child.sendline("Tidy up.")
-            child.expect_exact('  delete_file({"path": "a"}) needs approval\r\n')
-            child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
-            child.sendline("y")
-            child.expect_exact('  delete_file({"path": "b"}) needs approval\r\n')
-            child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
-            child.sendline("n")
-            child.expect_exact("  why not? ")
-            child.sendline("b is still needed")
-            child.expect_exact('  delete_file({"path": "c"}) needs approval\r\n')
-            child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
-            child.sendline("e")
-            child.expect_exact("  arguments as JSON: ")
-            child.sendline("[1]")
-            child.expect_exact("  edit() needs a JSON object of arguments, got '[1]'\r\n")
-            child.expect_exact("  run it? [y]es, [n]o, [e]dit: ")
-            child.sendline("e")
-            child.expect_exact("  arguments as JSON: ")
-            child.sendline('{"path": "c2"}')
-            child.expect_exact("  delete_file -> deleted a\r\n")
-            child.expect_exact("  delete_file ! denied: b is still needed\r\n")
-            child.expect_exact("  delete_file -> deleted c2\r\n")
-            child.expect_exact("model> Deleted a and c2; kept b.\r\n")
-            child.expect_exact("you> ")
-            child.sendeof()
-            child.expect(pexpect.EOF)
-        assert child.exitstatus == 0
-        sent = server.received[1].body["messages"]
-    assert [(m["tool_call_id"], m["content"]) for m in sent if m["role"] == "tool"] == [
-        ("call_a", "deleted a"),
-        ("call_b", "denied: b is still needed"),
-        ("call_c", "deleted c2"),
+    ]
+    assert ran == []
+    (pending,) = await sub.pending_approvals()
+    assert (pending.call_id, pending.arguments) == ("s1", '{"amount": 7}')
+    await sub.resume([pending.approve()])
+    assert ran == ["pay 7"]
+
+
+# --- call order ------------------------------------------------------------------------------
+
+
+class Answer(pydantic.BaseModel):
+    total: int
+
+
+async def test_an_output_answer_beside_an_earlier_call_is_committed_in_call_order() -> None:
+    batch = tool_calls(
+        ToolCall.create("balance", {}, id="c1"),
+        ToolCall.create("final_result", {"total": 3}, id="c2"),
+    )
+    agent = Agent(ScriptedModel([batch]), tools=[balance], output_type=Answer)
+    response = await agent.chat("total?")
+    assert response.output == Answer(total=3)
+    assert [
+        (m.tool_call_id, m.is_error) for m in response.messages if isinstance(m, ToolMessage)
+    ] == [
+        ("c1", True),
+        ("c2", False),
     ]
 
 
-async def test_a_forcing_tool_choice_is_not_applied_again_after_the_decided_calls() -> None:
-    model = ScriptedModel([tool_call("delete", {"path": "a"}, id="d1"), "ok"])
-    agent = Agent(model, tools=[delete], settings=ModelSettings(tool_choice="required"))
-    (pending,) = (await agent.chat("go")).pending_approvals
-    await agent.resume([pending.approve()])
-    assert [r.settings.tool_choice for r in model.requests] == ["required", "auto"]
+async def test_an_invalid_output_beside_an_earlier_call_is_committed_in_call_order() -> None:
+    batch = tool_calls(
+        ToolCall.create("balance", {}, id="c1"),
+        ToolCall.create("final_result", {"total": "many"}, id="c2"),
+    )
+    model = ScriptedModel([batch, tool_call("final_result", {"total": 3}, id="c3")])
+    agent = Agent(model, tools=[balance], output_type=Answer)
+    response = await agent.chat("total?")
+    assert response.output == Answer(total=3)
+    answered = [
+        (m.tool_call_id, m.is_error) for m in response.messages if isinstance(m, ToolMessage)
+    ]
+    assert answered == [("c1", False), ("c2", True), ("c3", False)]
+    assert ran == ["balance"]

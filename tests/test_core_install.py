@@ -28,6 +28,10 @@ EXTRA_MESSAGES = {
 }
 
 
+# One xdist worker runs them all, so the environment is built once.
+pytestmark = pytest.mark.xdist_group("core_install")
+
+
 @pytest.fixture(scope="module")
 def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The ``bin`` directory of a fresh environment holding hookloop and its core only."""
@@ -42,8 +46,15 @@ def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _env() -> dict[str, str]:
-    # Nothing of this process's environment that could import the worktree or hold a key.
-    dropped = ("PYTHONPATH", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HOOKLOOP_API_KEY")
+    # Nothing of this process's environment that could import the worktree or hold a key,
+    # nor the one CA certificate the tests' loopback clients use (pip may reach the index).
+    dropped = (
+        "PYTHONPATH",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "HOOKLOOP_API_KEY",
+        "SSL_CERT_FILE",
+    )
     return {key: value for key, value in os.environ.items() if key not in dropped}
 
 

@@ -37,7 +37,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.models._provider_server import ProviderServer, Reply, answer, shared_server
+from tests.models._provider_server import ProviderServer, Reply, answer
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
@@ -196,7 +196,7 @@ def _printed_per_block(stdout: str, page_blocks: list[Block]) -> dict[int, str]:
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_the_page_runs_and_prints_what_it_shows(
-    page: Path, tmp_path: Path, request: pytest.FixtureRequest
+    page: Path, tmp_path: Path, server: ProviderServer, request: pytest.FixtureRequest
 ) -> None:
     page_blocks = blocks(page)
     source = tmp_path / "script" / (page.name + ".py")
@@ -205,7 +205,6 @@ def test_the_page_runs_and_prints_what_it_shows(
     workdir = tmp_path / "empty"
     workdir.mkdir()
     name = page.relative_to(ROOT).as_posix()
-    server = shared_server()
     env = _environment(server, page.read_text(), request)
     for run in ("first run", "second run in the same directory"):
         server.reset()
@@ -297,3 +296,11 @@ def test_every_python_block_is_run_or_marked_not_run(capsys: pytest.CaptureFixtu
     raw = sum(page.read_text().count("```python") for page in PAGES)
     assert total == raw, "a ```python fence the runner does not recognise"
     assert len(skipped) <= NOT_RUN_ALLOWED, f"too many blocks marked not run: {skipped}"
+
+
+def test_the_readmes_documentation_list_names_each_page_once() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    listed = re.findall(r"^- \[(docs/[^\]]+\.md)\]", section, re.M)
+    pages = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(listed) == pages  # each page once, none missing

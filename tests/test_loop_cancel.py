@@ -38,10 +38,12 @@ from hookloop.testing import (
 )
 from tests.sessions._backends import Backend
 
-# Long enough that one seed explores every step boundary of a chat; bounded by count, so the
+# Long enough that the seeds explore every step boundary of a chat; bounded by count, so the
 # run time does not depend on the machine's load, only its duration does (about a minute on
-# two busy cores).
+# two busy cores). The runs on SQLite are four tests of a quarter each (seed SEED + 10 * part),
+# so that pytest-xdist's workers share them.
 STRESS_RUNS = 20_000
+STRESS_PARTS = 4
 STRESS_RUNS_PER_BACKEND = 5_000
 STRESS_BLOCK = 50
 STRESS_SEED = 20261124
@@ -206,9 +208,12 @@ async def _run_once(agent: Agent, plan: Plan) -> None:
         await task
 
 
-async def test_no_committed_message_is_lost_wherever_cancellations_land(tmp_path: Path) -> None:
+@pytest.mark.parametrize("part", range(STRESS_PARTS))
+async def test_no_committed_message_is_lost_wherever_cancellations_land(
+    tmp_path: Path, part: int
+) -> None:
     async with SQLiteSessionStore(tmp_path / "s.db") as store:
-        await _stress(store, STRESS_RUNS, STRESS_SEED)
+        await _stress(store, STRESS_RUNS // STRESS_PARTS, STRESS_SEED + 10 * part)
 
 
 async def test_no_committed_message_is_lost_under_cancellations_with_every_store(

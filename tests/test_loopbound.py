@@ -21,8 +21,7 @@ from hookloop import Agent, Scope
 from hookloop._loopbound import LoopBound
 from hookloop.memory import MemoryStore, PostgresMemoryStore, RedisMemoryStore
 from hookloop.testing import ScriptedModel, tool_call
-
-TIMEOUT = 60.0
+from tests._threads import TIMEOUT, run_in_threads
 
 
 @dataclass
@@ -53,26 +52,6 @@ class Ledger:
             res.abandoned_in = threading.get_ident()
 
         return LoopBound(factory, closer, abandon)
-
-
-def run_in_threads(*jobs: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run each job in ``asyncio.run`` in a daemon thread of its own; re-raise the first error."""
-    errors: list[BaseException] = []
-
-    def target(job: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        try:
-            asyncio.run(job())
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=target, args=(job,), daemon=True) for job in jobs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(TIMEOUT)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    if errors:
-        raise errors[0]
 
 
 def test_two_loops_in_two_threads_each_get_and_close_their_own_resource() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import sys
 from typing import Any
 
 import pytest
@@ -92,6 +94,34 @@ def test_ten_thousand_ids_are_distinct() -> None:
     ids += [ToolCall(name="t").id for _ in range(10_000)]
     ids += [new_id() for _ in range(10_000)]
     assert len(set(ids)) == 30_000
+
+
+def test_a_message_id_takes_the_least_a_str_takes() -> None:
+    # 15 characters: a 64-byte str (an idle message's id was 80 of its ~130 own bytes).
+    ids = [AssistantMessage(content="a").id for _ in range(5_000)]  # across a block's end
+    assert {len(i) for i in ids} == {15}
+    assert max(sys.getsizeof(i) for i in ids) <= 64
+    assert len(set(ids)) == len(ids)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_makes_ids_of_its_own() -> None:
+    UserMessage(content="x")  # the parent's block is in use
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its ids go to the parent, then it leaves at once
+        try:
+            ids = [UserMessage(content="x").id for _ in range(100)]
+            os.write(write, json.dumps(ids).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    parent = {UserMessage(content="x").id for _ in range(100)}
+    with os.fdopen(read, "rb") as pipe:
+        child = set(json.loads(pipe.read()))
+    os.waitpid(pid, 0)
+    assert len(child) == 100
+    assert not parent & child
 
 
 def test_id_prefixes() -> None:

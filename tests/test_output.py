@@ -7,8 +7,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any, Literal, NotRequired, Optional
@@ -40,8 +38,7 @@ from hookloop.context._tokens import count_request
 from hookloop.hooks import OutputReturn, OutputValidationErrorContext
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, ScriptedModel, ScriptStep, tool_call, tool_calls
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests._typecheck import mypy
 
 
 class City(pydantic.BaseModel):
@@ -486,15 +483,8 @@ def test_a_type_checker_infers_the_output_type_from_the_chat(tmp_path: Path) -> 
             """
         )
     )
-    result = subprocess.run(
-        # The project's own settings (strict), so the cache the mypy gate left is reused.
-        [sys.executable, "-m", "mypy", str(snippet)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    status, errors = mypy(snippet)
+    assert (status, errors) == (0, [])
 
 
 # --- the strict-schema transform -------------------------------------------------------------

@@ -36,6 +36,7 @@ from hookloop import (
 )
 from hookloop.models import ProviderResponse
 from hookloop.testing import ScriptedModel, tool_call
+from tests._typecheck import mypy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -341,8 +342,6 @@ def _docs_example() -> str:
 
 
 def test_mypy_checks_what_a_tool_does_with_its_deps(tmp_path: Path) -> None:
-    from mypy import api
-
     wrong = textwrap.dedent(
         """
         from dataclasses import dataclass
@@ -362,19 +361,9 @@ def test_mypy_checks_what_a_tool_does_with_its_deps(tmp_path: Path) -> None:
     )
     (tmp_path / "docs_example.py").write_text(_docs_example(), encoding="utf-8")
     (tmp_path / "wrong_tool.py").write_text(wrong, encoding="utf-8")
-    out, _, status = api.run(
-        [
-            "--strict",
-            "--no-incremental",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--no-error-summary",
-            str(tmp_path / "docs_example.py"),
-            str(tmp_path / "wrong_tool.py"),
-        ]
-    )
+    status, errors = mypy(tmp_path / "docs_example.py", tmp_path / "wrong_tool.py")
     assert status == 1
     # The example in docs/tools.md passes; the wrong use of ctx.deps is caught.
-    assert [Path(line).name for line in out.splitlines()] == [
+    assert [Path(line).name for line in errors] == [
         'wrong_tool.py:13: error: "Deps" has no attribute "email"  [attr-defined]'
     ]

@@ -38,21 +38,22 @@ import re
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TextIO, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TextIO, cast
 
 from ._agent import Agent
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import check_edit
 from ._builtin_tools import BUILTIN_TOOLS
+from ._cli_trace import check_trace_targets, recording, trace_view
+from ._cli_worker import add_worker_command
 from ._errors import (
     AuthenticationError,
     ChatCancelledError,
     ProviderError,
     RunError,
     UsageError,
-    WorkerFencedError,
+    error_line,
 )
 from ._extras import import_attribute
 from ._messages import ToolMessage
@@ -63,7 +64,6 @@ from ._version import VERSION
 from .hooks._contexts import AfterModelCallContext
 from .models._base import Model, ModelSettings, TextDelta
 from .models._spec import model_from_spec
-from .observe import JsonLinesTracePlugin, write_trace_page
 
 if TYPE_CHECKING:
     from .mcp import MCPToolset, ToolSource
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ImportError) as exc:  # ImportError: a provider's extra is missing
         if args.debug:
             raise
-        print(f"hookloop: {_one_line(exc)}", file=sys.stderr)
+        print(f"hookloop: {error_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as exc:
         if args.debug:
@@ -277,7 +277,7 @@ def _parser() -> argparse.ArgumentParser:
     view.add_argument(
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
     )
-    view.set_defaults(handler=_trace_view)
+    view.set_defaults(handler=trace_view)
     mcp = commands.add_parser("mcp", help="MCP: serve hookloop tools to MCP clients")
     mcp_commands = mcp.add_subparsers(required=True, metavar="COMMAND")
     serve = mcp_commands.add_parser(
@@ -303,144 +303,8 @@ def _parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show the traceback of a failure, not one line"
     )
     serve.set_defaults(handler=_mcp_serve)
-    _worker_parser(commands)
+    add_worker_command(commands)
     return parser
-
-
-def _worker_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    worker = commands.add_parser(
-        "worker",
-        help="run a worker for durable chat turns (hookloop[dbos], PostgreSQL)",
-        description="Run the durable chat turns submitted to the session queue of a PostgreSQL "
-        "database, one turn of a session at a time, and take over the turns of workers that "
-        "died. SIGTERM or Ctrl-C stops it: running turns get --grace seconds to finish, and "
-        "a live worker resumes those still running at once.",
-    )
-    worker.add_argument(
-        "--database", required=True, metavar="URL", help="the workers' postgresql:// database"
-    )
-    worker.add_argument(
-        "--agent",
-        required=True,
-        metavar="MODULE:FUNCTION",
-        help="the function that builds each turn's Agent (modules in the current directory "
-        "included)",
-    )
-    worker.add_argument(
-        "--executor-id",
-        metavar="ID",
-        help="this worker's id, unique among live workers (default: HOST-PID; a live "
-        "worker's id is refused); a worker restarted with its old id resumes its own turns",
-    )
-    worker.add_argument(
-        "--heartbeat", type=float, default=1.0, metavar="S", help="seconds between beats (1)"
-    )
-    worker.add_argument(
-        "--dead-after",
-        type=float,
-        default=5.0,
-        metavar="S",
-        help="seconds of silence after which a worker is dead and its turns move (5)",
-    )
-    worker.add_argument(
-        "--grace",
-        type=float,
-        default=30.0,
-        metavar="S",
-        help="seconds running turns get to finish when the worker stops (30)",
-    )
-    worker.add_argument(
-        "--app-name",
-        default="hookloop",
-        metavar="NAME",
-        help="the DBOS application name, the same in all workers and submitters (hookloop)",
-    )
-    worker.add_argument(
-        "--application-version",
-        metavar="VERSION",
-        help="the pinned DBOS application version, the same in all workers and submitters "
-        "(default: hookloop's own, see docs/durable.md)",
-    )
-    worker.add_argument(
-        "--pool-size",
-        type=int,
-        metavar="N",
-        help="the most connections DBOS opens to the database (20); see docs/scaling.md",
-    )
-    worker.add_argument(
-        "--sessions-pool",
-        type=int,
-        metavar="N",
-        help="the most connections the session store opens to the database (10)",
-    )
-    worker.add_argument(
-        "--debug", action="store_true", help="show the traceback of a failure, not one line"
-    )
-    worker.set_defaults(handler=_worker)
-
-
-def _end_process(message: str, status: int) -> NoReturn:
-    """Print ``message`` and end the process now: no exit handler shuts DBOS down under turns."""
-    print(message, file=sys.stderr, flush=True)
-    sys.stdout.flush()
-    os._exit(status)
-
-
-async def _worker(args: argparse.Namespace) -> int:
-    from .durable._dbos import APPLICATION_VERSION
-    from .durable._workers import Worker, WorkerTimings, run_worker
-
-    timings = WorkerTimings(heartbeat=args.heartbeat, dead_after=args.dead_after)
-    stop, hurry = asyncio.Event(), asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_signal() -> None:  # the second one cuts the grace short
-        if stop.is_set():
-            hurry.set()
-            return
-        stop.set()
-        print(
-            f"hookloop worker: stopping, running turns get {args.grace} s to finish "
-            "(SIGTERM or Ctrl-C again: at once)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal)
-
-    def ready(worker: Worker) -> None:
-        print(
-            f"hookloop worker {worker.executor_id}: taking turns "
-            f"(heartbeat {timings.heartbeat} s, dead after {timings.dead_after} s); "
-            "SIGTERM or Ctrl-C stops it, a second one at once",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    # Turns still running at the end of --grace, or all of them when another worker took this
-    # one for dead, run elsewhere now: the process ends at once, as a kill would end it.
-    try:
-        left = await run_worker(
-            args.database,
-            args.agent,
-            executor_id=args.executor_id,
-            app_name=args.app_name,
-            application_version=args.application_version or APPLICATION_VERSION,
-            timings=timings,
-            grace=args.grace,
-            pool_size=args.pool_size,
-            sessions_pool=args.sessions_pool,
-            stop=stop,
-            hurry=hurry,
-            on_ready=ready,
-        )
-    except WorkerFencedError as exc:
-        _end_process(f"hookloop: WorkerFencedError: {exc}", EXIT_FAILED)
-    if left:
-        _end_process(f"hookloop worker: left {left} running turns to a live worker", EXIT_OK)
-    print("hookloop worker: stopped", file=sys.stderr, flush=True)
-    return EXIT_OK
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -454,7 +318,7 @@ async def _run(args: argparse.Namespace) -> int:
         prompt = args.prompt
     agent = await _agent(args, _Screen())
     try:
-        with _recording(args, agent):
+        with recording(args, agent):
             response = await agent.chat(prompt)
     finally:
         await _close(agent)
@@ -493,9 +357,9 @@ async def _chat(args: argparse.Namespace) -> int:
 
     with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread
         loop.add_signal_handler(signal.SIGINT, interrupt)
-    recording = contextlib.ExitStack()
+    traces = contextlib.ExitStack()
     try:
-        recording.enter_context(_recording(args, agent))
+        traces.enter_context(recording(args, agent))
         while True:
             try:
                 line = (await read("you> ")).strip()
@@ -517,7 +381,7 @@ async def _chat(args: argparse.Namespace) -> int:
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
-        recording.close()
+        traces.close()
         await _close(agent)
 
 
@@ -661,7 +525,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
     _check_numbers(args)
-    _check_trace_targets(args.trace_file, getattr(args, "trace_html", None))
+    check_trace_targets(args.trace_file, getattr(args, "trace_html", None))
     default = [] if args.mcp else ["calculator"]
     tools = [] if args.no_tools else [_load_tool(spec) for spec in args.tool or default]
     model = model_from_spec(args.model, api_key_env=args.api_key_env)
@@ -709,7 +573,9 @@ async def _assemble(
     def retrying(ctx: AfterModelCallContext) -> None:
         if ctx.error is not None and ctx.retry:
             of = f"/{attempts}" if attempts else ""
-            screen.note(f"hookloop: {where}: {_one_line(ctx.error)}; attempt {ctx.attempt + 1}{of}")
+            screen.note(
+                f"hookloop: {where}: {error_line(ctx.error)}; attempt {ctx.attempt + 1}{of}"
+            )
 
     agent.add_hook("after_model_call", retrying)
     if args.trace:
@@ -720,119 +586,6 @@ async def _assemble(
     return agent
 
 
-@contextlib.contextmanager
-def _recording(args: argparse.Namespace, agent: Agent) -> Iterator[None]:
-    """``--trace-file`` / ``--trace-html``: record the events; write the page at the end.
-
-    However the command ends (done, failed, Ctrl-C, SIGTERM, SIGHUP), what was recorded is
-    written; a trace or page that cannot be written is one line on stderr and changes
-    neither the answer nor the exit code.
-    """
-    html: str | None = getattr(args, "trace_html", None)
-    if not (args.trace_file or html):
-        yield
-        return
-    sink = _TraceSink(args.trace_file, html)
-    agent.use(JsonLinesTracePlugin(sink.write))
-    try:
-        yield
-    finally:
-        for problem in sink.close(title=f"hookloop run: {agent.name}"):
-            print(f"hookloop: {problem}", file=sys.stderr)
-
-
-class _TraceSink:
-    """Where the records go: the ``--trace-file`` as they come, and the page's lines.
-
-    Both files are checked before the run: the trace file is opened (an unwritable one is
-    refused before anything else is touched), the page is only tried (appended to, so an
-    earlier page stays whole until the new one replaces it).
-    """
-
-    def __init__(self, trace_file: str | None, page: str | None) -> None:
-        _check_trace_targets(trace_file, page)
-        self.page = page
-        self.lines: list[str] | None = [] if page else None
-        self.failure: OSError | None = None
-        try:
-            self.file = open(trace_file, "w", encoding="utf-8") if trace_file else None  # noqa: SIM115
-        except OSError as exc:
-            raise _Usage(f"cannot write the trace: {exc}") from exc
-
-    def write(self, line: str) -> None:
-        if self.lines is not None:
-            self.lines.append(line)
-        if self.file is not None and self.failure is None:
-            try:
-                self.file.write(line + "\n")
-            except OSError as exc:
-                self.failure = exc
-
-    def close(self, *, title: str) -> list[str]:
-        """Flush the trace file, write the page; what could not be written, as lines."""
-        problems: list[str] = []
-        if self.file is not None:
-            try:
-                self.file.close()
-            except OSError as exc:
-                self.failure = self.failure or exc
-            if self.failure is not None:
-                problems.append(f"the trace could not be written: {self.failure}")
-        if self.page and self.lines is not None:
-            try:
-                page = write_trace_page(self.lines, self.page, title=title)
-            except Exception as exc:  # the run's outcome stands: say so, in one line
-                problems.append(f"the trace page could not be written: {_one_line(exc)}")
-            else:
-                print(f"trace page: open {page.resolve().as_uri()} in a browser", file=sys.stderr)
-        return problems
-
-
-def _check_trace_targets(trace_file: str | None, page: str | None) -> None:
-    """Refuse trace files that cannot be written, before anything is loaded or emptied.
-
-    Nothing is truncated here: each file is only opened to be appended to (and one that
-    did not exist is removed again).
-    """
-    if trace_file and page and _same_file(trace_file, page):
-        raise _Usage(f"--trace-file and --trace-html name the same file ({page})")
-    try:
-        for target in filter(None, (trace_file, page)):
-            _try_writing(Path(target))
-    except OSError as exc:
-        raise _Usage(f"cannot write the trace: {exc}") from exc
-
-
-def _same_file(first: str, second: str) -> bool:
-    try:
-        return os.path.samefile(first, second)
-    except OSError:  # one of them does not exist (yet): compare where they would be
-        return os.path.realpath(first) == os.path.realpath(second)
-
-
-def _try_writing(path: Path) -> None:
-    """Raise the OSError writing ``path`` would raise, leaving what it holds as it is."""
-    existed = path.exists()
-    with path.open("a", encoding="utf-8"):
-        pass
-    if not existed:
-        path.unlink(missing_ok=True)
-
-
-async def _trace_view(args: argparse.Namespace) -> int:
-    source = Path(args.trace_file)
-    output = Path(args.output) if args.output else source.with_suffix(".html")
-    if _same_file(str(source), str(output)):
-        how = "-o names" if args.output else "the default page (TRACE with .html) is"
-        raise _Usage(f"{how} the trace itself ({source}): name the page with -o FILE")
-    try:
-        page = write_trace_page(source, output)
-    except OSError as exc:  # the page cannot be written (the trace's own errors are typed)
-        raise _Usage(f"cannot write {output}: {exc.strerror or exc}") from exc
-    print(f"trace page: open {page.resolve().as_uri()} in a browser", file=sys.stderr)
-    return EXIT_OK
-
-
 def _where(args: argparse.Namespace) -> str:
     """The server a ``--model`` talks to, for messages: its URL, or the spec."""
     spec: str = args.model.strip()
@@ -841,7 +594,7 @@ def _where(args: argparse.Namespace) -> str:
 
 def _failure(exc: BaseException, args: argparse.Namespace) -> str:
     """A failed run as one line: the error, the model's server, and the attempts made."""
-    line = f"{type(exc).__name__}: {_one_line(exc)}"
+    line = f"{type(exc).__name__}: {error_line(exc)}"
     if isinstance(exc, ProviderError):
         tries = len(exc.attempts) if exc.attempts else 1
         line += f" ({_where(args)}, {tries} attempt{'s' * (tries > 1)})"
@@ -866,11 +619,6 @@ def _key_hint(args: argparse.Namespace) -> str:
 
 
 _PROVIDER_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
 
 
 def _load_tool(spec: str) -> Tool:

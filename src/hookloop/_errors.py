@@ -798,3 +798,8 @@ class SessionSchemaError(SessionError):
         self.store = store
         self.found = found
         self.supported = supported
+
+
+def error_line(exc: BaseException) -> str:
+    """``exc``'s message on one line (its type's name when it has none), for a log or a reply."""
+    return " ".join(str(exc).split()) or type(exc).__name__

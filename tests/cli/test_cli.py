@@ -16,43 +16,17 @@ from hookloop._cli import main
 from hookloop._errors import AuthenticationError
 from hookloop.models._spec import ModelSpecError, model_from_spec
 from hookloop.retry._backoff import Backoff
-from tests.models._provider_server import ProviderServer, Reply
+from tests.models._provider_server import ProviderServer, Reply, answer
 
-
-def completion(content: str | None = None, tool_calls: list[dict[str, object]] | None = None):
-    message: dict[str, object] = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "created": 1,
-        "model": "m",
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if tool_calls else "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
-    }
-
-
-def calculator_call(expression: str) -> dict[str, object]:
-    return {
-        "id": "call_1",
-        "type": "function",
-        "function": {"name": "calculator", "arguments": f'{{"expression": "{expression}"}}'},
-    }
+CALCULATOR_CALL = ("call_1", "calculator", '{"expression": "17 * 23"}')
 
 
 def test_run_prints_the_answer_and_the_trace_goes_to_stderr(
     server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     server.add(
-        Reply.json(completion(tool_calls=[calculator_call("17 * 23")])),
-        Reply.json(completion("17 * 23 = 391")),
+        answer("chat.completions", calls=(CALCULATOR_CALL,), usage=(5, 3)),
+        answer("chat.completions", "17 * 23 = 391", usage=(5, 3)),
     )
     code = main(["run", "--model", f"{server.url}/v1#m", "--trace", "What is 17 * 23?"])
     out, err = capsys.readouterr()
@@ -69,7 +43,7 @@ def test_run_prints_the_answer_and_the_trace_goes_to_stderr(
 def test_run_without_trace_prints_only_the_answer(
     server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    server.add(Reply.json(completion("Hi.")))
+    server.add(answer("chat.completions", "Hi."))
     assert main(["run", "--model", f"{server.url}/v1#m", "--no-tools", "Hello"]) == 0
     out, err = capsys.readouterr()
     assert (out, err) == ("Hi.\n", "")
@@ -77,7 +51,7 @@ def test_run_without_trace_prints_only_the_answer(
 
 
 def test_options_reach_the_request(server: ProviderServer) -> None:
-    server.add(Reply.json(completion("ok")))
+    server.add(answer("chat.completions", "ok"))
     argv = ["run", "--model", f"{server.url}/v1#served-name", "--system", "Be brief."]
     argv += [
         "--temperature",
@@ -140,7 +114,7 @@ def test_a_user_tool_is_loaded_from_module_and_attribute(
     source = 'def shout(text: str) -> str:\n    """Say it louder."""\n    return text.upper()\n'
     (tmp_path / "my_tools.py").write_text(source)
     monkeypatch.syspath_prepend(str(tmp_path))
-    server.add(Reply.json(completion("ok")))
+    server.add(answer("chat.completions", "ok"))
     assert main(["run", "--model", f"{server.url}/v1#m", "--tool", "my_tools:shout", "Hi"]) == 0
     tool = server.received[0].body["tools"][0]["function"]
     assert (tool["name"], tool["description"]) == ("shout", "Say it louder.")
@@ -215,7 +189,7 @@ def test_run_dash_reads_the_prompt_from_standard_input(
     server: ProviderServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.StringIO("What is 2 + 2?\nAnswer briefly.\n"))
-    server.add(Reply.json(completion("4")))
+    server.add(answer("chat.completions", "4"))
     assert main(["run", "--model", f"{server.url}/v1#m", "--no-tools", "-"]) == 0
     assert capsys.readouterr().out == "4\n"
     messages = server.received[0].body["messages"]
@@ -323,7 +297,7 @@ def test_a_tool_module_in_the_current_directory_is_found(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     monkeypatch.delitem(sys.modules, "mytools", raising=False)
-    server.add(Reply.json(completion("ok")))
+    server.add(answer("chat.completions", "ok"))
     assert main(["run", "--model", f"{server.url}/v1#m", "--tool", "mytools:shout", "Hi"]) == 0
     assert server.received[0].body["tools"][0]["function"]["name"] == "shout"
 
@@ -360,7 +334,9 @@ def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, obje
 
 
 def stream_call() -> dict[str, object]:
-    return {"index": 0, **calculator_call("17 * 23")}
+    call_id, name, arguments = CALCULATOR_CALL
+    function = {"name": name, "arguments": arguments}
+    return {"index": 0, "id": call_id, "type": "function", "function": function}
 
 
 @pytest.mark.parametrize(
@@ -410,7 +386,7 @@ def test_api_key_env_names_the_variable_whose_key_the_server_gets(
 ) -> None:
     monkeypatch.setenv("MY_SERVER_KEY", "sk-mine")
     monkeypatch.setenv("HOOKLOOP_API_KEY", "sk-other")
-    server.add(Reply.json(completion("ok")))
+    server.add(answer("chat.completions", "ok"))
     model = f"{server.url}/v1#m"
     assert main(["run", "--model", model, "--api-key-env", "MY_SERVER_KEY", "Hi"]) == 0
     assert server.received[0].headers["authorization"] == "Bearer sk-mine"

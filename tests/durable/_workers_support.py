@@ -1,4 +1,7 @@
-"""Worker processes, a fresh PostgreSQL database per test, and the runs file they write."""
+"""Worker processes and the runs file they write; a PostgreSQL server a test may stop.
+
+The fixtures built on these are in ``tests/durable/conftest.py``.
+"""
 
 from __future__ import annotations
 
@@ -8,35 +11,20 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, TypeVar
 
 import pytest
+
+from hookloop.durable._queue import SESSION_QUEUE
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 60.0  # seconds: only a failure guard, never a timing the test relies on
 AGENT = "tests.durable._workers_turn:build"  # the agent of the `hookloop worker` tests
+HEARTBEAT, DEAD_AFTER = 0.2, 1.5  # the process tests' worker timings, in seconds
 T = TypeVar("T")
-
-
-@pytest.fixture
-def database_url(postgres_dsn: str) -> Iterator[str]:
-    """A fresh, empty PostgreSQL database (DBOS's system tables and the executors table)."""
-    import psycopg
-
-    name = f"w_{uuid.uuid4().hex[:16]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    parts = urlsplit(postgres_dsn)
-    try:
-        yield urlunsplit(parts._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def wait_for(what: str, probe: Callable[[], T | None], *, guard: float = GUARD) -> T:
@@ -49,6 +37,44 @@ def wait_for(what: str, probe: Callable[[], T | None], *, guard: float = GUARD) 
         if time.monotonic() > deadline:
             pytest.fail(f"gave up waiting for {what} after {guard} s")
         time.sleep(0.02)
+
+
+def submit(client: Any, session_id: str, turn: int) -> Any:
+    """Submit one turn of a session from this (non-worker) process."""
+    options = {
+        "workflow_name": "turn",
+        "queue_name": SESSION_QUEUE,
+        "queue_partition_key": session_id,
+        "workflow_id": f"{session_id}-{turn}",
+    }
+    return client.enqueue(options, session_id, turn)
+
+
+def result(handle: Any) -> Any:
+    """Wait for a submitted turn to succeed; its result."""
+    wait_for(f"workflow {handle.workflow_id}", lambda: handle.get_status().status == "SUCCESS")
+    return handle.get_result()
+
+
+def worker_argv(database_url: str, executor_id: str, *options: str) -> list[str]:
+    """``hookloop worker``'s arguments: AGENT on ``database_url``, the tests' timings, then
+    ``options`` (a later option wins)."""
+    timings = ("--heartbeat", str(HEARTBEAT), "--dead-after", str(DEAD_AFTER))
+    return [
+        *("worker", "--database", database_url, "--agent", AGENT),
+        *("--executor-id", executor_id, *timings, *options),
+    ]
+
+
+def hookloop_workers(database_url: str, runs_dir: Path, *options: str) -> Workers:
+    """``hookloop worker`` processes (``worker_argv``), ready once they say they take turns."""
+    return Workers(
+        "hookloop",
+        database_url,
+        runs_dir,
+        command=lambda executor_id: worker_argv(database_url, executor_id, *options),
+        ready="taking turns",
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,16 +194,6 @@ class Workers:
         return path
 
 
-@pytest.fixture
-def dbos_workers(database_url: str, tmp_path: Path) -> Iterator[Workers]:
-    """Worker processes running the plain DBOS workflow of ``tests.durable._dbos_worker``."""
-    workers = Workers("tests.durable._dbos_worker", database_url, tmp_path)
-    try:
-        yield workers
-    finally:
-        workers.close()
-
-
 class OwnPostgres:
     """A PostgreSQL server of one test's own (a throwaway cluster), to stop and start at will.
 
@@ -236,13 +252,3 @@ class OwnPostgres:
             timeout=GUARD,
         )
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-@pytest.fixture
-def own_postgres() -> Iterator[OwnPostgres]:
-    """A PostgreSQL server of the test's own, which the test may stop and start."""
-    server = OwnPostgres()
-    try:
-        yield server
-    finally:
-        server.close()

@@ -9,8 +9,6 @@ every model call, tool run and hook; the history is compared with an uninterrupt
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 import time
@@ -23,10 +21,13 @@ import pytest
 from hookloop import ToolResultLostError
 from hookloop._errors import RESULT_LOST_TEXT
 from hookloop.sessions import dump_messages, load_messages
+from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT, open_store
 
+# One xdist worker runs them all, so the uninterrupted baseline run is made once.
+pytestmark = pytest.mark.xdist_group("durable_recovery")
+
 USAGE = {"input_tokens": 1110, "output_tokens": 6, "cached_input_tokens": 0, "reasoning_tokens": 0}
-GUARD = 120.0  # seconds: only a failure guard, never a timing assumption
 
 
 def spec(directory: Path, engine: str, sessions: dict[str, str], stop: str) -> str:
@@ -41,29 +42,6 @@ def start(arguments: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def finish(process: subprocess.Popen[str]) -> None:
-    try:
-        _, errors = process.communicate(timeout=GUARD)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        _, errors = process.communicate()
-        pytest.fail(f"the worker did not finish the turn: {errors}")
-    assert process.returncode == 0, errors
-
-
-def kill_at_stop(process: subprocess.Popen[str], reached: Path) -> None:
-    """Wait until the worker writes ``reached`` (it then waits for ever), and SIGKILL it."""
-    deadline = time.monotonic() + GUARD
-    while not reached.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            _, errors = process.communicate()
-            pytest.fail(f"the worker never reached its stop: {errors}")
-        time.sleep(0.02)
-    os.kill(process.pid, signal.SIGKILL)
-    process.communicate()
 
 
 def run_turn(directory: Path, engine: str, sessions: dict[str, str], stop: str) -> float:
@@ -178,11 +156,11 @@ def test_postgres_worker_killed_mid_turn_resumes_it(
     stop: str,
     tmp_path: Path,
     baseline: list[dict[str, Any]],
-    dbos_postgres_url: str,
+    database_url: str,
     postgres_isolated_dsn: str,
 ) -> None:
     sessions = {"kind": "postgres", "address": postgres_isolated_dsn, "prefix": ""}
     directory = tmp_path / "run"
-    run_turn(directory, dbos_postgres_url, sessions, stop)
+    run_turn(directory, database_url, sessions, stop)
     check_counts(stop, log(directory))
     check_turn(directory, sessions, lost(baseline) if stop == "tool:charge" else baseline)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hookloop.sessions import SQLiteSessionStore, dump_messages
-from tests.durable.test_recovery import finish, kill_at_stop
+from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT
 
 

@@ -11,13 +11,11 @@ from hookloop import Message, RunError, StoreError
 from hookloop.durable import DBOSEngine, DurableChats, SessionQueue, WorkerTimings, run_worker
 from hookloop.sessions import PostgresSessionStore, SQLiteSessionStore
 from tests.durable import _agents
-from tests.durable._workers_support import GUARD, database_url
-
-__all__ = ["database_url"]  # fixture
+from tests.durable._workers_support import GUARD
 
 
-class FlakyStore(SQLiteSessionStore):
-    """A SQLite session store whose appends of ``down``'s role fail (a lost database)."""
+class Flaky:
+    """Mixed into a session store: its appends of ``down``'s role fail (a lost database)."""
 
     down: str | None = None
 
@@ -26,7 +24,11 @@ class FlakyStore(SQLiteSessionStore):
     ) -> int:
         if message.role == self.down:
             raise StoreError("the session store cannot be reached (test)", store="flaky")
-        return await super()._append_message(session_id, message, expected_seq)
+        return await super()._append_message(session_id, message, expected_seq)  # type: ignore[misc]
+
+
+class FlakyStore(Flaky, SQLiteSessionStore):
+    """A flaky SQLite session store."""
 
 
 async def test_a_turn_stopped_by_a_store_error_is_finished_by_a_retry_with_its_turn_id(
@@ -56,17 +58,8 @@ async def test_a_turn_stopped_by_a_store_error_is_finished_by_a_retry_with_its_t
     await store.close()
 
 
-class FlakyPostgres(PostgresSessionStore):
-    """A PostgreSQL session store whose appends of ``down``'s role fail."""
-
-    down: str | None = None
-
-    async def _append_message(
-        self, session_id: str, message: Message, expected_seq: int | None
-    ) -> int:
-        if message.role == self.down:
-            raise StoreError("the session store cannot be reached (test)", store="flaky")
-        return await super()._append_message(session_id, message, expected_seq)
+class FlakyPostgres(Flaky, PostgresSessionStore):
+    """A flaky PostgreSQL session store."""
 
 
 async def test_a_queued_turn_stopped_by_a_store_error_is_resumed_by_a_retry(

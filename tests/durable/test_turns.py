@@ -610,13 +610,13 @@ def test_the_engines_repr_leaves_the_password_out() -> None:
 
 
 async def test_the_pool_size_bounds_dboss_connections_to_postgresql(
-    dbos_postgres_url: str, postgres_dsn: str, tmp_path: Path
+    database_url: str, postgres_dsn: str, tmp_path: Path
 ) -> None:
     """Eight turns at once on a pool of two: DBOS holds two connections and its listener's."""
     import asyncpg
 
-    database = dbos_postgres_url.rsplit("/", 1)[1]
-    engine = DBOSEngine(dbos_postgres_url, executor_id="pool", pool_size=2)
+    database = database_url.rsplit("/", 1)[1]
+    engine = DBOSEngine(database_url, executor_id="pool", pool_size=2)
     store = SQLiteSessionStore(tmp_path / "s.db")
     chats = DurableChats(engine, _agents.echo_agent, sessions=store)
     most = 0

@@ -7,42 +7,9 @@ synchronise on the runs file the steps write; timeouts are only failure guards.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
-from hookloop.durable._queue import SESSION_QUEUE
-from tests.durable._workers_support import Workers, database_url, dbos_workers, wait_for
-
-__all__ = ["database_url", "dbos_workers"]  # fixtures
-
-
-@pytest.fixture
-def client(database_url: str) -> Iterator[Any]:
-    from dbos import DBOSClient
-
-    client = DBOSClient(system_database_url=database_url)
-    try:
-        yield client
-    finally:
-        client.destroy()
-
-
-def submit(client: Any, session_id: str, turn: int) -> Any:
-    """Submit one turn of a session from this (non-worker) process."""
-    options = {
-        "workflow_name": "turn",
-        "queue_name": SESSION_QUEUE,
-        "queue_partition_key": session_id,
-        "workflow_id": f"{session_id}-{turn}",
-    }
-    return client.enqueue(options, session_id, turn)
-
-
-def result(handle: Any) -> Any:
-    wait_for(f"workflow {handle.workflow_id}", lambda: handle.get_status().status == "SUCCESS")
-    return handle.get_result()
+from tests.durable._workers_support import Workers, result, submit, wait_for
 
 
 def steps(workers: Workers, session_id: str) -> list[tuple[str, int]]:

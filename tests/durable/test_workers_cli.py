@@ -20,9 +20,7 @@ from hookloop._cli import EXIT_USAGE, main
 from hookloop.durable._dbos import APPLICATION_VERSION
 from hookloop.durable._lease import TABLE, ExecutorLease
 from hookloop.durable._workers import Worker, WorkerTimings
-from tests.durable._workers_support import AGENT, GUARD, ROOT, Workers, database_url, wait_for
-
-__all__ = ["database_url"]  # fixture
+from tests.durable._workers_support import AGENT, GUARD, ROOT, Workers, hookloop_workers, wait_for
 
 
 @pytest.mark.parametrize(
@@ -80,14 +78,7 @@ def test_a_worker_taken_for_dead_learns_it_at_its_next_beat_and_stops(database_u
 def test_a_worker_process_taken_for_dead_ends_with_status_1(
     database_url: str, tmp_path: Path
 ) -> None:
-    command = ["worker", "--database", database_url, "--agent", AGENT, "--executor-id"]
-    workers = Workers(
-        "hookloop",
-        database_url,
-        tmp_path,
-        command=lambda eid: [*command, eid, "--heartbeat", "0.2", "--dead-after", "1.5"],
-        ready="taking turns",
-    )
+    workers = hookloop_workers(database_url, tmp_path)
     try:
         workers.start("slow")
         with ExecutorLease(
@@ -147,14 +138,8 @@ async def test_a_worker_with_its_own_app_name_and_version_takes_that_apps_turns(
     from hookloop.durable import DurableChats, SessionQueue
     from hookloop.sessions import PostgresSessionStore
 
-    def command(executor_id: str) -> list[str]:
-        return [
-            *("worker", "--database", database_url, "--agent", AGENT),
-            *("--executor-id", executor_id, "--app-name", "shop"),
-            *("--application-version", "shop-7", "--heartbeat", "0.2", "--dead-after", "1.5"),
-        ]
-
-    workers = Workers("hookloop", database_url, tmp_path, command=command, ready="taking turns")
+    version = ("--app-name", "shop", "--application-version", "shop-7")
+    workers = hookloop_workers(database_url, tmp_path, *version)
     store = PostgresSessionStore(database_url)
     try:
         workers.start("w1")
@@ -176,14 +161,7 @@ async def test_a_second_sigterm_cuts_the_grace_short(database_url: str, tmp_path
     from hookloop.durable import DurableChats, SessionQueue
     from hookloop.sessions import PostgresSessionStore
 
-    def command(executor_id: str) -> list[str]:
-        return [
-            *("worker", "--database", database_url, "--agent", AGENT),
-            *("--executor-id", executor_id, "--grace", "600"),  # far beyond the guard
-            *("--heartbeat", "0.2", "--dead-after", "1.5"),
-        ]
-
-    workers = Workers("hookloop", database_url, tmp_path, command=command, ready="taking turns")
+    workers = hookloop_workers(database_url, tmp_path, "--grace", "600")  # beyond the guard
     store = PostgresSessionStore(database_url)
     try:
         workers.start("w1")

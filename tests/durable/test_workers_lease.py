@@ -11,9 +11,6 @@ import pytest
 from hookloop import UsageError
 from hookloop.durable._lease import TABLE, ExecutorLease, libpq_url
 from hookloop.durable._workers import WorkerTimings
-from tests.durable._workers_support import database_url
-
-__all__ = ["database_url"]  # fixture
 
 
 def lease(

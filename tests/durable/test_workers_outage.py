@@ -20,16 +20,14 @@ from hookloop.durable._lease import TABLE
 from hookloop.sessions import PostgresSessionStore
 from tests.durable._workers_support import (
     AGENT,
+    DEAD_AFTER,
     GUARD,
+    HEARTBEAT,
     OwnPostgres,
-    Workers,
-    own_postgres,
+    hookloop_workers,
     wait_for,
 )
 
-__all__ = ["own_postgres"]  # fixture
-
-HEARTBEAT, DEAD_AFTER = 0.2, 1.5
 OUTAGE = DEAD_AFTER + 1.0  # seconds without a database: every worker's last beat goes stale
 
 
@@ -48,27 +46,8 @@ async def test_an_outage_longer_than_dead_after_fences_no_worker_and_loses_no_re
     own_postgres: OwnPostgres, tmp_path: Path
 ) -> None:
     url = own_postgres.url
-    timings = ["--heartbeat", str(HEARTBEAT), "--dead-after", str(DEAD_AFTER), "--grace", "1"]
-    workers = Workers(
-        "hookloop",
-        url,
-        tmp_path,
-        command=lambda eid: [
-            "worker",
-            "--database",
-            url,
-            "--agent",
-            AGENT,
-            "--executor-id",
-            eid,
-            "--pool-size",
-            "4",
-            "--sessions-pool",
-            "2",
-            *timings,
-        ],
-        ready="taking turns",
-    )
+    pools = ("--pool-size", "4", "--sessions-pool", "2")
+    workers = hookloop_workers(url, tmp_path, *pools, "--grace", "1")
     store = PostgresSessionStore(url, max_connections=2)
     try:
         workers.start("w1", "w2")

@@ -17,19 +17,19 @@ from hookloop.durable._lease import TABLE, ExecutorLease
 from hookloop.durable._queue import SESSION_QUEUE
 from hookloop.durable._workers import Worker, WorkerTimings
 from tests.durable._workers_support import (
-    AGENT,
+    DEAD_AFTER,
     GUARD,
+    HEARTBEAT,
     ROOT,
     Workers,
-    database_url,
-    dbos_workers,
+    hookloop_workers,
+    result,
+    submit,
     wait_for,
+    worker_argv,
 )
-from tests.durable.test_workers import client, result, submit
 
-__all__ = ["client", "database_url", "dbos_workers"]  # fixtures
-
-TIMINGS = WorkerTimings(heartbeat=0.2, dead_after=1.5)  # the process tests' timings
+TIMINGS = WorkerTimings(heartbeat=HEARTBEAT, dead_after=DEAD_AFTER)
 
 
 def lease(url: str, executor_id: str) -> ExecutorLease:
@@ -155,17 +155,11 @@ def test_a_dead_workers_turn_waits_for_a_worker_of_its_own_version(
 def test_a_second_worker_with_a_live_workers_id_is_refused(
     database_url: str, tmp_path: Path
 ) -> None:
-    def command(executor_id: str) -> list[str]:
-        return [
-            *("worker", "--database", database_url, "--agent", AGENT),
-            *("--executor-id", executor_id, "--heartbeat", "0.2", "--dead-after", "1.5"),
-        ]
-
-    workers = Workers("hookloop", database_url, tmp_path, command=command, ready="taking turns")
+    workers = hookloop_workers(database_url, tmp_path)
     try:
         workers.start("x")
         second = subprocess.run(
-            [sys.executable, "-m", "hookloop", *command("x")],
+            [sys.executable, "-m", "hookloop", *worker_argv(database_url, "x")],
             cwd=ROOT,
             capture_output=True,
             text=True,

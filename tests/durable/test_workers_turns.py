@@ -19,31 +19,12 @@ import pytest
 from hookloop import AssistantMessage, Message, ToolMessage, UserMessage
 from hookloop.durable import DurableChats, SessionQueue
 from hookloop.sessions import PostgresSessionStore
-from tests.durable._workers_support import AGENT, GUARD, Workers, database_url, wait_for
-
-__all__ = ["database_url"]  # fixture
-
-TIMINGS = ("--heartbeat", "0.2", "--dead-after", "1.5", "--grace", "1")
+from tests.durable._workers_support import AGENT, GUARD, Workers, hookloop_workers, wait_for
 
 
 @pytest.fixture
 def workers(database_url: str, tmp_path: Path) -> Iterator[Workers]:
-    workers = Workers(
-        "hookloop",
-        database_url,
-        tmp_path,
-        command=lambda eid: [
-            "worker",
-            "--database",
-            database_url,
-            "--agent",
-            AGENT,
-            "--executor-id",
-            eid,
-            *TIMINGS,
-        ],
-        ready="taking turns",
-    )
+    workers = hookloop_workers(database_url, tmp_path, "--grace", "1")
     try:
         yield workers
     finally:

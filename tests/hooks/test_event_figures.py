@@ -13,22 +13,9 @@ from hookloop import Agent, ContextOverflowError, RateLimitError, TracePlugin, t
 from hookloop.context import Compaction, SlidingWindow
 from hookloop.hooks import BackoffWaitContext, CompactionContext, FirstChunkContext, TrimContext
 from hookloop.retry import Backoff, DefaultRetryStrategy
-from hookloop.testing import ScriptedModel, ScriptStep, text_response, tool_call
+from hookloop.testing import FakeClock, ScriptedModel, ScriptStep, text_response, tool_call
 
 NO_JITTER = Backoff(kind="exponential", base=0.5, factor=2.0, max_delay=30.0, jitter="none")
-
-
-class FakeClock:
-    """A monotonic clock that only moves when the strategy sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def record(agent: Agent, event: Any) -> list[Any]:

@@ -1,16 +1,14 @@
 """The real local model (SmolLM2-135M under llama.cpp) calling a tool of an MCP server.
 
 The server is written with the official SDK and runs in process; the tool choice is forced,
-as in tests/test_local_model.py, so the small model's call is the same on every run.
+as in tests/models/test_local.py, so the small model's call is the same on every run.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Annotated
 
 import pytest
-import pytest_asyncio
 from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
@@ -18,16 +16,6 @@ from hookloop import Agent, AssistantMessage, ModelSettings, ToolMessage
 from hookloop._builtin_tools import calculator as local_calculator
 from hookloop.mcp import MCPToolset
 from hookloop.models._local import LocalModel
-
-module_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def local_model() -> AsyncIterator[LocalModel]:
-    model = LocalModel(context_window=1024)
-    await model.start()
-    yield model
-    await model.aclose()
 
 
 def calculator_server() -> MCPServer:
@@ -47,7 +35,6 @@ def calculator_server() -> MCPServer:
     return server
 
 
-@module_loop
 async def test_the_local_model_calls_an_mcp_servers_tool(local_model: LocalModel) -> None:
     agent = Agent(
         local_model,

@@ -8,17 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
 
-from hookloop import Agent, DuplicateNameError, ToolMessage, UsageError
+from hookloop import (
+    Agent,
+    DuplicateNameError,
+    RunContext,
+    ToolMessage,
+    UsageError,
+    tool,
+)
 from hookloop._builtin_tools import calculator
 from hookloop.mcp import MCPToolset, mcp_server
 from hookloop.mcp._serve import tcp_listener
@@ -203,3 +212,130 @@ def test_the_mcp_package_exports_exactly_its_public_names_each_documented() -> N
         for attr, member in vars(obj).items() if inspect.isclass(obj) else ():
             if not attr.startswith("_") and inspect.isfunction(member):
                 assert inspect.getdoc(member), f"{name}.{attr}"
+
+
+def texts(result: Any) -> tuple[list[str], bool]:
+    return [block.text for block in result.content], result.is_error
+
+
+# -- serving: approval, disabled tools, RunContext ------------------------------------------
+
+
+async def test_a_served_call_that_needs_approval_is_refused_unless_allowed() -> None:
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    def delete_file(path: str) -> str:
+        """Delete a file."""
+        ran.append(path)
+        return f"deleted {path}"
+
+    @tool(requires_approval=lambda arguments: arguments["amount"] > 100)
+    def pay(amount: int) -> str:
+        """Pay an amount."""
+        ran.append(str(amount))
+        return f"paid {amount}"
+
+    refused = "needs a person's approval; not available over MCP"
+    async with Client(mcp_server([delete_file, pay])) as client:
+        assert texts(await client.call_tool("delete_file", {"path": "/etc/passwd"})) == (
+            [f"tool 'delete_file' {refused}"],
+            True,
+        )
+        assert texts(await client.call_tool("pay", {"amount": 500})) == (
+            [f"tool 'pay' {refused}"],
+            True,
+        )
+        assert texts(await client.call_tool("pay", {"amount": 5})) == (["paid 5"], False)
+    assert ran == ["5"]
+    async with Client(mcp_server([delete_file, pay], allow_unapproved=True)) as client:
+        assert texts(await client.call_tool("delete_file", {"path": "x"})) == (
+            ["deleted x"],
+            False,
+        )
+    assert ran == ["5", "x"]
+
+
+async def test_disabled_tools_are_neither_listed_nor_run_whatever_is_served() -> None:
+    switch = {"on": False}
+
+    @tool(enabled=False)
+    def wipe(path: str) -> str:
+        """Wipe (switched off)."""
+        return f"wiped {path}"
+
+    @tool(enabled=lambda: switch["on"])
+    def sometimes() -> str:
+        """On when switched on."""
+        return "ran"
+
+    async with Client(mcp_server([wipe, sometimes])) as client:
+        assert [t.name for t in (await client.list_tools()).tools] == []
+        assert texts(await client.call_tool("wipe", {"path": "/dev/sda"})) == (
+            ["unknown tool 'wipe'; available tools: none"],
+            True,
+        )
+        switch["on"] = True
+        assert [t.name for t in (await client.list_tools()).tools] == ["sometimes"]
+        assert texts(await client.call_tool("sometimes", {})) == (["ran"], False)
+
+
+@dataclass
+class Shop:
+    owner: str
+
+
+@tool
+def whoami(ctx: RunContext[Shop], greeting: str = "hi") -> str:
+    """Greet as the shop's owner."""
+    return f"{greeting} from {ctx.deps.owner} ({ctx.agent.name}, {ctx.session_id})"
+
+
+async def test_a_run_context_tool_is_served_with_its_agent_and_deps() -> None:
+    agent = Agent(
+        ScriptedModel([]), name="shopkeeper", tools=[whoami], deps=Shop("Ada"), session_id="s1"
+    )
+    async with Client(mcp_server(agent)) as client:
+        result = await client.call_tool("whoami", {"greeting": "yo"})
+    assert texts(result) == (["yo from Ada (shopkeeper, s1)"], False)
+    without = Agent(ScriptedModel([]), tools=[whoami])
+    async with Client(mcp_server(without)) as client:
+        result = await client.call_tool("whoami", {})
+    [text], is_error = texts(result)
+    assert is_error
+    assert text.startswith("tool 'whoami' failed: MissingDepsError: tool 'whoami'")
+
+
+def test_a_run_context_tool_without_an_agent_is_a_usage_error_at_once() -> None:
+    with pytest.raises(UsageError, match="tool 'whoami' takes a RunContext, which only an agent"):
+        mcp_server([whoami])
+
+
+# -- hookloop mcp serve --http and signals -------------------------------------------------
+
+
+@pytest.mark.parametrize("sigint_at_start", [signal.SIG_DFL, signal.SIG_IGN])
+@pytest.mark.parametrize(("number", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)])
+def test_the_http_server_command_stops_on_a_signal_with_its_exit_code(
+    number: signal.Signals, code: int, sigint_at_start: signal.Handlers
+) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "hookloop", "mcp", "serve", "mcp_served_tools:TOOLS", "--http"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        cwd=HERE,
+        # A terminal's SIGINT is not ignored; a background job's is.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, sigint_at_start),
+    )
+    try:
+        assert server.stderr is not None
+        assert server.stderr.readline().startswith("hookloop: serving MCP at http://127.0.0.1:")
+        server.send_signal(number)
+        assert server.wait(timeout=120) == code
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+        assert server.stderr is not None
+        server.stderr.close()

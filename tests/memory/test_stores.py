@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from hookloop import Agent, CorruptStoreError, MemoryNotFoundError, MemoryRequestError, RunError
+from hookloop import Agent, CorruptStoreError, MemoryNotFoundError, MemoryRequestError
 from hookloop.memory import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
@@ -33,7 +33,7 @@ from hookloop.memory import (
     SQLiteMemoryStore,
 )
 from hookloop.testing import ScriptedModel
-from tests.sessions.test_stores import damage_file
+from tests.stores._damaged import DAMAGES, check_damaged_file_error, damage_file
 
 BACKENDS = ["sqlite", "postgres", "redis"]
 
@@ -482,7 +482,7 @@ async def test_redis_gives_up_on_an_entry_that_keeps_changing_with_a_memory_requ
         assert await store.entries() == [entry]
 
 
-@pytest.mark.parametrize("how", ["truncated", "header overwritten", "page overwritten"])
+@pytest.mark.parametrize("how", DAMAGES)
 async def test_a_damaged_sqlite_memory_file_is_a_typed_error_naming_it(
     tmp_path: Path, how: str
 ) -> None:
@@ -501,11 +501,4 @@ async def test_a_damaged_sqlite_memory_file_is_a_typed_error_naming_it(
     ):
         with pytest.raises(CorruptStoreError) as caught:
             await call()
-        error = caught.value
-        assert isinstance(error, RunError)
-        assert error.store == str(path)
-        assert error.reason in ("database disk image is malformed", "file is not a database")
-        assert str(error) == (
-            f"the store's database file {path} is damaged ({error.reason}): restore it "
-            "from a backup or start a new file"
-        )
+        check_damaged_file_error(caught.value, path)

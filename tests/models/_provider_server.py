@@ -84,22 +84,6 @@ class Received:
     body: Any
 
 
-_shared: ProviderServer | None = None
-
-
-def shared_server() -> ProviderServer:
-    """One server for the whole session, emptied: no test waits for a server to stop.
-
-    Its thread is a daemon and ends with the process. Each call forgets the replies and
-    requests of the test before.
-    """
-    global _shared
-    if _shared is None:
-        _shared = ProviderServer()
-    _shared.reset()
-    return _shared
-
-
 @contextmanager
 def quick_client_tls(directory: Path) -> Iterator[None]:
     """Let new clients build their TLS context from one CA certificate, while inside.

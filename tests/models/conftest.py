@@ -1,31 +1,17 @@
-"""Fixtures for the provider adapter tests: the local provider server and adapters on it.
+"""Fixtures for the provider adapter tests.
 
-- ``quick_tls`` (autouse, per module): new clients build their TLS context from one CA
-  certificate instead of the whole system bundle (see ``quick_client_tls``).
-- ``server``: the session's shared :class:`ProviderServer`, emptied for each test.
-- ``make_model``: builds adapters talking to ``server`` (10 s timeout unless given), closed
-  after the test.
+- ``make_model``: builds adapters talking to ``server`` (the session's provider test server,
+  ``tests/conftest.py``; 10 s timeout unless given), closed after the test.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
 
-from tests.models._provider_server import ProviderServer, adapter, quick_client_tls, shared_server
-
-
-@pytest.fixture(scope="module", autouse=True)
-def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with quick_client_tls(tmp_path_factory.mktemp("tls")):
-        yield
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
+from tests.models._provider_server import ProviderServer, adapter
 
 
 @pytest.fixture

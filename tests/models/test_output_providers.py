@@ -5,12 +5,11 @@ retries), and the real local model answering under the schema's grammar."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pydantic
 import pytest
-import pytest_asyncio
 
 from hookloop import (
     OUTPUT_TOOL_NAME,
@@ -27,10 +26,7 @@ from hookloop.models._local import LocalModel
 from hookloop.models._openai import OpenAIModel
 from tests.models._provider_server import (
     ProviderServer,
-    adapter,
     answer,
-    quick_client_tls,
-    shared_server,
 )
 
 
@@ -59,30 +55,6 @@ STRICT_STOCK = {
     "required": ["warehouse", "counts", "note"],
     "additionalProperties": False,
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    with quick_client_tls(tmp_path_factory.mktemp("tls")):
-        yield
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
-
-
-@pytest.fixture
-async def make_model(server: ProviderServer) -> AsyncIterator[Callable[..., Any]]:
-    made: list[Any] = []
-
-    def make(api: str, **kwargs: Any) -> Any:
-        made.append(adapter(api, server, timeout=10, **kwargs))
-        return made[-1]
-
-    yield make
-    for model in made:
-        await model.aclose()
 
 
 async def test_openai_output_tool_is_strict_and_a_dict_field_comes_back(
@@ -275,23 +247,12 @@ async def test_anthropic_refuses_native_mode_before_sending(
 
 # --- the real local model ------------------------------------------------------------------
 
-module_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def local_model() -> AsyncIterator[LocalModel]:
-    model = LocalModel(context_window=1024)
-    await model.start()
-    yield model
-    await model.aclose()
-
 
 class Person(pydantic.BaseModel):
     name: str
     age: int
 
 
-@module_loop
 async def test_the_local_model_answers_under_the_schema_grammar(local_model: LocalModel) -> None:
     agent = Agent(local_model, output_type=Person, output_mode="native", output_retries=0)
     response = await agent.chat("Alice is 31 years old. Give her name and age.")
@@ -304,7 +265,6 @@ PENALISED = ModelSettings(extra={"repeat_penalty": 1.1})
 """A repeat penalty, for the open-ended lists a small greedy model would repeat forever."""
 
 
-@module_loop
 async def test_the_local_model_fills_a_dict_through_key_value_pairs(
     local_model: LocalModel,
 ) -> None:
@@ -319,7 +279,6 @@ async def test_the_local_model_fills_a_dict_through_key_value_pairs(
     assert {pair["key"]: pair["value"] for pair in raw["response"]} == response.output
 
 
-@module_loop
 async def test_the_local_model_streams_partial_output(local_model: LocalModel) -> None:
     agent = Agent(local_model, output_type=Person, output_mode="native", output_retries=0)
     async with agent.chat_stream("Bob is 40. Give his name and age.") as events:
@@ -332,7 +291,6 @@ class Total(pydantic.BaseModel):
     total: float
 
 
-@module_loop
 async def test_the_local_model_uses_a_tool_then_answers_through_the_output_tool(
     local_model: LocalModel,
 ) -> None:
@@ -406,7 +364,6 @@ async def test_openai_fills_a_dict_of_any_values_through_json_text(
     }
 
 
-@module_loop
 async def test_the_local_model_fills_a_dict_of_any_values(local_model: LocalModel) -> None:
     agent = Agent(
         local_model, output_type=Event, output_mode="native", output_retries=0, settings=PENALISED

@@ -14,8 +14,6 @@ import pytest
 from hookloop import (
     AfterModelCallContext,
     Agent,
-    AgentEvent,
-    AgentResponse,
     AssistantMessage,
     AuthenticationError,
     ContextOverflowError,
@@ -30,12 +28,12 @@ from hookloop import (
     TextDelta,
     ToolMessage,
     UserMessage,
-    tool,
 )
 from hookloop.context import Compaction
 from hookloop.models import ProviderRequest, is_context_overflow
 from hookloop.retry import TRANSIENT_ERRORS, DefaultRetryStrategy
 from hookloop.testing import FakeClock
+from tests.models._chats import chat, weather_agent
 from tests.models._provider_server import (
     APIS,
     ProviderServer,
@@ -70,16 +68,6 @@ def retrying_agent(model: Any, clock: FakeClock, **options: Any) -> tuple[Agent,
 
     agent.add_hook("after_model_call", record, order=-100)  # before the strategy decides
     return agent, errors
-
-
-async def chat(agent: Agent, text: str, *, stream: bool) -> tuple[AgentResponse, list[AgentEvent]]:
-    """Run one chat, whole or streamed; returns the response and the streamed events."""
-    if not stream:
-        return await agent.chat(text), []
-    async with agent.chat_stream(text) as events:
-        seen = [event async for event in events]
-    assert events.response is not None
-    return events.response, seen
 
 
 def error_body(api: str, kind: str | None, message: str, code: str | None = None) -> Any:
@@ -532,23 +520,11 @@ MALFORMED_ARGUMENTS = '{"city": '
 async def test_malformed_tool_arguments_reach_the_model_as_a_tool_error(
     api: str, stream: bool, server: ProviderServer, make_model: Callable[..., Any]
 ) -> None:
-    ran: list[str] = []
-
-    @tool
-    def get_weather(city: str) -> str:
-        """Tell the weather in a city.
-
-        Args:
-            city: The city.
-        """
-        ran.append(city)
-        return "Sunny"
-
     server.add(
         answer(api, "", (("call_1", "get_weather", MALFORMED_ARGUMENTS),), stream=stream),
         answer(api, "Which city did you mean?", stream=stream),
     )
-    agent = Agent(make_model(api), tools=[get_weather], retry=None)
+    agent, ran = weather_agent(make_model(api))
 
     response, _ = await chat(agent, "Weather?", stream=stream)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,12 +38,6 @@ from tests.models._provider_server import (
 )
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="hi"),))
-
-
-@pytest.fixture
-def server() -> Iterator[ProviderServer]:
-    with ProviderServer() as running:
-        yield running
 
 
 def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -196,25 +189,26 @@ def established(port: int) -> int:
 
 
 @pytest.mark.parametrize("api", ["chat.completions", "responses", "messages"])
-async def test_leaving_a_stream_early_closes_the_connection(
-    server: ProviderServer, api: str
-) -> None:
-    port = int(server.url.rsplit(":", 1)[1])
+async def test_leaving_a_stream_early_closes_the_connection(api: str) -> None:
     events = answer_events(api, "a long answer " * 20)
     done = api == "chat.completions"
-    server.add(Reply.sse(events, done=done, piece=40, stall_after=200, stall=5.0))
-    model = adapter(api, server)
-    agent = Agent(model)
-    async with agent.chat_stream("hi") as stream:
-        async for event in stream:
-            if isinstance(event, TextDelta):
+    # A server of its own: no other test's connection to count. The first words come before
+    # the stall (1,000 bytes: a few events), the end long after it.
+    with ProviderServer() as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        server.add(Reply.sse(events, done=done, piece=40, stall_after=1000, stall=5.0))
+        model = adapter(api, server)
+        agent = Agent(model)
+        async with agent.chat_stream("hi") as stream:
+            async for event in stream:
+                if isinstance(event, TextDelta):
+                    break
+        for _ in range(40):
+            if not established(port):
                 break
-    for _ in range(40):
-        if not established(port):
-            break
-        await asyncio.sleep(0.05)
-    assert established(port) == 0  # closed at once, not after the 5 s stall
-    await model.aclose()
+            await asyncio.sleep(0.05)
+        assert established(port) == 0  # closed at once, not after the 5 s stall
+        await model.aclose()
 
 
 def test_one_model_serves_chat_sync_twice(server: ProviderServer) -> None:

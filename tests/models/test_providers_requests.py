@@ -12,9 +12,6 @@ from typing import Any
 import pytest
 
 from hookloop import (
-    Agent,
-    AgentEvent,
-    AgentResponse,
     AssistantMessage,
     ImagePart,
     Message,
@@ -26,9 +23,9 @@ from hookloop import (
     ToolCall,
     ToolMessage,
     UserMessage,
-    tool,
 )
 from hookloop.models import ProviderRequest, ToolDefinition
+from tests.models._chats import chat, weather_agent
 from tests.models._provider_server import (
     APIS,
     ProviderServer,
@@ -563,33 +560,6 @@ def conversation_of(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The conversation items of a request body, whatever the API."""
     items: list[dict[str, Any]] = body.get("input") or body["messages"]
     return items
-
-
-def weather_agent(model: Any) -> tuple[Agent, list[str]]:
-    """An agent with one tool; the list records the cities the tool ran for."""
-    ran: list[str] = []
-
-    @tool
-    def get_weather(city: str) -> str:
-        """Tell the weather in a city.
-
-        Args:
-            city: The city.
-        """
-        ran.append(city)
-        return f"Sunny in {city}"
-
-    return Agent(model, tools=[get_weather], system_prompt="Be brief.", retry=None), ran
-
-
-async def chat(agent: Agent, text: str, *, stream: bool) -> tuple[AgentResponse, list[AgentEvent]]:
-    """Run one chat, whole or streamed; returns the response and the streamed events."""
-    if not stream:
-        return await agent.chat(text), []
-    async with agent.chat_stream(text) as events:
-        seen = [event async for event in events]
-    assert events.response is not None
-    return events.response, seen
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])

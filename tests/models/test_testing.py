@@ -488,3 +488,10 @@ def test_fake_clock_moves_only_by_its_sleeps_and_advances(
     asyncio.run(run())
     assert clock.waits == [seconds for sleeps, seconds in steps if sleeps]
     assert clock.now == clock() == expected
+
+
+def test_a_script_step_refuses_a_str_response_when_it_is_made() -> None:
+    with pytest.raises(UsageError, match=r"takes a ProviderResponse, got str \(for a text"):
+        ScriptStep(response="text")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="takes an exception"):
+        ScriptStep(error="boom")  # type: ignore[arg-type]

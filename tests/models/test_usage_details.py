@@ -19,16 +19,10 @@ from tests.models._provider_server import (
     ProviderServer,
     Reply,
     adapter,
-    shared_server,
     whole_answer,
 )
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="hi"),))
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
 
 
 async def ask(api: str, server: ProviderServer, body: dict[str, Any]) -> Any:

@@ -18,25 +18,12 @@ from hookloop.models._base import ProviderResponse
 from hookloop.observe import JsonLinesTracePlugin
 from hookloop.retry import DefaultRetryStrategy
 from hookloop.retry._backoff import Backoff
-from hookloop.testing import ScriptedModel
+from hookloop.testing import FakeClock, ScriptedModel
 
 PROMPT = "What is 17 + 23, and what is the capital of France?"
 TASK = "Capital of France? See https://example.com/france"
 ANSWER = "17 + 23 = 40, and the capital is Paris."
 EPOCH = 1_790_000_000.0  # 2026-09-21T14:13:20Z
-
-
-class Clock:
-    """A monotonic clock that moves only when the retry strategy sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @tool
@@ -71,7 +58,7 @@ def _calls(*calls: tuple[str, str, str], tokens: tuple[int, int]) -> ProviderRes
     )
 
 
-def busy_agent(clock: Clock, *, session_id: str = "s-busy") -> Agent:
+def busy_agent(clock: FakeClock, *, session_id: str = "s-busy") -> Agent:
     researcher = Agent(
         ScriptedModel(
             [ProviderResponse(content="Paris.", usage=Usage(input_tokens=30, output_tokens=2))],
@@ -108,7 +95,7 @@ def busy_agent(clock: Clock, *, session_id: str = "s-busy") -> Agent:
 
 def busy_run(*, content: bool = True, error_text: bool = True) -> list[str]:
     """The lines of the busy run's trace."""
-    clock = Clock()
+    clock = FakeClock()
     out = io.StringIO()
     agent = busy_agent(clock)
     wall = lambda: EPOCH + clock()  # noqa: E731
@@ -123,7 +110,7 @@ def many_events(n: int) -> list[str]:
     """The lines of a trace of busy runs, one after another, with at least ``n`` records."""
     lines: list[str] = []
     while len(lines) < n:
-        clock = Clock()
+        clock = FakeClock()
         agent = busy_agent(clock)
         agent.use(JsonLinesTracePlugin(lines.append, clock=clock, wall=lambda: EPOCH))
         agent.chat_sync(PROMPT)

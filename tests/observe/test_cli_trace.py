@@ -39,14 +39,15 @@ def hookloop(
     )
 
 
-def test_any_text_reaches_stdout_the_trace_and_the_page(tmp_path: Path) -> None:
+def test_any_text_reaches_stdout_the_trace_and_the_page(
+    server: ProviderServer, tmp_path: Path
+) -> None:
     said = f"{SEPARATORS} half an emoji \ud83d café ☕"
-    with ProviderServer() as server:
-        server.add(answer("chat.completions", said))
-        done = hookloop(
-            *run_args(server, "--trace-file", "run.jsonl", "--trace-html", "run.html", "Hi"),
-            cwd=tmp_path,
-        )
+    server.add(answer("chat.completions", said))
+    done = hookloop(
+        *run_args(server, "--trace-file", "run.jsonl", "--trace-html", "run.html", "Hi"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     # Standard output is UTF-8 here: what it cannot hold (a lone surrogate) is escaped.
     assert done.stdout.decode() == said.replace("\ud83d", "\\ud83d") + "\n"
@@ -57,17 +58,18 @@ def test_any_text_reaches_stdout_the_trace_and_the_page(tmp_path: Path) -> None:
     assert trace[-1]["data"]["response"]["message"]["content"] == said
 
 
-def test_under_a_locale_that_is_not_utf_8_the_files_are_utf_8(tmp_path: Path) -> None:
+def test_under_a_locale_that_is_not_utf_8_the_files_are_utf_8(
+    server: ProviderServer, tmp_path: Path
+) -> None:
     said = "café ☕"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LC_", "PYTHONIO"))}
     env.update(LANG="C", LC_ALL="C", PYTHONUTF8="0")
-    with ProviderServer() as server:
-        server.add(answer("chat.completions", said))
-        done = hookloop(
-            *run_args(server, "--trace-file", "run.jsonl", "--trace-html", "run.html", "Hi"),
-            cwd=tmp_path,
-            env=env,
-        )
+    server.add(answer("chat.completions", said))
+    done = hookloop(
+        *run_args(server, "--trace-file", "run.jsonl", "--trace-html", "run.html", "Hi"),
+        cwd=tmp_path,
+        env=env,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == b"caf\\xe9 \\u2615\n"  # ASCII out: escaped, never lost
     trace = read_trace(tmp_path / "run.jsonl")
@@ -77,30 +79,30 @@ def test_under_a_locale_that_is_not_utf_8_the_files_are_utf_8(tmp_path: Path) ->
 
 
 def test_a_trace_that_cannot_be_written_is_one_more_line(
+    server: ProviderServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with ProviderServer() as server:
-        server.add(answer("chat.completions", "Hello!"))
-        assert main(run_args(server, "--trace-file", "/dev/full", "Hi")) == 0
+    server.add(answer("chat.completions", "Hello!"))
+    assert main(run_args(server, "--trace-file", "/dev/full", "Hi")) == 0
     out, err = capsys.readouterr()
     assert out == "Hello!\n"
     assert err == "hookloop: the trace could not be written: [Errno 28] No space left on device\n"
 
 
 def test_a_page_that_cannot_be_written_is_one_more_line(
+    server: ProviderServer,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    with ProviderServer() as server:
-        server.add(answer("chat.completions", "Hello!"))
-        assert main(run_args(server, "--trace-html", "/dev/full", "Hi")) == 0
-        out, err = capsys.readouterr()
-        assert out == "Hello!\n"
-        assert err == (
-            "hookloop: the trace page could not be written: [Errno 28] No space left on device\n"
-        )
-        # A failed run keeps its exit code and its own line; the page's is one more.
-        server.add(Reply.json({"error": {"message": "Incorrect API key"}}, status=401))
-        assert main(run_args(server, "--trace-html", "/dev/full", "Hi")) == 1
+    server.add(answer("chat.completions", "Hello!"))
+    assert main(run_args(server, "--trace-html", "/dev/full", "Hi")) == 0
+    out, err = capsys.readouterr()
+    assert out == "Hello!\n"
+    assert err == (
+        "hookloop: the trace page could not be written: [Errno 28] No space left on device\n"
+    )
+    # A failed run keeps its exit code and its own line; the page's is one more.
+    server.add(Reply.json({"error": {"message": "Incorrect API key"}}, status=401))
+    assert main(run_args(server, "--trace-html", "/dev/full", "Hi")) == 1
     out, err = capsys.readouterr()
     assert out == ""
     page, run = err.splitlines()
@@ -115,27 +117,26 @@ def test_a_page_that_cannot_be_written_is_one_more_line(
     [(signal.SIGTERM, "--trace-html", 143), (signal.SIGHUP, "--trace-file", 129)],
 )
 def test_sigterm_and_sighup_write_what_was_recorded(
-    tmp_path: Path, signum: int, option: str, code: int
+    server: ProviderServer, tmp_path: Path, signum: int, option: str, code: int
 ) -> None:
     target = tmp_path / ("run.html" if option == "--trace-html" else "run.jsonl")
-    with ProviderServer() as server:
-        server.add(answer("chat.completions", "too late", delay=60))  # the model never answers
-        process = subprocess.Popen(
-            [*HOOKLOOP, *run_args(server, option, str(target), "Hi")],
-            cwd=tmp_path,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while not server.received and time.monotonic() < deadline:
-                time.sleep(0.05)  # until the request is in flight
-            assert server.received, "the request never came"
-            process.send_signal(signum)
-            out, err = process.communicate(timeout=60)
-        finally:
-            process.kill()
-            process.wait()
+    server.add(answer("chat.completions", "too late", delay=60))  # the model never answers
+    process = subprocess.Popen(
+        [*HOOKLOOP, *run_args(server, option, str(target), "Hi")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not server.received and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the request is in flight
+        assert server.received, "the request never came"
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+        process.wait()
     assert process.returncode == code, err
     assert out == b""
     if option == "--trace-html":

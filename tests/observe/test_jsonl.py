@@ -464,31 +464,32 @@ def _chunk(content: str, finish: str | None = None) -> dict[str, object]:
             "choices": [choice]}  # fmt: skip
 
 
-def test_hookloop_chat_records_each_answer_as_a_chat_of_its_own(tmp_path: Path) -> None:
-    with ProviderServer() as server:
-        server.add(
-            Reply.sse([_chunk("Hel"), _chunk("lo", "stop")]),
-            Reply.sse([_chunk("Again", "stop")]),
-        )
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "hookloop",
-                "chat",
-                "--model",
-                f"{server.url}/v1#m",
-                "--no-tools",
-                "--trace-file",
-                "chat.jsonl",
-            ],
-            input="Hi\nAnd?\n/exit\n",
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=tmp_path,
-            check=False,
-        )
+def test_hookloop_chat_records_each_answer_as_a_chat_of_its_own(
+    server: ProviderServer, tmp_path: Path
+) -> None:
+    server.add(
+        Reply.sse([_chunk("Hel"), _chunk("lo", "stop")]),
+        Reply.sse([_chunk("Again", "stop")]),
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hookloop",
+            "chat",
+            "--model",
+            f"{server.url}/v1#m",
+            "--no-tools",
+            "--trace-file",
+            "chat.jsonl",
+        ],
+        input="Hi\nAnd?\n/exit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     got = read_trace(tmp_path / "chat.jsonl")
     ends = [

@@ -43,13 +43,12 @@ from hookloop.context import Compaction, SlidingWindow
 from hookloop.models._base import ProviderResponse
 from hookloop.observe import OpenTelemetryPlugin
 from hookloop.retry import Backoff, DefaultRetryStrategy, FallbackStrategy
-from hookloop.testing import ScriptedModel, ScriptStep, text_response, tool_call
+from hookloop.testing import FakeClock, ScriptedModel, ScriptStep, text_response, tool_call
 from tests.models._provider_server import (
     ProviderServer,
     Reply,
     adapter,
     answer,
-    shared_server,
     whole_answer,
 )
 
@@ -444,21 +443,6 @@ async def test_a_stream_that_fails_before_its_first_chunk_is_marked_as_a_stream(
 
 
 # --- retries --------------------------------------------------------------------------------
-
-
-class FakeClock:
-    """A monotonic clock that only moves when the strategy sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.waits: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.now += seconds
 
 
 async def test_failed_attempts_and_backoff_waits_are_events_of_one_chat_span(
@@ -857,11 +841,6 @@ async def test_a_sub_agent_is_traced_under_the_tool_call_that_delegated_to_it(
 
 
 # --- a provider through its official client -------------------------------------------------
-
-
-@pytest.fixture
-def server() -> ProviderServer:
-    return shared_server()
 
 
 async def test_an_openai_call_is_a_client_span_with_the_server_and_the_response_id(

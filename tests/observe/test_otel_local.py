@@ -1,9 +1,10 @@
 """One real run of the local model (llama.cpp serving SmolLM2-135M), traced end to end.
 
-Started once for the module, as in ``tests/models/test_local.py``. The model is made to call
-the calculator (``tool_choice``), reads the result back, then answers once more in a stream;
-the spans and metrics say so. The test asserts what is forced (the call, the grammar-valid
-arguments, the shapes), not the words the small model picks.
+A model of the test's own, not the session's ``local_model``: its first request starts it, as
+a user's does. The model is made to call the calculator (``tool_choice``), reads the result
+back, then answers once more in a stream; the spans and metrics say so. The test asserts
+what is forced (the call, the grammar-valid arguments, the shapes), not the words the small
+model picks.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import json
 from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -25,19 +25,17 @@ from hookloop._builtin_tools import calculator
 from hookloop.models._local import LocalModel
 from hookloop.observe import OpenTelemetryPlugin
 
-module_loop = pytest.mark.asyncio(loop_scope="module")  # the fixture's server client lives there
 
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def local_model() -> AsyncIterator[LocalModel]:
-    model = LocalModel(context_window=1024)  # started by its first request, as users meet it
+@pytest.fixture
+async def unstarted_model() -> AsyncIterator[LocalModel]:
+    """A local model of the test's own, started by its first request, as users meet it."""
+    model = LocalModel(context_window=1024)
     yield model
     await model.aclose()
 
 
-@module_loop
 async def test_a_streamed_local_chat_with_a_tool_is_traced_end_to_end(
-    local_model: LocalModel,
+    unstarted_model: LocalModel,
 ) -> None:
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider()
@@ -45,7 +43,7 @@ async def test_a_streamed_local_chat_with_a_tool_is_traced_end_to_end(
     reader = InMemoryMetricReader()
     meter_provider = MeterProvider(metric_readers=[reader])
     agent = Agent(
-        local_model,
+        unstarted_model,
         tools=[calculator],
         name="calc",
         settings=ModelSettings(tool_choice="calculator", max_tokens=60),
@@ -84,7 +82,7 @@ async def test_a_streamed_local_chat_with_a_tool_is_traced_end_to_end(
     for attributes in streamed:
         assert attributes["gen_ai.request.stream"] is True
         assert attributes["gen_ai.response.time_to_first_chunk"] > 0
-    port = int(local_model.base_url.rsplit(":", 1)[1].split("/")[0])  # type: ignore[union-attr]
+    port = int(unstarted_model.base_url.rsplit(":", 1)[1].split("/")[0])  # type: ignore[union-attr]
     # The first call started the server: a CLIENT with its server all the same, and so is
     # the chat that made it.
     for chat in (first, second, spans[0]):

@@ -30,13 +30,12 @@ from hookloop._cli import main
 from hookloop.context import Compaction
 from hookloop.hooks import FirstChunkContext
 from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
-from hookloop.testing import ScriptedModel
+from hookloop.testing import FakeClock, ScriptedModel
 from tests.models._provider_server import ProviderServer, Reply
 from tests.observe._trace_runs import (
     ANSWER,
     PROMPT,
     TASK,
-    Clock,
     busy_run,
     compacted_run,
     many_events,
@@ -493,7 +492,7 @@ def test_a_window_and_a_summary_in_one_request_each_say_what_they_did(
 
 def streamed_run() -> list[str]:
     lines: list[str] = []
-    clock = Clock()
+    clock = FakeClock()
     agent = Agent(ScriptedModel(["Hello there!"]), name="streamer")
     agent.use(JsonLinesTracePlugin(lines.append, clock=clock))
 
@@ -615,13 +614,12 @@ def test_bad_trace_arguments_are_one_line_and_exit_2(
 
 
 def test_a_failed_run_still_writes_its_page_showing_the_failure(
-    tmp_path: Path, open_page, capsys: pytest.CaptureFixture[str]
+    server: ProviderServer, tmp_path: Path, open_page, capsys: pytest.CaptureFixture[str]
 ) -> None:
     page_path = tmp_path / "failed.html"
-    with ProviderServer() as server:
-        server.add(Reply.json({"error": {"message": "Incorrect API key provided"}}, status=401))
-        argv = ["run", "--model", f"{server.url}/v1#m", "--trace-html", str(page_path), "Hi"]
-        assert off_the_loop(lambda: main(argv)) == 1
+    server.add(Reply.json({"error": {"message": "Incorrect API key provided"}}, status=401))
+    argv = ["run", "--model", f"{server.url}/v1#m", "--trace-html", str(page_path), "Hi"]
+    assert off_the_loop(lambda: main(argv)) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"trace page: open {page_path.as_uri()} in a browser\n")
     assert "hookloop: AuthenticationError: Incorrect API key provided" in err

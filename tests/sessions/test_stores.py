@@ -53,6 +53,7 @@ from hookloop.sessions import (
 from hookloop.sessions._consistency import RecordState
 from hookloop.testing import FakeClock, ScriptedModel
 from tests.sessions._backends import POSIX_START, Backend, kill, start_worker
+from tests.stores._damaged import DAMAGES, check_damaged_file_error, damage_file
 
 
 def every_kind() -> list[Message]:
@@ -655,20 +656,7 @@ async def test_export_readable_only_keeps_every_readable_message_and_names_the_r
     assert json.loads(json.dumps(exported)) == exported
 
 
-def damage_file(path: Path, how: str) -> None:
-    """Damage a SQLite file as a disk or a stray write would."""
-    size = path.stat().st_size
-    with path.open("r+b") as f:
-        if how == "truncated":
-            f.truncate(size // 2)
-        elif how == "header overwritten":
-            f.write(b"not a database " * 8)
-        else:  # the rest of the first page: the tables' schema
-            f.seek(100)
-            f.write(b"\xa5" * (4096 - 100))
-
-
-@pytest.mark.parametrize("how", ["truncated", "header overwritten", "page overwritten"])
+@pytest.mark.parametrize("how", DAMAGES)
 async def test_a_damaged_sqlite_file_is_a_typed_error_naming_it(tmp_path: Path, how: str) -> None:
     path = tmp_path / "sessions.db"
     async with SQLiteSessionStore(path) as store:
@@ -684,11 +672,4 @@ async def test_a_damaged_sqlite_file_is_a_typed_error_naming_it(tmp_path: Path, 
         ):
             with pytest.raises(CorruptStoreError) as caught:
                 await call()
-            error = caught.value
-            assert isinstance(error, RunError)
-            assert error.store == str(path)
-            assert error.reason in ("database disk image is malformed", "file is not a database")
-            assert str(error) == (
-                f"the store's database file {path} is damaged ({error.reason}): restore it "
-                "from a backup or start a new file"
-            )
+            check_damaged_file_error(caught.value, path)

@@ -37,9 +37,8 @@ from hookloop import (
 from hookloop._stores._checks import check_limit
 from hookloop.memory import MemoryTarget, SQLiteMemoryStore
 from hookloop.sessions import SessionInfo, SessionStore, SQLiteSessionStore, StoredMessage
+from tests._threads import TIMEOUT, run_in_threads
 from tests.sessions._backends import Backend
-
-TIMEOUT = 60.0
 
 # --- names ------------------------------------------------------------------------------
 
@@ -285,28 +284,6 @@ async def test_a_damaged_sqlite_memory_file_is_named_by_the_shared_thread(tmp_pa
 # --- loops: a server store shared by two threads ----------------------------------------
 
 
-def _run_in_threads(*jobs: Callable[[], Coroutine[Any, Any, None]]) -> None:
-    """Run each job in ``asyncio.run`` in a daemon thread of its own; re-raise the first error."""
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(len(jobs))
-
-    def target(job: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        try:
-            barrier.wait(TIMEOUT)
-            asyncio.run(job())
-        except BaseException as exc:  # handed to the test below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=target, args=(job,), daemon=True) for job in jobs]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(TIMEOUT)
-    assert not any(t.is_alive() for t in threads), "a thread hung"
-    if errors:
-        raise errors[0]
-
-
 def test_a_session_store_shared_by_two_threads_with_their_own_loops(backend: Backend) -> None:
     store: SessionStore = backend.store()
     per_thread = 20
@@ -323,7 +300,7 @@ def test_a_session_store_shared_by_two_threads_with_their_own_loops(backend: Bac
 
         return go
 
-    _run_in_threads(job(0), job(1))
+    run_in_threads(job(0), job(1))
 
     async def read() -> list[list[str]]:
         try:

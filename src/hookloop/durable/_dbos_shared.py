@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._errors import DurableRecordError, StoreError
+from .._errors import DurableRecordError, StoreError, error_line
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -77,7 +77,7 @@ def unreachable(url: str, exc: BaseException) -> StoreError | None:
         return None
     where = without_password(url)
     cause = getattr(exc, "orig", None) or exc
-    reason = " ".join(str(cause).split()) or type(cause).__name__
+    reason = error_line(cause)
     return StoreError(f"the durable turns' database {where} cannot be used: {reason}", store=where)
 
 

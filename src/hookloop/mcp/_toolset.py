@@ -20,6 +20,7 @@ from .._errors import (
     MCPToolError,
     ToolDefinitionError,
     UsageError,
+    error_line,
 )
 from .._extras import import_extra
 from .._loopbound import LoopBound
@@ -524,5 +525,5 @@ def _describe(exc: BaseException) -> str:
     """One line for an exception; an exception group is described by its first leaf."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    text = error_line(exc)
+    return text if text == type(exc).__name__ else f"{type(exc).__name__}: {text}"

@@ -34,6 +34,7 @@ from .._errors import (
     SessionNotFoundError,
     StoreError,
     UsageError,
+    error_line,
 )
 from .._extras import import_extra
 from .._loopbound import LoopBound
@@ -81,7 +82,7 @@ def _reconnecting(
             return await call(self, *a, **k)
         except lost as exc:
             where = self._where()
-            reason = " ".join(str(exc).split()) or type(exc).__name__
+            reason = error_line(exc)
             raise StoreError(
                 f"the session store {where} cannot be reached ({type(exc).__name__}: {reason})",
                 store=where,

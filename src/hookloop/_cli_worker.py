@@ -1,0 +1,156 @@
+"""``hookloop worker``: the process that runs durable chat turns from a PostgreSQL queue.
+
+Its options and its life: SIGTERM or Ctrl-C gives running turns ``--grace`` seconds, a second
+one ends the process at once; turns left running move to a live worker (see docs/durable.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import NoReturn
+
+from ._errors import WorkerFencedError
+
+__all__ = ["add_worker_command"]
+
+_EXIT_OK, _EXIT_FAILED = 0, 1  # the command's codes (hookloop._cli), for the worker's two ends
+
+
+def add_worker_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    worker = commands.add_parser(
+        "worker",
+        help="run a worker for durable chat turns (hookloop[dbos], PostgreSQL)",
+        description="Run the durable chat turns submitted to the session queue of a PostgreSQL "
+        "database, one turn of a session at a time, and take over the turns of workers that "
+        "died. SIGTERM or Ctrl-C stops it: running turns get --grace seconds to finish, and "
+        "a live worker resumes those still running at once.",
+    )
+    worker.add_argument(
+        "--database", required=True, metavar="URL", help="the workers' postgresql:// database"
+    )
+    worker.add_argument(
+        "--agent",
+        required=True,
+        metavar="MODULE:FUNCTION",
+        help="the function that builds each turn's Agent (modules in the current directory "
+        "included)",
+    )
+    worker.add_argument(
+        "--executor-id",
+        metavar="ID",
+        help="this worker's id, unique among live workers (default: HOST-PID; a live "
+        "worker's id is refused); a worker restarted with its old id resumes its own turns",
+    )
+    worker.add_argument(
+        "--heartbeat", type=float, default=1.0, metavar="S", help="seconds between beats (1)"
+    )
+    worker.add_argument(
+        "--dead-after",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="seconds of silence after which a worker is dead and its turns move (5)",
+    )
+    worker.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds running turns get to finish when the worker stops (30)",
+    )
+    worker.add_argument(
+        "--app-name",
+        default="hookloop",
+        metavar="NAME",
+        help="the DBOS application name, the same in all workers and submitters (hookloop)",
+    )
+    worker.add_argument(
+        "--application-version",
+        metavar="VERSION",
+        help="the pinned DBOS application version, the same in all workers and submitters "
+        "(default: hookloop's own, see docs/durable.md)",
+    )
+    worker.add_argument(
+        "--pool-size",
+        type=int,
+        metavar="N",
+        help="the most connections DBOS opens to the database (20); see docs/scaling.md",
+    )
+    worker.add_argument(
+        "--sessions-pool",
+        type=int,
+        metavar="N",
+        help="the most connections the session store opens to the database (10)",
+    )
+    worker.add_argument(
+        "--debug", action="store_true", help="show the traceback of a failure, not one line"
+    )
+    worker.set_defaults(handler=_worker)
+
+
+def _end_process(message: str, status: int) -> NoReturn:
+    """Print ``message`` and end the process now: no exit handler shuts DBOS down under turns."""
+    print(message, file=sys.stderr, flush=True)
+    sys.stdout.flush()
+    os._exit(status)
+
+
+async def _worker(args: argparse.Namespace) -> int:
+    from .durable._dbos import APPLICATION_VERSION
+    from .durable._workers import Worker, WorkerTimings, run_worker
+
+    timings = WorkerTimings(heartbeat=args.heartbeat, dead_after=args.dead_after)
+    stop, hurry = asyncio.Event(), asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:  # the second one cuts the grace short
+        if stop.is_set():
+            hurry.set()
+            return
+        stop.set()
+        print(
+            f"hookloop worker: stopping, running turns get {args.grace} s to finish "
+            "(SIGTERM or Ctrl-C again: at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal)
+
+    def ready(worker: Worker) -> None:
+        print(
+            f"hookloop worker {worker.executor_id}: taking turns "
+            f"(heartbeat {timings.heartbeat} s, dead after {timings.dead_after} s); "
+            "SIGTERM or Ctrl-C stops it, a second one at once",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    # Turns still running at the end of --grace, or all of them when another worker took this
+    # one for dead, run elsewhere now: the process ends at once, as a kill would end it.
+    try:
+        left = await run_worker(
+            args.database,
+            args.agent,
+            executor_id=args.executor_id,
+            app_name=args.app_name,
+            application_version=args.application_version or APPLICATION_VERSION,
+            timings=timings,
+            grace=args.grace,
+            pool_size=args.pool_size,
+            sessions_pool=args.sessions_pool,
+            stop=stop,
+            hurry=hurry,
+            on_ready=ready,
+        )
+    except WorkerFencedError as exc:
+        _end_process(f"hookloop: WorkerFencedError: {exc}", _EXIT_FAILED)
+    if left:
+        _end_process(f"hookloop worker: left {left} running turns to a live worker", _EXIT_OK)
+    print("hookloop worker: stopped", file=sys.stderr, flush=True)
+    return _EXIT_OK
