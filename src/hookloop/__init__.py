@@ -24,7 +24,7 @@ telemetry plugins and the PostgreSQL and Redis stores load their client librarie
 use, so ``import hookloop`` needs none of the optional extras. See ``docs/`` for the guides.
 """
 
-from ._agent import Agent, ChatStream
+from ._agent import Agent
 from ._approval import (
     ApprovalDecision,
     ApprovalEditError,
@@ -108,6 +108,7 @@ from ._messages import (
 from ._output import OUTPUT_TOOL_NAME, OutputMode
 from ._publish import publish as _publish
 from ._run_context import MissingDepsError, RunContext
+from ._stream import ChatStream
 from ._stream_events import (
     AgentEvent,
     AgentResponse,

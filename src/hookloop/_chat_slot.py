@@ -36,7 +36,7 @@ class ChatHost(AgentHost, Protocol):
     _slot: ChatSlot
     _output: OutputSpec[Any] | None
 
-    def _start(
+    async def _start(
         self,
         message: UserMessage | Resumption,
         emit: Callable[[AgentEvent], Awaitable[None]] | None,
@@ -44,18 +44,14 @@ class ChatHost(AgentHost, Protocol):
         output: OutputSpec[Any] | Literal[Default.DEFAULT] | None = ...,
         steps: StepRunner | None = None,
     ) -> ChatRun:
-        """A chat of ``message`` holding the slot; run it with ``_slot.drive``."""
+        """A chat of ``message`` holding the slot; run it with ``_slot.drive``.
+
+        Raises ``UsageError`` while tool calls of an earlier chat wait for approval.
+        """
         ...
 
     async def chat(self, message: str) -> AgentResponse[Any]:
         """One chat of ``message`` (see ``Agent.chat``)."""
-        ...
-
-    async def _opening(self, user: UserMessage, deps: object) -> UserMessage | Resumption:
-        """What a chat of ``user`` starts from (answers to calls decided earlier first).
-
-        Raises ``UsageError`` while tool calls of an earlier chat wait for approval.
-        """
         ...
 
     async def aclose(self) -> None:

@@ -84,8 +84,8 @@ async def delegate(
         slot = sub._slot
         parent_run = parent._slot.run
         inherited = parent_run.deps if parent_run is not None and sub.deps is NO_DEPS else NO_DEPS
-        # ConcurrentChatError if it chats
-        run = sub._start(UserMessage(content=task), None, inherited)
+        # UsageError if its own calls wait for approval, ConcurrentChatError if it chats
+        run = await sub._start(UserMessage(content=task), None, inherited)
         relay = _relay_for(parent)
         previous_relay, state.relay = state.relay, relay
         forwarding: list[Disposer] = []

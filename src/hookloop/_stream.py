@@ -454,6 +454,5 @@ class ChatStream:
     async def _begin(self) -> tuple[ChatRun, Coroutine[Any, Any, AgentResponse]]:
         """Claim the agent's chat slot for this stream's chat: at its first ``__anext__``."""
         agent = self._agent
-        opening = await agent._opening(self._message, self._deps)
-        run = agent._start(opening, handoff, self._deps, self._output)
+        run = await agent._start(self._message, handoff, self._deps, self._output)
         return run, agent._slot.drive(run)

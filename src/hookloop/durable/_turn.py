@@ -191,7 +191,8 @@ class DurableChats:
                 records = await self.sessions.records(session_id)
                 steps.watch_commits(agent, {r.message.id for r in records})
             try:
-                response = await agent._slot.drive(agent._start(user, self._on_event, steps=steps))
+                run = await agent._start(user, self._on_event, steps=steps)
+                response = await agent._slot.drive(run)
             finally:
                 await agent.aclose()  # its background tasks (async memory hooks) end here
         finally:
