@@ -29,14 +29,16 @@ import time
 import tracemalloc
 from typing import Any
 
-from hookloop import Agent, AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
-from hookloop.context import (
-    CachingCounter,
+from hookloop import (
+    Agent,
+    AssistantMessage,
     ChatHistory,
-    EstimateCounter,
-    TiktokenCounter,
-    trim_to_budget,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
 )
+from hookloop.context import CachingCounter, EstimateCounter, TiktokenCounter, trim_to_budget
 from hookloop.testing import ScriptedModel
 
 BUDGET = 4_000

@@ -39,8 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hookloop import Agent, ProviderRequest, ProviderResponse, tool
+from hookloop import Agent, tool
 from hookloop.durable import DBOSEngine, DurableChats
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import FunctionModel, tool_call
 

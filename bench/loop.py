@@ -51,8 +51,6 @@ from hookloop import (
     Agent,
     AssistantMessage,
     Message,
-    ProviderRequest,
-    ProviderResponse,
     RunContext,
     ToolCall,
     ToolMessage,
@@ -60,6 +58,7 @@ from hookloop import (
     tool,
 )
 from hookloop.hooks import EVENT_TABLE
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.observe import OpenTelemetryPlugin
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 

@@ -52,16 +52,8 @@ from typing import Any
 import pydantic
 
 import loop
-from hookloop import (
-    Agent,
-    HookEvent,
-    Model,
-    ProviderRequest,
-    ProviderResponse,
-    ToolCall,
-    ToolMessage,
-    tool,
-)
+from hookloop import Agent, HookEvent, ToolCall, ToolMessage, tool
+from hookloop.models import Model, ProviderRequest, ProviderResponse
 from hookloop.testing import text_response, tool_call
 
 TOOL_CALLS = 10

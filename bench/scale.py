@@ -51,14 +51,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import stores
-from hookloop import (
-    Agent,
-    ProviderRequest,
-    ProviderResponse,
-    SessionConflictError,
-    ToolMessage,
-    tool,
-)
+from hookloop import Agent, SessionConflictError, ToolMessage, tool
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, text_response, tool_call
 
 BENCH = Path(__file__).resolve().parent

@@ -21,8 +21,8 @@ import sys
 import threading
 from pathlib import Path
 
-from hookloop import Agent, ApprovalDecision, ApprovalDecisionContext, ToolCall, tool
-from hookloop.hooks import Phase
+from hookloop import Agent, ApprovalDecision, ToolCall, tool
+from hookloop.hooks import ApprovalDecisionContext, Phase
 from hookloop.sessions import SessionStore
 from hookloop.testing import ScriptedModel, tool_calls
 from tests.sessions._backends import open_store

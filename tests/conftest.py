@@ -48,7 +48,7 @@ import pytest
 import pytest_asyncio
 from hypothesis import HealthCheck, settings
 
-from hookloop import LocalModel
+from hookloop.models import LocalModel
 from tests.models._provider_server import ProviderServer, quick_client_tls
 from tests.sessions._backends import BACKENDS, Backend, backend_for
 

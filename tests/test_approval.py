@@ -39,10 +39,8 @@ import hookloop
 from hookloop import (
     Agent,
     ApprovalDecision,
-    ApprovalDecisionContext,
     ApprovalEditError,
     ApprovalMismatchError,
-    ApprovalRequestContext,
     AssistantMessage,
     ChatDone,
     Defer,
@@ -62,6 +60,7 @@ from hookloop import (
 )
 from hookloop._approval import arguments_digest
 from hookloop._approval_log import approval_session_id
+from hookloop.hooks import ApprovalDecisionContext, ApprovalRequestContext
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests._approval_tools import (
     answers,
@@ -642,6 +641,40 @@ async def test_a_sub_agents_waiting_call_is_an_error_result_for_the_parent_model
     assert (pending.call_id, pending.arguments) == ("s1", '{"amount": 7}')
     await sub.resume([pending.approve()])
     assert ran == ["pay 7"]
+
+
+async def test_a_sub_agent_whose_calls_wait_is_refused_a_new_task_as_its_chat_would_be() -> None:
+    sub_model = ScriptedModel([tool_call("pay", {"amount": 7}, id="s1"), "paid"])
+    sub = Agent(sub_model, tools=[pay_amount], name="payer")
+    parent_model = ScriptedModel(
+        [
+            tool_call("payer", {"task": "pay 7"}, id="p1"),
+            "It waits.",
+            tool_call("payer", {"task": "pay 8"}, id="p2"),
+            "It still waits.",
+        ]
+    )
+    parent = Agent(parent_model, tools=[sub.as_tool()])
+    await parent.chat("pay 7")
+    response = await parent.chat("pay 8")
+    # Refused before the sub-agent's model is asked: its history keeps the waiting call.
+    assert answers(response.messages) == [
+        (
+            "p2",
+            "tool 'payer' failed: UsageError: tool calls of the last chat wait for approval: "
+            "decide on them with agent.resume(decisions) before the next chat",
+        )
+    ]
+    with pytest.raises(UsageError, match="wait for approval"):
+        await parent.delegate("pay 9", to=sub)
+    with pytest.raises(UsageError, match="wait for approval"):
+        await sub.chat("pay 10")
+    assert len(sub_model.requests) == 1
+    (pending,) = await sub.pending_approvals()
+    assert pending.call_id == "s1"
+    await sub.resume([pending.approve()])
+    assert ran == ["pay 7"]
+    assert sub.history.messages[-1].content == "paid"
 
 
 # --- call order ------------------------------------------------------------------------------

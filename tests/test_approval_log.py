@@ -35,7 +35,9 @@ from hookloop import (
     Agent,
     ApprovalMismatchError,
     AssistantMessage,
+    CorruptSessionError,
     PendingApproval,
+    SessionConflictError,
     ToolCall,
     ToolMessage,
     UsageError,
@@ -46,7 +48,6 @@ from hookloop._approval import arguments_digest
 from hookloop._approval_log import SET_ASIDE_TEXT, approval_session_id, encode_decision
 from hookloop._errors import RESULT_LOST_TEXT
 from hookloop.hooks import Phase
-from hookloop.sessions import CorruptSessionError, SessionConflictError
 from hookloop.sessions._codec import encode_message
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests import _approval_worker as approval_worker

@@ -22,6 +22,7 @@ from hookloop import (
     ChatStartContext,
     ConcurrentChatError,
     MessageCommitted,
+    TextDelta,
     ToolCall,
     ToolCallDelta,
     ToolCallFinished,
@@ -29,17 +30,10 @@ from hookloop import (
     ToolMessage,
     tool,
 )
-from hookloop._slot import current_slot
+from hookloop._chat_slot import current_slot
 from hookloop._stream import STREAM_CLOSED
 from hookloop.context import repair
-from hookloop.models import (
-    Model,
-    ProviderRequest,
-    ProviderResponse,
-    StreamEnd,
-    StreamPart,
-    TextDelta,
-)
+from hookloop.models import Model, ProviderRequest, ProviderResponse, StreamEnd, StreamPart
 from hookloop.testing import ScriptedModel, tool_calls
 
 

@@ -160,7 +160,8 @@ def test_a_star_import_of_every_public_module_works_without_extras(
 def test_a_server_store_names_its_extra_when_it_connects(core: Path, tmp_path: Path) -> None:
     code = """
 import asyncio
-from hookloop import MissingExtraError, PostgresSessionStore, RedisSessionStore
+from hookloop import MissingExtraError
+from hookloop.sessions import PostgresSessionStore, RedisSessionStore
 
 stores = [PostgresSessionStore("postgresql://u@127.0.0.1:9/d"), RedisSessionStore("redis://h:9")]
 for store in stores:

@@ -25,17 +25,15 @@ import pytest
 from hookloop import (
     Agent,
     ChatCancelledError,
-    DelegationContext,
-    ProviderRequest,
-    ProviderResponse,
     ServerError,
-    SubAgentEventContext,
     ToolCall,
     ToolMessage,
     Usage,
     UsageError,
 )
+from hookloop.hooks import DelegationContext, SubAgentEventContext
 from hookloop.memory import MemoryHooksPlugin
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_call
 
 CHAT_EVENTS = ["on_chat_start", "on_message", "pre_request", "on_response", "on_chat_done"]

@@ -22,14 +22,9 @@ from hookloop import (
     MaxIterationsError,
     Message,
     MessageCommitted,
-    Model,
     ModelRetry,
     ModelSettings,
-    ProviderRequest,
-    ProviderResponse,
     ServerError,
-    StreamEnd,
-    StreamPart,
     TextDelta,
     TextPart,
     ToolCall,
@@ -42,6 +37,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
+from hookloop.models import Model, ProviderRequest, ProviderResponse, StreamEnd, StreamPart
 from hookloop.testing import (
     FunctionModel,
     ScriptedModel,
@@ -751,7 +747,7 @@ async def test_a_result_json_cannot_hold_still_reaches_the_model() -> None:
 
 
 async def test_an_empty_history_given_to_the_agent_is_the_one_it_uses() -> None:
-    from hookloop.context import ChatHistory
+    from hookloop import ChatHistory
 
     history = ChatHistory(max_context_tokens=500)
     agent = Agent(ScriptedModel(["hi"]), history=history, system_prompt="Be kind.")

@@ -21,13 +21,13 @@ from hookloop import (
     ChatCancelledError,
     Message,
     MessageContext,
-    ProviderRequest,
     ToolCall,
     ToolCallFinished,
     ToolMessage,
     tool,
 )
 from hookloop.context import repair
+from hookloop.models import ProviderRequest
 from hookloop.sessions import SessionStore, SQLiteSessionStore
 from hookloop.testing import (
     FunctionModel,

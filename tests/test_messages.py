@@ -25,12 +25,9 @@ from hookloop import (
     Usage,
     UsageError,
     UserMessage,
-    dump_messages,
-    load_messages,
-    messages_from_json,
-    messages_to_json,
-    new_id,
 )
+from hookloop._messages import new_id
+from hookloop.sessions import dump_messages, load_messages, messages_from_json, messages_to_json
 
 # --- dataclasses --------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from hookloop import (
     Agent,
     AssistantMessage,
+    ChatHistory,
     ImagePart,
     InvalidMessageError,
     Message,
@@ -32,12 +33,13 @@ from hookloop import (
     Usage,
     UsageError,
     UserMessage,
+)
+from hookloop.sessions import (
+    SQLiteSessionStore,
     load_messages,
     messages_from_json,
     messages_to_json,
 )
-from hookloop.context import ChatHistory
-from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import ScriptedModel
 
 JUNK = st.one_of(

@@ -22,14 +22,11 @@ from hookloop import (
     OUTPUT_TOOL_NAME,
     Agent,
     ChatErrorContext,
+    ChatHistory,
     HookReturnError,
     Message,
-    OutputReturn,
     OutputValidationError,
-    OutputValidationErrorContext,
     PartialOutput,
-    ProviderRequest,
-    ProviderResponse,
     ToolCall,
     TracePlugin,
     UsageError,
@@ -37,8 +34,9 @@ from hookloop import (
 )
 from hookloop._output import output_spec
 from hookloop._output_schema import convert, strict_schema
-from hookloop.context import ChatHistory
 from hookloop.context._tokens import count_request
+from hookloop.hooks import OutputReturn, OutputValidationErrorContext
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, ScriptedModel, ScriptStep, tool_call, tool_calls
 from tests._typecheck import mypy
 

@@ -25,7 +25,6 @@ from hypothesis import strategies as st
 from hookloop import (
     Agent,
     MissingDepsError,
-    ProviderResponse,
     RunContext,
     ToolCall,
     ToolDefinitionError,
@@ -35,6 +34,7 @@ from hookloop import (
     UsageError,
     tool,
 )
+from hookloop.models import ProviderResponse
 from hookloop.testing import ScriptedModel, tool_call
 from tests._typecheck import mypy
 

@@ -8,12 +8,10 @@ from typing import Any
 import pytest
 
 from hookloop import (
-    DEFAULT_SCOPE,
     Agent,
     DuplicateNameError,
     ImagePart,
     Scope,
-    ScopeContext,
     ScopeNotFoundError,
     TextPart,
     Tool,
@@ -23,6 +21,8 @@ from hookloop import (
     UserMessage,
     tool,
 )
+from hookloop._agent import DEFAULT_SCOPE
+from hookloop.hooks import ScopeContext
 from hookloop.testing import ScriptedModel, tool_call
 
 # --- helpers ------------------------------------------------------------------------------

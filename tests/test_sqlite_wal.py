@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hookloop._sqlite import use_wal
+from hookloop._stores._sqlite_file import use_wal
 
 
 def test_the_switch_waits_for_a_connection_that_holds_the_file(tmp_path: Path) -> None:

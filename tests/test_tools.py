@@ -19,7 +19,6 @@ from hookloop import (
     AssistantMessage,
     Tool,
     ToolCall,
-    ToolDefinition,
     ToolDefinitionError,
     ToolError,
     ToolMessage,
@@ -27,6 +26,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
+from hookloop.models import ToolDefinition
 from hookloop.testing import ScriptedModel, tool_call, tool_calls
 
 # --- helpers ------------------------------------------------------------------------------

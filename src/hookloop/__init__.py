@@ -1,30 +1,30 @@
 """hookloop: an LLM agent runtime whose whole lifecycle is under your control.
 
-Every public name is importable from here, but for those of three modules: the test
-doubles of :mod:`hookloop.testing`, :mod:`hookloop.mcp`, whose names read as MCP's own
-(``hookloop.mcp.serve``; its errors are here), and the durable turns of
-:mod:`hookloop.durable` (its errors are here too). The subpackages ``hookloop.context``,
-``hookloop.hooks``, ``hookloop.memory``, ``hookloop.models``, ``hookloop.observe``,
-``hookloop.retry`` and ``hookloop.sessions`` group the names of the root by family. Those
-eleven paths are the public ones; every other module is private (``_``-prefixed). The model
-adapters, the trace and telemetry plugins and the PostgreSQL and Redis session stores load
-on first use, so ``import hookloop`` needs none of the optional extras. See ``docs/`` for
-the guides.
+Every public name has one public path. The root holds what a program writes every day: the
+agent (:class:`Agent`, its answer and stream events), messages, tools (:func:`tool`,
+:class:`Scope`, :class:`RunContext`), approvals, the plugin and hook types of the events
+every turn fires, :class:`TracePlugin` and :class:`ChatHistory`, and the whole error tree.
+The rest lives in its family's package only:
+
+- ``hookloop.models``: the model protocol and the provider adapters (``OpenAIModel``...).
+- ``hookloop.context``: context policies (``SlidingWindow``, ``Compaction``), token
+  counting and the pure steps over message sequences.
+- ``hookloop.hooks``: the hook kernel: the event table, the registry and phases, and the
+  contexts of the events that fire outside the plain turn.
+- ``hookloop.sessions``: session stores and the recorder, and messages as JSON.
+- ``hookloop.memory``: memory stores, the memory tool and memory hooks.
+- ``hookloop.retry``: retry strategies and backoff.
+- ``hookloop.observe``: OpenTelemetry, the JSON-lines trace and its page.
+- ``hookloop.durable``: durable chat turns and their workers.
+- ``hookloop.mcp``: MCP servers' tools as hookloop tools, and hookloop tools served over MCP.
+- ``hookloop.testing``: test doubles for your own agents.
+
+Every other module is private (``_``-prefixed). The model adapters, the trace and
+telemetry plugins and the PostgreSQL and Redis stores load their client libraries on first
+use, so ``import hookloop`` needs none of the optional extras. See ``docs/`` for the guides.
 """
 
-from importlib.metadata import PackageNotFoundError as _PackageNotFoundError
-from importlib.metadata import version as _version
-from typing import TYPE_CHECKING as _TYPE_CHECKING
-
-from . import _deprecated
-from ._agent import (
-    DEFAULT_SCOPE,
-    OUTPUT_TOOL_NAME,
-    Agent,
-    ChatStream,
-    Default,
-    OutputMode,
-)
+from ._agent import Agent
 from ._approval import (
     ApprovalDecision,
     ApprovalEditError,
@@ -33,6 +33,7 @@ from ._approval import (
     PendingApproval,
     UnknownApprovalError,
 )
+from ._builtin_tools import calculator, clock
 from ._errors import (
     AuthenticationError,
     BadRequestError,
@@ -52,6 +53,7 @@ from ._errors import (
     InvalidMessageError,
     InvalidRangeError,
     InvalidResponseError,
+    LocalModelError,
     MaxIterationsError,
     MCPConnectionError,
     MCPServerError,
@@ -61,6 +63,7 @@ from ._errors import (
     MemoryRequestError,
     MessageNotFoundError,
     MissingExtraError,
+    ModelSpecError,
     NotFoundError,
     OutputValidationError,
     OverloadedError,
@@ -68,7 +71,6 @@ from ._errors import (
     ProviderError,
     ProviderTimeoutError,
     RateLimitError,
-    RetryAttempt,
     RunError,
     ScopeNotFoundError,
     ScriptExhaustedError,
@@ -85,12 +87,29 @@ from ._errors import (
     ToolExecutionError,
     ToolResultLostError,
     ToolValidationError,
+    TraceFileError,
     UnknownToolError,
     UsageError,
     WaitingForApprovalError,
     WorkerFencedError,
 )
-from ._events import (
+from ._messages import (
+    AssistantMessage,
+    ContentPart,
+    ImagePart,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ._output import OUTPUT_TOOL_NAME, OutputMode
+from ._publish import publish as _publish
+from ._run_context import MissingDepsError, RunContext
+from ._stream import ChatStream
+from ._stream_events import (
     AgentEvent,
     AgentResponse,
     ChatDone,
@@ -103,264 +122,44 @@ from ._events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from ._extras import lazy_dir as _lazy_dir
-from ._extras import lazy_getattr as _lazy_getattr
-from ._messages import (
-    AssistantMessage,
-    ContentPart,
-    ImagePart,
-    Message,
-    SystemMessage,
-    TextPart,
-    ToolCall,
-    ToolMessage,
-    Usage,
-    UserMessage,
-    dump_messages,
-    load_messages,
-    messages_from_json,
-    messages_to_json,
-    new_id,
-)
-from ._publish import publish as _publish
-from ._run_context import NO_DEPS, MissingDepsError, RunContext
-from ._toolbox import (
-    BUILTIN_TOOLS,
-    calculator,
-    clock,
-)
-from ._tools import (
-    Scope,
-    ScopeRegistry,
-    Tool,
-    tool,
-)
-from ._trace import (
-    TracePlugin,
-)
-from .context import (
-    IMAGE_TOKENS,
-    MESSAGE_OVERHEAD,
-    MISSING_RESULT_TEXT,
-    REPLY_PRIMING,
-    SUMMARY_HEADER,
-    SUMMARY_PROMPT,
-    CachingCounter,
-    Calibration,
-    ChatHistory,
-    Compaction,
-    ContextBeforeRequestResult,
-    ContextHooks,
-    ContextOnErrorResult,
-    EstimateCounter,
-    SlidingWindow,
-    TiktokenCounter,
-    TokenCounter,
-    count_overhead,
-    count_request,
-    counter_for_model,
-    cut_to_fit,
-    encoding_for_model,
-    group_units,
-    repair,
-    trim_to_budget,
-    truncate_tool_results,
-)
-from .hooks import (
-    EVENT_TABLE,
+from ._tools import Scope, ScopeRegistry, Tool, tool
+from ._trace import TracePlugin
+from ._version import VERSION as _VERSION
+from .context._history import ChatHistory
+from .hooks._contexts import (
     AfterModelCallContext,
-    AgentHost,
-    ApprovalDecisionContext,
-    ApprovalRequestContext,
-    BackoffWaitContext,
     ChatAbortContext,
     ChatDoneContext,
     ChatErrorContext,
     ChatStartContext,
-    CompactionContext,
-    DelegationContext,
-    Disposer,
-    EventSpec,
-    FirstChunkContext,
-    HistoryReplacement,
-    HookEvent,
-    HookHost,
-    HookRegistry,
-    MemoryWriteContext,
     MessageContext,
-    OutputReturn,
-    OutputValidationErrorContext,
-    Phase,
-    Plugin,
-    PreCompressContext,
     PreRequestContext,
     PreToolCallContext,
     ResponseContext,
-    ScopeContext,
-    SessionSwitchContext,
-    SubAgentEventContext,
     ToolErrorContext,
     ToolResultContext,
     ToolReturn,
-    TraceFormat,
-    TrimContext,
-    attach_once,
 )
-from .memory import (
-    MEMORY_ACTIONS,
-    MEMORY_HOOK_NAMES,
-    MEMORY_TYPES,
-    MemoryAction,
-    MemoryEntry,
-    MemoryHooks,
-    MemoryHooksPlugin,
-    MemoryStore,
-    MemoryTarget,
-    MemoryType,
-    PostgresMemoryStore,
-    ProviderMemoryStore,
-    RedisMemoryStore,
-    SQLiteMemoryStore,
-    implements_memory_hooks,
-    is_memory_provider,
-    memory_tool,
-)
-from .models import (
-    OVERFLOW_MARKERS,
-    FinishReason,
-    Model,
-    ModelSettings,
-    OutputFormat,
-    ProviderRequest,
-    ProviderResponse,
-    ResponseAccumulator,
-    StreamEnd,
-    StreamPart,
-    ToolDefinition,
-    is_context_overflow,
-)
-from .retry import (
-    TRANSIENT_ERRORS,
-    Backoff,
-    BackoffKind,
-    CircuitBreaker,
-    DefaultRetryStrategy,
-    FallbackStrategy,
-    JitterKind,
-    ModelRetryStrategy,
-    RetryDecision,
-    Sleep,
-    ToolRetryStrategy,
-    apply_jitter,
-    backoff_delay,
-    retry_after_seconds,
-)
-from .sessions import (
-    EXPORT_FORMAT,
-    MESSAGE_FORMAT,
-    SCHEMA_VERSION,
-    ExportedMessage,
-    ExportedSession,
-    Retention,
-    SessionInfo,
-    SessionRecorder,
-    SessionStore,
-    SQLiteSessionStore,
-    StoredMessage,
-    UnreadableMessage,
-)
+from .hooks._dispatch import Disposer
+from .hooks._events import HookEvent
+from .hooks._host import AgentHost, Plugin
+from .models._base import ModelSettings
 
-if _TYPE_CHECKING:
-    from .models import (
-        AnthropicModel,
-        LocalModel,
-        LocalModelError,
-        ModelSpecError,
-        OpenAIModel,
-        OpenAIResponsesModel,
-        model_from_spec,
-    )
-    from .observe import (
-        TRACE_FORMAT,
-        JsonLinesTracePlugin,
-        OpenTelemetryPlugin,
-        TraceFileError,
-        read_trace,
-        render_trace_page,
-        write_trace_page,
-    )
-    from .sessions import PostgresSessionStore, RedisSessionStore
-
-try:
-    __version__ = _version("hookloop")
-except _PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
-
-_deprecated.install()
-
-# Names whose modules need an optional extra (or load a client): imported on first use.
-_LAZY = {
-    "AnthropicModel": ".models",
-    "LocalModel": ".models",
-    "LocalModelError": ".models",
-    "ModelSpecError": ".models",
-    "OpenAIModel": ".models",
-    "TRACE_FORMAT": ".observe",
-    "JsonLinesTracePlugin": ".observe",
-    "OpenTelemetryPlugin": ".observe",
-    "TraceFileError": ".observe",
-    "read_trace": ".observe",
-    "render_trace_page": ".observe",
-    "write_trace_page": ".observe",
-    "OpenAIResponsesModel": ".models",
-    "PostgresSessionStore": ".sessions",
-    "RedisSessionStore": ".sessions",
-    "model_from_spec": ".models",
-}
-
-__getattr__ = _lazy_getattr(__name__, _LAZY)
-__dir__ = _lazy_dir(__name__, _LAZY)
+__version__ = _VERSION
 
 __all__ = [
-    "BUILTIN_TOOLS",
-    "DEFAULT_SCOPE",
-    "EVENT_TABLE",
-    "EXPORT_FORMAT",
-    "IMAGE_TOKENS",
-    "MEMORY_ACTIONS",
-    "MEMORY_HOOK_NAMES",
-    "MEMORY_TYPES",
-    "MESSAGE_FORMAT",
-    "MESSAGE_OVERHEAD",
-    "MISSING_RESULT_TEXT",
-    "NO_DEPS",
     "OUTPUT_TOOL_NAME",
-    "OVERFLOW_MARKERS",
-    "REPLY_PRIMING",
-    "SCHEMA_VERSION",
-    "SUMMARY_HEADER",
-    "SUMMARY_PROMPT",
-    "TRACE_FORMAT",
-    "TRANSIENT_ERRORS",
     "AfterModelCallContext",
     "Agent",
     "AgentEvent",
     "AgentHost",
     "AgentResponse",
-    "AnthropicModel",
     "ApprovalDecision",
-    "ApprovalDecisionContext",
     "ApprovalEditError",
     "ApprovalMismatchError",
-    "ApprovalRequestContext",
     "AssistantMessage",
     "AuthenticationError",
-    "Backoff",
-    "BackoffKind",
-    "BackoffWaitContext",
     "BadRequestError",
-    "CachingCounter",
-    "Calibration",
     "ChatAbortContext",
     "ChatCancelledError",
     "ChatDone",
@@ -369,115 +168,61 @@ __all__ = [
     "ChatHistory",
     "ChatStartContext",
     "ChatStream",
-    "CircuitBreaker",
     "CircuitOpenError",
-    "Compaction",
-    "CompactionContext",
     "ConcurrentChatError",
     "ContentPart",
-    "ContextBeforeRequestResult",
-    "ContextHooks",
-    "ContextOnErrorResult",
     "ContextOverflowError",
     "CorruptSessionError",
     "CorruptStoreError",
-    "Default",
-    "DefaultRetryStrategy",
     "Defer",
-    "DelegationContext",
     "Disposer",
     "DuplicateMessageIdError",
     "DuplicateNameError",
     "DurableRecordError",
-    "EstimateCounter",
-    "EventSpec",
-    "ExportedMessage",
-    "ExportedSession",
-    "FallbackStrategy",
-    "FinishReason",
-    "FirstChunkContext",
     "HistoryError",
-    "HistoryReplacement",
     "HookEvent",
-    "HookHost",
     "HookRegistrationError",
-    "HookRegistry",
     "HookReturnError",
     "HookloopError",
     "ImagePart",
     "InvalidMessageError",
     "InvalidRangeError",
     "InvalidResponseError",
-    "JitterKind",
-    "JsonLinesTracePlugin",
-    "LocalModel",
     "LocalModelError",
     "MCPConnectionError",
     "MCPServerError",
     "MCPTimeoutError",
     "MCPToolError",
     "MaxIterationsError",
-    "MemoryAction",
-    "MemoryEntry",
-    "MemoryHooks",
-    "MemoryHooksPlugin",
     "MemoryNotFoundError",
     "MemoryRequestError",
-    "MemoryStore",
-    "MemoryTarget",
-    "MemoryType",
-    "MemoryWriteContext",
     "Message",
     "MessageCommitted",
     "MessageContext",
     "MessageNotFoundError",
     "MissingDepsError",
     "MissingExtraError",
-    "Model",
     "ModelCallRestarted",
     "ModelRetry",
-    "ModelRetryStrategy",
     "ModelSettings",
     "ModelSpecError",
     "NotFoundError",
-    "OpenAIModel",
-    "OpenAIResponsesModel",
-    "OpenTelemetryPlugin",
-    "OutputFormat",
     "OutputMode",
-    "OutputReturn",
     "OutputValidationError",
-    "OutputValidationErrorContext",
     "OverloadedError",
     "PartialOutput",
     "PendingApproval",
-    "Phase",
     "Plugin",
-    "PostgresMemoryStore",
-    "PostgresSessionStore",
-    "PreCompressContext",
     "PreRequestContext",
     "PreToolCallContext",
     "ProviderConnectionError",
     "ProviderError",
-    "ProviderMemoryStore",
-    "ProviderRequest",
-    "ProviderResponse",
     "ProviderTimeoutError",
     "RateLimitError",
-    "RedisMemoryStore",
-    "RedisSessionStore",
-    "ResponseAccumulator",
     "ResponseContext",
-    "Retention",
-    "RetryAttempt",
-    "RetryDecision",
     "RunContext",
     "RunError",
-    "SQLiteMemoryStore",
-    "SQLiteSessionStore",
     "Scope",
-    "ScopeContext",
     "ScopeNotFoundError",
     "ScopeRegistry",
     "ScriptExhaustedError",
@@ -485,30 +230,17 @@ __all__ = [
     "SessionConflictError",
     "SessionError",
     "SessionExistsError",
-    "SessionInfo",
     "SessionNotFoundError",
-    "SessionRecorder",
     "SessionSchemaError",
-    "SessionStore",
-    "SessionSwitchContext",
-    "Sleep",
-    "SlidingWindow",
     "StoreError",
-    "StoredMessage",
-    "StreamEnd",
-    "StreamPart",
-    "SubAgentEventContext",
     "SystemMessage",
     "TextDelta",
     "TextPart",
-    "TiktokenCounter",
-    "TokenCounter",
     "Tool",
     "ToolCall",
     "ToolCallDelta",
     "ToolCallFinished",
     "ToolCallStarted",
-    "ToolDefinition",
     "ToolDefinitionError",
     "ToolDisabledError",
     "ToolError",
@@ -517,51 +249,21 @@ __all__ = [
     "ToolMessage",
     "ToolResultContext",
     "ToolResultLostError",
-    "ToolRetryStrategy",
     "ToolReturn",
     "ToolValidationError",
     "TraceFileError",
-    "TraceFormat",
     "TracePlugin",
-    "TrimContext",
     "UnknownApprovalError",
     "UnknownToolError",
-    "UnreadableMessage",
     "Usage",
     "UsageError",
     "UserMessage",
     "WaitingForApprovalError",
     "WorkerFencedError",
     "__version__",
-    "apply_jitter",
-    "attach_once",
-    "backoff_delay",
     "calculator",
     "clock",
-    "count_overhead",
-    "count_request",
-    "counter_for_model",
-    "cut_to_fit",
-    "dump_messages",
-    "encoding_for_model",
-    "group_units",
-    "implements_memory_hooks",
-    "is_context_overflow",
-    "is_memory_provider",
-    "load_messages",
-    "memory_tool",
-    "messages_from_json",
-    "messages_to_json",
-    "model_from_spec",
-    "new_id",
-    "read_trace",
-    "render_trace_page",
-    "repair",
-    "retry_after_seconds",
     "tool",
-    "trim_to_budget",
-    "truncate_tool_results",
-    "write_trace_page",
 ]
 
-_publish(globals(), __all__, of=("hookloop._errors", "hookloop._messages"))
+_publish(globals(), __all__)

@@ -1,7 +1,7 @@
 """The agent: configuration plus ``chat`` / ``chat_stream`` / ``chat_sync`` / ``cancel``.
 
 The agent composes its collaborators (the hook registry, the scope registry, the model, the
-memory store, the chat slot of ``_slot.py`` that keeps one chat at a time) and hands each chat
+memory store, the chat slot of ``_chat_slot.py`` that keeps one chat at a time) and hands each chat
 to the loop in ``_loop.py`` with what it needs (a ``ChatSetup``), each memory write to
 ``memory/_write.py`` and each delegation to ``_delegation.py``; it holds no logic of its own.
 """
@@ -20,28 +20,26 @@ from typing import Any, Literal, TypeVar, overload
 
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import (
-    NOTHING,
     ApprovalBook,
-    ApprovalLog,
     ApprovalState,
-    Ruling,
-    approval_state,
+    check_deps,
     check_edit,
     checked_decisions,
+    current_state,
     in_call_order,
     rulings_for,
 )
 from ._background import BackgroundTasks, run_sync
+from ._chat_slot import ChatSlot
 from ._delegation import as_tool, delegate
 from ._errors import MemoryRequestError, UsageError
-from ._events import AgentEvent, AgentResponse
 from ._loop import ChatRun
-from ._messages import AssistantMessage, Message, UserInput, UserMessage, new_id, user_message
-from ._output import DEFAULT_OUTPUT_RETRIES, OUTPUT_TOOL_NAME, OutputMode, OutputSpec, output_spec
-from ._run_context import NO_DEPS, MissingDepsError
+from ._messages import Message, UserInput, UserMessage, new_id, user_message
+from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
+from ._run_context import NO_DEPS
 from ._setup import ChatSetup, Resumption, StepRunner
-from ._slot import ChatSlot
 from ._stream import ChatStream
+from ._stream_events import AgentEvent, AgentResponse
 from ._tools import Scope, ScopeRegistry, Tool, check_name
 from .context._history import ChatHistory
 from .context._sliding_window import SlidingWindow
@@ -57,7 +55,7 @@ from .memory._write import write_memory
 from .models._base import Model, ModelSettings
 from .retry import DefaultRetryStrategy, ModelRetryStrategy
 
-__all__ = ["DEFAULT_SCOPE", "OUTPUT_TOOL_NAME", "Agent", "ChatStream", "Default", "OutputMode"]
+__all__ = ["DEFAULT_SCOPE", "Agent", "Default"]
 
 DEFAULT_CONTEXT_WINDOW = 128_000
 """The token budget of a new history when the model does not say its context window."""
@@ -98,7 +96,7 @@ class Agent(AgentHost):
             calls that follow tool results use ``"auto"`` so the model can answer. ``False``
             forces every call (the chat then ends at ``max_iterations``).
         history: The conversation to continue; by default a new
-            :class:`~hookloop.context.ChatHistory` sized to the model's context window,
+            :class:`~hookloop.ChatHistory` sized to the model's context window,
             counting tokens as exactly as the model allows. A ``system_prompt`` given here
             replaces the history's.
         retry: How failed model calls are retried: a :class:`~hookloop.retry.
@@ -354,8 +352,7 @@ class Agent(AgentHost):
             asyncio.CancelledError: The task running the chat was cancelled.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        opening = await self._opening(user_message(message), deps)
-        return await self._slot.drive(self._start(opening, None, deps, output))
+        return await self._slot.drive(await self._start(user_message(message), None, deps, output))
 
     def chat_stream(
         self,
@@ -534,9 +531,10 @@ class Agent(AgentHost):
         for pending, decision in decided:
             check_edit(decision, pending.tool_name, self.scopes)
         rulings = in_call_order(state.message, (*state.rulings, *rulings_for(decided)))
-        self._check_deps(rulings, state.message, deps)
+        if deps is NO_DEPS and self.deps is NO_DEPS:
+            check_deps(self.scopes, rulings, state.message)
         start = Resumption(message=state.message, decided=decided, rulings=rulings)
-        return await self._slot.drive(self._start(start, None, deps, output))
+        return await self._slot.drive(await self._start(start, None, deps, output))
 
     def resume_sync(
         self,
@@ -569,67 +567,9 @@ class Agent(AgentHost):
         """
         return run_sync(self.pending_approvals(), "pending_approvals_sync")
 
-    async def _opening(self, user: UserMessage, deps: object) -> UserMessage | Resumption:
-        """What a new chat starts from: ``user``, after the answers to calls decided earlier.
-
-        The same source as :meth:`pending_approvals`. Calls decided in a process that died
-        before their results were committed are answered first (``docs/approval.md``).
-
-        Raises:
-            UsageError: Tool calls of an earlier chat (of this process or another) wait.
-            MissingDepsError: A decided call to run again needs deps the chat lacks.
-        """
-        # While a chat runs, its calls are half-answered in the history; claiming the slot
-        # then raises ConcurrentChatError, which is the answer.
-        if self._slot.run is not None:
-            return user
-        state = await self._approval_state()
-        if state.pending:
-            raise UsageError(
-                "tool calls of the last chat wait for approval: decide on them with "
-                "agent.resume(decisions) before the next chat"
-            )
-        if state.message is None:
-            return user
-        self._check_deps(state.rulings, state.message, deps)
-        return Resumption(message=state.message, decided=(), rulings=state.rulings, user=user)
-
-    def _check_deps(
-        self, rulings: Iterable[Ruling], message: AssistantMessage, deps: object
-    ) -> None:
-        """Refuse, before anything is recorded, a call to run whose tool lacks its deps.
-
-        Raises:
-            MissingDepsError: A call that runs needs dependencies and neither ``deps`` nor
-                the agent's are given.
-        """
-        if deps is not NO_DEPS or self.deps is not NO_DEPS:
-            return
-        names = {call.id: call.name for call in message.tool_calls}
-        for ruling in rulings:
-            if ruling.action not in ("run", "lost"):
-                continue
-            found = self.scopes.lookup(names[ruling.call_id])
-            if found is not None and found[0].needs_deps:
-                raise MissingDepsError(found[0].name)
-
     async def _approval_state(self) -> ApprovalState:
         """The latest batch's pending calls and decided calls without results."""
-        # Every chat asks: with nothing recorded, no log is made and the history is not read
-        # (bench/loop.py, window_ratio_100k_to_100).
-        log: ApprovalLog
-        for plugin in self._plugins:
-            read = getattr(plugin, "approval_log", None)
-            if read is not None:
-                log = await read()
-                break
-        else:
-            if not self._approvals.requests:
-                return NOTHING
-            log = self._approvals.log()
-        if not log.message_id:
-            return NOTHING
-        return approval_state(log, self.history.messages)
+        return await current_state(self._plugins, self._approvals, self.history)
 
     def cancel(self, reason: object = None) -> bool:
         """End the running chat as soon as possible.
@@ -879,7 +819,7 @@ class Agent(AgentHost):
     ) -> None:
         await self.aclose()
 
-    def _start(
+    async def _start(
         self,
         message: UserMessage | Resumption,
         emit: Callable[[AgentEvent], Awaitable[None]] | None,
@@ -887,16 +827,36 @@ class Agent(AgentHost):
         output: OutputSpec[Any] | Literal[Default.DEFAULT] | None = Default.DEFAULT,
         steps: StepRunner | None = None,
     ) -> ChatRun:
-        """A chat of ``message`` holding this agent's slot; run it with ``_slot.drive``.
+        """The one start of every chat: a chat of ``message`` holding this agent's slot.
 
-        ``output`` is how the chat gets a typed answer; the agent's when not given.
-        ``steps`` records a durable turn's model and tool calls (``hookloop.durable``).
-
-        The caller checks first that no tool call waits (``_opening``).
+        ``chat``, ``chat_stream``, ``resume``, delegation and durable turns all start here;
+        run the chat with ``_slot.drive``. A new user message is refused while tool calls
+        of an earlier chat wait for approval; calls decided in a process that died before
+        their results were committed are answered first (``docs/approval.md``). A
+        :class:`Resumption` comes from :meth:`resume`, which decided them. ``output`` is how
+        the chat gets a typed answer (the agent's when not given); ``steps`` records a
+        durable turn's model and tool calls.
 
         Raises:
+            UsageError: Tool calls of an earlier chat (of this process or another) wait.
+            MissingDepsError: A decided call to run again needs deps the chat lacks.
             ConcurrentChatError: A chat is running on this agent.
         """
+        # While a chat runs, its calls are half-answered in the history; claiming the slot
+        # then raises ConcurrentChatError, which is the answer.
+        if isinstance(message, UserMessage) and self._slot.run is None:
+            state = await self._approval_state()
+            if state.pending:
+                raise UsageError(
+                    "tool calls of the last chat wait for approval: decide on them with "
+                    "agent.resume(decisions) before the next chat"
+                )
+            if state.message is not None:
+                if deps is NO_DEPS and self.deps is NO_DEPS:
+                    check_deps(self.scopes, state.rulings, state.message)
+                message = Resumption(
+                    message=state.message, decided=(), rulings=state.rulings, user=message
+                )
         output = self._output if output is Default.DEFAULT else output
         if output is not None:
             output.check_tools(self.scopes.tool_names)

@@ -38,9 +38,11 @@ from ._approval import (
 )
 from ._errors import CorruptSessionError, ToolError, UsageError
 from ._messages import AssistantMessage, Message, ToolMessage, UserMessage
+from ._run_context import MissingDepsError
 
 if TYPE_CHECKING:
     from ._tools import ScopeRegistry
+    from .context._history import ChatHistory
 
 _RECORD = "hookloop.approval"
 _KINDS = ("request", "decision", "repair")
@@ -421,6 +423,48 @@ class ApprovalBook:
         """The requests as a log (this process records no decisions apart from the calls)."""
         requests = self.requests
         return ApprovalLog(message_id=requests[0].message_id if requests else "", requests=requests)
+
+
+async def current_state(
+    plugins: Iterable[object], book: ApprovalBook, history: ChatHistory
+) -> ApprovalState:
+    """The latest batch's pending calls and decided calls without results.
+
+    The log comes from the first plugin with an ``approval_log`` (a session recorder, whose
+    records outlive the process, and which may restore ``history`` as it reads them), else
+    from ``book`` (this process's requests).
+    """
+    # Every chat asks: with nothing recorded, no log is made and the history is not read
+    # (bench/loop.py, window_ratio_100k_to_100).
+    log: ApprovalLog
+    for plugin in plugins:
+        read = getattr(plugin, "approval_log", None)
+        if read is not None:
+            log = await read()
+            break
+    else:
+        if not book.requests:
+            return NOTHING
+        log = book.log()
+    if not log.message_id:
+        return NOTHING
+    return approval_state(log, history.messages)
+
+
+def check_deps(scopes: ScopeRegistry, rulings: Iterable[Ruling], message: AssistantMessage) -> None:
+    """Refuse, before anything is recorded, a call to run whose tool needs deps (none given).
+
+    Raises:
+        MissingDepsError: A call of ``message`` that runs by its ruling takes
+            ``RunContext[Deps]``.
+    """
+    names = {call.id: call.name for call in message.tool_calls}
+    for ruling in rulings:
+        if ruling.action not in ("run", "lost"):
+            continue
+        found = scopes.lookup(names[ruling.call_id])
+        if found is not None and found[0].needs_deps:
+            raise MissingDepsError(found[0].name)
 
 
 def checked_decisions(

@@ -41,10 +41,10 @@ import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TextIO, cast
 
-from . import __version__
 from ._agent import Agent
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import check_edit
+from ._builtin_tools import BUILTIN_TOOLS
 from ._cli_trace import check_trace_targets, recording, trace_view
 from ._cli_worker import add_worker_command
 from ._errors import (
@@ -55,12 +55,12 @@ from ._errors import (
     UsageError,
     error_line,
 )
-from ._events import ModelRetry, ToolCallFinished
 from ._extras import import_attribute
 from ._messages import ToolMessage
-from ._toolbox import BUILTIN_TOOLS
+from ._stream_events import ModelRetry, ToolCallFinished
 from ._tools import Tool, tool
 from ._trace import TracePlugin
+from ._version import VERSION
 from .hooks._contexts import AfterModelCallContext
 from .models._base import Model, ModelSettings, TextDelta
 from .models._spec import model_from_spec
@@ -169,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="hookloop", description="Run an LLM agent whose every step you can watch."
     )
-    parser.add_argument("--version", action="version", version=f"hookloop {__version__}")
+    parser.add_argument("--version", action="version", version=f"hookloop {VERSION}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(

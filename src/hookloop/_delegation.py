@@ -29,18 +29,18 @@ import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ._chat_slot import ChatHost, current_slot
 from ._errors import UsageError, WaitingForApprovalError
 from ._loop import ChatRun
 from ._messages import UserMessage
 from ._run_context import NO_DEPS
-from ._slot import ChatHost, current_slot
 from ._tools import Tool
 from .hooks._contexts import DelegationContext, SubAgentEventContext
 from .hooks._dispatch import Disposer, Phase, notify, notify_reporting
 from .hooks._events import EVENT_TABLE, ON_DELEGATION, ON_SUBAGENT_EVENT
 
 if TYPE_CHECKING:
-    from ._events import AgentResponse
+    from ._stream_events import AgentResponse
 
 __all__ = ["Relay", "as_tool", "delegate"]
 
@@ -84,8 +84,8 @@ async def delegate(
         slot = sub._slot
         parent_run = parent._slot.run
         inherited = parent_run.deps if parent_run is not None and sub.deps is NO_DEPS else NO_DEPS
-        # ConcurrentChatError if it chats
-        run = sub._start(UserMessage(content=task), None, inherited)
+        # UsageError if its own calls wait for approval, ConcurrentChatError if it chats
+        run = await sub._start(UserMessage(content=task), None, inherited)
         relay = _relay_for(parent)
         previous_relay, state.relay = state.relay, relay
         forwarding: list[Disposer] = []

@@ -22,6 +22,9 @@ while a chat runs, and a correct program still has to expect them::
     │   ├── UnknownApprovalError       (also LookupError) a decision for a call not pending
     │   ├── ApprovalMismatchError      a decision made for other arguments than the call's
     │   ├── ApprovalEditError          (also ValueError) an edit's arguments the tool cannot take
+    │   ├── ModelSpecError             (also ValueError) a model spec names no provider it can use
+    │   ├── LocalModelError            the local model cannot run (extra, file or server missing)
+    │   ├── TraceFileError             (also ValueError) a file given as a trace cannot be read
     │   └── HistoryError               a ChatHistory call that cannot apply; history unchanged
     │       ├── MessageNotFoundError   (also LookupError) no message has that id
     │       ├── InvalidRangeError      (also ValueError) a range that ends before it starts
@@ -106,6 +109,7 @@ __all__ = [
     "InvalidMessageError",
     "InvalidRangeError",
     "InvalidResponseError",
+    "LocalModelError",
     "MCPConnectionError",
     "MCPServerError",
     "MCPTimeoutError",
@@ -115,6 +119,7 @@ __all__ = [
     "MemoryRequestError",
     "MessageNotFoundError",
     "MissingExtraError",
+    "ModelSpecError",
     "NotFoundError",
     "OutputValidationError",
     "OverloadedError",
@@ -139,6 +144,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolResultLostError",
     "ToolValidationError",
+    "TraceFileError",
     "UnknownToolError",
     "UsageError",
     "WaitingForApprovalError",
@@ -231,6 +237,33 @@ class MissingExtraError(UsageError, ImportError):
         self.needed_by = needed_by
 
 
+class ModelSpecError(UsageError, ValueError):
+    """A model spec names no known provider, or its provider cannot be used as named."""
+
+
+class LocalModelError(UsageError):
+    """The local model cannot run.
+
+    The extra or the model file is missing, or the server failed to start; the message then
+    carries the server's last output.
+    """
+
+
+class TraceFileError(UsageError, ValueError):
+    """A file given as a trace is not one this hookloop can read.
+
+    Attributes:
+        path: The file.
+        line: The first line that cannot be read (1-based), or ``None`` for the whole file.
+    """
+
+    def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
+        where = f"{path}, line {line}" if line is not None else path
+        super().__init__(f"{where}: {message}")
+        self.path = path
+        self.line = line
+
+
 class MemoryRequestError(UsageError, ValueError):
     """A memory write or search cannot be done as asked; nothing was written.
 
@@ -240,7 +273,7 @@ class MemoryRequestError(UsageError, ValueError):
 
 
 class HistoryError(UsageError):
-    """A :class:`~hookloop.context.ChatHistory` call cannot be applied as given.
+    """A :class:`~hookloop.ChatHistory` call cannot be applied as given.
 
     The history is left exactly as it was before the call.
     """
@@ -605,8 +638,7 @@ class MemoryNotFoundError(RunError, LookupError):
     """No memory entry has the id, or contains the text, that a replace or remove named.
 
     A run failure, like :class:`SessionNotFoundError`: the entry may have been removed by
-    another process or by the model through the memory tool (in hookloop 0.1 it
-    was a :class:`UsageError`; see ``docs/migration.md``).
+    another process or by the model through the memory tool.
 
     Attributes:
         memory_type: The memory type searched.

@@ -5,8 +5,7 @@ with :func:`import_extra` (or, for imports whose types a module needs, inside
 :func:`extra_needed`), so a missing extra is one
 :class:`~hookloop.MissingExtraError` naming the ``pip install`` line, never a
 ``ModuleNotFoundError`` from deep inside a client library. A package whose names need an
-extra (or are costly to import) exposes them through :func:`lazy_getattr`, which also
-answers the package's deprecated module paths and renamed names.
+extra (or are costly to import) exposes them through :func:`lazy_getattr`.
 """
 
 from __future__ import annotations
@@ -17,8 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from types import ModuleType
 
-from ._deprecated import MOVED_MODULES, RENAMED, warn_deprecated
 from ._errors import MissingExtraError, UsageError
+from ._publish import publish_one
 
 __all__ = ["extra_needed", "import_attribute", "import_extra", "lazy_dir", "lazy_getattr"]
 
@@ -72,30 +71,22 @@ def import_attribute(spec: str, what: str) -> object:
 
 
 def lazy_getattr(package: str, lazy: Mapping[str, str]) -> Callable[[str], object]:
-    """The module ``__getattr__`` of ``package``: its lazy names, old paths and old names.
+    """The module ``__getattr__`` of ``package``: its names loaded on first use.
 
     Args:
         package: The package's ``__name__``.
         lazy: Each name loaded on first use -> the module (relative to ``package``) that
-            defines it; the value is then kept in the package's namespace.
+            defines it; the value is then kept in the package's namespace, published
+            under the package's name (``_publish.py``).
     """
 
     def __getattr__(name: str) -> object:
         source = lazy.get(name)
         if source is not None:
             value = getattr(importlib.import_module(source, package), name)
+            publish_one(value, package)
             setattr(sys.modules[package], name, value)
             return value
-        old = f"{package}.{name}"
-        if old in MOVED_MODULES:  # an old module path used as an attribute, not imported
-            return importlib.import_module(old)
-        new_name = RENAMED.get(old)
-        if new_name is not None:
-            warn_deprecated(
-                f"{old} is renamed {new_name}; the old name goes in the next release "
-                "(see docs/migration.md)"
-            )
-            return getattr(sys.modules[package], new_name)
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     return __getattr__

@@ -31,14 +31,6 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
-from ._events import (
-    AgentEvent,
-    AgentResponse,
-    ChatDone,
-    message_committed,
-    tool_call_finished,
-    tool_call_started,
-)
 from ._messages import (
     AssistantMessage,
     Message,
@@ -52,6 +44,14 @@ from ._model_call import ModelCalls
 from ._output import Accepted, OutputSpec, Rejected
 from ._run_context import NO_DEPS, MissingDepsError, RunContext
 from ._setup import ChatSetup, Resumption, StepRunner, build_request
+from ._stream_events import (
+    AgentEvent,
+    AgentResponse,
+    ChatDone,
+    message_committed,
+    tool_call_finished,
+    tool_call_started,
+)
 from ._tools import exception_text, serialize_result
 from .hooks._contexts import (
     ApprovalDecisionContext,
@@ -117,6 +117,7 @@ class ChatRun(ModelCalls):
         "_message",
         "_new",
         "_output_failures",
+        "_rulings",
         "_setup",
         "_unanswered",
         "_waiting",
@@ -143,6 +144,8 @@ class ChatRun(ModelCalls):
         self._unanswered: dict[str, ToolCall] = {}
         self._finished_results: dict[str, ToolMessage] = {}
         self._waiting: list[_Waiting] = []
+        # How each decided call of a resumed chat is answered, while _decide runs them.
+        self._rulings: dict[str, Ruling] | None = None
         self._usage = Usage()
         self._iteration = 0
         self._output_failures = 0
@@ -345,7 +348,6 @@ class ChatRun(ModelCalls):
         if hs := self._handlers.get(ON_APPROVAL_DECISION):
             for p, decision in resumption.decided:
                 await notify(hs, ApprovalDecisionContext(pending=p, decision=decision))
-        rulings = {r.call_id: r for r in resumption.rulings}
         batch = tuple(
             dataclasses.replace(calls[r.call_id], arguments=r.arguments)
             if r.action in ("run", "lost")
@@ -353,7 +355,11 @@ class ChatRun(ModelCalls):
             for r in resumption.rulings
         )
         self._unanswered = {call.id: call for call in batch}
-        await self._run_tools(0, resumption.message.id, batch, rulings)
+        self._rulings = {r.call_id: r for r in resumption.rulings}
+        try:
+            await self._run_tools(0, resumption.message.id, batch)
+        finally:  # the next batch's calls may reuse these ids
+            self._rulings = None
 
     # -- typed output --------------------------------------------------------------------
 
@@ -530,13 +536,11 @@ class ChatRun(ModelCalls):
         iteration: int,
         message_id: str,
         calls: tuple[ToolCall, ...],
-        rulings: dict[str, Ruling] | None = None,
         answered: dict[str, ToolMessage] | None = None,
     ) -> None:
         """Run the calls concurrently; commit their results in call order.
 
-        A call that waits for approval is kept in ``_waiting`` instead; ``rulings`` say how
-        the decided calls of a resumed chat are answered, by call id. A call in
+        A call that waits for approval is kept in ``_waiting`` instead. A call in
         ``answered`` does not run: its answer is committed in its place in the order.
         ``message_id`` is the assistant message that made the calls.
         """
@@ -548,7 +552,7 @@ class ChatRun(ModelCalls):
         self._finished_results = {}  # per batch: a provider may reuse call ids across turns
         if len(calls) == 1 and answered is None:
             self._checkpoint()
-            outcome = await self._outcome(message_id, calls[0], rulings)
+            outcome = await self._outcome(message_id, calls[0])
             if isinstance(outcome, _Waiting):
                 self._waiting.append(outcome)
             else:
@@ -557,7 +561,7 @@ class ChatRun(ModelCalls):
         tasks = [
             _answered(answer)
             if answered is not None and (answer := answered.get(call.id)) is not None
-            else asyncio.ensure_future(self._keep(message_id, call, rulings))
+            else asyncio.ensure_future(self._keep(message_id, call))
             for call in calls
         ]
         try:
@@ -577,17 +581,13 @@ class ChatRun(ModelCalls):
                 if not task.cancelled():
                     task.exception()
 
-    async def _keep(
-        self, message_id: str, call: ToolCall, rulings: dict[str, Ruling] | None
-    ) -> ToolMessage | _Waiting:
-        outcome = await self._outcome(message_id, call, rulings)
+    async def _keep(self, message_id: str, call: ToolCall) -> ToolMessage | _Waiting:
+        outcome = await self._outcome(message_id, call)
         if isinstance(outcome, ToolMessage):
             self._finished_results[call.id] = outcome
         return outcome
 
-    async def _outcome(
-        self, message_id: str, call: ToolCall, rulings: dict[str, Ruling] | None
-    ) -> ToolMessage | _Waiting:
+    async def _outcome(self, message_id: str, call: ToolCall) -> ToolMessage | _Waiting:
         """Run one call; a call found to wait fires ``on_approval_request`` at once.
 
         At once, not when the batch is done: a session recorder then keeps the request
@@ -595,9 +595,9 @@ class ChatRun(ModelCalls):
         """
         steps = self._setup.steps
         if steps is None:
-            outcome = await self._execute(call, rulings)
+            outcome = await self._execute(call)
         else:
-            outcome = await self._recorded_tool_call(steps, call, rulings)
+            outcome = await self._recorded_tool_call(steps, call)
         if isinstance(outcome, _Waiting):
             outcome = dataclasses.replace(
                 outcome, pending=dataclasses.replace(outcome.pending, message_id=message_id)
@@ -612,9 +612,7 @@ class ChatRun(ModelCalls):
                 )
         return outcome
 
-    async def _recorded_tool_call(
-        self, steps: StepRunner, call: ToolCall, rulings: dict[str, Ruling] | None
-    ) -> ToolMessage:
+    async def _recorded_tool_call(self, steps: StepRunner, call: ToolCall) -> ToolMessage:
         """One tool call as a durable step (its hooks inside): a replay takes the record.
 
         Raises:
@@ -624,7 +622,7 @@ class ChatRun(ModelCalls):
 
         async def run() -> tuple[ToolMessage, Usage | None]:
             before = self._usage  # tool steps run one at a time: only this call adds
-            outcome = await self._execute(call, rulings)
+            outcome = await self._execute(call)
             if isinstance(outcome, _Waiting):
                 raise UsageError(
                     f"tool {call.name!r} needs approval, which a durable turn cannot wait for"
@@ -641,18 +639,17 @@ class ChatRun(ModelCalls):
             self.add_usage(usage)
         return message
 
-    async def _execute(
-        self, call: ToolCall, rulings: dict[str, Ruling] | None = None
-    ) -> ToolMessage | _Waiting:
+    async def _execute(self, call: ToolCall) -> ToolMessage | _Waiting:
         """Run one tool call through its hooks; returns the tool message, or the wait.
 
-        With ``rulings`` (a chat answering decided calls), the call's ruling stands in for
+        In a chat answering decided calls (``_rulings``), the call's ruling stands in for
         approval: a denial answers it at once; an approved call (``call`` carries the
         decided arguments) runs with exactly those arguments, whatever ``pre_tool_call``
         handlers return as a new call; one that may have run already runs again only if its
         tool is idempotent.
         """
         error: ToolError
+        rulings = self._rulings
         ruling = rulings.get(call.id) if rulings is not None else None
         if ruling is not None and ruling.action in ("deny", "set_aside"):
             return _tool_text(call, ruling.answer(), error=True)

@@ -223,6 +223,7 @@ _IMAGE_RULES: tuple[_Rule, ...] = tuple(
 )
 
 ContentPart: TypeAlias = TextPart | ImagePart
+"""One part of a user message's content: text or an image."""
 
 
 _ARGUMENTS_JSON = json.JSONEncoder(ensure_ascii=False)
@@ -442,6 +443,7 @@ class ToolMessage:
 
 
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+"""Any message of a conversation; ``message.role`` tells which it is."""
 
 _USER_RULES: tuple[_Rule, ...] = (
     ("content", _is_user_content, "a str or a tuple of TextPart / ImagePart"),

@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from ._errors import HookReturnError, InvalidResponseError
-from ._events import AgentEvent, ModelCallRestarted, ModelRetry, PartialOutput
 from ._messages import AssistantMessage, SystemMessage, ToolMessage, Usage, UserMessage
 from ._output import PartialOutputs
+from ._stream_events import AgentEvent, ModelCallRestarted, ModelRetry, PartialOutput
 from .context._repair import repair
 from .hooks._contexts import (
     AfterModelCallContext,

@@ -236,7 +236,7 @@ class OutputSpec(Generic[T]):
         return self._check(message.content, None)
 
     def validate(self, value: object) -> T:
-        """``value`` validated as the output type (a hook's :class:`~hookloop.OutputReturn`).
+        """``value`` validated as the output type (a hook's :class:`~hookloop.hooks.OutputReturn`).
 
         Raises:
             pydantic.ValidationError: It is not one.

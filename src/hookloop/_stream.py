@@ -41,16 +41,16 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from ._events import AgentEvent, AgentResponse
 from ._run_context import NO_DEPS
+from ._stream_events import AgentEvent, AgentResponse
 
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from ._chat_slot import ChatHost
     from ._loop import ChatRun
     from ._messages import UserMessage
     from ._output import OutputSpec
-    from ._slot import ChatHost
 
 __all__ = ["STREAM_CLOSED", "Begin", "ChatStream", "StreamedChat", "handoff"]
 
@@ -454,6 +454,5 @@ class ChatStream:
     async def _begin(self) -> tuple[ChatRun, Coroutine[Any, Any, AgentResponse]]:
         """Claim the agent's chat slot for this stream's chat: at its first ``__anext__``."""
         agent = self._agent
-        opening = await agent._opening(self._message, self._deps)
-        run = agent._start(opening, handoff, self._deps, self._output)
+        run = await agent._start(self._message, handoff, self._deps, self._output)
         return run, agent._slot.drive(run)

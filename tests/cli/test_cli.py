@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import hookloop
+from hookloop._builtin_tools import calculator
 from hookloop._cli import main
 from hookloop._errors import AuthenticationError
-from hookloop._toolbox import calculator
 from hookloop.models._spec import ModelSpecError, model_from_spec
 from hookloop.retry._backoff import Backoff
 from tests.models._provider_server import ProviderServer, Reply, answer

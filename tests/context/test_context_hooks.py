@@ -8,17 +8,15 @@ from hookloop import (
     AfterModelCallContext,
     Agent,
     BadRequestError,
-    ContextBeforeRequestResult,
-    ContextHooks,
-    ContextOnErrorResult,
     ContextOverflowError,
-    DefaultRetryStrategy,
     Message,
     RateLimitError,
     ServerError,
     UserMessage,
-    is_context_overflow,
 )
+from hookloop.context import ContextBeforeRequestResult, ContextHooks, ContextOnErrorResult
+from hookloop.models import is_context_overflow
+from hookloop.retry import DefaultRetryStrategy
 from hookloop.testing import ScriptedModel
 
 OVERFLOW_TEXTS = [

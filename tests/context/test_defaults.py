@@ -20,25 +20,25 @@ from hookloop import (
     Agent,
     AssistantMessage,
     ChatErrorContext,
-    ContextBeforeRequestResult,
-    ContextHooks,
+    ChatHistory,
     ContextOverflowError,
     Message,
     ModelSettings,
-    PreCompressContext,
-    ProviderRequest,
     ServerError,
     UsageError,
     UserMessage,
     tool,
 )
 from hookloop.context import (
-    ChatHistory,
     Compaction,
+    ContextBeforeRequestResult,
+    ContextHooks,
     SlidingWindow,
     count_overhead,
     count_request,
 )
+from hookloop.hooks import PreCompressContext
+from hookloop.models import ProviderRequest
 from hookloop.retry import FallbackStrategy
 from hookloop.testing import ScriptedModel, tool_call
 from tests.context.test_policies import problems, text

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from hookloop import (
     AssistantMessage,
+    ChatHistory,
     DuplicateMessageIdError,
     HistoryError,
     ImagePart,
@@ -27,13 +28,7 @@ from hookloop import (
     UsageError,
     UserMessage,
 )
-from hookloop.context import (
-    MISSING_RESULT_TEXT,
-    CachingCounter,
-    ChatHistory,
-    EstimateCounter,
-    TokenCounter,
-)
+from hookloop.context import MISSING_RESULT_TEXT, CachingCounter, EstimateCounter, TokenCounter
 from tests.context.test_strategies import histories, last_user, problems
 
 Snapshot = tuple[list[Message], int, int, SystemMessage | None, tuple[Message, ...]]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookloop import Agent, AssistantMessage, Message, UserMessage
-from hookloop.context import CachingCounter, ChatHistory
+from hookloop import Agent, AssistantMessage, ChatHistory, Message, UserMessage
+from hookloop.context import CachingCounter
 from hookloop.testing import ScriptedModel
 from tests.context.test_trim import LenCounter
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import gc
 import tracemalloc
 
-from hookloop import AssistantMessage, Message, UserMessage
-from hookloop.context import ChatHistory
+from hookloop import AssistantMessage, ChatHistory, Message, UserMessage
 
 HISTORIES = 200
 

@@ -11,12 +11,9 @@ from hypothesis import strategies as st
 from hookloop import (
     Agent,
     AssistantMessage,
-    ContextHooks,
-    ContextOnErrorResult,
+    ChatHistory,
     ContextOverflowError,
     Message,
-    PreCompressContext,
-    ProviderRequest,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -24,11 +21,14 @@ from hookloop import (
 )
 from hookloop.context import (
     SUMMARY_HEADER,
-    ChatHistory,
     Compaction,
+    ContextHooks,
+    ContextOnErrorResult,
     SlidingWindow,
     count_request,
 )
+from hookloop.hooks import PreCompressContext
+from hookloop.models import ProviderRequest
 from hookloop.testing import FunctionModel, ScriptedModel, tool_call
 from tests.context.test_strategies import last_user, valid_histories
 

@@ -7,8 +7,10 @@ A real agent runs each case with the scripted model, which records every request
 
 from __future__ import annotations
 
-from hookloop import Agent, ContextOverflowError, PreCompressContext, ProviderRequest, UserMessage
+from hookloop import Agent, ContextOverflowError, UserMessage
 from hookloop.context import SUMMARY_HEADER, Compaction, SlidingWindow, count_request
+from hookloop.hooks import PreCompressContext
+from hookloop.models import ProviderRequest
 from hookloop.testing import ScriptedModel
 from tests.context.test_policies import problems, text
 

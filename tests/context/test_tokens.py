@@ -24,11 +24,9 @@ from hookloop import (
     AssistantMessage,
     ImagePart,
     Message,
-    ProviderRequest,
     SystemMessage,
     TextPart,
     ToolCall,
-    ToolDefinition,
     ToolMessage,
     Usage,
     UsageError,
@@ -48,6 +46,7 @@ from hookloop.context import (
     encoding_for_model,
 )
 from hookloop.context import _tokens as tokens_module
+from hookloop.models import ProviderRequest, ToolDefinition
 
 TOOL = ToolDefinition(
     name="search",

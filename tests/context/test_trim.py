@@ -18,7 +18,6 @@ from hookloop import (
     SystemMessage,
     TextPart,
     ToolCall,
-    ToolDefinition,
     ToolMessage,
     UsageError,
     UserMessage,
@@ -32,6 +31,7 @@ from hookloop.context import (
     trim_to_budget,
     truncate_tool_results,
 )
+from hookloop.models import ToolDefinition
 from tests.context.test_strategies import histories, last_user, problems
 
 MARKER = re.compile(r"\[truncated: (\d+) characters removed to fit the context window\]$")

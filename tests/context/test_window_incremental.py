@@ -22,14 +22,13 @@ from hookloop import (
     AssistantMessage,
     ContextOverflowError,
     Message,
-    ProviderRequest,
-    ProviderResponse,
     ToolCall,
     ToolMessage,
     UserMessage,
     tool,
 )
 from hookloop.context import SlidingWindow, count_overhead, count_request, repair
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, text_response, tool_calls
 from tests.context.test_policies import text
 from tests.context.test_strategies import valid_histories

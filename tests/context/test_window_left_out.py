@@ -15,13 +15,12 @@ from hookloop import (
     ContextOverflowError,
     HookReturnError,
     MessageContext,
-    PreCompressContext,
     PreRequestContext,
     ResponseContext,
     UserMessage,
 )
 from hookloop.context import Compaction, SlidingWindow
-from hookloop.hooks import Phase
+from hookloop.hooks import Phase, PreCompressContext
 from hookloop.testing import ScriptedModel
 
 

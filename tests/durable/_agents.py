@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from hookloop import Agent, ProviderRequest, ProviderResponse, RunContext, ToolCall, tool
+from hookloop import Agent, RunContext, ToolCall, tool
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, tool_call, tool_calls
 
 calls: list[str] = []

@@ -24,14 +24,13 @@ from hookloop import (
     ChatStartContext,
     Message,
     MessageContext,
-    ProviderRequest,
-    ProviderResponse,
     ToolCall,
     Usage,
     UserMessage,
     tool,
 )
 from hookloop.durable import DBOSEngine, DurableChats, replaying, workflow_id
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
 from tests.durable._turn_worker import _dir, log, stop_here

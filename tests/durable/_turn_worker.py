@@ -28,15 +28,14 @@ from hookloop import (
     MessageContext,
     PreRequestContext,
     PreToolCallContext,
-    ProviderRequest,
-    ProviderResponse,
     RunContext,
     Usage,
     UserMessage,
-    dump_messages,
     tool,
 )
 from hookloop.durable import DBOSEngine, DurableChats, replaying
+from hookloop.models import ProviderRequest, ProviderResponse
+from hookloop.sessions import dump_messages
 from hookloop.testing import FunctionModel, tool_call
 from tests.sessions._backends import open_store
 

@@ -9,7 +9,8 @@ worker inside a model call or the tool and kill it there.
 
 from __future__ import annotations
 
-from hookloop import Agent, ProviderRequest, ProviderResponse, ToolMessage, UserMessage, tool
+from hookloop import Agent, ToolMessage, UserMessage, tool
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, text_response, tool_call
 from tests.durable._dbos_worker import step_body
 

@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from hookloop import ToolResultLostError, dump_messages, load_messages
+from hookloop import ToolResultLostError
 from hookloop._errors import RESULT_LOST_TEXT
+from hookloop.sessions import dump_messages, load_messages
 from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT, open_store
 

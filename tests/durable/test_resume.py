@@ -13,8 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hookloop import dump_messages
-from hookloop.sessions import SQLiteSessionStore
+from hookloop.sessions import SQLiteSessionStore, dump_messages
 from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT
 

@@ -31,7 +31,6 @@ from hookloop import (
     AgentResponse,
     AssistantMessage,
     DurableRecordError,
-    ProviderResponse,
     RunContext,
     SessionConflictError,
     ToolCall,
@@ -50,6 +49,7 @@ from hookloop.durable._records import (
     encode_response,
     encode_tool_call,
 )
+from hookloop.models import ProviderResponse
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import ScriptedModel
 from tests.durable import _agents

@@ -11,11 +11,9 @@ from hookloop import (
     AssistantMessage,
     Message,
     MessageContext,
-    Model,
     PreRequestContext,
     PreToolCallContext,
     ResponseContext,
-    ScopeContext,
     Tool,
     ToolCall,
     ToolErrorContext,
@@ -24,6 +22,8 @@ from hookloop import (
     UserMessage,
     tool,
 )
+from hookloop.hooks import ScopeContext
+from hookloop.models import Model
 from hookloop.testing import ScriptedModel
 
 CHAT_EVENTS = (

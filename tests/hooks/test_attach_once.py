@@ -13,22 +13,13 @@ from typing import Any
 
 import pytest
 
-from hookloop import (
-    Agent,
-    Compaction,
-    DefaultRetryStrategy,
-    FallbackStrategy,
-    JsonLinesTracePlugin,
-    OpenTelemetryPlugin,
-    Plugin,
-    SessionRecorder,
-    SlidingWindow,
-    SQLiteSessionStore,
-    ToolRetryStrategy,
-    UsageError,
-)
+from hookloop import Agent, Plugin, UsageError
+from hookloop.context import Compaction, SlidingWindow
 from hookloop.hooks import HookRegistry, attach_once
 from hookloop.mcp import MCPToolset
+from hookloop.observe import JsonLinesTracePlugin, OpenTelemetryPlugin
+from hookloop.retry import DefaultRetryStrategy, FallbackStrategy, ToolRetryStrategy
+from hookloop.sessions import SessionRecorder, SQLiteSessionStore
 from hookloop.testing import ScriptedModel
 
 PLUGINS: dict[str, Callable[[Path], Plugin]] = {

@@ -25,16 +25,15 @@ from hookloop import (
     MessageContext,
     PreRequestContext,
     PreToolCallContext,
-    ProviderRequest,
-    ProviderResponse,
     ResponseContext,
     Scope,
-    ScopeContext,
     ServerError,
     ToolCall,
     ToolErrorContext,
     ToolResultContext,
 )
+from hookloop.hooks import ScopeContext
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import (
     ScriptedModel,
     tool_call,

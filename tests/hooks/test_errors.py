@@ -23,13 +23,13 @@ from hookloop import (
     MessageCommitted,
     MessageContext,
     PreToolCallContext,
-    ProviderRequest,
     ResponseContext,
     ServerError,
     ToolCall,
     ToolMessage,
     tool,
 )
+from hookloop.models import ProviderRequest
 from hookloop.testing import (
     FunctionModel,
     ScriptedModel,

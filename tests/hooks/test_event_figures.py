@@ -9,18 +9,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from hookloop import (
-    Agent,
-    BackoffWaitContext,
-    CompactionContext,
-    ContextOverflowError,
-    FirstChunkContext,
-    RateLimitError,
-    TracePlugin,
-    TrimContext,
-    tool,
-)
+from hookloop import Agent, ContextOverflowError, RateLimitError, TracePlugin, tool
 from hookloop.context import Compaction, SlidingWindow
+from hookloop.hooks import BackoffWaitContext, CompactionContext, FirstChunkContext, TrimContext
 from hookloop.retry import Backoff, DefaultRetryStrategy
 from hookloop.testing import FakeClock, ScriptedModel, ScriptStep, text_response, tool_call
 

@@ -25,29 +25,27 @@ import hookloop.hooks._host as host_module
 from hookloop import (
     Agent,
     AssistantMessage,
-    ContextHooks,
+    HookEvent,
     HookRegistrationError,
     HookReturnError,
-    ProviderRequest,
-    ProviderResponse,
+    PreRequestContext,
+    ResponseContext,
     TracePlugin,
     UsageError,
     UserMessage,
 )
 from hookloop._delegation import _FORWARDED
-from hookloop.context import Compaction, SlidingWindow
+from hookloop.context import Compaction, ContextHooks, SlidingWindow
 from hookloop.hooks import (
     EVENT_TABLE,
     EventSpec,
     HistoryReplacement,
-    HookEvent,
     HookHost,
     Phase,
     PreCompressContext,
-    PreRequestContext,
-    ResponseContext,
     attach_once,
 )
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.retry import DefaultRetryStrategy, FallbackStrategy, ToolRetryStrategy
 from hookloop.sessions import SessionRecorder, SQLiteSessionStore
 from hookloop.testing import ScriptedModel

@@ -13,12 +13,9 @@ import pytest
 from hookloop import (
     AfterModelCallContext,
     Agent,
-    DefaultRetryStrategy,
     HookReturnError,
     PreRequestContext,
     PreToolCallContext,
-    ProviderRequest,
-    ProviderResponse,
     ResponseContext,
     ServerError,
     ToolCall,
@@ -28,6 +25,8 @@ from hookloop import (
     UserMessage,
     tool,
 )
+from hookloop.models import ProviderRequest, ProviderResponse
+from hookloop.retry import DefaultRetryStrategy
 from hookloop.testing import (
     ScriptedModel,
     text_response,

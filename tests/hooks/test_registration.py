@@ -7,14 +7,8 @@ Part of DESIGN.md sections 2 and 3 (seed 002 "AG2B hooks").
 
 import pytest
 
-from hookloop import (
-    ChatStartContext,
-    Disposer,
-    HookRegistrationError,
-    HookReturnError,
-    ScopeContext,
-    UsageError,
-)
+from hookloop import ChatStartContext, Disposer, HookRegistrationError, HookReturnError, UsageError
+from hookloop.hooks import ScopeContext
 from hookloop.testing import ScriptedModel
 from tests.hooks._support import (
     SCOPE_EVENTS,

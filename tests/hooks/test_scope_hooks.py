@@ -7,12 +7,8 @@ Part of DESIGN.md sections 2 and 3 (seed 002 "AG2B hooks").
 
 import pytest
 
-from hookloop import (
-    Scope,
-    ScopeContext,
-    ScopeNotFoundError,
-    UsageError,
-)
+from hookloop import Scope, ScopeNotFoundError, UsageError
+from hookloop.hooks import ScopeContext
 from hookloop.testing import ScriptedModel
 from tests.hooks._support import (
     SCOPE_EVENTS,

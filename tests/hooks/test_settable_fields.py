@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from hookloop import Agent, HookReturnError, ProviderRequest, ProviderResponse
+from hookloop import Agent, HookReturnError
 from hookloop.hooks import EVENT_TABLE
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import ScriptedModel
 
 # (event, field, what the error says to do)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hookloop import Agent, Scope, tool
-from hookloop._toolbox import calculator
+from hookloop._builtin_tools import calculator
 from hookloop.testing import ScriptedModel
 
 

@@ -13,7 +13,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import Field
 
 from hookloop import Agent, AssistantMessage, ModelSettings, ToolMessage
-from hookloop._toolbox import calculator as local_calculator
+from hookloop._builtin_tools import calculator as local_calculator
 from hookloop.mcp import MCPToolset
 from hookloop.models._local import LocalModel
 

@@ -28,7 +28,7 @@ from hookloop import (
     UsageError,
     tool,
 )
-from hookloop._toolbox import calculator
+from hookloop._builtin_tools import calculator
 from hookloop.mcp import MCPToolset, mcp_server
 from hookloop.mcp._serve import tcp_listener
 from hookloop.testing import ScriptedModel, tool_call

@@ -29,14 +29,13 @@ from hookloop import (
     ConcurrentChatError,
     MemoryNotFoundError,
     MemoryRequestError,
-    MemoryWriteContext,
     Scope,
-    SessionSwitchContext,
     UsageError,
     UserMessage,
     tool,
 )
 from hookloop.context import SUMMARY_HEADER, Compaction
+from hookloop.hooks import MemoryWriteContext, SessionSwitchContext
 from hookloop.memory import (
     MemoryEntry,
     MemoryHooks,

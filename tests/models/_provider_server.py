@@ -276,7 +276,7 @@ def adapter(api: str, server: ProviderServer, *, prefix: str | None = None, **kw
     ``prefix`` is the API root's path on the server; by default the provider's own
     (``/v1`` for OpenAI, none for Anthropic, whose client adds ``/v1``).
     """
-    from hookloop import AnthropicModel, OpenAIModel, OpenAIResponsesModel
+    from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel
 
     kwargs.setdefault("api_key", "k")
     if api == "chat.completions":

@@ -24,10 +24,8 @@ from hookloop import (
     AssistantMessage,
     BadRequestError,
     ContextOverflowError,
-    LocalModel,
     Message,
     ModelSettings,
-    ProviderRequest,
     TextDelta,
     ToolCall,
     ToolMessage,
@@ -36,6 +34,7 @@ from hookloop import (
     clock,
     tool,
 )
+from hookloop.models import LocalModel, ProviderRequest
 from hookloop.models._local import NEUTRAL_SAMPLING, LocalModelError, default_model_path
 
 HOOKLOOP = Path(sys.executable).with_name("hookloop")

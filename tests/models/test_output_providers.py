@@ -15,14 +15,13 @@ from hookloop import (
     OUTPUT_TOOL_NAME,
     Agent,
     ModelSettings,
-    OutputFormat,
     PartialOutput,
-    ProviderRequest,
     UsageError,
     UserMessage,
     tool,
 )
-from hookloop._toolbox import calculator
+from hookloop._builtin_tools import calculator
+from hookloop.models import OutputFormat, ProviderRequest
 from hookloop.models._local import LocalModel
 from hookloop.models._openai import OpenAIModel
 from tests.models._provider_server import (

@@ -3,7 +3,7 @@
 Each file in ``tests/fixtures/overflow/`` is one overflow error a provider or server really
 sends (where it was found is in its ``source``). Each is replayed over real HTTP through the
 official client of its API and must come out as :class:`~hookloop.ContextOverflowError`, and
-:func:`~hookloop.is_context_overflow` must say so of its text too.
+:func:`~hookloop.models.is_context_overflow` must say so of its text too.
 """
 
 from __future__ import annotations
@@ -19,16 +19,14 @@ from hookloop import (
     Agent,
     AssistantMessage,
     BadRequestError,
-    ContextHooks,
-    ContextOnErrorResult,
     ContextOverflowError,
-    ProviderRequest,
     RateLimitError,
     UserMessage,
-    is_context_overflow,
 )
-from hookloop.models._errors import error_fields, provider_error
+from hookloop.context import ContextHooks, ContextOnErrorResult
+from hookloop.models import ProviderRequest, is_context_overflow
 from hookloop.models._overflow import OVERFLOW_KEYWORDS
+from hookloop.models._provider_errors import error_fields, provider_error
 from hookloop.testing import ScriptedModel
 from tests.models._provider_server import (
     ProviderServer,
@@ -260,3 +258,16 @@ async def test_other_bad_requests_stay_bad_requests(
 
     assert type(raised.value) is BadRequestError
     assert not is_context_overflow(raised.value)
+
+
+def test_overflow_classification_lives_in_the_models_layer() -> None:
+    from hookloop.context import _sliding_window
+    from hookloop.models import _overflow, _provider_errors
+
+    assert is_context_overflow.__module__ == "hookloop.models"
+    assert _overflow.is_context_overflow is is_context_overflow
+    assert _sliding_window.is_context_overflow is is_context_overflow
+    assert _provider_errors.is_overflow_text is _overflow.is_overflow_text
+    # The models layer does not reach up into context/ (it did for the overflow markers).
+    for path in (Path(_overflow.__file__).parent).glob("*.py"):
+        assert "..context" not in path.read_text(), path.name

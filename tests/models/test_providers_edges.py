@@ -17,7 +17,6 @@ from hookloop import (
     Agent,
     AssistantMessage,
     InvalidResponseError,
-    ProviderRequest,
     ProviderTimeoutError,
     TextDelta,
     ToolCall,
@@ -25,7 +24,13 @@ from hookloop import (
     UsageError,
     UserMessage,
 )
-from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel, model_from_spec
+from hookloop.models import (
+    AnthropicModel,
+    OpenAIModel,
+    OpenAIResponsesModel,
+    ProviderRequest,
+    model_from_spec,
+)
 from hookloop.models._client import SplitPairs, encodable, is_host
 from hookloop.models._spec import ModelSpecError
 from tests.models._provider_server import (

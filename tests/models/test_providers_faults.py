@@ -12,28 +12,26 @@ from typing import Any
 import pytest
 
 from hookloop import (
-    TRANSIENT_ERRORS,
     AfterModelCallContext,
     Agent,
     AssistantMessage,
     AuthenticationError,
     ContextOverflowError,
-    DefaultRetryStrategy,
     InvalidResponseError,
     ModelRetry,
     OverloadedError,
     ProviderConnectionError,
     ProviderError,
-    ProviderRequest,
     ProviderTimeoutError,
     RateLimitError,
     ServerError,
     TextDelta,
     ToolMessage,
     UserMessage,
-    is_context_overflow,
 )
 from hookloop.context import Compaction
+from hookloop.models import ProviderRequest, is_context_overflow
+from hookloop.retry import TRANSIENT_ERRORS, DefaultRetryStrategy
 from hookloop.testing import FakeClock
 from tests.models._chats import chat, weather_agent
 from tests.models._provider_server import (

@@ -13,16 +13,19 @@ import pytest
 from hookloop import (
     Agent,
     ProviderConnectionError,
-    ProviderRequest,
-    ProviderResponse,
     RateLimitError,
-    ResponseAccumulator,
     ServerError,
     TextDelta,
     UsageError,
     UserMessage,
 )
-from hookloop.models import AnthropicModel, OpenAIModel
+from hookloop.models import (
+    AnthropicModel,
+    OpenAIModel,
+    ProviderRequest,
+    ProviderResponse,
+    ResponseAccumulator,
+)
 from hookloop.retry import DefaultRetryStrategy
 from tests.models._provider_server import (
     _CHUNK,

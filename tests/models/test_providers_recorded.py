@@ -14,21 +14,22 @@ from typing import Any
 import pytest
 
 from hookloop import (
-    TRANSIENT_ERRORS,
     BadRequestError,
     ContextOverflowError,
     NotFoundError,
     ProviderError,
+    RateLimitError,
+    TextDelta,
+    UserMessage,
+)
+from hookloop.models import (
     ProviderRequest,
     ProviderResponse,
-    RateLimitError,
     ResponseAccumulator,
     StreamEnd,
     StreamPart,
-    TextDelta,
-    UserMessage,
-    retry_after_seconds,
 )
+from hookloop.retry import TRANSIENT_ERRORS, retry_after_seconds
 from tests.models._provider_server import (
     APIS,
     FIXTURES,

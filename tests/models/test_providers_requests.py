@@ -17,15 +17,14 @@ from hookloop import (
     Message,
     ModelRetry,
     ModelSettings,
-    ProviderRequest,
     SystemMessage,
     TextDelta,
     TextPart,
     ToolCall,
-    ToolDefinition,
     ToolMessage,
     UserMessage,
 )
+from hookloop.models import ProviderRequest, ToolDefinition
 from tests.models._chats import chat, weather_agent
 from tests.models._provider_server import (
     APIS,

@@ -1,26 +1,23 @@
-"""The test models (ScriptedModel, FunctionModel), ResponseAccumulator and Model.stream."""
+"""The test doubles (ScriptedModel, FunctionModel, FakeClock), ResponseAccumulator, Model.stream."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from hookloop import (
     Agent,
     AssistantMessage,
     ChatDone,
     InvalidResponseError,
-    Model,
     ModelSettings,
-    ProviderRequest,
-    ProviderResponse,
     RateLimitError,
-    ResponseAccumulator,
     ScriptExhaustedError,
-    StreamEnd,
-    StreamPart,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -28,7 +25,16 @@ from hookloop import (
     UsageError,
     UserMessage,
 )
+from hookloop.models import (
+    Model,
+    ProviderRequest,
+    ProviderResponse,
+    ResponseAccumulator,
+    StreamEnd,
+    StreamPart,
+)
 from hookloop.testing import (
+    FakeClock,
     FunctionModel,
     ScriptedModel,
     ScriptStep,
@@ -457,6 +463,31 @@ def test_model_is_abstract_and_has_defaults() -> None:
         Model()  # type: ignore[abstract]
     assert Model.name == "model"
     assert Model.context_window is None
+
+
+@given(
+    start=st.floats(min_value=0, max_value=2e9),
+    steps=st.lists(st.tuples(st.booleans(), st.floats(min_value=0, max_value=1e4)), max_size=20),
+)
+def test_fake_clock_moves_only_by_its_sleeps_and_advances(
+    start: float, steps: list[tuple[bool, float]]
+) -> None:
+    clock = FakeClock(start)
+    expected = start
+
+    async def run() -> None:
+        nonlocal expected
+        for sleeps, seconds in steps:
+            if sleeps:
+                await clock.sleep(seconds)
+            else:
+                clock.advance(seconds)
+            expected += seconds
+            assert clock() == expected
+
+    asyncio.run(run())
+    assert clock.waits == [seconds for sleeps, seconds in steps if sleeps]
+    assert clock.now == clock() == expected
 
 
 def test_a_script_step_refuses_a_str_response_when_it_is_made() -> None:

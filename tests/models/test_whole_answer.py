@@ -19,10 +19,6 @@ from hookloop import (
     ChatDone,
     InvalidResponseError,
     MessageCommitted,
-    Model,
-    ProviderRequest,
-    ProviderResponse,
-    StreamEnd,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -31,6 +27,7 @@ from hookloop import (
     Usage,
     UserMessage,
 )
+from hookloop.models import Model, ProviderRequest, ProviderResponse, StreamEnd
 from hookloop.models._base import WholeAnswerStream, response_parts
 from hookloop.testing import FunctionModel, ScriptedModel, ScriptStep, tool_calls
 

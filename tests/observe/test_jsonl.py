@@ -18,13 +18,11 @@ from hypothesis import strategies as st
 from hookloop import (
     Agent,
     ChatCancelledError,
-    ProviderRequest,
-    ProviderResponse,
     ToolCall,
     ToolMessage,
+    TraceFileError,
     UsageError,
     UserMessage,
-    dump_messages,
     hooks,
     tool,
 )
@@ -32,13 +30,9 @@ from hookloop._tools import exception_text
 from hookloop.context._tokens import count_request, counter_for_model
 from hookloop.hooks._dispatch import notify
 from hookloop.hooks._events import EVENT_TABLE, EventSpec
-from hookloop.observe import (
-    TRACE_FORMAT,
-    JsonLinesTracePlugin,
-    TraceFileError,
-    read_trace,
-    write_trace_page,
-)
+from hookloop.models import ProviderRequest, ProviderResponse
+from hookloop.observe import TRACE_FORMAT, JsonLinesTracePlugin, read_trace, write_trace_page
+from hookloop.sessions import dump_messages
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_call, tool_calls
 from tests.models._provider_server import ProviderServer, Reply
 from tests.observe._trace_runs import ANSWER, EPOCH, PROMPT, TASK, busy_run, compacted_run

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from hookloop import Agent, ModelSettings
-from hookloop._toolbox import calculator
+from hookloop._builtin_tools import calculator
 from hookloop.models._local import LocalModel
 from hookloop.observe import OpenTelemetryPlugin
 

@@ -24,10 +24,11 @@ from typing import TypeVar
 
 import pytest
 
-from hookloop import Agent, ContextOverflowError, FirstChunkContext
+from hookloop import Agent, ContextOverflowError
+from hookloop._builtin_tools import calculator
 from hookloop._cli import main
-from hookloop._toolbox import calculator
 from hookloop.context import Compaction
+from hookloop.hooks import FirstChunkContext
 from hookloop.observe import JsonLinesTracePlugin, read_trace, render_trace_page
 from hookloop.testing import FakeClock, ScriptedModel
 from tests.models._provider_server import ProviderServer, Reply

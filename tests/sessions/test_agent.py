@@ -12,13 +12,15 @@ from hookloop import (
     Agent,
     AssistantMessage,
     ChatCancelledError,
+    ChatHistory,
+    SessionConflictError,
     ToolMessage,
     UsageError,
     UserMessage,
     tool,
 )
-from hookloop.context import MISSING_RESULT_TEXT, ChatHistory
-from hookloop.sessions import Retention, SessionConflictError, SessionRecorder, SessionStore
+from hookloop.context import MISSING_RESULT_TEXT
+from hookloop.sessions import Retention, SessionRecorder, SessionStore
 from hookloop.testing import ScriptedModel, tool_call
 from tests.sessions._backends import Backend, kill, start_worker
 

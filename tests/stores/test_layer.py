@@ -1,6 +1,6 @@
 """What the memory and session store families share (``hookloop._stores``).
 
-names          one spelling (``SQLite...``); the old name warns and still works
+names          one spelling (``SQLite...``)
 checks         one ``check_limit`` contract; connection strings checked alike
 not found      both families' not-found errors are run failures (``RunError``)
 extras         a missing driver is one ``MissingExtraError`` naming the extra, everywhere
@@ -48,15 +48,6 @@ def test_the_sqlite_session_store_is_spelled_like_the_sqlite_memory_store() -> N
     assert "SQLiteSessionStore" in hookloop.sessions.__all__
     assert "SqliteSessionStore" not in hookloop.sessions.__all__
     assert repr(SQLiteSessionStore("s.db")) == "SQLiteSessionStore('s.db')"
-
-
-def test_the_old_sqlite_session_store_name_warns_and_is_the_same_class(tmp_path: Path) -> None:
-    with pytest.deprecated_call(match=r"SqliteSessionStore is renamed SQLiteSessionStore"):
-        old = hookloop.sessions.SqliteSessionStore  # type: ignore[attr-defined]
-    assert old is SQLiteSessionStore
-    with pytest.deprecated_call():
-        from hookloop.sessions import SqliteSessionStore  # type: ignore[attr-defined]
-    assert SqliteSessionStore is SQLiteSessionStore
 
 
 def test_an_unknown_name_is_still_an_attribute_error() -> None:

@@ -1,6 +1,9 @@
-"""Context management: the token-budgeted history, token counting, trimming and repair.
+"""Context management: context policies, token counting, trimming and repair.
 
-- :class:`ChatHistory`: the conversation and its system prompt, with the seed-001 API.
+The history these work on is :class:`~hookloop.ChatHistory`, at the root.
+
+- Context policies, the plugins that keep each request inside the context window:
+  :class:`SlidingWindow` (the default) and :class:`Compaction`.
 - Token counting: the :class:`TokenCounter` protocol, :class:`TiktokenCounter` (exact,
   offline), :class:`EstimateCounter`, :class:`CachingCounter`, :func:`counter_for_model`,
   and :class:`Calibration` from the provider's reported usage.
@@ -10,10 +13,9 @@
   :func:`group_units` and :func:`repair`.
 """
 
-from .._extras import lazy_getattr as _lazy_getattr
+from .._publish import publish as _publish
 from ._compaction import SUMMARY_HEADER, SUMMARY_PROMPT, Compaction
 from ._context_hooks import ContextBeforeRequestResult, ContextHooks, ContextOnErrorResult
-from ._history import ChatHistory
 from ._repair import MISSING_RESULT_TEXT, repair
 from ._sliding_window import SlidingWindow
 from ._tokens import (
@@ -41,7 +43,6 @@ __all__ = [
     "SUMMARY_PROMPT",
     "CachingCounter",
     "Calibration",
-    "ChatHistory",
     "Compaction",
     "ContextBeforeRequestResult",
     "ContextHooks",
@@ -61,5 +62,4 @@ __all__ = [
     "truncate_tool_results",
 ]
 
-# Only the deprecated module paths of 0.1 (``hookloop.context.<module>``).
-__getattr__ = _lazy_getattr(__name__, {})
+_publish(globals(), __all__)

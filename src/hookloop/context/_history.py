@@ -395,7 +395,7 @@ class ChatHistory:
         A system message may come first; it replaces the system prompt. Without one the
         current system prompt stays, as with :meth:`clear_history`. So
         ``import_history(export_history())`` restores a history exactly. To load JSON, use
-        :func:`~hookloop.messages_from_json` first.
+        :func:`~hookloop.sessions.messages_from_json` first.
 
         Raises:
             InvalidMessageError: ``messages`` is not an iterable of messages, a system message

@@ -519,7 +519,7 @@ class CachingCounter:
 
     Counts are keyed by message id and checked by identity: messages are frozen, so the same
     object always has the same count, while an edited copy that keeps its id (see
-    :meth:`ChatHistory.edit_message <hookloop.context.ChatHistory.edit_message>`) is counted
+    :meth:`ChatHistory.edit_message <hookloop.ChatHistory.edit_message>`) is counted
     afresh. At most ``maxsize`` messages are remembered; past that the entry counted longest
     ago goes first. The last system prompt and tool list are remembered too.
 
@@ -632,7 +632,8 @@ class Calibration:
     It is a value: make a new one from every response that reports usage.
 
     Example:
-        >>> from hookloop import ProviderRequest, UserMessage, Usage
+        >>> from hookloop import UserMessage, Usage
+        >>> from hookloop.models import ProviderRequest
         >>> first = ProviderRequest(model="m", system=None, messages=(UserMessage(content="hi"),))
         >>> cal = Calibration.from_usage(first, Usage(input_tokens=50))
         >>> second = ProviderRequest(

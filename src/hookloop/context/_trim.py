@@ -120,7 +120,7 @@ def trim_to_budget(
         budget: The most tokens the kept messages may take, as the counter counts them.
         counter: Counts messages (and truncated copies).
         counts: Each message's count, if the caller keeps them (as
-            :class:`~hookloop.context.ChatHistory` does); same length as ``messages``.
+            :class:`~hookloop.ChatHistory` does); same length as ``messages``.
 
     Raises:
         UsageError: ``counts`` does not match ``messages`` in length.

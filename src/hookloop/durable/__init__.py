@@ -5,6 +5,7 @@ importing this module does not. See ``docs/durable.md``, and ``docs/scaling.md``
 workers on PostgreSQL (``hookloop worker``, :class:`SessionQueue`).
 """
 
+from .._publish import publish as _publish
 from ._dbos import APPLICATION_VERSION, DBOSEngine
 from ._engine import DurableEngine, WorkflowBody
 from ._queue import SessionQueue
@@ -26,3 +27,5 @@ __all__ = [
     "run_worker",
     "workflow_id",
 ]
+
+_publish(globals(), __all__)

@@ -10,8 +10,8 @@ import json
 from typing import Any, TypeVar
 
 from .._errors import DurableRecordError, InvalidMessageError
-from .._events import AgentResponse
 from .._messages import AssistantMessage, Message, ToolMessage, Usage, UserMessage, load_messages
+from .._stream_events import AgentResponse
 from ..models._base import ProviderResponse
 from ..sessions._codec import encode_message, json_text
 

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 from .._background import run_sync
+from .._chat_slot import ChatHost
 from .._errors import UsageError
-from .._events import AgentEvent, AgentResponse
 from .._extras import import_attribute
 from .._messages import UserInput, UserMessage, user_message
-from .._slot import ChatHost
+from .._stream_events import AgentEvent, AgentResponse
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
 from ._engine import DurableEngine
@@ -39,7 +39,7 @@ def _escaped(part: str) -> str:
     return part.replace("%", "%25").replace(":", "%3A")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
 class TurnHandle:
     """A turn that was started: wait for it with :meth:`result`.
 
@@ -142,7 +142,7 @@ class DurableChats:
         turn = user.id if turn_id is None else check_session_id(turn_id, "turn_id")
         wid = workflow_id(session_id, turn)
         await self.engine.start(self._workflow, wid, encode_turn(session_id, user))
-        return TurnHandle(wid, session_id, turn, self)
+        return TurnHandle(workflow_id=wid, session_id=session_id, turn_id=turn, _chats=self)
 
     def chat_sync(
         self, session_id: str, message: UserInput, *, turn_id: str | None = None
@@ -191,7 +191,8 @@ class DurableChats:
                 records = await self.sessions.records(session_id)
                 steps.watch_commits(agent, {r.message.id for r in records})
             try:
-                response = await agent._slot.drive(agent._start(user, self._on_event, steps=steps))
+                run = await agent._start(user, self._on_event, steps=steps)
+                response = await agent._slot.drive(run)
             finally:
                 await agent.aclose()  # its background tasks (async memory hooks) end here
         finally:

@@ -33,7 +33,7 @@ from ._turn import DurableChats
 from ._wakeup import QueueWaker, install_trigger
 
 if TYPE_CHECKING:
-    from .._slot import ChatHost
+    from .._chat_slot import ChatHost
     from ..sessions._base import SessionStore
 
 __all__ = ["Takeover", "Worker", "WorkerTimings", "run_worker"]

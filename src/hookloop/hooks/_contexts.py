@@ -24,7 +24,7 @@ from .._messages import Message, ToolCall, UserMessage
 from ..models._base import Model, ProviderRequest, ProviderResponse
 
 if TYPE_CHECKING:
-    from .._events import AgentResponse
+    from .._stream_events import AgentResponse
     from .._tools import Scope, Tool
     from ..memory._base import MemoryAction, MemoryEntry, MemoryType
 
@@ -186,8 +186,8 @@ class MessageContext:
 class PreRequestContext:
     """``pre_request`` (interceptor): before each model attempt of iteration ``iteration``.
 
-    Return a :class:`~hookloop.ProviderRequest` to replace the request, or a
-    :class:`~hookloop.ProviderResponse` to skip the model (and later handlers) and use it.
+    Return a :class:`~hookloop.models.ProviderRequest` to replace the request, or a
+    :class:`~hookloop.models.ProviderResponse` to skip the model (and later handlers) and use it.
     ``model`` is the model this attempt will call; a handler may set another one (a
     fallback strategy does). ``attempt`` is 1 on the first attempt of every model call.
     A context policy that replaces the stored conversation (compaction) sets
@@ -210,7 +210,7 @@ class PreRequestContext:
 class ResponseContext:
     """``on_response`` (interceptor): a response arrived, before it is committed.
 
-    Return a :class:`~hookloop.ProviderResponse` to replace it. Every handler runs.
+    Return a :class:`~hookloop.models.ProviderResponse` to replace it. Every handler runs.
     """
 
     iteration: int

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from .._tools import ScopeRegistry
     from ..context._history import ChatHistory
     from ..memory._base import MemoryStore
-    from ..retry._model import ModelRetryStrategy
+    from ..retry._model_retry import ModelRetryStrategy
 
 __all__ = ["AgentHost", "HookHost", "Plugin", "attach_once"]
 

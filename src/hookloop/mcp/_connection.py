@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.lowlevel
 
-from .. import __version__
 from .._extras import import_extra
+from .._version import VERSION
 from ._target import Target
 from ._wire import Ledger
 
@@ -134,7 +134,7 @@ class Connection:
                 client = sdk.Client(
                     await self._server(stack),
                     message_handler=self._on_message,
-                    client_info=sdk.Implementation(name="hookloop", version=__version__),
+                    client_info=sdk.Implementation(name="hookloop", version=VERSION),
                     cache=None,  # the toolset keeps the tool list itself, until list_changed
                 )
                 await stack.enter_async_context(client)

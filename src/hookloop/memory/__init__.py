@@ -12,7 +12,7 @@
 See ``docs/memory.md``.
 """
 
-from .._extras import lazy_getattr as _lazy_getattr
+from .._publish import publish as _publish
 from ._base import (
     MEMORY_ACTIONS,
     MEMORY_TYPES,
@@ -22,16 +22,15 @@ from ._base import (
     MemoryTarget,
     MemoryType,
 )
-from ._hooks import MEMORY_HOOK_NAMES, MemoryHooks, MemoryHooksPlugin, implements_memory_hooks
+from ._hooks import MemoryHooks, MemoryHooksPlugin
 from ._postgres import PostgresMemoryStore
-from ._provider import ProviderMemoryStore, is_memory_provider
+from ._provider import ProviderMemoryStore
 from ._redis import RedisMemoryStore
 from ._sqlite import SQLiteMemoryStore
 from ._tool import memory_tool
 
 __all__ = [
     "MEMORY_ACTIONS",
-    "MEMORY_HOOK_NAMES",
     "MEMORY_TYPES",
     "MemoryAction",
     "MemoryEntry",
@@ -44,10 +43,7 @@ __all__ = [
     "ProviderMemoryStore",
     "RedisMemoryStore",
     "SQLiteMemoryStore",
-    "implements_memory_hooks",
-    "is_memory_provider",
     "memory_tool",
 ]
 
-# Only the deprecated module paths of 0.1 (``hookloop.memory.<module>``).
-__getattr__ = _lazy_getattr(__name__, {})
+_publish(globals(), __all__)

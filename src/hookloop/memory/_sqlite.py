@@ -1,7 +1,7 @@
 """The embedded default memory store: one SQLite file, searched with FTS5.
 
 Only the standard library is needed. Every call runs on the store's own thread (the one
-the session store uses too, :class:`hookloop._stores._sqlite.SQLiteThread`), so a slow disk
+the session store uses too, :class:`hookloop._stores._sqlite_thread.SQLiteThread`), so a slow disk
 never blocks the event loop.
 """
 
@@ -16,9 +16,9 @@ from datetime import datetime
 from typing import Any, Final
 
 from .._errors import MemoryRequestError
-from .._sqlite import use_wal
 from .._stores._checks import check_identifier, check_limit
-from .._stores._sqlite import SQLiteThread
+from .._stores._sqlite_file import use_wal
+from .._stores._sqlite_thread import SQLiteThread
 from ._base import (
     MemoryEntry,
     MemoryStore,

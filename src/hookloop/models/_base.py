@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 FinishReason: TypeAlias = Literal["stop", "tool_calls", "length", "content_filter", "error"]
+"""Why the model stopped: an answer, tool calls, the token limit, a filter, or an error."""
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -174,12 +175,15 @@ class StreamEnd:
 
 
 StreamPart: TypeAlias = TextDelta | ToolCallDelta | StreamEnd
+"""What a model's ``stream()`` yields: deltas of the answer, then one ``StreamEnd``."""
 
 
 class ResponseAccumulator:
     """Folds the parts of a stream into one :class:`ProviderResponse`.
 
     Example:
+        >>> from hookloop import TextDelta
+        >>> from hookloop.models import ResponseAccumulator
         >>> acc = ResponseAccumulator()
         >>> acc.add(TextDelta(text="Hel")); acc.add(TextDelta(text="lo"))
         >>> acc.response().content

@@ -32,7 +32,7 @@ from .._errors import (
     UsageError,
 )
 from .._loopbound import LoopBound
-from ._errors import provider_error
+from ._provider_errors import provider_error
 
 __all__ = [
     "COMPATIBLE_KEY_VARIABLE",

@@ -45,7 +45,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
-from .._errors import BadRequestError, ProviderConnectionError, UsageError
+from .._errors import BadRequestError, LocalModelError, ProviderConnectionError
 from .._messages import AssistantMessage, UserMessage
 from .._output import OUTPUT_TOOL_NAME
 from ._base import Model, ProviderRequest, ProviderResponse, StreamPart
@@ -57,7 +57,6 @@ __all__ = [
     "DEFAULT_GGUF",
     "NEUTRAL_SAMPLING",
     "LocalModel",
-    "LocalModelError",
     "default_model_path",
 ]
 
@@ -74,14 +73,6 @@ NEUTRAL_SAMPLING: Mapping[str, float] = MappingProxyType(
 
 Progress = Callable[[float], None]
 """Called while the model loads with the seconds waited so far."""
-
-
-class LocalModelError(UsageError):
-    """The local model cannot run.
-
-    The extra or the model file is missing, or the server failed to start; the message then
-    carries the server's last output.
-    """
 
 
 def default_model_path() -> Path:

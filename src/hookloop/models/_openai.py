@@ -46,7 +46,7 @@ from ._client import (
     key_for,
     translated_errors,
 )
-from ._errors import provider_error
+from ._provider_errors import provider_error
 
 if TYPE_CHECKING:
     import openai

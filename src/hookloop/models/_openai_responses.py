@@ -42,8 +42,8 @@ from ._client import (
     encodable,
     translated_errors,
 )
-from ._errors import provider_error
 from ._openai import image_url, openai_client
+from ._provider_errors import provider_error
 
 if TYPE_CHECKING:
     import openai

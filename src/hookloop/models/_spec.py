@@ -25,15 +25,11 @@ from __future__ import annotations
 
 import os
 
-from .._errors import UsageError
+from .._errors import ModelSpecError
 from .._extras import import_extra
 from ._base import Model
 
-__all__ = ["ModelSpecError", "model_from_spec"]
-
-
-class ModelSpecError(UsageError, ValueError):
-    """A model spec names no known provider, or its provider cannot be used as named."""
+__all__ = ["model_from_spec"]
 
 
 _FORMS = (

@@ -7,17 +7,19 @@ per line; :func:`write_trace_page` turns such a file into one self-contained HTM
 ``hookloop trace view run.jsonl -o run.html`` does. See ``docs/observability.md``.
 """
 
+from .._publish import publish as _publish
 from ._jsonl import JsonLinesTracePlugin
 from ._otel import OpenTelemetryPlugin
 from ._page import render_trace_page, write_trace_page
-from ._read import TRACE_FORMAT, TraceFileError, read_trace
+from ._read import TRACE_FORMAT, read_trace
 
 __all__ = [
     "TRACE_FORMAT",
     "JsonLinesTracePlugin",
     "OpenTelemetryPlugin",
-    "TraceFileError",
     "read_trace",
     "render_trace_page",
     "write_trace_page",
 ]
+
+_publish(globals(), __all__)

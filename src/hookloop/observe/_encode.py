@@ -1,7 +1,7 @@
 """Any hook context as JSON text, with each message, request and tool definition written once.
 
 One walker serves every event: messages take the session codec's JSON form
-(:func:`~hookloop.dump_messages`), dataclasses become objects of their fields, a model its
+(:func:`~hookloop.sessions.dump_messages`), dataclasses become objects of their fields, a model its
 name and window, an exception its type and text, anything else what pydantic makes of it (or
 its ``repr``). So an event added to the table later is recorded without a change here.
 

@@ -20,12 +20,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import hookloop
-
 from .._errors import ToolExecutionError
 from .._extras import import_extra
 from .._messages import AssistantMessage, ToolCall
 from .._tools import exception_text, serialize_result
+from .._version import VERSION
 from ..hooks._contexts import (
     AfterModelCallContext,
     BackoffWaitContext,
@@ -156,7 +155,7 @@ class OpenTelemetryPlugin:
         )
         self.capture_error_text = capture_error_text
         self.latest = g.latest_conventions(env)
-        version = hookloop.__version__
+        version = VERSION
         self._tracer = self._trace.get_tracer("hookloop", version, tracer_provider)
         meter = metrics.get_meter("hookloop", version, meter_provider)
         self._tokens = meter.create_histogram(

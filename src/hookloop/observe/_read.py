@@ -15,13 +15,12 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-from .._errors import UsageError
+from .._errors import TraceFileError
 
 __all__ = [
     "READABLE_FORMATS",
     "TRACE_FORMAT",
     "Shared",
-    "TraceFileError",
     "read_trace",
     "records_of",
 ]
@@ -33,21 +32,6 @@ READABLE_FORMATS: Final = frozenset({1, 2})
 """The versions :func:`read_trace` reads; it refuses others, naming the line."""
 
 _REQUIRED: Final = ("seq", "t", "event", "agent", "chat", "data")
-
-
-class TraceFileError(UsageError, ValueError):
-    """A file given as a trace is not one this hookloop can read.
-
-    Attributes:
-        path: The file.
-        line: The first line that cannot be read (1-based), or ``None`` for the whole file.
-    """
-
-    def __init__(self, message: str, *, path: str, line: int | None = None) -> None:
-        where = f"{path}, line {line}" if line is not None else path
-        super().__init__(f"{where}: {message}")
-        self.path = path
-        self.line = line
 
 
 def read_trace(source: str | os.PathLike[str] | Iterable[str]) -> list[dict[str, Any]]:

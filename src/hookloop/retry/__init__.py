@@ -3,13 +3,14 @@
 See ``docs/retries.md``.
 """
 
-from .._extras import lazy_getattr as _lazy_getattr
+from .._errors import RetryAttempt
+from .._publish import publish as _publish
 from ._backoff import Backoff, BackoffKind, JitterKind, apply_jitter, backoff_delay
 from ._default import TRANSIENT_ERRORS, DefaultRetryStrategy
 from ._fallback import CircuitBreaker, FallbackStrategy
 from ._hints import retry_after_seconds
-from ._model import ModelRetryStrategy, RetryDecision, Sleep
-from ._tools import ToolRetryStrategy
+from ._model_retry import ModelRetryStrategy, RetryDecision, Sleep
+from ._tool_retry import ToolRetryStrategy
 
 __all__ = [
     "TRANSIENT_ERRORS",
@@ -20,6 +21,7 @@ __all__ = [
     "FallbackStrategy",
     "JitterKind",
     "ModelRetryStrategy",
+    "RetryAttempt",
     "RetryDecision",
     "Sleep",
     "ToolRetryStrategy",
@@ -28,5 +30,4 @@ __all__ = [
     "retry_after_seconds",
 ]
 
-# Only the deprecated module paths of 0.1 (``hookloop.retry.<module>``).
-__getattr__ = _lazy_getattr(__name__, {})
+_publish(globals(), __all__)

@@ -21,7 +21,9 @@ idle agent's memory (bench/round3.py, ``agent_kb_with_100_messages``).
 """
 
 BackoffKind: TypeAlias = Literal["constant", "linear", "exponential"]
+"""How the wait grows with the attempt: not at all, linearly, or by ``factor`` each time."""
 JitterKind: TypeAlias = Literal["none", "full", "equal", "decorrelated"]
+"""How a wait is randomised so that clients do not retry in step (see ``apply_jitter``)."""
 
 
 def backoff_delay(

@@ -17,7 +17,7 @@ from .._errors import (
 from ..hooks._contexts import AfterModelCallContext
 from ._backoff import JITTER_RNG, Backoff
 from ._hints import provider_hint
-from ._model import ModelRetryStrategy, RetryDecision, Sleep
+from ._model_retry import ModelRetryStrategy, RetryDecision, Sleep
 
 __all__ = ["TRANSIENT_ERRORS", "DefaultRetryStrategy"]
 

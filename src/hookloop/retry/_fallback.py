@@ -13,7 +13,7 @@ from ..hooks._contexts import AfterModelCallContext, PreRequestContext
 from ..hooks._dispatch import Phase
 from ..models._base import Model, ProviderRequest
 from ._default import TRANSIENT_ERRORS
-from ._model import ModelRetryStrategy, RetryDecision, Sleep
+from ._model_retry import ModelRetryStrategy, RetryDecision, Sleep
 
 if TYPE_CHECKING:
     from ..hooks._host import AgentHost

@@ -7,25 +7,22 @@
   :class:`RedisSessionStore` (``pip install 'hookloop[redis]'``).
 - :class:`SessionRecorder`: the plugin that restores a session into an agent and appends
   every message the agent commits (``agent.use(store.session("abc"))``).
+- Messages as JSON, the form a store keeps them in: :func:`dump_messages` /
+  :func:`load_messages` (plain dicts and lists) and :func:`messages_to_json` /
+  :func:`messages_from_json` (text).
 
-``SqliteSessionStore`` is the old name of :class:`SQLiteSessionStore`: it still works, with a
-``DeprecationWarning``, and goes in the next release (see ``docs/migration.md``).
+The sessions' errors (:class:`~hookloop.SessionError` and its subclasses) are at the root,
+with the rest of the error tree.
 
 See ``docs/sessions.md``.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from .._errors import (
-    CorruptSessionError,
-    SessionConflictError,
-    SessionError,
-    SessionExistsError,
-    SessionNotFoundError,
-    SessionSchemaError,
-)
 from .._extras import lazy_dir as _lazy_dir
 from .._extras import lazy_getattr as _lazy_getattr
+from .._messages import dump_messages, load_messages, messages_from_json, messages_to_json
+from .._publish import publish as _publish
 from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT
 from ._recorder import SessionRecorder
@@ -41,7 +38,7 @@ from ._types import (
     UnreadableMessage,
 )
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ._postgres import PostgresSessionStore
     from ._redis import RedisSessionStore
 
@@ -49,23 +46,21 @@ __all__ = [
     "EXPORT_FORMAT",
     "MESSAGE_FORMAT",
     "SCHEMA_VERSION",
-    "CorruptSessionError",
     "ExportedMessage",
     "ExportedSession",
     "PostgresSessionStore",
     "RedisSessionStore",
     "Retention",
     "SQLiteSessionStore",
-    "SessionConflictError",
-    "SessionError",
-    "SessionExistsError",
     "SessionInfo",
-    "SessionNotFoundError",
     "SessionRecorder",
-    "SessionSchemaError",
     "SessionStore",
     "StoredMessage",
     "UnreadableMessage",
+    "dump_messages",
+    "load_messages",
+    "messages_from_json",
+    "messages_to_json",
 ]
 
 # The server backends import their client library, which is an optional extra: load them on
@@ -74,3 +69,5 @@ _LAZY = {"PostgresSessionStore": "._postgres", "RedisSessionStore": "._redis"}
 
 __getattr__ = _lazy_getattr(__name__, _LAZY)
 __dir__ = _lazy_dir(__name__, _LAZY)
+
+_publish(globals(), __all__)

@@ -1,6 +1,6 @@
-"""A message as a stored row, and back, with the JSON form of :func:`~hookloop.dump_messages`.
+"""A message as a stored row, and back, in the JSON form of ``hookloop.sessions.dump_messages``.
 
-Each row holds one message as the JSON object :func:`~hookloop.dump_messages` makes,
+Each row holds one message as the JSON object :func:`~hookloop.sessions.dump_messages` makes,
 with the message's id and the version of that form (``MESSAGE_FORMAT``) beside it, so a later
 release can read old rows and refuse rows it cannot read.
 """

@@ -29,9 +29,9 @@ from .._errors import (
     UsageError,
 )
 from .._messages import Message
-from .._sqlite import naming_damage, use_wal
 from .._stores._schema import check_schema_version
-from .._stores._sqlite import SQLiteThread
+from .._stores._sqlite_file import naming_damage, use_wal
+from .._stores._sqlite_thread import SQLiteThread
 from ._base import SessionStore
 from ._codec import MESSAGE_FORMAT, decode_messages, decode_rows, encode_message
 from ._sqlite_sql import (

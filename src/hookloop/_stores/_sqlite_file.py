@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from ._errors import CorruptStoreError, StoreError, error_line
+from .._errors import CorruptStoreError, StoreError, error_line
 
 __all__ = ["naming_damage", "use_wal"]
 

@@ -11,7 +11,7 @@ from .._errors import ToolExecutionError
 from ..hooks._contexts import ToolErrorContext
 from ..hooks._host import attach_once
 from ._backoff import JITTER_RNG, Backoff
-from ._model import Sleep
+from ._model_retry import Sleep
 
 if TYPE_CHECKING:
     from ..hooks._host import AgentHost

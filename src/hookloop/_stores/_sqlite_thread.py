@@ -16,7 +16,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
 
-from .._sqlite import naming_damage
+from ._sqlite_file import naming_damage
 from ._worker import Worker
 
 __all__ = ["SQLiteThread"]

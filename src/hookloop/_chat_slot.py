@@ -16,11 +16,11 @@ from .hooks._host import AgentHost
 
 if TYPE_CHECKING:
     from ._agent import Default
-    from ._events import AgentEvent, AgentResponse
     from ._loop import ChatRun
     from ._messages import UserMessage
     from ._output import OutputSpec
     from ._setup import Resumption, StepRunner
+    from ._stream_events import AgentEvent, AgentResponse
 
 __all__ = ["ChatHost", "ChatSlot", "current_slot"]
 
@@ -29,14 +29,14 @@ __all__ = ["ChatHost", "ChatSlot", "current_slot"]
 class ChatHost(AgentHost, Protocol):
     """An agent as the code that starts its chats sees it: delegation and durable turns.
 
-    Beyond :class:`~hookloop.hooks.AgentHost`: the chat slot, how a chat of a message is
+    Beyond :class:`~hookloop.AgentHost`: the chat slot, how a chat of a message is
     started on it, and what a chat runs with by default. Only ``_agent.py`` implements it.
     """
 
     _slot: ChatSlot
     _output: OutputSpec[Any] | None
 
-    def _start(
+    async def _start(
         self,
         message: UserMessage | Resumption,
         emit: Callable[[AgentEvent], Awaitable[None]] | None,
@@ -44,18 +44,14 @@ class ChatHost(AgentHost, Protocol):
         output: OutputSpec[Any] | Literal[Default.DEFAULT] | None = ...,
         steps: StepRunner | None = None,
     ) -> ChatRun:
-        """A chat of ``message`` holding the slot; run it with ``_slot.drive``."""
+        """A chat of ``message`` holding the slot; run it with ``_slot.drive``.
+
+        Raises ``UsageError`` while tool calls of an earlier chat wait for approval.
+        """
         ...
 
     async def chat(self, message: str) -> AgentResponse[Any]:
         """One chat of ``message`` (see ``Agent.chat``)."""
-        ...
-
-    async def _opening(self, user: UserMessage, deps: object) -> UserMessage | Resumption:
-        """What a chat of ``user`` starts from (answers to calls decided earlier first).
-
-        Raises ``UsageError`` while tool calls of an earlier chat wait for approval.
-        """
         ...
 
     async def aclose(self) -> None:

@@ -168,6 +168,7 @@ AgentEvent: TypeAlias = (
     | PartialOutput
     | ChatDone
 )
+"""What ``agent.chat_stream()`` yields; ``event.type`` tells which it is."""
 
 
 # The loop's own events of every iteration, made through their slots (see _slots.py): a
