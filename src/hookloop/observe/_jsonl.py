@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import IO, TYPE_CHECKING, Any, Final, cast
+from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from .._errors import UsageError
 from ..hooks import EVENT_TABLE, EventSpec, Phase, SubAgentEventContext, attach_once
@@ -208,8 +208,7 @@ class JsonLinesTracePlugin:
 
     def _before(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name = json_string(event)
-        fields = _changeable(spec)
+        name, fields, _ = _shape(spec)
 
         def record(ctx: Any) -> None:
             if event == "pre_tool_call":
@@ -221,9 +220,7 @@ class JsonLinesTracePlugin:
 
     def _after(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name = json_string(event)
-        fields = _changeable(spec)
-        names = tuple(f for f in (spec.field, *spec.settable) if f)
+        name, fields, names = _shape(spec)
 
         def record(ctx: Any) -> None:
             entry = self._pending.pop(id(ctx), None)
@@ -356,13 +353,28 @@ class JsonLinesTracePlugin:
             logger.warning("the trace could not be written, recording stopped: %s", exc)
 
 
-def _changeable(spec: EventSpec) -> Callable[[Any], tuple[object, ...]]:
-    """The fields of ``spec``'s context its handlers may change, read as a tuple."""
+_Shape: TypeAlias = tuple[str, Callable[[Any], tuple[object, ...]], tuple[str, ...]]
+_SHAPES: Final[dict[str, _Shape]] = {}
+
+
+def _shape(spec: EventSpec) -> _Shape:
+    """What the records of ``spec``'s event need, made once per process, not per plugin.
+
+    Its name as JSON, a getter of the fields its handlers may change (as a tuple), and their
+    names.
+    """
+    known = _SHAPES.get(spec.name)
+    if known is not None:
+        return known
     names = tuple(f for f in (spec.field, *spec.settable) if f)
+    fields: Callable[[Any], tuple[object, ...]]
     if len(names) == 1:
         one = operator.attrgetter(names[0])
-        return lambda ctx: (one(ctx),)
-    return operator.attrgetter(*names)
+        fields = lambda ctx: (one(ctx),)  # noqa: E731
+    else:
+        fields = operator.attrgetter(*names)
+    shape = _SHAPES[spec.name] = (json_string(spec.name), fields, names)
+    return shape
 
 
 def _iso(seconds: float) -> str:
