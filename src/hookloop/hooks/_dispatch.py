@@ -159,7 +159,10 @@ class HookRegistry:
         handler = Handler(event, fn, is_async, order, self._seq, spec)
         self._seq += 1
         current = self.handlers.get(event, ())
-        self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))
+        if not current or current[-1].order <= order:  # the latest goes last: no sort
+            self.handlers[event] = (*current, handler)
+        else:
+            self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))
         return self.adopt(Disposer(lambda: self._remove(handler)))
 
     def adopt(self, disposer: Disposer) -> Disposer:

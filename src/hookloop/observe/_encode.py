@@ -215,6 +215,7 @@ class Encoder:
 
     def _object(self, value: object, plan: tuple[tuple[str, str, bool], ...] | list[Any]) -> str:
         parts = []
+        by_type = self._by_type
         for name, key, naming in plan:
             field = getattr(value, name)
             kind = type(field)
@@ -232,7 +233,9 @@ class Encoder:
             ):
                 parts.append(f"{key}:{json_string(field)}")
             else:
-                parts.append(f"{key}:{self.value(field, name)}")
+                encode = by_type.get(kind)  # value()'s lookup, without its call
+                text = self.value(field, name) if encode is None else encode(field, name)
+                parts.append(f"{key}:{text}")
         return "{" + ",".join(parts) + "}"
 
     # -- values --------------------------------------------------------------------------
