@@ -147,6 +147,7 @@ class Encoder:
         "_messages",
         "_names",
         "_numbers",
+        "_overhead",
         "_plans",
         "_recent",
         "_sums",
@@ -168,7 +169,8 @@ class Encoder:
         self._versions: dict[str, list[tuple[object, str, int]]] = {}
         self._messages: list[Message] = []  # by number
         self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
-        self._plans: dict[type, tuple[tuple[str, str, bool], ...]] = {}
+        self._plans = _PLANS  # a type's plan is the same in every trace: made once
+        self._overhead: tuple[object, str | None, object, int] | None = None  # see _tokens
         self._names: dict[int, tuple[object, object, str]] = {}
         self._texts: dict[int, tuple[object, str]] = {}  # see _remembered
         self._by_type: dict[type, Callable[[Any, str], str]] = {
@@ -452,7 +454,18 @@ class Encoder:
         if counter is None:
             counter = self._counters[request.model] = counter_for_model(request.model)
         sums = self._sums.setdefault(request.model, [0])
-        total = count_overhead(request, counter=counter)
+        # The system prompt and the tools rarely change in a chat: counted again when they do.
+        known = self._overhead
+        if (
+            known is not None
+            and known[0] is counter
+            and known[1] is request.system
+            and known[2] == request.tools
+        ):
+            total = known[3]
+        else:
+            total = count_overhead(request, counter=counter)
+            self._overhead = (counter, request.system, request.tools, total)
         messages = self._messages
         for first, last in spans:
             while len(sums) <= last + 1:
@@ -461,6 +474,8 @@ class Encoder:
         return total
 
 
+_PLANS: Final[dict[type, tuple[tuple[str, str, bool], ...]]] = {}
+"""Each dataclass's fields as the encoder writes them (name, JSON key, naming), by type."""
 _INTERNED: Final = frozenset({*_MESSAGES, ProviderRequest, ToolDefinition})
 _RECENT_KINDS: Final = frozenset({"r", "a"})  # requests and answers: remembered briefly
 _BY_IDENTITY: Final = frozenset({ProviderRequest, ProviderResponse, str})
