@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import pydantic_core
@@ -142,6 +142,7 @@ class Encoder:
 
     __slots__ = (
         "_by_type",
+        "_conversation_state",
         "_counters",
         "_known",
         "_messages",
@@ -170,6 +171,15 @@ class Encoder:
         self._messages: list[Message] = []  # by number
         self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
         self._plans = _PLANS  # a type's plan is the same in every trace: made once
+        self._conversation_state: (
+            tuple[
+                tuple[Message, ...],
+                tuple[str, ...],
+                tuple[tuple[int, int], ...],
+                tuple[str, int, int],
+            ]
+            | None
+        ) = None  # see _conversation
         self._overhead: tuple[object, str | None, object, int] | None = None  # see _tokens
         self._names: dict[int, tuple[object, object, str]] = {}
         self._texts: dict[int, tuple[object, str]] = {}  # see _remembered
@@ -406,6 +416,49 @@ class Encoder:
             parts.append(_run(run, first, last, spans))
         return "[" + ",".join(parts) + "]"
 
+    def _conversation(self, messages: Sequence[Message], spans: list[tuple[int, int]]) -> str:
+        """A request's messages, as :meth:`_sequence` writes them, and their ``spans``.
+
+        A request usually resends the previous one's messages and a few more: when the
+        previous list (all of it written before, so all references) starts this one, its
+        runs are taken as they were and only the messages after it are looked at.
+        """
+        items = tuple(messages)
+        known = self._conversation_state
+        parts: list[str] = []
+        run, first, last, at = "", 0, 0, 0
+        if known is not None and len(items) >= len(known[0]) and items[: len(known[0])] == known[0]:
+            parts = list(known[1])
+            spans.extend(known[2])
+            run, first, last = known[3]
+            at = len(known[0])
+        whole = True  # every message a reference: the state can be reused
+        for item in items[at:]:
+            found = self._reference(item) if type(item) in _INTERNED else None
+            if found is not None:
+                kind, number = found
+                if kind == run and number == last + 1:
+                    last = number
+                    continue
+                if run:
+                    parts.append(_run(run, first, last, spans))
+                run, first, last = kind, number, number
+                continue
+            whole = False
+            if run:
+                parts.append(_run(run, first, last, spans))
+                run = ""
+            parts.append(self.value(item, "messages"))
+            if type(item) in _MESSAGES:
+                number = self._numbers["m"] - 1  # it was just written: the latest message
+                spans.append((number, number))
+        self._conversation_state = (
+            (items, tuple(parts), tuple(spans), (run, first, last)) if whole else None
+        )
+        if run:
+            parts.append(_run(run, first, last, spans))
+        return "[" + ",".join(parts) + "]"
+
     def _remembered(self, value: object, make: Callable[[Any], str]) -> str:
         """The text of a frozen value, made once while it is among the latest few."""
         known = self._texts.get(id(value))
@@ -438,7 +491,7 @@ class Encoder:
         for name, key, _ in self._plans.get(ProviderRequest) or self._plan(ProviderRequest):
             field = getattr(request, name)
             if name == "messages":
-                parts.append(f"{key}:{self._sequence(field, name, spans)}")
+                parts.append(f"{key}:{self._conversation(field, spans)}")
             else:
                 parts.append(f"{key}:{self.value(field, name)}")
         parts.append(f'"tokens":{self._tokens(request, spans)}')
