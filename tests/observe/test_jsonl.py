@@ -713,6 +713,22 @@ def test_requests_that_drop_or_add_messages_read_back_as_they_were_sent() -> Non
         assert [r["tokens"] for r in records] == [count_request(r, counter=counter) for r in sent]
 
 
+def test_a_message_first_written_inside_a_request_is_referred_to_by_the_next() -> None:
+    # A message no on_message record wrote (one a handler put in) is written in full in the
+    # first request that holds it; the next request that starts with that one's messages
+    # refers to it, never writes it again.
+    from hookloop.observe._encode import Encoder
+
+    encoder = Encoder(content=True)
+    note, question = UserMessage(content="a note"), UserMessage(content="a question")
+    first = ProviderRequest(model="m", system=None, messages=(note,))
+    second = dataclasses.replace(first, messages=(note, question))
+    one, two = json.loads(encoder.value(first)), json.loads(encoder.value(second))
+    assert one["messages"][0]["$id"] == "m0"
+    assert two["messages"][0] == {"$ref": "m0"}
+    assert two["messages"][1]["$id"] == "m1"
+
+
 def test_a_chat_of_500_tool_calls_is_a_few_megabytes_and_so_is_its_page(tmp_path: Path) -> None:
     trace = tmp_path / "long.jsonl"
     with JsonLinesTracePlugin(trace) as plugin:
