@@ -134,7 +134,7 @@ class JsonLinesTracePlugin:
             "hookloop_trace_call", default=None
         )
         self._parents: dict[str, str] = {}  # chat -> its "parent" as JSON
-        self._pending: dict[int, tuple[object, tuple[object, ...], int]] = {}
+        self._pending: dict[int, tuple[object, tuple[object, ...] | None, int]] = {}
         # What most records repeat, as JSON text: made again only when it changes.
         self._texts: dict[str, tuple[object, str]] = {}
         self._known: tuple[str | None, str, str | None, str] | None = None  # see _emit
@@ -213,8 +213,10 @@ class JsonLinesTracePlugin:
         def record(ctx: Any) -> None:
             if event == "pre_tool_call":
                 self._call.set(ctx.call.id)
-            seq = self._emit(name, self._encoder.context(ctx), _BEFORE, self._hooks(event))
-            self._pending[id(ctx)] = (ctx, fields(ctx), seq)
+            hooks = self._hooks(event)
+            seq = self._emit(name, self._encoder.context(ctx), _BEFORE, hooks)
+            # With no other handler on the event, nothing can change before _after runs.
+            self._pending[id(ctx)] = (ctx, None if hooks == "[]" else fields(ctx), seq)
 
         return record
 
@@ -228,6 +230,7 @@ class JsonLinesTracePlugin:
             of = "null"
             if entry is not None:
                 of = str(entry[2])
+            if entry is not None and entry[1] is not None:
                 changed = [
                     f
                     for f, new, old in zip(names, fields(ctx), entry[1], strict=True)
