@@ -392,48 +392,28 @@ class Encoder:
         ``spans``, when given, gets the message numbers the list holds, as runs.
         """
         parts: list[str] = []
-        run = ""  # the kind of the run being gathered ("m", "t"), or ""
-        first = last = 0
-        for item in items:
-            found = self._reference(item) if type(item) in _INTERNED else None
-            if found is not None:
-                kind, number = found
-                if kind == run and number == last + 1:
-                    last = number
-                    continue
-                if run:
-                    parts.append(_run(run, first, last, spans))
-                run, first, last = kind, number, number
-                continue
-            if run:
-                parts.append(_run(run, first, last, spans))
-                run = ""
-            parts.append(self.value(item, key))
-            if spans is not None and type(item) in _MESSAGES:
-                number = self._numbers["m"] - 1  # it was just written: the latest message
-                spans.append((number, number))
+        run, first, last, _ = self._gather(items, key, spans, parts, ("", 0, 0))
         if run:
             parts.append(_run(run, first, last, spans))
         return "[" + ",".join(parts) + "]"
 
-    def _conversation(self, messages: Sequence[Message], spans: list[tuple[int, int]]) -> str:
-        """A request's messages, as :meth:`_sequence` writes them, and their ``spans``.
+    def _gather(
+        self,
+        items: Sequence[Any],
+        key: str,
+        spans: list[tuple[int, int]] | None,
+        parts: list[str],
+        open_run: tuple[str, int, int],
+    ) -> tuple[str, int, int, bool]:
+        """Add ``items`` to ``parts``, consecutive references as runs, from ``open_run``.
 
-        A request usually resends the previous one's messages and a few more: when the
-        previous list (all of it written before, so all references) starts this one, its
-        runs are taken as they were and only the messages after it are looked at.
+        ``open_run`` is the run being gathered (its kind, ``"m"`` or ``"t"``, or ``""``, and
+        its first and last numbers); returns the one open at the end, and whether every item
+        was a reference.
         """
-        items = tuple(messages)
-        known = self._conversation_state
-        parts: list[str] = []
-        run, first, last, at = "", 0, 0, 0
-        if known is not None and len(items) >= len(known[0]) and items[: len(known[0])] == known[0]:
-            parts = list(known[1])
-            spans.extend(known[2])
-            run, first, last = known[3]
-            at = len(known[0])
-        whole = True  # every message a reference: the state can be reused
-        for item in items[at:]:
+        run, first, last = open_run
+        whole = True
+        for item in items:
             found = self._reference(item) if type(item) in _INTERNED else None
             if found is not None:
                 kind, number = found
@@ -448,10 +428,30 @@ class Encoder:
             if run:
                 parts.append(_run(run, first, last, spans))
                 run = ""
-            parts.append(self.value(item, "messages"))
-            if type(item) in _MESSAGES:
+            parts.append(self.value(item, key))
+            if spans is not None and type(item) in _MESSAGES:
                 number = self._numbers["m"] - 1  # it was just written: the latest message
                 spans.append((number, number))
+        return run, first, last, whole
+
+    def _conversation(self, messages: Sequence[Message], spans: list[tuple[int, int]]) -> str:
+        """A request's messages, as :meth:`_sequence` writes them, and their ``spans``.
+
+        A request usually resends the previous one's messages and a few more: when the
+        previous list (all of it written before, so all references) starts this one, its
+        runs are taken as they were and only the messages after it are looked at.
+        """
+        items = tuple(messages)
+        known = self._conversation_state
+        parts: list[str] = []
+        open_run, at = ("", 0, 0), 0
+        if known is not None and len(items) >= len(known[0]) and items[: len(known[0])] == known[0]:
+            parts = list(known[1])
+            spans.extend(known[2])
+            open_run, at = known[3], len(known[0])
+        run, first, last, whole = self._gather(items[at:], "messages", spans, parts, open_run)
+        # Kept only when every message was a reference: one written here in full would be
+        # written again by the next request that took these parts.
         self._conversation_state = (
             (items, tuple(parts), tuple(spans), (run, first, last)) if whole else None
         )
