@@ -147,3 +147,35 @@ def test_registration_errors_are_usage_errors() -> None:
     assert issubclass(HookRegistrationError, UsageError)
     assert issubclass(HookReturnError, UsageError)
     assert issubclass(HookReturnError, TypeError)
+
+
+def test_async_is_told_apart_for_every_kind_of_callable() -> None:
+    # is_async_callable reads a plain function's code directly (a fast path for plugins
+    # that register dozens of handlers); every other callable goes through inspect.
+    import functools
+    import inspect
+
+    from hookloop.hooks._dispatch import is_async_callable
+
+    async def coroutine(ctx: object) -> None:
+        return None
+
+    def plain(ctx: object) -> None:
+        return None
+
+    def tagged(ctx: object) -> None:
+        return None
+
+    tagged.note = "set on the function"  # type: ignore[attr-defined]
+
+    class Callable:
+        async def __call__(self, ctx: object) -> None:
+            return None
+
+    kinds: list[object] = [coroutine, plain, tagged, lambda ctx: None, Callable()]
+    kinds += [functools.partial(coroutine), functools.partial(plain)]
+    marked: list[object] = []
+    if hasattr(inspect, "markcoroutinefunction"):  # Python 3.12+
+        marked.append(inspect.markcoroutinefunction(lambda ctx: coroutine(ctx)))
+    expected = [True, False, False, False, True, True, False] + [True] * len(marked)
+    assert [is_async_callable(fn) for fn in kinds + marked] == expected  # type: ignore[arg-type]

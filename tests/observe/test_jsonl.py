@@ -667,6 +667,62 @@ def test_each_message_is_written_once_and_each_request_refers_to_them() -> None:
     assert [r["tokens"] for r in requests] == [count_request(r, counter=counter) for r in sent]
 
 
+def test_requests_that_drop_or_add_messages_read_back_as_they_were_sent() -> None:
+    # The encoder takes a request's runs from the previous request when that one's messages
+    # start it: a request that drops its first messages, or carries one no earlier record
+    # wrote, must still read back as the messages it held.
+    lines: list[str] = []
+    built: list[ProviderRequest] = []  # by the loop
+    made: list[ProviderRequest] = []  # by the handler
+
+    def reshape(ctx: hooks.PreRequestContext) -> ProviderRequest | None:
+        built.append(ctx.request)
+        messages = ctx.request.messages
+        if ctx.iteration % 3 == 1:  # a window: the oldest messages left out
+            messages = messages[2:]
+        elif ctx.iteration % 3 == 2:  # a note no record wrote before, then the rest
+            messages = (UserMessage(content=f"note {ctx.iteration}"), *messages)
+        else:
+            return None
+        made.append(dataclasses.replace(ctx.request, messages=messages))
+        return made[-1]
+
+    agent = fetching_agent(6)
+    agent.add_hook("pre_request", reshape)
+    agent.use(JsonLinesTracePlugin(lines.append))
+    agent.chat_sync("fetch six pages")
+    got = read_trace(lines)
+    stage = {
+        key: [
+            r["data"]["request"]
+            for r in got
+            if r["event"] == "pre_request" and r["stage"] == key and "request" in r["data"]
+        ]
+        for key in ("before", "after")
+    }
+    counter = counter_for_model("function")
+    for records, sent in ((stage["before"], built), (stage["after"], made)):
+        assert len(records) == len(sent) > 2
+        assert [r["messages"] for r in records] == [dump_messages(r.messages) for r in sent]
+        assert [r["tokens"] for r in records] == [count_request(r, counter=counter) for r in sent]
+
+
+def test_a_message_first_written_inside_a_request_is_referred_to_by_the_next() -> None:
+    # A message no on_message record wrote (one a handler put in) is written in full in the
+    # first request that holds it; the next request that starts with that one's messages
+    # refers to it, never writes it again.
+    from hookloop.observe._encode import Encoder
+
+    encoder = Encoder(content=True)
+    note, question = UserMessage(content="a note"), UserMessage(content="a question")
+    first = ProviderRequest(model="m", system=None, messages=(note,))
+    second = dataclasses.replace(first, messages=(note, question))
+    one, two = json.loads(encoder.value(first)), json.loads(encoder.value(second))
+    assert one["messages"][0]["$id"] == "m0"
+    assert two["messages"][0] == {"$ref": "m0"}
+    assert two["messages"][1]["$id"] == "m1"
+
+
 def test_a_chat_of_500_tool_calls_is_a_few_megabytes_and_so_is_its_page(tmp_path: Path) -> None:
     trace = tmp_path / "long.jsonl"
     with JsonLinesTracePlugin(trace) as plugin:

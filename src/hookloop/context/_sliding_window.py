@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from collections.abc import Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from .._errors import ContextOverflowError, UsageError
 from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
@@ -265,7 +265,36 @@ class SlidingWindow:
         state.bare, state.model = request, model
         return state.sent
 
-    async def _trim(self, ctx: PreRequestContext) -> ProviderRequest | None:
+    def _trim(
+        self, ctx: PreRequestContext
+    ) -> ProviderRequest | Coroutine[Any, Any, ProviderRequest | None] | None:
+        """The window's ``pre_request`` handler: a plain call when the request fits as built.
+
+        The request the window built (:meth:`request_messages`) for this model and frame,
+        with nothing to report, is the common case: it returns ``None`` without a coroutine.
+        Anything else is :meth:`_fit_request`'s, which the dispatch awaits.
+        """
+        if ctx.attempt == 1:
+            self._pending = None  # a new model call: an unconfirmed ceiling is forgotten
+        state = self._state
+        agent = self._agent
+        if (
+            state is not None
+            and agent is not None
+            and ctx.request.messages is state.sent
+            and state.room is not None
+            and self._pending is None
+            and ctx.model is state.model
+            and _same_frame(ctx.request, state.bare)
+            and not (state.sent_start and ON_TRIM in agent.hooks.handlers)
+            and not (
+                agent.hooks.handlers.get(ON_PRE_COMPRESS) and state.announced < state.sent_start
+            )
+        ):
+            return None
+        return self._fit_request(ctx)
+
+    async def _fit_request(self, ctx: PreRequestContext) -> ProviderRequest | None:
         agent = self._require_agent()
         request = ctx.request
         if ctx.attempt == 1:
@@ -436,7 +465,11 @@ class SlidingWindow:
         shown.update(m.id for m in going)
         return going
 
-    async def _recover(self, ctx: AfterModelCallContext) -> None:
+    def _recover(self, ctx: AfterModelCallContext) -> Coroutine[Any, Any, None] | None:
+        """The window's ``after_model_call`` handler: a plain call unless the request overflowed.
+
+        An overflow is :meth:`_shrink`'s, which the dispatch awaits.
+        """
         error = ctx.error
         if error is None:
             if self._pending is not None:  # the smaller request went through: keep its budget
@@ -446,9 +479,12 @@ class SlidingWindow:
                 self._ceilings[key] = ceiling
                 self._frame = None  # the room depends on the ceilings
                 self._pending = None
-            return
+            return None
         if ctx.retry or not is_context_overflow(error):
-            return
+            return None
+        return self._shrink(ctx, error)
+
+    async def _shrink(self, ctx: AfterModelCallContext, error: BaseException) -> None:
         agent = self._require_agent()
         counter = agent.history.token_counter
         request = ctx.request

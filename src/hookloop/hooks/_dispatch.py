@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 from .._errors import HookRegistrationError, HookReturnError
@@ -107,6 +108,11 @@ class Handler:
 
 def is_async_callable(fn: Callable[..., Any]) -> bool:
     """Whether calling ``fn`` returns a coroutine (async functions, async ``__call__``)."""
+    if type(fn) is FunctionType and not fn.__dict__:
+        # A plain function with nothing set on it (no wrapper's ``__wrapped__``, no
+        # ``inspect.markcoroutinefunction``): its code says it, as inspect would read it.
+        # A plugin registers dozens of these per agent (the JSON-lines trace: 32).
+        return bool(fn.__code__.co_flags & inspect.CO_COROUTINE)
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - async __call__ on callable objects
     )
@@ -153,7 +159,10 @@ class HookRegistry:
         handler = Handler(event, fn, is_async, order, self._seq, spec)
         self._seq += 1
         current = self.handlers.get(event, ())
-        self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))
+        if not current or current[-1].order <= order:  # the latest goes last: no sort
+            self.handlers[event] = (*current, handler)
+        else:
+            self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))
         return self.adopt(Disposer(lambda: self._remove(handler)))
 
     def adopt(self, disposer: Disposer) -> Disposer:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import pydantic_core
@@ -142,11 +142,13 @@ class Encoder:
 
     __slots__ = (
         "_by_type",
+        "_conversation_state",
         "_counters",
         "_known",
         "_messages",
         "_names",
         "_numbers",
+        "_overhead",
         "_plans",
         "_recent",
         "_sums",
@@ -168,7 +170,17 @@ class Encoder:
         self._versions: dict[str, list[tuple[object, str, int]]] = {}
         self._messages: list[Message] = []  # by number
         self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
-        self._plans: dict[type, tuple[tuple[str, str, bool], ...]] = {}
+        self._plans = _PLANS  # a type's plan is the same in every trace: made once
+        self._conversation_state: (
+            tuple[
+                tuple[Message, ...],
+                tuple[str, ...],
+                tuple[tuple[int, int], ...],
+                tuple[str, int, int],
+            ]
+            | None
+        ) = None  # see _conversation
+        self._overhead: tuple[object, str | None, object, int] | None = None  # see _tokens
         self._names: dict[int, tuple[object, object, str]] = {}
         self._texts: dict[int, tuple[object, str]] = {}  # see _remembered
         self._by_type: dict[type, Callable[[Any, str], str]] = {
@@ -215,6 +227,7 @@ class Encoder:
 
     def _object(self, value: object, plan: tuple[tuple[str, str, bool], ...] | list[Any]) -> str:
         parts = []
+        by_type = self._by_type
         for name, key, naming in plan:
             field = getattr(value, name)
             kind = type(field)
@@ -232,7 +245,9 @@ class Encoder:
             ):
                 parts.append(f"{key}:{json_string(field)}")
             else:
-                parts.append(f"{key}:{self.value(field, name)}")
+                encode = by_type.get(kind)  # value()'s lookup, without its call
+                text = self.value(field, name) if encode is None else encode(field, name)
+                parts.append(f"{key}:{text}")
         return "{" + ",".join(parts) + "}"
 
     # -- values --------------------------------------------------------------------------
@@ -377,8 +392,27 @@ class Encoder:
         ``spans``, when given, gets the message numbers the list holds, as runs.
         """
         parts: list[str] = []
-        run = ""  # the kind of the run being gathered ("m", "t"), or ""
-        first = last = 0
+        run, first, last, _ = self._gather(items, key, spans, parts, ("", 0, 0))
+        if run:
+            parts.append(_run(run, first, last, spans))
+        return "[" + ",".join(parts) + "]"
+
+    def _gather(
+        self,
+        items: Sequence[Any],
+        key: str,
+        spans: list[tuple[int, int]] | None,
+        parts: list[str],
+        open_run: tuple[str, int, int],
+    ) -> tuple[str, int, int, bool]:
+        """Add ``items`` to ``parts``, consecutive references as runs, from ``open_run``.
+
+        ``open_run`` is the run being gathered (its kind, ``"m"`` or ``"t"``, or ``""``, and
+        its first and last numbers); returns the one open at the end, and whether every item
+        was a reference.
+        """
+        run, first, last = open_run
+        whole = True
         for item in items:
             found = self._reference(item) if type(item) in _INTERNED else None
             if found is not None:
@@ -390,6 +424,7 @@ class Encoder:
                     parts.append(_run(run, first, last, spans))
                 run, first, last = kind, number, number
                 continue
+            whole = False
             if run:
                 parts.append(_run(run, first, last, spans))
                 run = ""
@@ -397,6 +432,29 @@ class Encoder:
             if spans is not None and type(item) in _MESSAGES:
                 number = self._numbers["m"] - 1  # it was just written: the latest message
                 spans.append((number, number))
+        return run, first, last, whole
+
+    def _conversation(self, messages: Sequence[Message], spans: list[tuple[int, int]]) -> str:
+        """A request's messages, as :meth:`_sequence` writes them, and their ``spans``.
+
+        A request usually resends the previous one's messages and a few more: when the
+        previous list (all of it written before, so all references) starts this one, its
+        runs are taken as they were and only the messages after it are looked at.
+        """
+        items = tuple(messages)
+        known = self._conversation_state
+        parts: list[str] = []
+        open_run, at = ("", 0, 0), 0
+        if known is not None and len(items) >= len(known[0]) and items[: len(known[0])] == known[0]:
+            parts = list(known[1])
+            spans.extend(known[2])
+            open_run, at = known[3], len(known[0])
+        run, first, last, whole = self._gather(items[at:], "messages", spans, parts, open_run)
+        # Kept only when every message was a reference: one written here in full would be
+        # written again by the next request that took these parts.
+        self._conversation_state = (
+            (items, tuple(parts), tuple(spans), (run, first, last)) if whole else None
+        )
         if run:
             parts.append(_run(run, first, last, spans))
         return "[" + ",".join(parts) + "]"
@@ -433,7 +491,7 @@ class Encoder:
         for name, key, _ in self._plans.get(ProviderRequest) or self._plan(ProviderRequest):
             field = getattr(request, name)
             if name == "messages":
-                parts.append(f"{key}:{self._sequence(field, name, spans)}")
+                parts.append(f"{key}:{self._conversation(field, spans)}")
             else:
                 parts.append(f"{key}:{self.value(field, name)}")
         parts.append(f'"tokens":{self._tokens(request, spans)}')
@@ -449,7 +507,18 @@ class Encoder:
         if counter is None:
             counter = self._counters[request.model] = counter_for_model(request.model)
         sums = self._sums.setdefault(request.model, [0])
-        total = count_overhead(request, counter=counter)
+        # The system prompt and the tools rarely change in a chat: counted again when they do.
+        known = self._overhead
+        if (
+            known is not None
+            and known[0] is counter
+            and known[1] is request.system
+            and known[2] == request.tools
+        ):
+            total = known[3]
+        else:
+            total = count_overhead(request, counter=counter)
+            self._overhead = (counter, request.system, request.tools, total)
         messages = self._messages
         for first, last in spans:
             while len(sums) <= last + 1:
@@ -458,6 +527,8 @@ class Encoder:
         return total
 
 
+_PLANS: Final[dict[type, tuple[tuple[str, str, bool], ...]]] = {}
+"""Each dataclass's fields as the encoder writes them (name, JSON key, naming), by type."""
 _INTERNED: Final = frozenset({*_MESSAGES, ProviderRequest, ToolDefinition})
 _RECENT_KINDS: Final = frozenset({"r", "a"})  # requests and answers: remembered briefly
 _BY_IDENTITY: Final = frozenset({ProviderRequest, ProviderResponse, str})

@@ -35,7 +35,7 @@ import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import IO, TYPE_CHECKING, Any, Final, cast
+from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from .._errors import UsageError
 from ..hooks import EVENT_TABLE, EventSpec, Phase, SubAgentEventContext, attach_once
@@ -134,10 +134,10 @@ class JsonLinesTracePlugin:
             "hookloop_trace_call", default=None
         )
         self._parents: dict[str, str] = {}  # chat -> its "parent" as JSON
-        self._pending: dict[int, tuple[object, tuple[object, ...], int]] = {}
+        self._pending: dict[int, tuple[object, tuple[object, ...] | None, int]] = {}
         # What most records repeat, as JSON text: made again only when it changes.
         self._texts: dict[str, tuple[object, str]] = {}
-        self._known_agent: tuple[str, str | None, str, str] | None = None
+        self._known: tuple[str | None, str, str | None, str] | None = None  # see _emit
         self._second = -1
         self._prefix = ""
         self._millisecond = -1
@@ -208,22 +208,21 @@ class JsonLinesTracePlugin:
 
     def _before(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name = json_string(event)
-        fields = _changeable(spec)
+        name, fields, _ = _shape(spec)
 
         def record(ctx: Any) -> None:
             if event == "pre_tool_call":
                 self._call.set(ctx.call.id)
-            seq = self._emit(name, self._encoder.context(ctx), _BEFORE, self._hooks(event))
-            self._pending[id(ctx)] = (ctx, fields(ctx), seq)
+            hooks = self._hooks(event)
+            seq = self._emit(name, self._encoder.context(ctx), _BEFORE, hooks)
+            # With no other handler on the event, nothing can change before _after runs.
+            self._pending[id(ctx)] = (ctx, None if hooks == "[]" else fields(ctx), seq)
 
         return record
 
     def _after(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name = json_string(event)
-        fields = _changeable(spec)
-        names = tuple(f for f in (spec.field, *spec.settable) if f)
+        name, fields, names = _shape(spec)
 
         def record(ctx: Any) -> None:
             entry = self._pending.pop(id(ctx), None)
@@ -231,6 +230,7 @@ class JsonLinesTracePlugin:
             of = "null"
             if entry is not None:
                 of = str(entry[2])
+            if entry is not None and entry[1] is not None:
                 changed = [
                     f
                     for f, new, old in zip(names, fields(ctx), entry[1], strict=True)
@@ -281,15 +281,47 @@ class JsonLinesTracePlugin:
         of: str = "null",
     ) -> int:
         """Write one record (``event``, ``data`` and the rest as JSON text); its ``seq``."""
-        agent = self._agent
-        assert agent is not None
         now = self._clock()
-        if self._start is None:
-            self._start = now
+        start = self._start
+        if start is None:
+            start = self._start = now
         seq = next(self._seq)
         if self.failure is not None:
             return seq
         chat = self._chat.get()
+        if path:
+            middle = self._middle_of(chat, path)
+        else:
+            # The agent, its session, the chat and its parent: the same for every record
+            # of a chat, so made once (again when the session changes).
+            agent = self._agent
+            assert agent is not None
+            known = self._known
+            if (
+                known is not None
+                and known[0] is chat
+                and known[1] is agent.name
+                and known[2] is agent.session_id
+            ):
+                middle = known[3]
+            else:
+                middle = self._middle_of(chat, None)
+                self._known = (chat, agent.name, agent.session_id, middle)
+        elapsed = now - start
+        line = (
+            f'{{"v":{TRACE_FORMAT},"seq":{seq},'
+            f'"t":{f"{elapsed:.6f}" if math.isfinite(elapsed) else "null"},'
+            f'"ts":"{self._timestamp(self._wall())}","event":{event},"stage":{stage},'
+            f'"of":{of},{middle},"hooks":{hooks},"data":{data}}}'
+        )
+        try:
+            self._write(line + "\n" if self._lines else line)
+        except Exception as exc:
+            self._failed(exc)
+        return seq
+
+    def _middle_of(self, chat: str | None, path: tuple[str, ...] | None) -> str:
+        """A record's keys from ``agent`` to ``path``, as JSON text (``path``: a sub-agent's)."""
         if chat is None:
             chat_text = parent = "null"
         else:
@@ -299,29 +331,12 @@ class JsonLinesTracePlugin:
             who = f'"agent":{json_string(path[-1])},"session":null'
             names = "[" + ",".join(map(json_string, path)) + "]"
         else:
-            who, names = self._who(agent)
-        line = (
-            f'{{"v":{TRACE_FORMAT},"seq":{seq},"t":{_number(now - self._start)},'
-            f'"ts":"{self._timestamp(self._wall())}","event":{event},"stage":{stage},'
-            f'"of":{of},{who},"chat":{chat_text},"parent":{parent},"path":{names},'
-            f'"hooks":{hooks},"data":{data}}}'
-        )
-        try:
-            self._write(line + "\n" if self._lines else line)
-        except Exception as exc:
-            self._failed(exc)
-        return seq
-
-    def _who(self, agent: AgentHost) -> tuple[str, str]:
-        """The traced agent's ``agent`` and ``session`` keys, and its ``path``, as JSON."""
-        name, session = agent.name, agent.session_id
-        known = self._known_agent
-        if known is not None and known[0] is name and known[1] is session:
-            return known[2], known[3]
-        who = f'"agent":{json_string(name)},"session":{_json(session)}'
-        names = f"[{json_string(name)}]"
-        self._known_agent = (name, session, who, names)
-        return who, names
+            agent = self._agent
+            assert agent is not None
+            name = agent.name
+            who = f'"agent":{json_string(name)},"session":{_json(agent.session_id)}'
+            names = f"[{json_string(name)}]"
+        return f'{who},"chat":{chat_text},"parent":{parent},"path":{names}'
 
     def _timestamp(self, seconds: float) -> str:
         """UTC, ISO 8601 with milliseconds, as ``datetime`` makes it.
@@ -356,13 +371,28 @@ class JsonLinesTracePlugin:
             logger.warning("the trace could not be written, recording stopped: %s", exc)
 
 
-def _changeable(spec: EventSpec) -> Callable[[Any], tuple[object, ...]]:
-    """The fields of ``spec``'s context its handlers may change, read as a tuple."""
+_Shape: TypeAlias = tuple[str, Callable[[Any], tuple[object, ...]], tuple[str, ...]]
+_SHAPES: Final[dict[str, _Shape]] = {}
+
+
+def _shape(spec: EventSpec) -> _Shape:
+    """What the records of ``spec``'s event need, made once per process, not per plugin.
+
+    Its name as JSON, a getter of the fields its handlers may change (as a tuple), and their
+    names.
+    """
+    known = _SHAPES.get(spec.name)
+    if known is not None:
+        return known
     names = tuple(f for f in (spec.field, *spec.settable) if f)
+    fields: Callable[[Any], tuple[object, ...]]
     if len(names) == 1:
         one = operator.attrgetter(names[0])
-        return lambda ctx: (one(ctx),)
-    return operator.attrgetter(*names)
+        fields = lambda ctx: (one(ctx),)  # noqa: E731
+    else:
+        fields = operator.attrgetter(*names)
+    shape = _SHAPES[spec.name] = (json_string(spec.name), fields, names)
+    return shape
 
 
 def _iso(seconds: float) -> str:
@@ -371,7 +401,3 @@ def _iso(seconds: float) -> str:
 
 def _json(value: str | None) -> str:
     return "null" if value is None else json_string(value)
-
-
-def _number(value: float) -> str:
-    return f"{value:.6f}" if math.isfinite(value) else "null"
