@@ -522,9 +522,9 @@ class Agent(AgentHost):
                 these calls first; nothing was run.
             ConcurrentChatError: A chat is running.
         """
-        self._slot.refuse("resume")
         output = self._output_for(output_type, output_mode, output_retries, self._chat_output)
-        state = await self._approval_state()
+        with self._slot.holding("resume"):
+            state = await self._approval_state()
         if state.message is None:
             raise UsageError("nothing to resume: no tool call is waiting for approval")
         decided = checked_decisions(state.pending, decisions, state.rulings)
@@ -754,8 +754,9 @@ class Agent(AgentHost):
         checked = _checked_session_id(new_session_id)
         if parent_session_id is not None:
             _checked_session_id(parent_session_id)
-        self._slot.refuse("switch sessions")
-        if not reset and checked != self.session_id and await self.pending_approvals():
+        with self._slot.holding("switch sessions"):
+            waiting = not reset and checked != self.session_id and await self.pending_approvals()
+        if waiting:
             raise UsageError(
                 "tool calls wait for approval in this session: decide on them with "
                 "agent.resume(decisions) before switching, or switch with reset=True to "
@@ -845,7 +846,8 @@ class Agent(AgentHost):
         # While a chat runs, its calls are half-answered in the history; claiming the slot
         # then raises ConcurrentChatError, which is the answer.
         if isinstance(message, UserMessage) and self._slot.run is None:
-            state = await self._approval_state()
+            with self._slot.holding("start a chat"):
+                state = await self._approval_state()
             if state.pending:
                 raise UsageError(
                     "tool calls of the last chat wait for approval: decide on them with "

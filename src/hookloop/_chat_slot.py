@@ -7,7 +7,8 @@ raises :class:`~hookloop.ConcurrentChatError` and changes nothing), runs through
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
@@ -76,21 +77,41 @@ class ChatSlot:
     Attributes:
         owner: The agent the slot belongs to.
         run: The chat holding the slot, or ``None``.
+        starting: A start is awaiting what it checks before it claims the slot.
     """
 
-    __slots__ = ("owner", "run")
+    __slots__ = ("owner", "run", "starting")
 
     def __init__(self, owner: ChatHost) -> None:
         self.owner = owner
         self.run: ChatRun | None = None
+        self.starting = False
+
+    @contextmanager
+    def holding(self, action: str) -> Iterator[None]:
+        """Keep the slot while a start awaits its checks (the restored history, waiting calls).
+
+        A restore replaces the history: a second start, ``resume`` or session switch that
+        awaited the same checks meanwhile would do it under the first chat. Leave the block
+        before :meth:`claim`.
+
+        Raises:
+            ConcurrentChatError: A chat holds the slot, or another start does.
+        """
+        self.refuse(action)
+        self.starting = True
+        try:
+            yield
+        finally:
+            self.starting = False
 
     def claim(self, run: ChatRun) -> ChatRun:
         """Make ``run`` the agent's chat; returns it.
 
         Raises:
-            ConcurrentChatError: Another chat holds the slot.
+            ConcurrentChatError: Another chat holds the slot, or is starting.
         """
-        if self.run is not None:
+        if self.run is not None or self.starting:
             raise ConcurrentChatError(
                 f"agent {self.owner.name!r} is already running a chat; one chat at a time per "
                 "agent (wait for it, cancel it, or close its stream first)"
@@ -121,9 +142,9 @@ class ChatSlot:
         """Raise if a chat is running: ``action`` must wait until it has ended.
 
         Raises:
-            ConcurrentChatError: A chat holds the slot.
+            ConcurrentChatError: A chat holds the slot, or is starting.
         """
-        if self.run is not None:
+        if self.run is not None or self.starting:
             raise ConcurrentChatError(
                 f"agent {self.owner.name!r} cannot {action} while a chat is running"
             )

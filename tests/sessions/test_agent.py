@@ -13,6 +13,7 @@ from hookloop import (
     AssistantMessage,
     ChatCancelledError,
     ChatHistory,
+    ConcurrentChatError,
     SessionConflictError,
     ToolMessage,
     UsageError,
@@ -278,3 +279,40 @@ async def test_without_conflict_checks_two_agents_share_one_log(backend: Backend
         assert [m.role for m in stored] == ["user", "assistant"] * 2
         assert stored[2:] == list(two.messages)
         assert len(two.messages) == 2  # two's own history never saw one's messages
+
+
+@pytest.mark.parametrize("second", ["chat", "chat_stream", "resume", "switch_session"])
+async def test_a_second_start_while_the_first_restores_is_refused_and_changes_nothing(
+    backend: Backend, second: str
+) -> None:
+    # The first chat of a restored agent awaits its session's restore before it claims the
+    # slot: a second start in that gap used to restore again, under the running chat.
+    store = backend.store()
+    await store.append("s", UserMessage(content="old question"))
+    await store.append("s", AssistantMessage(content="old answer"))
+    agent = Agent(ScriptedModel(["A answer", "B answer"]))
+    agent.use(store.session("s"))
+    session_id = agent.session_id
+
+    async def other() -> object:
+        if second == "chat":
+            return await agent.chat("B")
+        if second == "chat_stream":
+            async with agent.chat_stream("B") as events:
+                return [event async for event in events]
+        if second == "resume":
+            return await agent.resume([])
+        return await agent.switch_session("elsewhere")
+
+    try:
+        first, refused = await asyncio.gather(agent.chat("A"), other(), return_exceptions=True)
+        assert not isinstance(first, BaseException), first
+        assert first.text == "A answer"
+        assert isinstance(refused, ConcurrentChatError)
+        texts = ["old question", "old answer", "A", "A answer"]
+        assert [m.content for m in agent.history.messages] == texts
+        assert [m.content for m in await store.load("s")] == texts
+        assert agent.session_id == session_id
+    finally:
+        await agent.aclose()
+        await store.close()
