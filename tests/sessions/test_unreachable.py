@@ -8,6 +8,7 @@ side (a connection lost, tried again once) is in tests/durable/test_workers_outa
 from __future__ import annotations
 
 import socket
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,23 @@ async def test_a_sqlite_memory_file_that_cannot_be_opened_is_a_store_error(tmp_p
             await store.add("the user likes tea", "long_term")
     finally:
         await store.close()
+
+
+async def test_a_sqlite_file_locked_longer_than_the_busy_timeout_is_a_store_error(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    store = SQLiteSessionStore(path, busy_timeout=0.05)
+    await store.append("s1", UserMessage(content="first"))
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another writer that keeps the file
+    try:
+        with pytest.raises(StoreError, match="database is locked") as caught:
+            await store.append("s1", UserMessage(content="second"))
+        assert caught.value.store == str(path)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    await store.append("s1", UserMessage(content="second"))
+    assert [m.content for m in await store.load("s1")] == ["first", "second"]
+    await store.close()

@@ -14,9 +14,11 @@ __all__ = ["naming_damage", "use_wal"]
 
 _DAMAGED: Final = frozenset({sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB})
 # The file cannot be opened, read or written (a missing folder, no permission, a full or
-# failing disk): the store cannot be used until someone fixes that.
+# failing disk), or another connection held it locked for the whole busy timeout.
 _UNUSABLE: Final = frozenset(
     {
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
         sqlite3.SQLITE_CANTOPEN,
         sqlite3.SQLITE_IOERR,
         sqlite3.SQLITE_FULL,
@@ -30,7 +32,8 @@ _UNUSABLE: Final = frozenset(
 def naming_damage(path: object) -> Iterator[None]:
     """Raise SQLite's "malformed" and "not a database" as :class:`CorruptStoreError`.
 
-    A file that cannot be opened, read or written raises :class:`StoreError`.
+    A file that cannot be opened, read or written, or that stayed locked by another
+    connection for the whole busy timeout, raises :class:`StoreError`.
     """
     try:
         yield

@@ -80,7 +80,7 @@ class SQLiteSessionStore(SessionStore):
         retention: What to keep; see :class:`~hookloop.sessions.Retention`.
         synchronous: ``"normal"`` or ``"full"``, as described above.
         busy_timeout: Seconds to wait for another process's write lock before an append
-            fails with ``sqlite3.OperationalError``.
+            fails with :class:`~hookloop.StoreError` ("database is locked").
         clock: Returns the current time as POSIX seconds (tests pass a fake one).
 
     Raises:
