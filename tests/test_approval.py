@@ -337,6 +337,16 @@ async def test_a_decision_for_an_unknown_call_is_refused() -> None:
     assert sorted(ran) == ["balance", "transfer 50 carol"]
 
 
+@pytest.mark.parametrize("decisions", [None, "approve", {"c1": "approve"}, 3])
+async def test_resume_refuses_what_is_not_a_list_of_decisions(decisions: object) -> None:
+    agent, pending = await waiting_agent()
+    before = sorted(ran)
+    with pytest.raises(UsageError, match="resume\\(\\) takes"):
+        await agent.resume(decisions)  # type: ignore[arg-type]
+    assert await agent.pending_approvals() == pending  # nothing ran, nothing recorded
+    assert sorted(ran) == before
+
+
 async def test_a_decision_made_for_other_arguments_is_refused() -> None:
     agent, (c1, c3, c5) = await waiting_agent()
     forged = dataclasses.replace(

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -486,6 +486,11 @@ def checked_decisions(
             call's, or the call changed since its approval was asked for (a denial is
             always accepted).
     """
+    if isinstance(decisions, (str, bytes, Mapping)) or not isinstance(decisions, Iterable):
+        raise UsageError(
+            "resume() takes a list of decisions made with pending.approve(), .deny(reason) or "
+            f".edit(arguments), got {type(decisions).__name__}"
+        )
     by_id = {p.call_id: p for p in pending}
     chosen: dict[str, ApprovalDecision] = {}
     for decision in decisions:

@@ -174,6 +174,10 @@ class ScriptedModel(Model):
 
     Attributes:
         requests: Every request received, in order.
+
+    Raises:
+        UsageError: ``script`` is a ``str`` (a list of steps is meant) or holds something
+            that is not a step.
     """
 
     native_output = True  # it answers what the script says, whatever the request asks
@@ -186,6 +190,11 @@ class ScriptedModel(Model):
         context_window: int | None = None,
         chunk_size: int | None = None,
     ) -> None:
+        if isinstance(script, (str, bytes)):
+            raise UsageError(
+                f"ScriptedModel takes a list of steps, got a {type(script).__name__}: write "
+                f"ScriptedModel([{script!r}]) for one answer"
+            )
         self.name = name
         self.context_window = context_window
         self._steps = [_as_step(item) for item in script]

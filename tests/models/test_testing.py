@@ -495,3 +495,9 @@ def test_a_script_step_refuses_a_str_response_when_it_is_made() -> None:
         ScriptStep(response="text")  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="takes an exception"):
         ScriptStep(error="boom")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("script", ["hello", b"hello"])
+def test_a_scripted_model_refuses_a_str_for_its_list_of_steps(script: str) -> None:
+    with pytest.raises(UsageError, match=r"got a (str|bytes): write ScriptedModel\(\["):
+        ScriptedModel(script)
