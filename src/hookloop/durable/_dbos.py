@@ -18,6 +18,7 @@ from typing import Any, Final
 from .._background import run_sync
 from .._errors import DurableRecordError, StoreError, UsageError
 from .._extras import import_extra
+from .._stores._reach import without_password
 from ._dbos_shared import (
     APPLICATION_VERSION,
     SESSION_QUEUE,
@@ -25,7 +26,6 @@ from ._dbos_shared import (
     stopped_turn,
     text_output,
     unreachable,
-    without_password,
 )
 from ._engine import WorkflowBody
 

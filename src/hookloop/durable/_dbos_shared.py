@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from .._errors import DurableRecordError, StoreError, error_line
+from .._stores._reach import without_password
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -18,7 +19,6 @@ __all__ = [
     "stopped_turn",
     "text_output",
     "unreachable",
-    "without_password",
 ]
 
 APPLICATION_VERSION: Final = "hookloop-durable-1"
@@ -55,15 +55,6 @@ def text_output(output: object, workflow_id: str, step: str) -> str:
         reason = f"a {type(output).__name__}, not JSON text"
         raise DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
     return output
-
-
-def without_password(url: str) -> str:
-    """``url`` with the password of its user part, if any, replaced by ``***``."""
-    scheme, sep, rest = url.partition("://")
-    user, at, host = rest.rpartition("@")
-    if not (sep and at) or ":" not in user:
-        return url
-    return f"{scheme}://{user.partition(':')[0]}:***@{host}"
 
 
 def unreachable(url: str, exc: BaseException) -> StoreError | None:

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from .._errors import UsageError
 from .._extras import import_extra
+from .._stores._reach import without_password
 from ._dbos_shared import (
     APPLICATION_VERSION,
     SESSION_QUEUE,
@@ -20,7 +21,6 @@ from ._dbos_shared import (
     stopped_turn,
     text_output,
     unreachable,
-    without_password,
 )
 from ._lease import libpq_url
 from ._records import decode_turn

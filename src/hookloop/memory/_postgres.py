@@ -16,6 +16,7 @@ from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._stores._checks import check_identifier, check_limit, check_text
 from .._stores._pools import abandon_pool, close_pool
+from .._stores._reach import postgres_lost, reachable, without_password
 from ._base import (
     MemoryEntry,
     MemoryStore,
@@ -78,6 +79,9 @@ class PostgresMemoryStore(MemoryStore):
     def __repr__(self) -> str:
         return f"PostgresMemoryStore(table={self._name!r})"
 
+    def _where(self) -> str:
+        return without_password(self.dsn)
+
     async def _open(self) -> asyncpg.Pool:
         pool: asyncpg.Pool = await import_extra(
             "asyncpg", extra="postgres", by=type(self).__name__
@@ -110,6 +114,7 @@ class PostgresMemoryStore(MemoryStore):
 
     # -- the MemoryStore API -----------------------------------------------------------------
 
+    @reachable(postgres_lost, "memory store")
     async def add(
         self, content: str, memory_type: MemoryType, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
@@ -132,6 +137,7 @@ class PostgresMemoryStore(MemoryStore):
         )
         return entry
 
+    @reachable(postgres_lost, "memory store")
     async def search(
         self, query: str, *, memory_type: MemoryType | None = None, limit: int = 10
     ) -> list[MemoryEntry]:
@@ -153,6 +159,7 @@ class PostgresMemoryStore(MemoryStore):
         rows = await pool.fetch(sql, *args)
         return [_entry(row, score=finite(float(row["score"]))) for row in rows]
 
+    @reachable(postgres_lost, "memory store")
     async def get(self, memory_id: str) -> MemoryEntry | None:
         """The entry with this id, or ``None``."""
         if "\x00" in memory_id:  # PostgreSQL text cannot hold it, so no id has it
@@ -161,6 +168,7 @@ class PostgresMemoryStore(MemoryStore):
         row = await pool.fetchrow(f"SELECT {_COLUMNS} FROM {self._name} WHERE id = $1", memory_id)
         return None if row is None else _entry(row)
 
+    @reachable(postgres_lost, "memory store")
     async def entries(
         self, *, memory_type: MemoryType | None = None, limit: int | None = None
     ) -> list[MemoryEntry]:
@@ -177,6 +185,7 @@ class PostgresMemoryStore(MemoryStore):
         pool = await self._pool.get()
         return [_entry(row) for row in await pool.fetch(sql, *args)]
 
+    @reachable(postgres_lost, "memory store")
     async def find(self, match: str, memory_type: MemoryType) -> list[MemoryEntry]:
         """Entries of ``memory_type`` containing ``match``, case-insensitively.
 
@@ -192,6 +201,7 @@ class PostgresMemoryStore(MemoryStore):
         needle = match.casefold()
         return [e for e in map(_entry, rows) if needle in e.content.casefold()]
 
+    @reachable(postgres_lost, "memory store")
     async def replace(
         self, target: MemoryTarget, content: str, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
@@ -212,6 +222,7 @@ class PostgresMemoryStore(MemoryStore):
             raise vanished(entry)
         return changed
 
+    @reachable(postgres_lost, "memory store")
     async def remove(self, target: MemoryTarget) -> MemoryEntry:
         """Delete an entry; returns it as it was."""
         entry = await self.resolve(target)

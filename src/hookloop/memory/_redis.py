@@ -18,6 +18,7 @@ from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._stores._checks import check_limit, check_text
 from .._stores._pools import abandon_client, close_client
+from .._stores._reach import reachable, redis_lost, without_password
 from ._base import (
     MemoryEntry,
     MemoryStore,
@@ -71,6 +72,9 @@ class RedisMemoryStore(MemoryStore):
     def __repr__(self) -> str:
         return f"RedisMemoryStore(prefix={self.prefix!r})"
 
+    def _where(self) -> str:
+        return without_password(self.url)
+
     async def _open(self) -> Any:
         redis = import_extra("redis.asyncio", extra="redis", by=type(self).__name__)
         return redis.Redis.from_url(self.url, decode_responses=True)
@@ -80,6 +84,7 @@ class RedisMemoryStore(MemoryStore):
 
     # -- the MemoryStore API -----------------------------------------------------------------
 
+    @reachable(redis_lost, "memory store")
     async def add(
         self, content: str, memory_type: MemoryType, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
@@ -110,6 +115,7 @@ class RedisMemoryStore(MemoryStore):
             await pipe.execute()
         return entry
 
+    @reachable(redis_lost, "memory store")
     async def search(
         self, query: str, *, memory_type: MemoryType | None = None, limit: int = 10
     ) -> list[MemoryEntry]:
@@ -146,12 +152,14 @@ class RedisMemoryStore(MemoryStore):
         scored.sort(key=lambda item: (-item[0], -item[1]))
         return [entry for _, _, entry in scored[:limit]]
 
+    @reachable(redis_lost, "memory store")
     async def get(self, memory_id: str) -> MemoryEntry | None:
         """The entry with this id, or ``None``."""
         client = await self._client.get()
         fields = (await self._fetch(client, [memory_id]))[0]
         return None if fields is None else _entry(memory_id, fields)
 
+    @reachable(redis_lost, "memory store")
     async def entries(
         self, *, memory_type: MemoryType | None = None, limit: int | None = None
     ) -> list[MemoryEntry]:
@@ -164,6 +172,7 @@ class RedisMemoryStore(MemoryStore):
         fetched = await self._fetch(client, ids)
         return [_entry(i, f) for i, f in zip(ids, fetched, strict=True) if f is not None]
 
+    @reachable(redis_lost, "memory store")
     async def replace(
         self, target: MemoryTarget, content: str, metadata: Mapping[str, Any] | None = None
     ) -> MemoryEntry:
@@ -191,6 +200,7 @@ class RedisMemoryStore(MemoryStore):
         await self._watched(entry, write)
         return changed
 
+    @reachable(redis_lost, "memory store")
     async def remove(self, target: MemoryTarget) -> MemoryEntry:
         """Delete an entry; returns it as it was."""
         entry = await self.resolve(target)

@@ -16,7 +16,6 @@ impossible even if the counter were wrong.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import time
@@ -24,7 +23,6 @@ from collections.abc import Callable, Coroutine
 from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar, cast
-from urllib.parse import urlsplit, urlunsplit
 
 from .._approval_log import SIDE_PREFIX, SIDE_SUFFIX
 from .._errors import (
@@ -32,15 +30,14 @@ from .._errors import (
     SessionConflictError,
     SessionExistsError,
     SessionNotFoundError,
-    StoreError,
     UsageError,
-    error_line,
 )
 from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._messages import Message
 from .._stores._checks import check_int, check_text
 from .._stores._pools import abandon_pool, close_pool
+from .._stores._reach import cannot_reach, postgres_lost, without_password
 from .._stores._schema import check_schema_version
 from ._base import SessionStore, utc
 from ._codec import MESSAGE_FORMAT, Row, decode_messages, decode_rows, encode_message
@@ -73,20 +70,18 @@ def _reconnecting(
 
     @functools.wraps(call)
     async def reconnecting(self: PostgresSessionStore, /, *a: _P.args, **k: _P.kwargs) -> _T:
-        lost = _connection_lost()
         try:
             return await call(self, *a, **k)
-        except lost as exc:
+        except Exception as exc:
+            if not postgres_lost(exc):
+                raise
             logger.info("%s: the connection was lost (%s); trying again", self, exc)
         try:
             return await call(self, *a, **k)
-        except lost as exc:
-            where = self._where()
-            reason = error_line(exc)
-            raise StoreError(
-                f"the session store {where} cannot be reached ({type(exc).__name__}: {reason})",
-                store=where,
-            ) from exc
+        except Exception as exc:
+            if not postgres_lost(exc):
+                raise
+            raise cannot_reach("session store", self._where(), exc) from exc
 
     return reconnecting
 
@@ -140,7 +135,7 @@ class PostgresSessionStore(SessionStore):
         return f"PostgresSessionStore({self._where()})"
 
     def _where(self) -> str:
-        return "a pool" if self._dsn is None else _redact(self._dsn)
+        return "a pool" if self._dsn is None else without_password(self._dsn)
 
     async def _ensure(self) -> asyncpg.Pool[asyncpg.Record]:
         return await self._pools.get()
@@ -461,19 +456,6 @@ async def _record_state(conn: _Conn | asyncpg.Pool, session_id: str) -> RecordSt
     return RecordState(session_id, bool(has_record), last_seq, first, top, int(count))
 
 
-def _connection_lost() -> tuple[type[BaseException], ...]:
-    """What asyncpg raises when the server cannot be reached or the connection died."""
-    exceptions = _asyncpg().exceptions
-    return (
-        exceptions.PostgresConnectionError,  # the connection died, or could not be made
-        exceptions.OperatorInterventionError,  # the server shuts down or is starting up
-        exceptions.InsufficientResourcesError,  # too many connections
-        exceptions.InterfaceError,  # the connection is closed
-        OSError,  # refused, unreachable
-        asyncio.TimeoutError,  # no answer to the connection attempt
-    )
-
-
 def _asyncpg() -> ModuleType:
     """The driver, imported on connecting, so the store loads without asyncpg."""
     return import_extra("asyncpg", extra="postgres", by="PostgresSessionStore")
@@ -489,15 +471,6 @@ def _info(row: asyncpg.Record) -> SessionInfo:
         message_count=int(count),
         last_seq=int(last_seq),
     )
-
-
-def _redact(dsn: str) -> str:
-    """The DSN without its password, for messages."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 async def _keep_session(conn: asyncpg.Connection[asyncpg.Record]) -> None:

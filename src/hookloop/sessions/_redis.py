@@ -24,13 +24,11 @@ keys and the session index live in different slots); Redis 6.2 or newer is neede
 
 from __future__ import annotations
 
-import functools
 import logging
-import sys
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .._approval_log import is_approval_session
 from .._errors import (
@@ -39,14 +37,13 @@ from .._errors import (
     SessionError,
     SessionExistsError,
     SessionNotFoundError,
-    StoreError,
-    error_line,
 )
 from .._extras import import_extra
 from .._loopbound import LoopBound
 from .._messages import Message
 from .._stores._checks import check_text
 from .._stores._pools import abandon_client, close_client
+from .._stores._reach import reachable, redis_lost
 from .._stores._schema import check_schema_version
 from ._base import SessionStore, utc
 from ._codec import MESSAGE_FORMAT, Row, decode_messages, decode_rows, encode_message
@@ -63,40 +60,9 @@ __all__ = ["RedisSessionStore"]
 
 logger = logging.getLogger(__name__)
 
-_P = ParamSpec("_P")
-_T = TypeVar("_T")
 
 # The scripts compute seqs with Lua's numbers (doubles): integers are exact up to 2**53.
 _MAX_SEQ = 2**53
-
-
-def _reachable(
-    call: Callable[Concatenate[RedisSessionStore, _P], Coroutine[Any, Any, _T]],
-) -> Callable[Concatenate[RedisSessionStore, _P], Coroutine[Any, Any, _T]]:
-    """A server that cannot be reached (after redis-py's own retries) as :class:`StoreError`."""
-
-    @functools.wraps(call)
-    async def reachable(self: RedisSessionStore, /, *a: _P.args, **k: _P.kwargs) -> _T:
-        try:
-            return await call(self, *a, **k)
-        except Exception as exc:
-            if not _unreachable(exc):
-                raise
-            where = self._where()
-            raise StoreError(
-                f"the session store {where} cannot be reached "
-                f"({type(exc).__name__}: {error_line(exc)})",
-                store=where,
-            ) from exc
-
-    return reachable
-
-
-def _unreachable(exc: Exception) -> bool:
-    """Whether ``exc`` says the server cannot be reached (redis-py raises its own classes)."""
-    errors = sys.modules.get("redis.exceptions")
-    lost = (OSError,) if errors is None else (OSError, errors.ConnectionError, errors.TimeoutError)
-    return isinstance(exc, lost)
 
 
 class RedisSessionStore(SessionStore):
@@ -192,7 +158,7 @@ class RedisSessionStore(SessionStore):
 
     # --- appending ----------------------------------------------------------------------
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def _append_message(
         self, session_id: str, message: Message, expected_seq: int | None
     ) -> int:
@@ -249,7 +215,7 @@ class RedisSessionStore(SessionStore):
     async def _read_messages(self, session_id: str) -> list[Message]:
         return decode_messages(session_id, await self._rows(session_id))
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def _rows(self, session_id: str) -> list[Row]:
         client = await self._ensure()
         try:
@@ -264,7 +230,7 @@ class RedisSessionStore(SessionStore):
             rows.append((seq, fields.get(b"i"), fields.get(b"f"), fields.get(b"d")))
         return rows
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def _read_info(self, session_id: str) -> SessionInfo | None:
         client = await self._ensure()
         found = await self._infos(client, [session_id])
@@ -273,7 +239,7 @@ class RedisSessionStore(SessionStore):
             raise info
         return info
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def _read_infos(self, limit: int | None) -> list[SessionInfo]:
         client = await self._ensure()
         out: list[SessionInfo] = []
@@ -317,7 +283,7 @@ class RedisSessionStore(SessionStore):
 
     # --- sessions as a whole ------------------------------------------------------------
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def _create_session(self, session_id: str, parent_id: str | None) -> SessionInfo:
         client = await self._ensure()
         now = repr(self._clock())
@@ -328,7 +294,7 @@ class RedisSessionStore(SessionStore):
             raise SessionExistsError(session_id)
         return await self._info_after(client, session_id)
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def _fork_session(self, session_id: str, new_id: str) -> SessionInfo:
         client = await self._ensure()
         try:
@@ -376,7 +342,7 @@ class RedisSessionStore(SessionStore):
         top = _entry_seq(session_id, newest[0][0]) if newest else None
         return RecordState(session_id, bool(exists), last, first, top, int(count), _MAX_SEQ)
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def _repair_session(self, session_id: str) -> SessionInfo:
         client = await self._ensure()
         record, log, _ = self._keys(session_id)
@@ -407,7 +373,7 @@ class RedisSessionStore(SessionStore):
             raise SessionNotFoundError(session_id)
         return info
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def _delete_session(self, session_id: str) -> bool:
         client = await self._ensure()
         return await self._delete(client, [session_id]) > 0
@@ -424,7 +390,7 @@ class RedisSessionStore(SessionStore):
             replies = await pipe.execute()
         return sum(1 for n in range(len(session_ids)) if replies[2 * n])
 
-    @_reachable
+    @reachable(redis_lost, "session store")
     async def prune(self) -> int:
         """Apply ``max_sessions`` and ``max_age`` now; see :meth:`SessionStore.prune`."""
         return await self._prune(await self._ensure())

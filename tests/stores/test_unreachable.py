@@ -1,8 +1,9 @@
 """A store whose database cannot be used raises StoreError, naming where it is.
 
-The driver's own errors (``sqlite3.OperationalError``, redis-py's ``ConnectionError``) stay
-the cause; the caller catches one class of hookloop's tree for every backend. PostgreSQL's
-side (a connection lost, tried again once) is in tests/durable/test_workers_outage.py.
+The driver's own errors (``sqlite3.OperationalError``, redis-py's ``ConnectionError``,
+asyncpg's or ``OSError``) stay the cause; the caller catches one class of hookloop's tree for
+every session and memory store. A PostgreSQL connection lost once and tried again is in
+tests/durable/test_workers_outage.py.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from hookloop import StoreError, UserMessage
-from hookloop.memory import SQLiteMemoryStore
-from hookloop.sessions import RedisSessionStore, SQLiteSessionStore
+from hookloop.memory import PostgresMemoryStore, RedisMemoryStore, SQLiteMemoryStore
+from hookloop.sessions import PostgresSessionStore, RedisSessionStore, SQLiteSessionStore
 
 
 def _closed_port() -> int:
@@ -111,3 +112,27 @@ async def test_a_sqlite_file_locked_longer_than_the_busy_timeout_is_a_store_erro
     await store.append("s1", UserMessage(content="second"))
     assert [m.content for m in await store.load("s1")] == ["first", "second"]
     await store.close()
+
+
+@pytest.mark.parametrize("kind", ["redis-memory", "postgres-memory", "postgres-sessions"])
+async def test_every_server_store_that_cannot_be_reached_is_a_store_error(kind: str) -> None:
+    pytest.importorskip("redis" if kind.startswith("redis") else "asyncpg")
+    port = _closed_port()
+    if kind == "redis-memory":
+        store: object = RedisMemoryStore(f"redis://:s3cret@127.0.0.1:{port}/0")
+    elif kind == "postgres-memory":
+        store = PostgresMemoryStore(f"postgresql://app:s3cret@127.0.0.1:{port}/db")
+    else:
+        store = PostgresSessionStore(f"postgresql://app:s3cret@127.0.0.1:{port}/db")
+    try:
+        with pytest.raises(StoreError, match="cannot be reached") as caught:
+            if isinstance(store, PostgresSessionStore):
+                await store.append("s1", UserMessage(content="hello"))
+            else:
+                assert isinstance(store, (RedisMemoryStore, PostgresMemoryStore))
+                await store.add("the user likes tea", "long_term")
+        assert f"127.0.0.1:{port}" in caught.value.store
+        assert "s3cret" not in str(caught.value)
+        assert "s3cret" not in caught.value.store
+    finally:
+        await store.close()  # type: ignore[attr-defined]
