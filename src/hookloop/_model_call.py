@@ -85,11 +85,15 @@ class ModelCalls:
         model = self._setup.model
         emit = self.emit
         base = request  # what every attempt's pre_request chain starts from
+        window = self._setup.window
         attempt = 0
         while True:
             attempt += 1
             request = base
-            if hs := handlers.get(PRE_REQUEST):
+            if (hs := handlers.get(PRE_REQUEST)) and (
+                # The window alone, with a request that fits as it built it: no chain to run.
+                window is None or not window.passes(hs, request, model)
+            ):
                 pre = PreRequestContext(
                     iteration=iteration,
                     attempt=attempt,

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from .._errors import ContextOverflowError, UsageError
 from .._messages import AssistantMessage, Message, ToolMessage, UserMessage
 from ..hooks._contexts import AfterModelCallContext, PreRequestContext
-from ..hooks._dispatch import Phase
+from ..hooks._dispatch import Handler, Phase
 from ..hooks._events import ON_PRE_COMPRESS, ON_TRIM
 from ..hooks._host import attach_once
 from ..models._base import Model, ProviderRequest
@@ -276,23 +276,45 @@ class SlidingWindow:
         """
         if ctx.attempt == 1:
             self._pending = None  # a new model call: an unconfirmed ceiling is forgotten
+        if self._as_built(ctx.request, ctx.model):
+            return None
+        return self._fit_request(ctx)
+
+    def _as_built(self, request: ProviderRequest, model: Model) -> bool:
+        """Whether ``request`` to ``model`` is the one the window built and fits as it is.
+
+        The window's ``pre_request`` handler leaves such a request alone: it holds the
+        messages :meth:`request_messages` chose for this model and frame, which fit, with no
+        ceiling pending and nothing to report (no ``on_trim`` listener for what it left out,
+        nothing new for ``on_pre_compress``).
+        """
         state = self._state
         agent = self._agent
         if (
-            state is not None
-            and agent is not None
-            and ctx.request.messages is state.sent
-            and state.room is not None
-            and self._pending is None
-            and ctx.model is state.model
-            and _same_frame(ctx.request, state.bare)
-            and not (state.sent_start and ON_TRIM in agent.hooks.handlers)
-            and not (
-                agent.hooks.handlers.get(ON_PRE_COMPRESS) and state.announced < state.sent_start
-            )
+            state is None
+            or agent is None
+            or request.messages is not state.sent
+            or state.room is None
+            or self._pending is not None
+            or model is not state.model
+            or not _same_frame(request, state.bare)
         ):
-            return None
-        return self._fit_request(ctx)
+            return False
+        handlers = agent.hooks.handlers
+        return not (state.sent_start and ON_TRIM in handlers) and not (
+            handlers.get(ON_PRE_COMPRESS) and state.announced < state.sent_start
+        )
+
+    def passes(self, handlers: tuple[Handler, ...], request: ProviderRequest, model: Model) -> bool:
+        """Whether the ``pre_request`` chain ``handlers`` would leave ``request`` as it is.
+
+        For the agent's loop, which then skips the chain (its context and dispatch): true
+        when the window's own handler is the only one and the request fits as the window
+        built it (see :meth:`_as_built`), the common case of every iteration.
+        """
+        return (
+            len(handlers) == 1 and handlers[0].fn == self._trim and self._as_built(request, model)
+        )
 
     async def _fit_request(self, ctx: PreRequestContext) -> ProviderRequest | None:
         agent = self._require_agent()
