@@ -22,6 +22,7 @@ from hookloop import (
     AssistantMessage,
     ContextOverflowError,
     Message,
+    PreRequestContext,
     ToolCall,
     ToolMessage,
     UserMessage,
@@ -201,3 +202,37 @@ async def test_the_room_follows_the_system_prompt_and_the_limits_between_request
 
     assert first > smaller > with_prompt > with_reserve
     assert again > with_reserve
+
+
+async def test_the_window_built_after_the_conversation_outgrows_the_room_is_the_trim() -> None:
+    """Requests that fit whole hold the whole conversation (the window's short path, which
+    keeps less); once the conversation outgrows the room, the window the next requests are
+    built with is already what trimming from scratch keeps, before any handler finishes it."""
+    policy = SlidingWindow(max_tokens=700, reserve=0)
+    calls = (ToolCall(name="fetch", arguments=f'{{"size": {20 + i}}}') for i in range(100))
+    agent = Agent(
+        FunctionModel(
+            lambda request: (
+                text_response("noted")
+                if isinstance(request.messages[-1], ToolMessage)
+                else tool_calls(next(calls))
+            )
+        ),
+        tools=[fetch],
+        retry=None,
+        context=policy,
+    )
+    built: list[tuple[object, object]] = []
+
+    def before_the_window(ctx: PreRequestContext) -> None:
+        built.append((ctx.request.messages, from_scratch(policy, agent, ctx.request)))
+
+    agent.add_hook("pre_request", before_the_window)
+    for _ in range(8):
+        await agent.chat(text(30))
+
+    first = agent.history.messages[0]
+    whole = [sent for sent, _ in built if sent[0] is first]  # type: ignore[index]
+    assert 0 < len(whole) < len(built)  # it held the whole conversation, then less
+    for sent, expected in built:
+        assert sent == expected

@@ -213,13 +213,30 @@ class SlidingWindow:
         if self._agent is None or self._agent.history is not history:
             return None
         self._pending = None  # a new model call: an unconfirmed ceiling is forgotten
+        state = self._state
+        if (
+            state is not None
+            and state.start == 0
+            and state.history is history
+            and state.version == history.version == history.checked_version
+        ):
+            # Every iteration of a chat that fits: the window held the whole conversation and
+            # messages were only appended since (the same version, checked), so the window is
+            # the whole conversation again if all of it fits. Its tokens are the history's.
+            history._counted()
+            tokens = history._total
+            room = self._room(request, history, model)
+            if tokens <= room:
+                whole = state.sent = tuple(history._messages)
+                state.seen, state.tokens, state.fitted, state.room = len(whole), tokens, room, room
+                state.bare, state.model = request, model
+                return whole
         lists = history._checked_lists()
         if lists is None:
             self._state = None
             return None
         messages, counts = lists
         n = len(messages)
-        state = self._state
         if (
             state is None
             or state.history is not history
@@ -229,11 +246,13 @@ class SlidingWindow:
             last_user = _last_user(messages, n, -1)
             start = _guess_start(messages, last_user)
             state = self._state = _Window(history, history.version, start, sum(counts[start:]), n)
-            state.last_user = last_user
+            state.last_user, state.user_seen = last_user, n
         elif state.seen < n:
-            state.last_user = _last_user(messages, n, state.seen - 1, state.last_user)
             state.tokens += sum(counts[state.seen :])
             state.seen = n
+        if state.user_seen < n:  # the fast path above leaves it for when it is needed
+            state.last_user = _last_user(messages, n, state.user_seen - 1, state.last_user)
+            state.user_seen = n
         room = self._room(request, history, model)
         start, tokens, last_user = state.start, state.tokens, state.last_user
         # The trim keeps the longest run of whole turn units, from the newest back, that fits
@@ -602,6 +621,7 @@ class _Window:
         "sent_start",
         "start",
         "tokens",
+        "user_seen",
         "version",
     )
 
@@ -614,6 +634,7 @@ class _Window:
         self.tokens = tokens  # tokens of the messages from start to seen
         self.seen = seen  # how many stored messages it has counted
         self.last_user = -1  # position of the last user message
+        self.user_seen = 0  # how many stored messages last_user was looked for in
         self.sent: tuple[Message, ...] = ()  # the messages the last request was built with
         self.sent_start = 0  # where they start in the history
         self.room: int | None = None  # their room, when they are exactly what the trim keeps
