@@ -179,8 +179,12 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
     if (policy := setup.window) is not None:
         # Only the window, not the whole history: a turn costs the same however long the
         # conversation grows (bench/loop.py, overhead_us_by_history).
-        bare = _request(setup.model.name, system, (), definitions, settings, None)
-        window = policy.request_messages(bare, history, setup.model)
+        request = _request(setup.model.name, system, (), definitions, settings, output_format)
+        window = policy.request_messages(request, history, setup.model)
+        if window is not None and not user_parts:
+            # Nobody has seen the request yet: it takes its messages, not made twice.
+            _request_messages(request, window)
+            return request
     if window is not None:
         messages = window
     else:

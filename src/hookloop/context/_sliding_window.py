@@ -203,7 +203,8 @@ class SlidingWindow:
         """The messages of the next request: the window of the stored history that fits.
 
         For the agent's loop, which builds every request with it (``request`` is the request
-        without its messages). The result is what trimming the whole history would keep,
+        without its messages; the loop may give it the result as its messages, before anyone
+        else sees it). The result is what trimming the whole history would keep,
         found in time that does not grow with the history: the window's start and its token
         sum are kept from one request to the next and moved over the messages added since
         (and back, when the budget grew). ``None`` when the whole history must be sent and
