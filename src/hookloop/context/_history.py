@@ -266,7 +266,10 @@ class ChatHistory:
         counts = self._counts
         missing = len(self._messages) - len(counts)
         if missing:
-            count = _own_counter(self._counter).count_message
+            counter = self._counter  # _own_counter, inlined: this runs every iteration
+            if isinstance(counter, CachingCounter):
+                counter = counter.counter
+            count = counter.count_message
             total = self._total
             for message in self._messages[-missing:]:  # a loop: no comprehension's frame
                 tokens = count(message)

@@ -179,7 +179,7 @@ class SlidingWindow:
         (the system prompt, the tools, the settings, the model, a limit, a ceiling learned):
         every iteration of a chat asks, and the answer rarely changes.
         """
-        counter = history.token_counter
+        counter = history._counter  # the properties' own fields: this runs every request
         frame = (
             request.system,
             request.tools,
@@ -188,7 +188,7 @@ class SlidingWindow:
             model.context_window,
             self.max_tokens,
             self.reserve,
-            history.max_context_tokens,
+            history._max,
             counter,
         )
         if frame == self._frame:
@@ -317,7 +317,7 @@ class SlidingWindow:
             or state.room is None
             or self._pending is not None
             or model is not state.model
-            or not _same_frame(request, state.bare)
+            or (request is not state.bare and not _same_frame(request, state.bare))
         ):
             return False
         handlers = agent.hooks.handlers
