@@ -121,6 +121,8 @@ def _try_writing(path: Path) -> None:
 
 
 async def trace_view(args: argparse.Namespace) -> int:
+    from ._cli import EXIT_OK  # here: the command imports this module
+
     source = Path(args.trace_file)
     output = Path(args.output) if args.output else source.with_suffix(".html")
     if _same_file(str(source), str(output)):
@@ -131,4 +133,4 @@ async def trace_view(args: argparse.Namespace) -> int:
     except OSError as exc:  # the page cannot be written (the trace's own errors are typed)
         raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from exc
     print(f"trace page: open {page.resolve().as_uri()} in a browser", file=sys.stderr)
-    return 0
+    return EXIT_OK

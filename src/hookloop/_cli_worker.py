@@ -17,8 +17,6 @@ from ._errors import WorkerFencedError
 
 __all__ = ["add_worker_command"]
 
-_EXIT_OK, _EXIT_FAILED = 0, 1  # the command's codes (hookloop._cli), for the worker's two ends
-
 
 def add_worker_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     worker = commands.add_parser(
@@ -100,6 +98,7 @@ def _end_process(message: str, status: int) -> NoReturn:
 
 
 async def _worker(args: argparse.Namespace) -> int:
+    from ._cli import EXIT_FAILED, EXIT_OK  # here: the command imports this module
     from .durable._dbos import APPLICATION_VERSION
     from .durable._workers import Worker, WorkerTimings, run_worker
 
@@ -149,8 +148,8 @@ async def _worker(args: argparse.Namespace) -> int:
             on_ready=ready,
         )
     except WorkerFencedError as exc:
-        _end_process(f"hookloop: WorkerFencedError: {exc}", _EXIT_FAILED)
+        _end_process(f"hookloop: WorkerFencedError: {exc}", EXIT_FAILED)
     if left:
-        _end_process(f"hookloop worker: left {left} running turns to a live worker", _EXIT_OK)
+        _end_process(f"hookloop worker: left {left} running turns to a live worker", EXIT_OK)
     print("hookloop worker: stopped", file=sys.stderr, flush=True)
-    return _EXIT_OK
+    return EXIT_OK

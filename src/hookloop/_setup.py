@@ -182,7 +182,9 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
         request = _request(setup.model.name, system, (), definitions, settings, output_format)
         window = policy.request_messages(request, history, setup.model)
         if window is not None and not user_parts:
-            # Nobody has seen the request yet: it takes its messages, not made twice.
+            # The window saw this request without messages and knows it by identity from now
+            # on (its as-built check); no one else has it yet, so it takes the messages here
+            # instead of a second request being made from the same fields.
             _request_messages(request, window)
             return request
     if window is not None:

@@ -44,7 +44,8 @@ async def test_a_redis_server_that_cannot_be_reached_is_a_store_error() -> None:
         await store.close()
 
 
-async def test_a_redis_store_works_once_its_server_answers(redis_url: str) -> None:
+async def test_a_reachable_redis_server_gets_every_call_through_as_before(redis_url: str) -> None:
+    # The wrapper that names an unreachable server hands back what each call returns.
     store = RedisSessionStore(redis_url, prefix=f"unreachable-{_closed_port()}:")
     try:
         await store.append("s1", UserMessage(content="hello"))

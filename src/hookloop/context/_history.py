@@ -266,10 +266,7 @@ class ChatHistory:
         counts = self._counts
         missing = len(self._messages) - len(counts)
         if missing:
-            counter = self._counter  # _own_counter, inlined: this runs every iteration
-            if isinstance(counter, CachingCounter):
-                counter = counter.counter
-            count = counter.count_message
+            count = _own_counter(self._counter).count_message
             total = self._total
             for message in self._messages[-missing:]:  # a loop: no comprehension's frame
                 tokens = count(message)
