@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._approval import (
     NO_REASON,
@@ -45,6 +45,8 @@ if TYPE_CHECKING:
     from .context._history import ChatHistory
 
 _RECORD = "hookloop.approval"
+SPEND_RECORD: Final = "hookloop.usage"
+"""The side session also holds the session's spend records, which this log passes over."""
 _KINDS = ("request", "decision", "repair")
 SIDE_SUFFIX = ":approvals"
 """An approval side session's id is its session's id with this suffix..."""
@@ -148,9 +150,11 @@ def read_log(
             a request's digest does not match its call, or an approval or edit was
             recorded for another digest than its request's.
     """
-    parsed: list[tuple[int, dict[str, Any] | CorruptSessionError]] = [
-        (seq, _parse(session_id, seq, message)) for seq, message in records
-    ]
+    parsed: list[tuple[int, dict[str, Any] | CorruptSessionError]] = []
+    for seq, message in records:
+        data = _parse(session_id, seq, message)
+        if data is not SPEND:  # the session's spend records share the side session
+            parsed.append((seq, data))
     parsed += [(error.seq or 0, error) for error in unreadable]
     parsed.sort(key=lambda item: item[0])
     repaired = max(
@@ -234,6 +238,10 @@ def _decision(session_id: str, seq: int, data: dict[str, Any]) -> ApprovalDecisi
         raise _corrupt(session_id, seq, reason) from None
 
 
+SPEND: Final[dict[str, Any]] = {}
+"""What :func:`_parse` returns for a spend record (``sessions/_spend_log.py``)."""
+
+
 def _parse(session_id: str, seq: int, message: Message) -> dict[str, Any] | CorruptSessionError:
     data: object = None
     if isinstance(message, UserMessage) and isinstance(message.content, str):
@@ -243,6 +251,8 @@ def _parse(session_id: str, seq: int, message: Message) -> dict[str, Any] | Corr
             data = None
     if isinstance(data, dict) and data.get("record") == _RECORD and data.get("kind") in _KINDS:
         return data
+    if isinstance(data, dict) and data.get("record") == SPEND_RECORD:
+        return SPEND
     return _corrupt(session_id, seq, "not an approval record")
 
 

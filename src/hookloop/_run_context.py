@@ -38,6 +38,8 @@ class DurableTurn(Protocol):
     """The durable turn running in this context (``hookloop.durable`` sets it)."""
 
     agent: AgentHost | None
+    workflow_id: str
+    """The turn's workflow id: the same in every run of the turn."""
 
     def idempotency_key(self, call_id: str) -> str:
         """The key of a tool call that stays the same every time the call runs."""

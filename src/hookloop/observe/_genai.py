@@ -13,7 +13,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from .._messages import AssistantMessage, ImagePart, Message, TextPart, ToolCall, ToolMessage
+from .._messages import (
+    AssistantMessage,
+    ImagePart,
+    Message,
+    TextPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+)
 from ..models._base import ProviderRequest, ProviderResponse, ToolDefinition
 
 OPERATION: Final = "gen_ai.operation.name"
@@ -33,6 +41,7 @@ USAGE_INPUT: Final = "gen_ai.usage.input_tokens"
 USAGE_OUTPUT: Final = "gen_ai.usage.output_tokens"
 USAGE_CACHE_READ: Final = "gen_ai.usage.cache_read.input_tokens"
 USAGE_REASONING: Final = "gen_ai.usage.reasoning.output_tokens"
+USAGE_COST: Final = "hookloop.usage.cost"  # not in the conventions: USD, left out when unknown
 TOKEN_TYPE: Final = "gen_ai.token.type"
 TOOL_NAME: Final = "gen_ai.tool.name"
 TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
@@ -136,7 +145,17 @@ def response_attributes(response: ProviderResponse, *, latest: bool) -> dict[str
             attributes[USAGE_CACHE_READ] = usage.cached_input_tokens
         if latest and usage.reasoning_tokens:
             attributes[USAGE_REASONING] = usage.reasoning_tokens
+        attributes.update(cost_attributes(usage))
     return attributes
+
+
+def cost_attributes(usage: Usage) -> dict[str, Any]:
+    """``hookloop.usage.cost`` (USD, a float) when the cost is known; nothing when it is not.
+
+    An unknown cost is left out, never written as 0.
+    """
+    cost = usage.cost
+    return {} if cost is None else {USAGE_COST: float(cost)}
 
 
 # --- content, in the JSON shapes of gen_ai.input.messages and friends ---------------------

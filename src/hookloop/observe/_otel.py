@@ -248,7 +248,11 @@ class OpenTelemetryPlugin:
             return
         usage = ctx.response.usage
         chat.span.set_attributes(
-            {g.USAGE_INPUT: usage.input_tokens, g.USAGE_OUTPUT: usage.output_tokens}
+            {
+                g.USAGE_INPUT: usage.input_tokens,
+                g.USAGE_OUTPUT: usage.output_tokens,
+                **g.cost_attributes(usage),
+            }
         )
         self._close(key, None, None, None)
 

@@ -338,12 +338,17 @@
     if (content !== undefined) node.textContent = content;
     return node;
   }
+  // A cost in US dollars, or "cost unknown" (not priced, or a trace from before costs):
+  // never shown as 0 when it is not known.
+  function costText(cost) {
+    return typeof cost === "number" ? "$" + parseFloat(cost.toPrecision(4)) : "cost unknown";
+  }
   function tokensOf(attempt) {
     const usage = attempt.response && attempt.response.usage;
     const reported = usage ? usage.input_tokens : 0;
     const estimated = attempt.request && attempt.request.tokens;
     return { input: reported || estimated || 0, output: usage ? usage.output_tokens : 0,
-      estimated: !reported };
+      estimated: !reported, reported: Boolean(usage), cost: usage ? usage.cost : undefined };
   }
 
   // -- the rows --------------------------------------------------------------------------
@@ -353,7 +358,7 @@
       return { kind: "outside a chat", label: item.agent, meta: item.items.length + " events" };
     }
     if (item.kind === "chat") {
-      const usage = item.usage ? " \u00b7 " + item.usage.input_tokens + " in / " + item.usage.output_tokens + " out" : "";
+      const usage = item.usage ? " \u00b7 " + item.usage.input_tokens + " in / " + item.usage.output_tokens + " out \u00b7 " + costText(item.usage.cost) : "";
       return { kind: (item.parent ? "sub-agent " : "chat ") + item.agent,
         label: excerpt(item.prompt && item.prompt.content, 60),
         meta: [item.status, item.models.size + " model call" + (item.models.size === 1 ? "" : "s"),
@@ -366,7 +371,7 @@
       const n = item.attempts.length;
       const outcome = last.error ? errorText(last.error) : last.response ? answerOf(last.response) : "no answer";
       return { kind: "model call " + (item.iteration + 1), label: (last.model && last.model.name) || "",
-        meta: (n > 1 ? n + " attempts \u00b7 " : "") + tokens.input + (tokens.estimated ? " (est.)" : "") + " in / " + tokens.output + " out",
+        meta: (n > 1 ? n + " attempts \u00b7 " : "") + tokens.input + (tokens.estimated ? " (est.)" : "") + " in / " + tokens.output + " out" + (tokens.reported ? " \u00b7 " + costText(tokens.cost) : ""),
         outcome, window: windowOf(last, tokens), error: Boolean(last.error) };
     }
     if (item.kind === "attempt") {
@@ -510,13 +515,18 @@
 
   // -- the summary line ----------------------------------------------------------------
 
-  let tokensIn = 0, tokensOut = 0, models = 0, tools = 0, failures = 0;
+  // The run's cost: every answered model call's, sub-agents' included; unknown as soon as
+  // one answer's is.
+  let tokensIn = 0, tokensOut = 0, models = 0, tools = 0, failures = 0, cost = 0;
   for (const chat of chats.values()) {
     for (const m of chat.models.values()) {
       models += 1;
       for (const a of m.attempts) {
         const usage = a.response && a.response.usage;
-        if (usage) { tokensIn += usage.input_tokens; tokensOut += usage.output_tokens; }
+        if (usage) {
+          tokensIn += usage.input_tokens; tokensOut += usage.output_tokens;
+          cost = typeof cost === "number" && typeof usage.cost === "number" ? cost + usage.cost : null;
+        }
         if (a.error) failures += 1;
       }
     }
@@ -526,7 +536,7 @@
   document.getElementById("summary").textContent = [
     records.length + " events", chatCount + " chat" + (chatCount === 1 ? "" : "s"),
     models + " model calls", tools + " tool calls", failures + " failures",
-    tokensIn + " tokens in / " + tokensOut + " out", ms(end),
+    tokensIn + " tokens in / " + tokensOut + " out", costText(cost), ms(end),
   ].join(" \u00b7 ");
 
   // -- details -------------------------------------------------------------------------
@@ -572,6 +582,8 @@
     const sections = [];
     if (item.kind === "chat") {
       pairs.push(["agent path", item.path.join(" \u203a ")], ["status", item.status],
+        ["tokens", item.usage ? item.usage.input_tokens + " in / " + item.usage.output_tokens + " out" : ""],
+        ["cost", item.usage ? costText(item.usage.cost) : ""],
         ["iterations", item.iterations], ["reason", item.reason && text(item.reason)],
         ["error", errorText(item.error)]);
       if (item.prompt) sections.push(["Prompt", messages([item.prompt])]);
@@ -584,6 +596,7 @@
         ["request tokens", tokens.input + (tokens.estimated ? " (estimated)" : " (reported)")],
         ["context window", win ? win.size + " tokens (" + ((win.used / win.size) * 100).toFixed(1) + "% used)" : ""],
         ["output tokens", tokens.output],
+        ["cost", tokens.reported ? costText(tokens.cost) : ""],
         ["finish reason", attempt.response && attempt.response.finish_reason],
         ["time to first chunk", firstChunkOf(attempt)],
         ["backoff waits", item.kind === "model" ? waitsOf(item) : ""],

@@ -24,10 +24,16 @@ from .._errors import (
     SessionNotFoundError,
     UsageError,
 )
-from .._messages import Message
+from .._chat_slot import current_slot
+from .._limits import Spend
+from .._messages import AssistantMessage, Message, new_id
+from .._run_context import durable_turn
 from ..hooks._contexts import (
     ApprovalDecisionContext,
     ApprovalRequestContext,
+    ChatAbortContext,
+    ChatDoneContext,
+    ChatErrorContext,
     ChatStartContext,
     MessageContext,
     SessionSwitchContext,
@@ -35,9 +41,11 @@ from ..hooks._contexts import (
 from ..hooks._dispatch import Phase
 from ..hooks._host import attach_once
 from ._base import SessionStore, check_session_id
+from ._spend_log import SpendRecord, encode_spend, latest_spend
 from ._types import StoredMessage
 
 if TYPE_CHECKING:
+    from .._loop import ChatRun
     from ..hooks._host import AgentHost
 
 __all__ = ["SessionRecorder"]
@@ -79,6 +87,13 @@ class SessionRecorder:
       nothing. The side session is not forked, deleted or exported with the session, nor
       listed by ``list_sessions()``. A side session whose records cannot be read is mended
       with :meth:`repair_approvals`.
+    - **Spend.** What the session's chats spent (model requests, tool calls, tokens with
+      their cost, seconds; sub-agents' included) is appended to the same side session as
+      running totals: at each model call's answer, before its message is stored, and when
+      the chat ends. :meth:`spent` reads it, and an agent's ``session_limits`` are checked
+      against it, in this process or another, after a restart or a resumed approval. A
+      durable turn run again after a crash counts its recorded calls once (see
+      ``docs/budgets.md``).
 
     One recorder serves one agent.
 
@@ -111,6 +126,11 @@ class SessionRecorder:
         # Whether an append of _unsaved[0] ended without telling its outcome (cut short by a
         # second cancellation, or failed): it may still commit on the server meanwhile.
         self._uncertain = False
+        # The spend records: the newest this recorder read or wrote (None: none yet), whether
+        # it read them since the last restore, and the chat they are written for now.
+        self._newest: SpendRecord | None = None
+        self._spend_read = False
+        self._chat: _ChatSpend | None = None
 
     @property
     def name(self) -> str:
@@ -155,6 +175,10 @@ class SessionRecorder:
         agent.add_hook("on_session_switch", self._on_session_switch)
         agent.add_hook("on_approval_request", self._on_approval_request, order=Phase.RECORD)
         agent.add_hook("on_approval_decision", self._on_approval_decision, order=Phase.RECORD)
+        # The spend at the chat's end (tool calls and sub-agents after its last model call).
+        agent.add_hook("on_chat_done", self._on_chat_end, order=Phase.RECORD)
+        agent.add_hook("on_chat_error", self._on_chat_end, order=Phase.RECORD)
+        agent.add_hook("on_chat_abort", self._on_chat_end, order=Phase.RECORD)
 
     async def approval_log(self) -> ApprovalLog:
         """What the session's approval records say about its latest batch of waiting calls.
@@ -175,6 +199,81 @@ class SessionRecorder:
         if not has_unanswered_call(agent.history.messages):
             return ApprovalLog()
         return await self._read_log()
+
+    async def spent(self) -> Spend:
+        """What the session has spent so far, by every process and chat that recorded it.
+
+        Model requests, tool calls, tokens with their cost (``None`` when some call was not
+        priced) and seconds of its chats, sub-agents' included; a chat running now counts
+        what it spent so far. Restores the session first if the recorder has not yet.
+
+        Raises:
+            UsageError: The recorder is not used by an agent.
+            CorruptSessionError: A spend record cannot be read (see
+                :meth:`repair_approvals`).
+        """
+        agent = self._require_agent()
+        if not self._restored:
+            await self._restore(agent)
+        run = self._running()
+        if run is not None:
+            chat = await self._chat_for(run)
+            return chat.base + _chat_spend(run)
+        newest = await self._read_spend()
+        return newest.total if newest is not None else Spend()
+
+    async def spent_before(self, run: ChatRun) -> Spend:
+        """What the session spent before the chat ``run`` (what its limits start from).
+
+        A durable turn run again after a crash gets what was spent before its first run:
+        its recorded calls count again as they replay.
+        """
+        return (await self._chat_for(run)).base
+
+    async def _chat_for(self, run: ChatRun) -> _ChatSpend:
+        chat = self._chat
+        if chat is not None and chat.run is run:
+            return chat
+        turn = durable_turn.get()
+        key = turn.workflow_id if turn is not None and turn.agent is self._agent else new_id("chat")
+        newest = await self._read_spend()
+        base = newest.before(key) if newest is not None else Spend()
+        chat = self._chat = _ChatSpend(run, key, base)
+        return chat
+
+    async def _read_spend(self) -> SpendRecord | None:
+        if not self._spend_read:
+            side = approval_session_id(self._require_session())
+            unreadable: list[CorruptSessionError] = []
+            records = await self.store.records(side, unreadable=unreadable)
+            self._newest = latest_spend(side, [(r.seq, r.message) for r in records], unreadable)
+            self._spend_read = True
+        return self._newest
+
+    async def _record_spend(self, run: ChatRun, key: str) -> None:
+        """Append the session's spend now, in ``run``'s chat (``key``: what it is at)."""
+        chat = await self._chat_for(run)
+        spent = _chat_spend(run)
+        if spent == chat.recorded:
+            return
+        total = chat.base + spent
+        record = encode_spend(chat.key, key, chat.base, total)
+        side = approval_session_id(self._require_session())
+        try:
+            await self.store.append(side, record)
+        except SessionConflictError:
+            # The side session holds this record's id with other figures: the first run
+            # of a durable turn wrote it (its seconds differ), and it stands.
+            pass
+        chat.recorded = spent
+        self._newest = SpendRecord(chat.key, chat.base, total)
+
+    def _running(self) -> ChatRun | None:
+        """The chat running on the agent, when it is this context's (hooks, tools)."""
+        slot = current_slot()
+        if slot is None or slot.owner is not self._agent:
+            return None
+        return slot.run
 
     async def repair_approvals(self) -> tuple[str, ...]:
         """Set aside a side session whose approval records cannot be read; returns the calls.
@@ -252,7 +351,12 @@ class SessionRecorder:
 
     async def _on_message(self, ctx: MessageContext) -> None:
         if self._restored:
-            await self._append(ctx.message)
+            message = ctx.message
+            if type(message) is AssistantMessage and (run := self._running()) is not None:
+                # Before the message: a process that dies in between has counted a call it
+                # made, never the other way round.
+                await self._record_spend(run, message.id)
+            await self._append(message)
             return
         # The recorder was added during a chat: an empty session takes the history (this
         # message included); replacing the history of a running chat is not an option.
@@ -286,6 +390,12 @@ class SessionRecorder:
         last = max([r.seq for r in records] + [e.seq or 0 for e in unreadable], default=0)
         await self.store.append(side, encode_decision(ctx.decision, message_id), expected_seq=last)
 
+    async def _on_chat_end(self, ctx: ChatDoneContext | ChatErrorContext | ChatAbortContext) -> None:
+        run = self._running()
+        if self._restored and run is not None:
+            await self._record_spend(run, "end")
+        self._chat = None
+
     async def _on_session_switch(self, ctx: SessionSwitchContext) -> None:
         self._session_id = ctx.new_session_id
         self._parent = ctx.parent_session_id
@@ -293,12 +403,14 @@ class SessionRecorder:
         self._last_seq = 0
         self._unsaved = []
         self._uncertain = False
+        self._chat = None
         await self._restore(self._require_agent())
 
     # --- work ---------------------------------------------------------------------------
 
     async def _restore(self, agent: AgentHost, before: str | None = None) -> list[Message]:
         session_id = self._require_session()
+        self._spend_read = False  # read again when needed: another process may have spent
         records = await self.store.records(session_id)
         cut = None
         if before is not None:
@@ -455,3 +567,20 @@ def _checked(session_id: str, records: list[StoredMessage]) -> list[Message]:
         seen.add(message.id)
         messages.append(message)
     return messages
+
+
+class _ChatSpend:
+    """The chat the recorder writes spend records for: its key, base, and last record."""
+
+    __slots__ = ("base", "key", "recorded", "run")
+
+    def __init__(self, run: ChatRun, key: str, base: Spend) -> None:
+        self.run = run
+        self.key = key
+        self.base = base
+        self.recorded: Spend | None = None
+
+
+def _chat_spend(run: ChatRun) -> Spend:
+    """What the chat ``run`` spent so far, its sub-agents' included."""
+    return run.spent
