@@ -6,6 +6,7 @@ import dataclasses
 import json
 import os
 import sys
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from hookloop import (
     UsageError,
     UserMessage,
 )
-from hookloop._messages import new_id
+from hookloop._messages import dump_usage, load_usage, new_id
 from hookloop.sessions import dump_messages, load_messages, messages_from_json, messages_to_json
 
 # --- dataclasses --------------------------------------------------------------------------
@@ -225,6 +226,26 @@ def test_usage_addition_and_total() -> None:
     assert Usage() == Usage(input_tokens=0, output_tokens=0)
     assert Usage() + a == a
     assert a == Usage(input_tokens=10, output_tokens=3)  # unchanged
+
+
+def test_usage_costs_add_up_while_both_are_known() -> None:
+    a = Usage(input_tokens=10, cost=Decimal("0.25"))
+    b = Usage(output_tokens=5, cost=Decimal("0.5"))
+    assert (a + b).cost == Decimal("0.75")
+    assert (a + Usage(output_tokens=1)).cost is None  # an unknown cost makes the sum unknown
+    assert (Usage() + a).cost is None
+
+
+@pytest.mark.parametrize("cost", [0.5, 1, "0.1", Decimal("-1"), Decimal("NaN"), Decimal("Inf")])
+def test_usage_refuses_a_cost_that_is_not_a_finite_decimal_of_zero_or_more(cost: object) -> None:
+    with pytest.raises(InvalidMessageError, match=r"Usage\.cost must be a finite Decimal"):
+        Usage(cost=cost)  # type: ignore[arg-type]
+
+
+def test_usage_json_round_trips_its_cost_exactly() -> None:
+    usage = Usage(input_tokens=7, cached_input_tokens=2, cost=Decimal("0.000001234567890123"))
+    assert load_usage(json.loads(json.dumps(dump_usage(usage)))) == usage
+    assert load_usage(dump_usage(Usage(output_tokens=1))) == Usage(output_tokens=1)
 
 
 # --- (de)serialisation --------------------------------------------------------------------

@@ -31,6 +31,7 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
+from ._limits import zero_usage
 from ._messages import (
     AssistantMessage,
     Message,
@@ -146,7 +147,7 @@ class ChatRun(ModelCalls):
         self._waiting: list[_Waiting] = []
         # How each decided call of a resumed chat is answered, while _decide runs them.
         self._rulings: dict[str, Ruling] | None = None
-        self._usage = Usage()
+        self._usage = zero_usage()  # a chat's total starts at a known cost of zero
         self._iteration = 0
         self._output_failures = 0
         self.emit = emit
@@ -787,11 +788,13 @@ def _used_since(before: Usage, now: Usage) -> Usage | None:
     """The tokens added to ``before`` to make ``now``; ``None`` for none."""
     if now == before:
         return None
+    a, b = now.cost, before.cost
     return Usage(
         input_tokens=now.input_tokens - before.input_tokens,
         output_tokens=now.output_tokens - before.output_tokens,
         cached_input_tokens=now.cached_input_tokens - before.cached_input_tokens,
         reasoning_tokens=now.reasoning_tokens - before.reasoning_tokens,
+        cost=None if a is None or b is None else a - b,
     )
 
 

@@ -18,6 +18,7 @@ import reprlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import pydantic
@@ -306,7 +307,11 @@ class ToolCall:
 @slot_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
-    """Tokens a model call used, as the provider reported them.
+    """Tokens a model call used, as the provider reported them, and what they cost.
+
+    Usages add up with ``+``. Their costs add up while both are known: a sum with an unknown
+    cost (``None``) is unknown, so a total is never a guess. A chat's total starts at a
+    known zero.
 
     Attributes:
         input_tokens: Tokens of the request, cached ones included.
@@ -314,22 +319,29 @@ class Usage:
         cached_input_tokens: Of ``input_tokens``, those read from the provider's prompt
             cache, where it says.
         reasoning_tokens: Of ``output_tokens``, those spent on reasoning, where it says.
+        cost: What the tokens cost in US dollars, ``None`` when not priced (see
+            ``docs/budgets.md``).
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    cost: Decimal | None = None
 
     def __post_init__(self) -> None:
+        cost = self.cost
         if not (
             _is_int(self.input_tokens)
             and _is_int(self.output_tokens)
             and _is_int(self.cached_input_tokens)
             and _is_int(self.reasoning_tokens)
+            and (cost is None or _is_cost(cost))
         ):
             names = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
-            raise _refuse(self, tuple((name, _is_int, "an int") for name in names))
+            rules: tuple[_Rule, ...] = tuple((name, _is_int, "an int") for name in names)
+            cost_rule = ("cost", _is_cost_or_none, "a finite Decimal of 0 or more, or None")
+            raise _refuse(self, (*rules, cost_rule))
 
     @property
     def total_tokens(self) -> int:
@@ -337,12 +349,57 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
     def __add__(self, other: Usage) -> Usage:
+        a, b = self.cost, other.cost
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cost=None if a is None or b is None else a + b,
         )
+
+
+def _is_cost(value: object) -> bool:
+    return type(value) is Decimal and value.is_finite() and value >= 0
+
+
+def _is_cost_or_none(value: object) -> bool:
+    return value is None or _is_cost(value)
+
+
+def dump_usage(usage: Usage) -> dict[str, object]:
+    """``usage`` as a JSON object; the cost is a decimal string (exact), or null.
+
+    Every place that stores a :class:`Usage` (durable records, the session log) writes it
+    with this, and reads it back with :func:`load_usage`.
+    """
+    cost = usage.cost
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "cost": None if cost is None else str(cost),
+    }
+
+
+def load_usage(data: Mapping[str, object]) -> Usage:
+    """The :class:`Usage` of :func:`dump_usage`'s object; one written before costs has none.
+
+    Raises:
+        InvalidMessageError: A field is missing or of the wrong type.
+    """
+    try:
+        cost = data.get("cost")
+        return Usage(
+            input_tokens=data["input_tokens"],  # type: ignore[arg-type]
+            output_tokens=data["output_tokens"],  # type: ignore[arg-type]
+            cached_input_tokens=data.get("cached_input_tokens", 0),  # type: ignore[arg-type]
+            reasoning_tokens=data.get("reasoning_tokens", 0),  # type: ignore[arg-type]
+            cost=None if cost is None else Decimal(cost),  # type: ignore[arg-type]
+        )
+    except (KeyError, TypeError, ArithmeticError, AttributeError) as exc:
+        raise InvalidMessageError(f"a usage record cannot be read: {exc!r}") from exc
 
 
 @slot_init

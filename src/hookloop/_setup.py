@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import ApprovalBook, Ruling
 from ._errors import ToolResultLostError
+from ._limits import Spend, UsageLimits
 from ._messages import (
     AssistantMessage,
     Message,
@@ -104,6 +105,12 @@ class ChatSetup:
         approvals: Where the chat leaves the calls that wait for approval.
         output: How the chat asks for and checks a typed answer; ``None`` for text.
         steps: How a durable turn records its model and tool calls; ``None`` otherwise.
+        limits: The chat's usage limits (the chat's own, else the agent's), checked against
+            what this chat spends; ``None`` for none.
+        session_limits: Limits checked against ``spent_before`` plus what this chat
+            spends (a session's, or a parent's remaining for a sub-agent); ``None`` for none.
+        spent_before: What was spent before this chat, for ``session_limits``; ``None``
+            for nothing.
     """
 
     handlers: dict[str, tuple[Handler, ...]]
@@ -119,6 +126,9 @@ class ChatSetup:
     approvals: ApprovalBook
     output: OutputSpec[Any] | None = None
     steps: StepRunner | None = None
+    limits: UsageLimits | None = None
+    session_limits: UsageLimits | None = None
+    spent_before: Spend | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

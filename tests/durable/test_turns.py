@@ -15,11 +15,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
+import json
 import pickle
 import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -469,6 +471,7 @@ usages = st.none() | st.builds(
     output_tokens=st.integers(0, 10**6),
     cached_input_tokens=st.integers(0, 10**6),
     reasoning_tokens=st.integers(0, 10**6),
+    cost=st.none() | st.decimals(min_value=0, max_value=10**4, allow_nan=False, places=12),
 )
 
 
@@ -506,8 +509,15 @@ def test_a_model_call_record_gives_back_the_response_and_message(
 def test_a_tool_call_record_gives_back_the_tool_message(content: str, error: bool) -> None:
     message = ToolMessage(tool_call_id="c", tool_name="t", content=content, is_error=error)
     assert decode_tool_call(encode_tool_call(message), "w", "s") == (message, None)
-    usage = Usage(input_tokens=3, output_tokens=2)
+    usage = Usage(input_tokens=3, output_tokens=2, cost=Decimal("0.000123456789012345"))
     assert decode_tool_call(encode_tool_call(message, usage), "w", "s") == (message, usage)
+
+
+def test_a_record_written_before_costs_reads_as_unpriced() -> None:
+    message = ToolMessage(tool_call_id="c", tool_name="t", content="x")
+    record = json.loads(encode_tool_call(message, Usage(input_tokens=3)))
+    del record["usage"]["cost"]
+    assert decode_tool_call(json.dumps(record), "w", "s") == (message, Usage(input_tokens=3))
 
 
 @settings(max_examples=40)

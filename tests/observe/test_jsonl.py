@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import tracemalloc
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from hookloop import (
     ToolCall,
     ToolMessage,
     TraceFileError,
+    Usage,
     UsageError,
     UserMessage,
     hooks,
@@ -867,3 +869,15 @@ def test_a_record_that_cannot_be_written_ends_the_recording_not_the_chat(
     assert [r.getMessage() for r in warnings] == [
         "the trace could not be written, recording stopped: [Errno 28] No space left on device"
     ]
+
+
+def test_a_cost_is_recorded_as_a_number_with_all_its_digits_without_content() -> None:
+    lines: list[str] = []
+    usage = Usage(input_tokens=3, output_tokens=1, cost=Decimal("0.000012345678901234"))
+    agent = Agent(ScriptedModel([text_response("Hi", usage=usage)]))
+    agent.use(JsonLinesTracePlugin(lines.append, content=False))
+    agent.chat_sync("Hello")
+    done = records(lines)[-1]
+    assert done["event"] == "on_chat_done"
+    assert '"cost":0.000012345678901234' in lines[-1]
+    assert done["data"]["response"]["usage"]["cost"] == pytest.approx(1.2345678901234e-5)  # type: ignore[index]

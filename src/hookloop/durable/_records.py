@@ -10,7 +10,16 @@ import json
 from typing import Any, TypeVar
 
 from .._errors import DurableRecordError, InvalidMessageError
-from .._messages import AssistantMessage, Message, ToolMessage, Usage, UserMessage, load_messages
+from .._messages import (
+    AssistantMessage,
+    Message,
+    ToolMessage,
+    Usage,
+    UserMessage,
+    dump_usage,
+    load_messages,
+    load_usage,
+)
 from .._stream_events import AgentResponse
 from ..models._base import ProviderResponse
 from ..sessions._codec import encode_message, json_text
@@ -36,7 +45,7 @@ def encode_model_call(response: ProviderResponse, message: AssistantMessage) -> 
         {
             "message": json.loads(encode_message(message)),
             "finish_reason": response.finish_reason,
-            "usage": None if usage is None else _usage(usage),
+            "usage": None if usage is None else dump_usage(usage),
             "model": response.model,
             "id": response.id,
         }
@@ -59,7 +68,7 @@ def decode_model_call(
             content=message.content,
             tool_calls=message.tool_calls,
             finish_reason=data["finish_reason"],
-            usage=None if usage is None else Usage(**usage),
+            usage=None if usage is None else load_usage(usage),
             model=data["model"],
             id=data["id"],
         )
@@ -73,7 +82,7 @@ def encode_tool_call(message: ToolMessage, usage: Usage | None = None) -> str:
     return json_text(
         {
             "message": json.loads(encode_message(message)),
-            "usage": None if usage is None else _usage(usage),
+            "usage": None if usage is None else dump_usage(usage),
         }
     )
 
@@ -87,7 +96,7 @@ def decode_tool_call(text: str, workflow_id: str, step: str) -> tuple[ToolMessag
     try:
         data = json.loads(text)
         usage = data["usage"]
-        return _one(data["message"], ToolMessage), None if usage is None else Usage(**usage)
+        return _one(data["message"], ToolMessage), None if usage is None else load_usage(usage)
     except _UNREADABLE as exc:
         raise _unreadable(workflow_id, step, exc) from exc
 
@@ -119,7 +128,7 @@ def encode_response(response: AgentResponse[Any]) -> str:
         {
             "messages": [json.loads(encode_message(m)) for m in response.messages],
             "message_id": response.message.id,
-            "usage": _usage(response.usage),
+            "usage": dump_usage(response.usage),
             "iterations": response.iterations,
             "finish_reason": response.finish_reason,
         }
@@ -141,22 +150,13 @@ def decode_response(text: str, workflow_id: str) -> AgentResponse[Any]:
         return AgentResponse(
             message=final,
             messages=messages,
-            usage=Usage(**data["usage"]),
+            usage=load_usage(data["usage"]),
             iterations=data["iterations"],
             finish_reason=data["finish_reason"],
             output=final.content,
         )
     except _UNREADABLE as exc:
         raise _unreadable(workflow_id, "output", exc) from exc
-
-
-def _usage(usage: Usage) -> dict[str, int]:
-    return {
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cached_input_tokens": usage.cached_input_tokens,
-        "reasoning_tokens": usage.reasoning_tokens,
-    }
 
 
 def _one(item: object, kind: type[_M]) -> _M:

@@ -32,6 +32,7 @@ import dataclasses
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Final
 
 import pydantic_core
@@ -188,6 +189,7 @@ class Encoder:
             bool: _boolean,
             int: _integer,
             float: lambda value, key: _float(value),
+            Decimal: lambda value, key: _decimal(value),
             tuple: self._sequence,
             list: self._sequence,
             dict: lambda value, key: self._mapping(value),
@@ -573,6 +575,11 @@ def _run(kind: str, first: int, last: int, spans: list[tuple[int, int]] | None) 
 
 def _float(value: float) -> str:
     return float.__repr__(value) if math.isfinite(value) else json_string(repr(value))
+
+
+def _decimal(value: Decimal) -> str:
+    """A cost as a JSON number with all its digits (``str`` of a finite Decimal is one)."""
+    return str(value) if value.is_finite() else json_string(str(value))
 
 
 def _scalar(value: object) -> bool:
