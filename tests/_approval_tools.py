@@ -5,9 +5,11 @@ Each tool appends what it ran to :data:`ran`; the test modules empty it before e
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
-from hookloop import ToolCall, ToolMessage, tool
+from hookloop import Message, ToolCall, ToolMessage, tool
 from hookloop.testing import tool_calls
 
 ran: list[str] = []
@@ -77,3 +79,9 @@ def results(messages: Any) -> list[tuple[str, str, bool]]:
 def answers(messages: Any) -> list[tuple[str, str]]:
     """Each tool result's call id and content."""
     return [(m.tool_call_id, m.content) for m in messages if isinstance(m, ToolMessage)]
+
+
+def approval_records(side: Sequence[Message]) -> list[dict[str, Any]]:
+    """The approval records of a side session's messages, in order (its spend records left out)."""
+    records = [json.loads(m.content) for m in side if isinstance(m.content, str)]
+    return [r for r in records if r.get("record") == "hookloop.approval"]

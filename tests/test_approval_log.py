@@ -53,6 +53,7 @@ from hookloop.testing import ScriptedModel, tool_call, tool_calls
 from tests import _approval_worker as approval_worker
 from tests._approval_tools import (
     answers,
+    approval_records,
     balance,
     batch,
     delete,
@@ -118,8 +119,7 @@ async def test_another_process_restores_the_session_and_resumes(backend: Backend
             ("c3", "denied: keep /tmp/x", True),
             ("c5", "deleted /tmp/y", False),
         ]
-        side = await store.load(approval_session_id("approve-me"))
-        records = [json.loads(m.content) for m in side if isinstance(m, UserMessage)]  # type: ignore[arg-type]
+        records = approval_records(await store.load(approval_session_id("approve-me")))
         # Each request is recorded as soon as its call is found to wait (the calls of a
         # batch run concurrently); the decisions follow in call order.
         assert sorted((r["kind"], r["call_id"]) for r in records[:3]) == [
@@ -186,7 +186,8 @@ async def test_a_stored_copy_changed_before_a_restart_is_refused(tmp_path: Path)
         later = Agent(ScriptedModel(["sent"]), tools=[pay], plugins=[store.session("s")])
         with pytest.raises(ApprovalMismatchError):
             await later.resume([type(pending)(**row).approve()])
-        assert len(await store.load(approval_session_id("s"))) == 1  # no decision recorded
+        side = await store.load(approval_session_id("s"))
+        assert len(approval_records(side)) == 1  # no decision recorded
     assert ran == []
 
 
@@ -230,7 +231,8 @@ async def side_record(
     backend: Backend, session_id: str
 ) -> tuple[UserMessage, int, dict[str, object]]:
     async with backend.store() as store:
-        (record,) = await store.records(approval_session_id(session_id))
+        records = await store.records(approval_session_id(session_id))
+    (record,) = [r for r in records if "hookloop.approval" in str(r.message.content)]
     assert isinstance(record.message, UserMessage)
     assert isinstance(record.message.content, str)
     return record.message, record.seq, json.loads(record.message.content)
@@ -312,13 +314,13 @@ async def test_a_foreign_record_in_the_approval_log_is_a_corrupt_session_error(
     await stored_waiting_agent(backend, "foreign")
     side = approval_session_id("foreign")
     async with backend.store() as store:
-        await store.append(side, UserMessage(content="hello"))
+        seq = await store.append(side, UserMessage(content="hello"))
         agent = Agent(ScriptedModel([]), plugins=[store.session("foreign")])
         with pytest.raises(CorruptSessionError) as raised:
             await agent.pending_approvals()
         assert (raised.value.session_id, raised.value.seq, raised.value.reason) == (
             side,
-            4,
+            seq,
             "not an approval record",
         )
 
@@ -348,7 +350,7 @@ async def test_the_request_is_stored_while_another_call_of_the_batch_runs(
             await asyncio.wait_for(asked_for.wait(), 60)
         async with backend.store() as other:  # what a process started now would find
             side = await other.load(approval_session_id("s"))
-        seen.append([json.loads(m.content)["call_id"] for m in side if isinstance(m.content, str)])
+        seen.append([r["call_id"] for r in approval_records(side)])
         return "report"
 
     async with backend.store() as store:
@@ -394,7 +396,7 @@ async def test_two_workers_resuming_one_session_run_the_call_once(backend: Backe
         assert ran == ["pay 500"]
         assert answers(await one.load("s")) == [("c1", "paid 500")]
         side = await one.load(approval_session_id("s"))
-        kinds = [json.loads(m.content)["kind"] for m in side if isinstance(m.content, str)]
+        kinds = [r["kind"] for r in approval_records(side)]
         assert kinds == ["request", "decision"]
 
 

@@ -33,10 +33,12 @@ from ._background import BackgroundTasks, run_sync
 from ._chat_slot import ChatSlot
 from ._delegation import as_tool, delegate
 from ._errors import MemoryRequestError, UsageError
+from ._limits import UsageLimits
 from ._loop import ChatRun
 from ._messages import Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ._run_context import NO_DEPS
+from ._session_limits import check_session_limits, spent_before, watch_session
 from ._setup import ChatSetup, Resumption, StepRunner
 from ._stream import ChatStream
 from ._stream_events import AgentEvent, AgentResponse
@@ -125,6 +127,11 @@ class Agent(AgentHost):
             or ``"prompted"`` (the schema in the system prompt).
         output_retries: How many invalid answers go back to the model, each with what is
             wrong, before the chat raises :class:`~hookloop.OutputValidationError`.
+        session_limits: :class:`~hookloop.UsageLimits` on what the whole session may spend,
+            all its chats together: with a session recorder, whatever process and worker
+            they ran in (its log keeps the spend), otherwise this agent's chats in this
+            process since it entered the session. Crossing one ends the chat with
+            :class:`~hookloop.UsageLimitExceeded`. See ``docs/budgets.md``.
 
     Attributes:
         hooks: The hook registry; prefer :meth:`add_hook`.
@@ -153,6 +160,7 @@ class Agent(AgentHost):
         output_type: object = None,
         output_mode: OutputMode = "tool",
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
+        session_limits: UsageLimits | None = None,
     ) -> None:
         if not isinstance(model, Model):
             raise UsageError(f"model must be a hookloop Model, got {type(model).__name__}")
@@ -207,6 +215,10 @@ class Agent(AgentHost):
         self._slot = ChatSlot(self)
         self._approvals = ApprovalBook()
         self._plugins: list[Plugin] = []
+        self.session_limits = check_session_limits(session_limits)
+        """What the whole session may spend (``None``: no limit); see ``docs/budgets.md``."""
+        if self.session_limits is not None:
+            watch_session(self)
         tool_list = list(tools)
         if tool_list:
             self.scopes.register(Scope(DEFAULT_SCOPE, tools=tool_list))
@@ -877,7 +889,12 @@ class Agent(AgentHost):
             output=output,
             steps=steps,
         )
-        run = self._slot.claim(ChatRun(setup, message, emit))
+        run = ChatRun(setup, message, emit)
+        if (session_limits := self.session_limits) is not None:
+            with self._slot.holding("start a chat"):
+                setup.spent_before = await spent_before(self, run)
+            setup.session_limits = session_limits
+        run = self._slot.claim(run)
         self._chat_output = output
         return run
 

@@ -31,7 +31,7 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
-from ._limits import zero_usage
+from ._limits import Spend, zero_usage
 from ._messages import (
     AssistantMessage,
     Message,
@@ -169,6 +169,11 @@ class ChatRun(ModelCalls):
     def usage(self) -> Usage:
         """Tokens used so far, sub-agents' included."""
         return self._usage
+
+    @property
+    def spent(self) -> Spend:  # ledger: a stand-in until the budget branch's own lands
+        """What the chat spent so far."""
+        return Spend(usage=self._usage)
 
     def add_usage(self, usage: Usage) -> None:
         """Count a sub-agent's tokens as this chat's."""

@@ -17,6 +17,7 @@ from .._approval_log import (
     open_calls,
     read_log,
 )
+from .._chat_slot import current_slot
 from .._errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -24,7 +25,6 @@ from .._errors import (
     SessionNotFoundError,
     UsageError,
 )
-from .._chat_slot import current_slot
 from .._limits import Spend
 from .._messages import AssistantMessage, Message, new_id
 from .._run_context import durable_turn
@@ -259,12 +259,10 @@ class SessionRecorder:
         total = chat.base + spent
         record = encode_spend(chat.key, key, chat.base, total)
         side = approval_session_id(self._require_session())
-        try:
+        # A conflict: the side session holds this record's id with other figures. The
+        # first run of a durable turn wrote it (its seconds differ), and it stands.
+        with contextlib.suppress(SessionConflictError):
             await self.store.append(side, record)
-        except SessionConflictError:
-            # The side session holds this record's id with other figures: the first run
-            # of a durable turn wrote it (its seconds differ), and it stands.
-            pass
         chat.recorded = spent
         self._newest = SpendRecord(chat.key, chat.base, total)
 
@@ -390,7 +388,9 @@ class SessionRecorder:
         last = max([r.seq for r in records] + [e.seq or 0 for e in unreadable], default=0)
         await self.store.append(side, encode_decision(ctx.decision, message_id), expected_seq=last)
 
-    async def _on_chat_end(self, ctx: ChatDoneContext | ChatErrorContext | ChatAbortContext) -> None:
+    async def _on_chat_end(
+        self, ctx: ChatDoneContext | ChatErrorContext | ChatAbortContext
+    ) -> None:
         run = self._running()
         if self._restored and run is not None:
             await self._record_spend(run, "end")
