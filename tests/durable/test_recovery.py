@@ -8,6 +8,7 @@ every model call, tool run and hook; the history is compared with an uninterrupt
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -18,16 +19,24 @@ from typing import Any
 
 import pytest
 
-from hookloop import ToolResultLostError
+from hookloop import Agent, ToolResultLostError
 from hookloop._errors import RESULT_LOST_TEXT
-from hookloop.sessions import dump_messages, load_messages
+from hookloop._limits import Spend
+from hookloop.sessions import SessionRecorder, dump_messages, load_messages
+from hookloop.testing import FunctionModel
 from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT, open_store
 
 # One xdist worker runs them all, so the uninterrupted baseline run is made once.
 pytestmark = pytest.mark.xdist_group("durable_recovery")
 
-USAGE = {"input_tokens": 1110, "output_tokens": 6, "cached_input_tokens": 0, "reasoning_tokens": 0}
+USAGE = {
+    "input_tokens": 1110,
+    "output_tokens": 6,
+    "cached_input_tokens": 0,
+    "reasoning_tokens": 0,
+    "cost": None,  # the test model has no price
+}
 
 
 def spec(directory: Path, engine: str, sessions: dict[str, str], stop: str) -> str:
@@ -73,6 +82,22 @@ def stored(sessions: dict[str, str]) -> list[dict[str, Any]]:
     return asyncio.run(read())
 
 
+def spent(sessions: dict[str, str]) -> Spend:
+    """What the session's spend records say it spent, as a new process reads them."""
+    import asyncio
+
+    async def read() -> Spend:
+        store = open_store(sessions)
+        try:
+            recorder = SessionRecorder(store, "s-1")
+            Agent(FunctionModel(lambda request: "unused"), plugins=[recorder])
+            return await recorder.spent()
+        finally:
+            await store.close()
+
+    return asyncio.run(read())
+
+
 def without_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages without their own ids, which each run draws anew (tool call ids stay)."""
     return [{k: v for k, v in m.items() if k != "id"} for m in messages]
@@ -89,6 +114,8 @@ def check_turn(directory: Path, sessions: dict[str, str], baseline: list[dict[st
     assert without_ids(log_messages) == without_ids(baseline)
     # Every model call counted once, the recorded ones from their records.
     assert (response["usage"], response["iterations"]) == (USAGE, 3)
+    # So does the session's spend: the replayed calls' records were not written twice.
+    assert dataclasses.asdict(spent(sessions).usage) == USAGE
 
 
 @pytest.fixture(scope="module")

@@ -274,17 +274,18 @@ class SessionRecorder:
         return slot.run
 
     async def repair_approvals(self) -> tuple[str, ...]:
-        """Set aside a side session whose approval records cannot be read; returns the calls.
+        """Set aside a side session whose records cannot be read; returns the calls.
 
-        A damaged record (changed behind the store's back, or written by something else)
-        makes :meth:`~hookloop.Agent.pending_approvals`, ``chat()`` and ``resume()`` raise
-        :class:`~hookloop.CorruptSessionError`. This appends a repair record after which
-        the records before it are not read, and the calls of the latest batch that have no
-        result yet are set aside: the next chat answers each with an error result saying
-        that whether it ran is not known (nothing runs). The side session's own record is
-        repaired first (``store.repair()``, when the store can), so that appends to it go
-        through again. Records that read well are left as they are. Run it while no other
-        process resumes the session.
+        A damaged approval or spend record (changed behind the store's back, or written by
+        something else) makes :meth:`~hookloop.Agent.pending_approvals`, :meth:`spent`,
+        ``chat()`` and ``resume()`` raise :class:`~hookloop.CorruptSessionError`. This
+        appends a repair record after which the damaged records before it are not read
+        (the spend records that read well still count), and the calls of the latest batch
+        that have no result yet are set aside: the next chat answers each with an error
+        result saying that whether it ran is not known (nothing runs). The side session's
+        own record is repaired first (``store.repair()``, when the store can), so that
+        appends to it go through again. Records that read well are left as they are. Run
+        it while no other process resumes the session.
 
         Returns:
             The ids of the calls set aside (empty when nothing needed repair).
@@ -304,11 +305,14 @@ class SessionRecorder:
             await self.store.repair(side)
         try:
             await self._read_log()
+            self._spend_read = False
+            await self._read_spend()
             return ()
         except CorruptSessionError:
             pass
         message_id, calls = open_calls(agent.history.messages)
         await self.store.append(side, encode_repair(message_id, calls))
+        self._spend_read = False
         return calls
 
     async def _read_log(self) -> ApprovalLog:
@@ -346,6 +350,10 @@ class SessionRecorder:
             await self._restore(self._require_agent())
         elif self._unsaved:  # e.g. a switch whose copy failed halfway: try again, or raise
             await self._flush()
+        if (run := self._running()) is not None:
+            # What the session spent, read now: damaged records stop the chat before it
+            # sends anything, not after its first answer.
+            await self._chat_for(run)
 
     async def _on_message(self, ctx: MessageContext) -> None:
         if self._restored:

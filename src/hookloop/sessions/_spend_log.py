@@ -108,7 +108,7 @@ def latest_spend(
 
 def _is_repair(message: Message) -> bool:
     content = message.content if isinstance(message, UserMessage) else None
-    if not (isinstance(content, str) and '"kind":"repair"' in content):
+    if not (isinstance(content, str) and "repair" in content):
         return False
     try:
         data = json.loads(content)
@@ -120,7 +120,7 @@ def _is_repair(message: Message) -> bool:
 def _spend_data(message: Message) -> dict[str, Any] | None:
     if not (isinstance(message, UserMessage) and isinstance(message.content, str)):
         return None
-    if f'"record":"{RECORD}"' not in message.content:  # most side records are not spend's
+    if RECORD not in message.content:  # approval records: not parsed here
         return None
     try:
         data = json.loads(message.content)
