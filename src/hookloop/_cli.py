@@ -21,7 +21,9 @@ an agent's, to MCP clients.
 Every failure is one line on stderr (``--debug`` shows the traceback); a trace or page that
 cannot be written is one more line, and the answer and the exit code stay the run's. Exit
 codes: 0 done (``mcp serve --http`` stopped by SIGTERM too); 1 the run failed (the provider,
-a limit); 2 bad usage (arguments, a model that cannot be used); 130 interrupted; while
+``--max-iterations``); 2 bad usage (arguments, a model that cannot be used); 3 a usage limit
+was reached (``--max-cost``, ``--max-requests``: they cap the whole run, or all the answers of
+a ``chat``, which shows what was spent after each answer); 130 interrupted; while
 recording a trace, 143 and 129 when SIGTERM or SIGHUP ended it (once the trace and the page
 were written).
 """
@@ -38,6 +40,7 @@ import re
 import signal
 import sys
 import threading
+from decimal import Decimal
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, TextIO, cast
 
@@ -53,10 +56,13 @@ from ._errors import (
     ProviderError,
     RunError,
     UsageError,
+    UsageLimitExceeded,
     error_line,
 )
 from ._extras import import_attribute
+from ._limits import Spend, UsageLimits
 from ._messages import ToolMessage
+from ._session_limits import session_spend
 from ._stream_events import ModelRetry, ToolCallFinished
 from ._tools import Tool, tool
 from ._trace import TracePlugin
@@ -71,7 +77,7 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 _NAMED = re.compile(r"[A-Za-z0-9_-]{1,64}")  # --mcp NAME=SERVER
 
 _SPINNER = "|/-\\"
@@ -118,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"hookloop: {_failure(exc, args)}", file=sys.stderr)
-        return EXIT_FAILED
+        return EXIT_LIMIT if isinstance(exc, UsageLimitExceeded) else EXIT_FAILED
 
 
 def _user_modules_importable() -> None:
@@ -243,6 +249,19 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--max-tokens", type=int, help="most tokens per model answer")
     common.add_argument(
         "--max-iterations", type=int, default=10, help="model calls per answer (default 10)"
+    )
+    common.add_argument(
+        "--max-cost",
+        type=_dollars,
+        metavar="USD",
+        help="the most the whole run (or chat session) may cost in US dollars; the model "
+        "needs a known price",
+    )
+    common.add_argument(
+        "--max-requests",
+        type=int,
+        metavar="N",
+        help="the most model requests of the whole run (or chat session), retries included",
     )
     run = commands.add_parser(
         "run", parents=[common], help="answer one prompt and exit", description="Answer once."
@@ -378,6 +397,11 @@ async def _chat(args: argparse.Namespace) -> int:
                 except EOFError:  # Ctrl-D or Ctrl-C while a call waited for a decision: leave
                     print(file=sys.stderr)
                     return EXIT_OK
+                except UsageLimitExceeded as exc:  # the session's budget is spent: leave
+                    screen.note(f"hookloop: {_failure(exc, args)}")
+                    screen.note(f"({spend_line(await session_spend(agent))})")
+                    return EXIT_LIMIT
+                screen.note(f"({spend_line(await session_spend(agent))})")
     finally:
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.remove_signal_handler(signal.SIGINT)
@@ -475,9 +499,24 @@ async def _answer(
                 screen.text(response.text)
     except ChatCancelledError:
         screen.note("(stopped)")
+    except UsageLimitExceeded:
+        screen.end()
+        raise
     except RunError as exc:
         screen.note(f"hookloop: {_failure(exc, args)}")
     screen.end()
+
+
+def spend_line(spent: Spend) -> str:
+    """What a session spent, for a person: ``"spent 3 requests, 1,234 tokens, $0.0012"``.
+
+    An unknown cost (a model without a price) says so; it is never shown as $0.
+    """
+    usage = spent.usage
+    cost = "cost unknown" if usage.cost is None else f"${usage.cost:f}"
+    requests = f"{spent.requests} request{'s' * (spent.requests != 1)}"
+    tokens = f"{usage.input_tokens:,} tokens in / {usage.output_tokens:,} out"
+    return f"spent {requests}, {tokens}, {cost}"
 
 
 async def _decide(
@@ -513,6 +552,14 @@ async def _decide(
             return decision
 
 
+def _dollars(text: str) -> Decimal:
+    """``--max-cost``: an amount of dollars, exact (``0.10`` is ten cents, not a float)."""
+    try:
+        return Decimal(text)
+    except ArithmeticError:
+        raise argparse.ArgumentTypeError(f"not an amount of dollars: {text!r}") from None
+
+
 def _check_numbers(args: argparse.Namespace) -> None:
     """Refuse settings no model accepts before one is loaded."""
     if args.max_tokens is not None and args.max_tokens < 1:
@@ -521,6 +568,10 @@ def _check_numbers(args: argparse.Namespace) -> None:
         raise _Usage(f"--temperature must be 0 or more (got {args.temperature:g})")
     if args.max_iterations < 1:
         raise _Usage(f"--max-iterations must be at least 1 (got {args.max_iterations})")
+    if args.max_requests is not None and args.max_requests < 1:
+        raise _Usage(f"--max-requests must be at least 1 (got {args.max_requests})")
+    if args.max_cost is not None and not (args.max_cost.is_finite() and args.max_cost > 0):
+        raise _Usage(f"--max-cost must be an amount of dollars above 0 (got {args.max_cost})")
 
 
 async def _agent(args: argparse.Namespace, screen: _Screen) -> Agent:
@@ -566,6 +617,8 @@ async def _assemble(
         max_iterations=args.max_iterations,
         settings=settings,
         plugins=toolsets,
+        # The command's whole run, or all the answers of a chat, is the session.
+        session_limits=UsageLimits(cost=args.max_cost, requests=args.max_requests),
     )
     attempts = getattr(agent.retry_strategy, "max_attempts", None)
     where = _where(args)

@@ -4,7 +4,14 @@ What a delegation guarantees:
 
 - The sub-agent's chat runs in a task of its own; cancelling the delegating task (or the
   parent's chat) cancels it, and waits until it has closed its history.
-- Its token usage is added to the parent's running chat, if any, also when it fails.
+- What it spent (model requests, tool calls, tokens with their cost) is added to the
+  parent's running chat, if any, also when it fails: it counts against the parent's limits
+  (its chat's and its session's) and is in the parent's session's spend records.
+- It may spend at most what the parent's limits have left when it starts, and at most
+  ``limits`` (a slice: ``sub.as_tool(limits=UsageLimits(cost=...))``); crossing either ends
+  its chat with :class:`~hookloop.UsageLimitExceeded` (as a tool: an error result the
+  parent's model sees; the parent's own next model call is then checked against the
+  parent's limits with the sub-agent's spend added).
 - Without dependencies of its own (``Agent(deps=...)``), its tools get the parent's running
   chat's (``RunContext.deps``).
 - Its hook events reach the parent's ``on_subagent_event`` handlers tagged with the agent
@@ -31,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ._chat_slot import ChatHost, current_slot
 from ._errors import UsageError, WaitingForApprovalError
+from ._limits import ChatLimits, UsageLimits
 from ._loop import ChatRun
 from ._messages import UserMessage
 from ._run_context import NO_DEPS
@@ -65,12 +73,20 @@ _SUB_AGENTS: weakref.WeakKeyDictionary[ChatHost, _SubAgent] = weakref.WeakKeyDic
 
 
 async def delegate(
-    parent: ChatHost, task: str, sub: ChatHost, *, metadata: Mapping[str, Any] | None = None
+    parent: ChatHost,
+    task: str,
+    sub: ChatHost,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    limits: UsageLimits | None = None,
 ) -> AgentResponse:
     """Run ``task`` as a chat of ``sub`` on behalf of ``parent``; see the module docstring.
 
+    ``limits``: the most the sub-agent's chat may spend (within what the parent has left).
+
     Raises:
-        UsageError: ``sub`` is ``parent``, or ``task`` is not a non-empty str.
+        UsageError: ``sub`` is ``parent``, ``task`` is not a non-empty str, or ``limits``
+            is not ``UsageLimits``.
         Exception: Whatever the sub-agent's chat raised (``ChatCancelledError`` included).
         asyncio.CancelledError: The delegating task was cancelled.
     """
@@ -79,13 +95,17 @@ async def delegate(
     if not isinstance(task, str) or not task.strip():
         raise UsageError(f"a delegated task must be a non-empty str, got {task!r:.80}")
     info = dict(metadata or {})
+    if limits is not None and not isinstance(limits, UsageLimits):
+        raise UsageError(f"limits must be UsageLimits or None, got {type(limits).__name__}")
     state = _SUB_AGENTS.setdefault(sub, _SubAgent())
     async with _lock_for(state):
         slot = sub._slot
         parent_run = parent._slot.run
         inherited = parent_run.deps if parent_run is not None and sub.deps is NO_DEPS else NO_DEPS
         # UsageError if its own calls wait for approval, ConcurrentChatError if it chats
-        run = await sub._start(UserMessage(content=task), None, inherited)
+        run = await sub._start(
+            UserMessage(content=task), None, inherited, limits=_share(sub, parent_run, limits)
+        )
         relay = _relay_for(parent)
         previous_relay, state.relay = state.relay, relay
         forwarding: list[Disposer] = []
@@ -119,12 +139,16 @@ def as_tool(
     name: str | None = None,
     description: str | None = None,
     metadata: Mapping[str, Any] | None = None,
+    limits: UsageLimits | None = None,
 ) -> Tool:
     """A tool that delegates the model's ``task`` to ``sub`` and returns its answer.
 
-    The agent whose chat calls the tool is the parent (see :func:`delegate`). Outside any
-    chat, the tool just runs a chat of ``sub``.
+    The agent whose chat calls the tool is the parent (see :func:`delegate`), and each
+    call may spend at most ``limits`` of what the parent has left. Outside any chat, the
+    tool just runs a chat of ``sub``.
     """
+    if limits is not None and not isinstance(limits, UsageLimits):
+        raise UsageError(f"limits must be UsageLimits or None, got {type(limits).__name__}")
     tool_name = name if name is not None else sub.name
     summary = description or (
         f"Hand a task to the {sub.name} agent and get its answer. Give it everything it "
@@ -138,7 +162,7 @@ def as_tool(
         if slot is None or slot.owner is sub:
             response = await sub.chat(task)
         else:
-            response = await delegate(slot.owner, task, sub, metadata=metadata)
+            response = await delegate(slot.owner, task, sub, metadata=metadata, limits=limits)
         if response.pending_approvals:
             raise WaitingForApprovalError(sub.name, response.pending_approvals)
         return response.output
@@ -192,10 +216,23 @@ def _forward(sub: ChatHost, relay: Relay) -> list[Disposer]:
     return [sub.hooks.add(event, forwarder(event), order=Phase.FORWARD) for event in _FORWARDED]
 
 
+def _share(sub: ChatHost, parent_run: ChatRun | None, limits: UsageLimits | None) -> ChatLimits:
+    """The sub-agent chat's limits: its own, what the parent has left, and the slice."""
+    own = sub._limits
+    share = limits
+    if parent_run is not None:
+        left = parent_run.left()
+        share = left if share is None else left.tightest(share) if left is not None else share
+    if share is None:
+        return own
+    mine = own.limits
+    return ChatLimits(share if mine is None else share.tightest(mine), own.repeat)
+
+
 def _roll_up(parent: ChatHost, run: ChatRun) -> None:
     parent_run = parent._slot.run
-    if parent_run is not None and run.usage.total_tokens:
-        parent_run.add_usage(run.usage)
+    if parent_run is not None:
+        parent_run.add_spent(run.spent)
 
 
 def _adopt_background(parent: ChatHost, sub: ChatHost) -> None:
