@@ -31,7 +31,7 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
-from ._limits import zero_usage
+from ._limits import admit_batch, budget_for, zero_usage
 from ._messages import (
     AssistantMessage,
     Message,
@@ -148,6 +148,7 @@ class ChatRun(ModelCalls):
         # How each decided call of a resumed chat is answered, while _decide runs them.
         self._rulings: dict[str, Ruling] | None = None
         self._usage = zero_usage()  # a chat's total starts at a known cost of zero
+        self._budget = budget_for(setup)  # refuses a cost limit on a model without a price
         self._iteration = 0
         self._output_failures = 0
         self.emit = emit
@@ -289,6 +290,8 @@ class ChatRun(ModelCalls):
                     {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
                 )
             await self._commit(message)
+            if (budget := self._budget) is not None:  # the answer is kept, its calls not run
+                budget.after_call(self._usage, response.usage)
             output = setup.output
             if output is not None and (verdict := output.judge(message)) is not None:
                 value = await self._settle_output(iteration, output, verdict, message)
@@ -545,6 +548,8 @@ class ChatRun(ModelCalls):
         ``answered`` does not run: its answer is committed in its place in the order.
         ``message_id`` is the assistant message that made the calls.
         """
+        if self._budget is not None:
+            answered = await self._admit(iteration, calls, answered)
         emit = self.emit
         if emit is not None:
             for call in calls:
@@ -581,6 +586,25 @@ class ChatRun(ModelCalls):
             for task in tasks:  # one failure ends the chat; the others are retrieved here
                 if not task.cancelled():
                     task.exception()
+
+    async def _admit(
+        self, iteration: int, calls: tuple[ToolCall, ...], answered: dict[str, ToolMessage] | None
+    ) -> dict[str, ToolMessage] | None:
+        """The batch's answers after its limits: a call past the repeat limit is told so.
+
+        Raises:
+            UsageLimitExceeded: The batch would cross a limit (or a call the repeat limit
+                with ``then="stop"``): every call of it is answered "not run" first.
+        """
+        assert self._budget is not None
+        answered, error = admit_batch(self._budget, calls, answered, self._usage)
+        if error is None:
+            return answered
+        for call in calls:
+            answer = answered.get(call.id) if answered is not None else None
+            text = f"not run: the chat reached its {error.limit} limit"
+            await self._commit(answer or _tool_text(call, text, error=True), iteration)
+        raise error
 
     async def _keep(self, message_id: str, call: ToolCall) -> ToolMessage | _Waiting:
         outcome = await self._outcome(message_id, call)
