@@ -21,14 +21,15 @@ Every public name has one public path. Where it is:
     error carries, is retry's; ``LocalModelError``, ``ModelSpecError`` and
     ``TraceFileError`` are defined in ``_errors.py`` with the rest of the tree.)
 
-  That is 116 names with ``__version__``; 60 of them are errors.
+  That is 118 names with ``__version__``; 61 of them are errors.
 - **A family package** holds its interchangeable parts, its tuning knobs and its kernel
   types: the provider adapters and the model protocol (``hookloop.models``), context
   policies, token counting and the pure steps with their constants such as
   ``REPLY_PRIMING`` and ``MESSAGE_OVERHEAD`` (``hookloop.context``), the event table,
   ``EventSpec``, ``HookHost``, ``HookRegistry``, ``Phase`` and the contexts of the events
   outside the plain turn (``hookloop.hooks``), stores (``hookloop.sessions``,
-  ``hookloop.memory``), strategies (``hookloop.retry``), observers (``hookloop.observe``),
+  ``hookloop.memory``), strategies (``hookloop.retry``), prices (``hookloop.limits``),
+  observers (``hookloop.observe``),
   durable turns (``hookloop.durable``), MCP (``hookloop.mcp``) and test doubles
   (``hookloop.testing``).
 - **Not public at all**: what no program needs to name. ``Default`` (an argument left out
@@ -176,6 +177,8 @@ ROOT = [
     "UnknownToolError",
     "Usage",
     "UsageError",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "UserMessage",
     "WaitingForApprovalError",
     "WorkerFencedError",
@@ -251,6 +254,7 @@ FAMILIES = {
         "TrimContext",
         "attach_once",
     ],
+    "hookloop.limits": ["ModelPrice", "Price", "RepeatLimit", "price_for"],
     "hookloop.mcp": ["MCPToolset", "ToolSource", "mcp_server", "serve"],
     "hookloop.memory": [
         "MEMORY_ACTIONS",

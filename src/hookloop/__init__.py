@@ -14,6 +14,7 @@ The rest lives in its family's package only:
 - ``hookloop.sessions``: session stores and the recorder, and messages as JSON.
 - ``hookloop.memory``: memory stores, the memory tool and memory hooks.
 - ``hookloop.retry``: retry strategies and backoff.
+- ``hookloop.limits``: model prices and the repeat limit (``UsageLimits`` is here).
 - ``hookloop.observe``: OpenTelemetry, the JSON-lines trace and its page.
 - ``hookloop.durable``: durable chat turns and their workers.
 - ``hookloop.mcp``: MCP servers' tools as hookloop tools, and hookloop tools served over MCP.
@@ -90,9 +91,11 @@ from ._errors import (
     TraceFileError,
     UnknownToolError,
     UsageError,
+    UsageLimitExceeded,
     WaitingForApprovalError,
     WorkerFencedError,
 )
+from ._limits import UsageLimits
 from ._messages import (
     AssistantMessage,
     ContentPart,
@@ -257,6 +260,8 @@ __all__ = [
     "UnknownToolError",
     "Usage",
     "UsageError",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "UserMessage",
     "WaitingForApprovalError",
     "WorkerFencedError",

@@ -33,12 +33,19 @@ from ._background import BackgroundTasks, run_sync
 from ._chat_slot import ChatSlot
 from ._delegation import as_tool, delegate
 from ._errors import MemoryRequestError, UsageError
-from ._limits import UsageLimits
+from ._limits import ChatLimits, RepeatLimit, UsageLimits, limits_of, repeat_limit_of
 from ._loop import ChatRun
 from ._messages import Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
+from ._pricing import ModelPrice, Pricing
 from ._run_context import NO_DEPS
-from ._session_limits import check_session_limits, spent_before, watch_session
+from ._session_limits import (
+    NO_LIMITS,
+    check_session_limits,
+    records_spend,
+    spent_before,
+    watch_session,
+)
 from ._setup import ChatSetup, Resumption, StepRunner
 from ._stream import ChatStream
 from ._stream_events import AgentEvent, AgentResponse
@@ -127,6 +134,14 @@ class Agent(AgentHost):
             or ``"prompted"`` (the schema in the system prompt).
         output_retries: How many invalid answers go back to the model, each with what is
             wrong, before the chat raises :class:`~hookloop.OutputValidationError`.
+        limits: What each chat may spend (requests, tool calls, tokens, cost, time): a
+            :class:`~hookloop.UsageLimits`; crossing one raises
+            :class:`~hookloop.UsageLimitExceeded`. ``chat(..., limits=...)`` replaces it for
+            one chat. See ``docs/budgets.md``.
+        repeat_limit: How often a chat may call the same tool with the same arguments: an
+            int, a :class:`~hookloop.limits.RepeatLimit`, or ``None`` (no limit).
+        prices: Your own prices by model name (:class:`~hookloop.limits.ModelPrice`),
+            before ``genai-prices``' table; see ``docs/budgets.md``.
         session_limits: :class:`~hookloop.UsageLimits` on what the whole session may spend,
             all its chats together: with a session recorder, whatever process and worker
             they ran in (its log keeps the spend), otherwise this agent's chats in this
@@ -160,6 +175,9 @@ class Agent(AgentHost):
         output_type: object = None,
         output_mode: OutputMode = "tool",
         output_retries: int = DEFAULT_OUTPUT_RETRIES,
+        limits: UsageLimits | None = None,
+        repeat_limit: int | RepeatLimit | None = None,
+        prices: Mapping[str, ModelPrice] | None = None,
         session_limits: UsageLimits | None = None,
     ) -> None:
         if not isinstance(model, Model):
@@ -212,6 +230,8 @@ class Agent(AgentHost):
         """The session the agent is in; change it with :meth:`switch_session`."""
         self.deps = deps
         """The default dependencies of a chat's tools (``NO_DEPS`` for none)."""
+        self._limits = ChatLimits(limits_of(limits), repeat_limit_of(repeat_limit))
+        self._pricing = Pricing(prices)
         self._slot = ChatSlot(self)
         self._approvals = ApprovalBook()
         self._plugins: list[Plugin] = []
@@ -313,6 +333,8 @@ class Agent(AgentHost):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         deps: object = NO_DEPS,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> AgentResponse[OutT]: ...
     @overload
     async def chat(
@@ -323,6 +345,8 @@ class Agent(AgentHost):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         deps: object = NO_DEPS,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> AgentResponse[Any]: ...
     async def chat(
         self,
@@ -332,6 +356,8 @@ class Agent(AgentHost):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         deps: object = NO_DEPS,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> AgentResponse[Any]:
         """Send one user message and run the loop until the model answers without tools.
 
@@ -347,6 +373,9 @@ class Agent(AgentHost):
             output_retries: Instead of the agent's ``output_retries``.
             deps: The dependencies tools receive in their :class:`~hookloop.RunContext`;
                 :attr:`deps` when not given.
+            limits: This chat's :class:`~hookloop.UsageLimits`, which replace the
+                agent's for this chat (not added to them); ``None`` for no limits.
+            repeat_limit: This chat's repeat limit, instead of the agent's.
 
         Calls decided in a process that died before their results were committed are
         answered first (see ``docs/approval.md``, "Across a restart").
@@ -356,6 +385,7 @@ class Agent(AgentHost):
                 recorder of any) still wait for approval (:meth:`resume` first).
             ConcurrentChatError: Another chat is running on this agent.
             MaxIterationsError: The model kept calling tools past ``max_iterations``.
+            UsageLimitExceeded: A usage limit or the repeat limit (``"stop"``) was reached.
             OutputValidationError: The answer stayed invalid as ``output_type``.
             ProviderError: The model failed and no hook retried it.
             ChatCancelledError: :meth:`cancel` ended the chat.
@@ -364,7 +394,9 @@ class Agent(AgentHost):
             asyncio.CancelledError: The task running the chat was cancelled.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        return await self._slot.drive(await self._start(user_message(message), None, deps, output))
+        budget = self._limits_for(limits, repeat_limit)
+        run = await self._start(user_message(message), None, deps, output, limits=budget)
+        return await self._slot.drive(run)
 
     def chat_stream(
         self,
@@ -374,6 +406,8 @@ class Agent(AgentHost):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         deps: object = NO_DEPS,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> ChatStream:
         """Run a chat like :meth:`chat`, yielding its events as they happen.
 
@@ -384,7 +418,8 @@ class Agent(AgentHost):
         it validates so far.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        return ChatStream(self, user_message(message), deps, output)
+        budget = self._limits_for(limits, repeat_limit)
+        return ChatStream(self, user_message(message), deps, output, budget)
 
     @overload
     def chat_sync(
@@ -395,6 +430,8 @@ class Agent(AgentHost):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         deps: object = NO_DEPS,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> AgentResponse[OutT]: ...
     @overload
     def chat_sync(
@@ -405,6 +442,8 @@ class Agent(AgentHost):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         deps: object = NO_DEPS,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> AgentResponse[Any]: ...
     def chat_sync(
         self,
@@ -414,6 +453,8 @@ class Agent(AgentHost):
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
         deps: object = NO_DEPS,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> AgentResponse[Any]:
         """Blocking :meth:`chat` for code without an event loop.
 
@@ -427,8 +468,29 @@ class Agent(AgentHost):
                 output_mode=output_mode,
                 output_retries=output_retries,
                 deps=deps,
+                limits=limits,
+                repeat_limit=repeat_limit,
             ),
             "chat_sync",
+        )
+
+    def _limits_for(
+        self,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None,
+    ) -> ChatLimits:
+        """One chat's usage and repeat limits: each the agent's unless the call gives one.
+
+        Raises:
+            UsageError: A value that is not a ``UsageLimits`` / repeat limit or ``None``.
+        """
+        if limits is Default.DEFAULT and repeat_limit is Default.DEFAULT:
+            return self._limits
+        return ChatLimits(
+            self._limits.limits if limits is Default.DEFAULT else limits_of(limits),
+            self._limits.repeat
+            if repeat_limit is Default.DEFAULT
+            else repeat_limit_of(repeat_limit),
         )
 
     def _output_for(
@@ -493,6 +555,8 @@ class Agent(AgentHost):
         output_type: object = Default.DEFAULT,
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> AgentResponse:
         """Go on with a chat that ended with pending approvals, one decision per call.
 
@@ -517,6 +581,9 @@ class Agent(AgentHost):
             output_type: Instead of the paused chat's output type (``None`` for text).
             output_mode: Instead of the paused chat's output mode.
             output_retries: Instead of the paused chat's output retries.
+            limits: As for :meth:`chat` (the agent's when not given: the paused chat's are
+                not kept).
+            repeat_limit: As for :meth:`chat`.
 
         Raises:
             UsageError: No call is pending, or a call has no decision or two; or an
@@ -535,6 +602,7 @@ class Agent(AgentHost):
             ConcurrentChatError: A chat is running.
         """
         output = self._output_for(output_type, output_mode, output_retries, self._chat_output)
+        budget = self._limits_for(limits, repeat_limit)
         with self._slot.holding("resume"):
             state = await self._approval_state()
         if state.message is None:
@@ -546,7 +614,8 @@ class Agent(AgentHost):
         if deps is NO_DEPS and self.deps is NO_DEPS:
             check_deps(self.scopes, rulings, state.message)
         start = Resumption(message=state.message, decided=decided, rulings=rulings)
-        return await self._slot.drive(await self._start(start, None, deps, output))
+        run = await self._start(start, None, deps, output, limits=budget)
+        return await self._slot.drive(run)
 
     def resume_sync(
         self,
@@ -556,6 +625,8 @@ class Agent(AgentHost):
         output_type: object = Default.DEFAULT,
         output_mode: OutputMode | None = None,
         output_retries: int | None = None,
+        limits: UsageLimits | Literal[Default.DEFAULT] | None = Default.DEFAULT,
+        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None = Default.DEFAULT,
     ) -> AgentResponse:
         """Blocking :meth:`resume` for code without an event loop.
 
@@ -568,6 +639,8 @@ class Agent(AgentHost):
             output_type=output_type,
             output_mode=output_mode,
             output_retries=output_retries,
+            limits=limits,
+            repeat_limit=repeat_limit,
         )
         return run_sync(resumed, "resume_sync")
 
@@ -839,6 +912,8 @@ class Agent(AgentHost):
         deps: object = NO_DEPS,
         output: OutputSpec[Any] | Literal[Default.DEFAULT] | None = Default.DEFAULT,
         steps: StepRunner | None = None,
+        *,
+        limits: ChatLimits | None = None,
     ) -> ChatRun:
         """The one start of every chat: a chat of ``message`` holding this agent's slot.
 
@@ -848,7 +923,8 @@ class Agent(AgentHost):
         their results were committed are answered first (``docs/approval.md``). A
         :class:`Resumption` comes from :meth:`resume`, which decided them. ``output`` is how
         the chat gets a typed answer (the agent's when not given); ``steps`` records a
-        durable turn's model and tool calls.
+        durable turn's model and tool calls; ``limits`` are the chat's usage and repeat
+        limits (the agent's when not given).
 
         Raises:
             UsageError: Tool calls of an earlier chat (of this process or another) wait.
@@ -874,6 +950,8 @@ class Agent(AgentHost):
         output = self._output if output is Default.DEFAULT else output
         if output is not None:
             output.check_tools(self.scopes.tool_names)
+        if limits is None:
+            limits = self._limits
         setup = ChatSetup(
             handlers=self.hooks.handlers,
             model=self.model,
@@ -888,13 +966,17 @@ class Agent(AgentHost):
             approvals=self._approvals,
             output=output,
             steps=steps,
+            limits=limits.limits,
+            repeat_limit=limits.repeat,
+            pricing=self._pricing,
         )
-        run = ChatRun(setup, message, emit)
-        if (session_limits := self.session_limits) is not None:
+        if self.session_limits is not None or records_spend(self._plugins):
+            # What the session spent before this chat (its log's, when a recorder keeps
+            # one, which also makes the chat count its requests and tool calls for it).
             with self._slot.holding("start a chat"):
-                setup.spent_before = await spent_before(self, run)
-            setup.session_limits = session_limits
-        run = self._slot.claim(run)
+                setup.spent_before = await spent_before(self)
+            setup.session_limits = self.session_limits or NO_LIMITS
+        run = self._slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output
         return run
 

@@ -17,6 +17,7 @@ from .hooks._host import AgentHost
 
 if TYPE_CHECKING:
     from ._agent import Default
+    from ._limits import ChatLimits
     from ._loop import ChatRun
     from ._messages import UserMessage
     from ._output import OutputSpec
@@ -36,6 +37,7 @@ class ChatHost(AgentHost, Protocol):
 
     _slot: ChatSlot
     _output: OutputSpec[Any] | None
+    _limits: ChatLimits  # a chat's usage and repeat limits when it is given none
 
     async def _start(
         self,
@@ -44,6 +46,8 @@ class ChatHost(AgentHost, Protocol):
         deps: object = ...,
         output: OutputSpec[Any] | Literal[Default.DEFAULT] | None = ...,
         steps: StepRunner | None = None,
+        *,
+        limits: ChatLimits | None = None,
     ) -> ChatRun:
         """A chat of ``message`` holding the slot; run it with ``_slot.drive``.
 

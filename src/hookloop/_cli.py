@@ -40,8 +40,8 @@ import re
 import signal
 import sys
 import threading
-from decimal import Decimal
 from collections.abc import Awaitable, Callable, Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, TextIO, cast
 
 from ._agent import Agent

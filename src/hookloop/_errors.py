@@ -50,6 +50,9 @@ while a chat runs, and a correct program still has to expect them::
         │   └── ToolResultLostError    a durable turn's worker died while the tool ran; not
         │                              run again (the tool is not idempotent)
         ├── MaxIterationsError         the model kept calling tools past ``max_iterations``
+        ├── UsageLimitExceeded         a usage limit (requests, tool calls, tokens, cost, time,
+        │                              the repeat limit) would be or was crossed (limit,
+        │                              maximum, used, when, usage)
         ├── DurableRecordError         a durable turn's recorded step output cannot be read
         ├── WorkerFencedError          another worker took this one for dead and took its turns
         ├── OutputValidationError      the model's typed answer stayed invalid after
@@ -88,7 +91,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from decimal import Decimal
+
     from ._approval import PendingApproval
+    from ._messages import ToolCall, Usage
 
 __all__ = [
     "AuthenticationError",
@@ -147,6 +153,7 @@ __all__ = [
     "TraceFileError",
     "UnknownToolError",
     "UsageError",
+    "UsageLimitExceeded",
     "WaitingForApprovalError",
     "WorkerFencedError",
 ]
@@ -550,6 +557,67 @@ class MaxIterationsError(RunError):
             "(raise Agent(max_iterations=...) if the task needs more steps)"
         )
         self.max_iterations = max_iterations
+
+
+class UsageLimitExceeded(RunError):
+    """A usage limit of the chat would be crossed, or was: the chat ended here.
+
+    Raised from inside the chat, so every tool call in the history is answered and
+    ``on_chat_error`` fires. A limit checked before a model call means that call was not
+    sent; before a tool batch, that no call of the batch ran.
+
+    Attributes:
+        limit: Which limit: a field of :class:`~hookloop.UsageLimits` (``"requests"``,
+            ``"tool_calls"``, ``"input_tokens"``, ``"output_tokens"``, ``"total_tokens"``,
+            ``"tokens_per_request"``, ``"cost"``, ``"seconds"``) or ``"repeat_limit"``.
+        maximum: The limit as set.
+        used: What the chat would have used with the refused step (``when`` is "before
+            the call" or "tool batch"), or what it used (``when`` is "after the call");
+            ``None`` for a cost that became unknown (a call without a price), which a cost
+            limit never takes for "within the limit". For a session's limits (see
+            ``docs/budgets.md``) both count what the session spent before the chat too.
+        when: ``"before the call"``, ``"after the call"`` or ``"tool batch"``.
+        usage: The chat's tokens and their cost so far (the partial usage).
+        tool_call: For ``"repeat_limit"``, the call made once too often; else ``None``.
+    """
+
+    def __init__(
+        self,
+        *,
+        limit: str,
+        maximum: int | float | Decimal,
+        used: int | float | Decimal | None,
+        when: str,
+        usage: Usage,
+        tool_call: ToolCall | None = None,
+    ) -> None:
+        shown = (
+            "an unknown amount"
+            if used is None
+            else f"{used:g}"
+            if isinstance(used, float)
+            else str(used)
+        )
+        super().__init__(
+            f"usage limit {limit}={maximum} {_WHEN.get(when, when)}: {shown} "
+            f"(raise it in UsageLimits, or Agent(limits=...) / chat(..., limits=...))"
+            if limit != "repeat_limit"
+            else f"tool {tool_call.name if tool_call else '?'!r} was called {used} times with the "
+            f"same arguments (repeat_limit {maximum}); the chat ended"
+        )
+        self.limit = limit
+        self.maximum = maximum
+        self.used = used
+        self.when = when
+        self.usage = usage
+        self.tool_call = tool_call
+
+
+_WHEN: Mapping[str, str] = {
+    "before the call": "would be crossed by the next model call, not sent",
+    "after the call": "was crossed by the last model call",
+    "tool batch": "would be crossed by the next batch of tool calls, none run",
+}
 
 
 class OutputValidationError(RunError):

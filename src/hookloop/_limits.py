@@ -10,20 +10,37 @@ chats and processes. See ``docs/budgets.md``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from decimal import Decimal, InvalidOperation
-from typing import Final
+from time import monotonic
+from typing import TYPE_CHECKING, Final, Literal
 
-from ._errors import UsageError
-from ._messages import Usage
+from ._errors import UsageError, UsageLimitExceeded
+from ._messages import ToolCall, ToolMessage, Usage, tool_result
+from .context._tokens import count_overhead
+
+if TYPE_CHECKING:
+    from ._pricing import Price, Pricing
+    from ._setup import ChatSetup
+    from .context._history import ChatHistory
+    from .models._base import Model, ProviderRequest
 
 __all__ = [
     "LIMIT_FIELDS",
     "ZERO_COST",
+    "Budget",
+    "ChatLimits",
+    "RepeatLimit",
     "Spend",
     "UsageLimits",
+    "admit_batch",
+    "budget_for",
+    "canonical_arguments",
     "checked_cost",
     "limit_cost",
+    "limits_of",
+    "repeat_limit_of",
     "zero_usage",
 ]
 
@@ -206,3 +223,398 @@ class Spend:
             usage=self.usage + other.usage,
             seconds=self.seconds + other.seconds,
         )
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class RepeatLimit:
+    """How often a chat may call the same tool with the same arguments.
+
+    Arguments are the same when their JSON is (keys sorted, spacing ignored). Give it as
+    ``Agent(repeat_limit=...)`` or ``chat(..., repeat_limit=...)``: a ``RepeatLimit``, or an
+    int for ``RepeatLimit(times=n)``.
+
+    Args:
+        times: How many such calls run; the next one does not.
+        then: What happens to the call past ``times``: ``"tell"`` answers it with an error
+            the model sees (it may try something else; the chat goes on), ``"stop"`` ends
+            the chat with :class:`~hookloop.UsageLimitExceeded` (``limit ==
+            "repeat_limit"``) before the batch runs.
+
+    Raises:
+        UsageError: ``times`` is not a positive int, or ``then`` is neither.
+    """
+
+    times: int
+    then: Literal["tell", "stop"] = "tell"
+
+    def __post_init__(self) -> None:
+        times = self.times
+        if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+            raise UsageError(f"RepeatLimit.times must be an int of 1 or more, got {times!r}")
+        if self.then not in ("tell", "stop"):
+            raise UsageError(f"RepeatLimit.then must be 'tell' or 'stop', got {self.then!r}")
+
+    def told(self, call: ToolCall) -> str:
+        """The answer the model gets for a call past the limit."""
+        return (
+            f"not run: you called {call.name} with the same arguments {self.times} "
+            f"time{'' if self.times == 1 else 's'} already in this chat; use the results you "
+            "have, or call it with other arguments"
+        )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChatLimits:
+    """One chat's usage limits and repeat limit, as the agent resolved them."""
+
+    limits: UsageLimits | None = None
+    repeat: RepeatLimit | None = None
+
+
+def repeat_limit_of(value: object) -> RepeatLimit | None:
+    """``repeat_limit=`` as given (None, an int, a :class:`RepeatLimit`) as one or ``None``.
+
+    Raises:
+        UsageError: Anything else.
+    """
+    if value is None or isinstance(value, RepeatLimit):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return RepeatLimit(times=value)
+    raise UsageError(f"repeat_limit must be an int, a RepeatLimit or None, got {value!r}")
+
+
+def limits_of(value: object) -> UsageLimits | None:
+    """``limits=`` as given: a :class:`UsageLimits` (an empty one is none) or ``None``.
+
+    Raises:
+        UsageError: Anything else.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, UsageLimits):
+        raise UsageError(f"limits must be a UsageLimits or None, got {value!r}")
+    return None if value.is_empty else value
+
+
+def canonical_arguments(arguments: str) -> str:
+    """A call's arguments as JSON with sorted keys, for "the same arguments"."""
+    try:
+        return json.dumps(json.loads(arguments or "{}"), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        return arguments
+
+
+class Budget:
+    """One chat's limits and what it spent against them (requests, tool calls, time).
+
+    Made when the chat starts, only if it has limits or a repeat limit: without them the
+    loop pays one ``is None`` test per model call and per tool batch. The chat's tokens are
+    the loop's own total (``ChatRun.usage``), passed in.
+
+    A limit of the chat and one of the session (``session_limits``, less what was spent
+    before the chat) are folded into one remaining amount per field, so each check is one
+    comparison; the error names the limit as set and what it counts.
+
+    Raises:
+        UsageError: A cost limit with a model that has no price, or a session whose spend
+            before this chat has an unknown cost.
+    """
+
+    __slots__ = (
+        "_caps",
+        "_estimates",
+        "_history",
+        "_pricing",
+        "_seen",
+        "_sources",
+        "repeat",
+        "requests",
+        "started",
+        "tool_calls",
+    )
+
+    def __init__(
+        self,
+        limits: UsageLimits | None,
+        session_limits: UsageLimits | None,
+        spent_before: Spend | None,
+        repeat: RepeatLimit | None,
+        model: Model,
+        pricing: Pricing,
+        history: ChatHistory,
+    ) -> None:
+        before = spent_before or Spend()
+        caps: dict[str, int | float | Decimal] = {}
+        sources: dict[str, tuple[int | float | Decimal, int | float | Decimal]] = {}
+        for given, spent in ((limits, None), (session_limits, before)):
+            if given is None:
+                continue
+            for name in LIMIT_FIELDS:
+                maximum = getattr(given, name)
+                if maximum is None:
+                    continue
+                offset = _spent(spent, name) if spent is not None else 0
+                if offset is None:
+                    raise UsageError(
+                        "the session's cost limit cannot be checked: what it spent before "
+                        "has an unknown cost (a call without a price)"
+                    )
+                cap = maximum - offset
+                if name not in caps or cap < caps[name]:
+                    caps[name], sources[name] = cap, (maximum, offset)
+        self._caps = caps
+        self._sources = sources
+        self._pricing = pricing
+        self._history = history
+        self._estimates = bool(caps.keys() & _ESTIMATED)
+        self.repeat = repeat
+        self._seen: dict[tuple[str, str], int] | None = None
+        self.requests = 0
+        self.tool_calls = 0
+        self.started = monotonic() if "seconds" in caps else 0.0
+        if "cost" in caps:
+            self.price(model, zero_usage())
+
+    # -- model calls ----------------------------------------------------------------------
+
+    def before_call(self, request: ProviderRequest, model: Model, usage: Usage) -> None:
+        """Admit one model request (an attempt) to ``model``, or raise.
+
+        Raises:
+            UsageLimitExceeded: Sending it would cross a limit (``when="before the call"``).
+            UsageError: A cost limit, and ``model`` has no price.
+        """
+        caps = self._caps
+        when = "before the call"
+        if "seconds" in caps:
+            self._check_time(when, usage)
+        requests = self.requests + 1
+        if "requests" in caps and requests > caps["requests"]:
+            raise self._exceeded("requests", requests, when, usage)
+        if self._estimates:
+            tokens = self._estimate(request)
+            for name, used in (
+                ("tokens_per_request", tokens),
+                ("input_tokens", usage.input_tokens + tokens),
+                ("total_tokens", usage.total_tokens + tokens),
+            ):
+                if name in caps and used > caps[name]:
+                    raise self._exceeded(
+                        name, used, when, usage, per_request=name == "tokens_per_request"
+                    )
+            if "cost" in caps:
+                price = self.price(model, usage)
+                cost = usage.cost
+                estimate = None if cost is None else cost + price.input_cost(tokens)
+                if estimate is None or estimate > caps["cost"]:
+                    raise self._exceeded("cost", estimate, when, usage)
+        self.requests = requests
+
+    def after_call(self, usage: Usage, reported: Usage | None) -> None:
+        """Check the chat's tokens and cost after a model call, with what it reported.
+
+        Raises:
+            UsageLimitExceeded: A limit was crossed (``when="after the call"``).
+        """
+        caps = self._caps
+        when = "after the call"
+        if (
+            reported is not None
+            and "tokens_per_request" in caps
+            and reported.input_tokens > caps["tokens_per_request"]
+        ):
+            raise self._exceeded(
+                "tokens_per_request", reported.input_tokens, when, usage, per_request=True
+            )
+        for name, used in (
+            ("input_tokens", usage.input_tokens),
+            ("output_tokens", usage.output_tokens),
+            ("total_tokens", usage.total_tokens),
+        ):
+            if name in caps and used > caps[name]:
+                raise self._exceeded(name, used, when, usage)
+        if "cost" in caps:
+            cost = usage.cost
+            if cost is None or cost > caps["cost"]:
+                raise self._exceeded("cost", cost, when, usage)
+
+    def price(self, model: Model, usage: Usage) -> Price:
+        """``model``'s price, which a cost limit needs.
+
+        Raises:
+            UsageError: It has none.
+        """
+        price = self._pricing.price_of(model)
+        if price is None:
+            raise UsageError(
+                f"a cost limit is set and model {model.name!r} has no price, so its calls "
+                "cannot be counted against it: give one with Agent(prices={"
+                f"{model.name!r}: ModelPrice(input_per_mtok=..., output_per_mtok=...)"
+                "}) (see docs/budgets.md)"
+            )
+        return price
+
+    def _estimate(self, request: ProviderRequest) -> int:
+        """The input tokens of ``request``, counted with the history's counter.
+
+        A request whose messages are the newest of the stored history (the window's, every
+        iteration) takes their counts from the history, which keeps them.
+        """
+        history = self._history
+        messages = request.messages
+        stored = history._messages
+        n, m = len(messages), len(stored)
+        counter = history.token_counter
+        if n and n <= m and messages[-1] is stored[-1] and messages[0] is stored[m - n]:
+            counts = history._counted()
+            tokens = history._total - (sum(counts[: m - n]) if m > n else 0)
+        else:
+            tokens = sum(map(counter.count_message, messages))
+        return tokens + count_overhead(request, counter=counter)
+
+    # -- tools ----------------------------------------------------------------------------
+
+    def left(self, usage: Usage) -> UsageLimits | None:
+        """What is left of the chat's limits after what it spent; ``None`` without any.
+
+        Its own limits and its session's, the tighter of each; ``usage``: its tokens. It is
+        the most a sub-agent it delegates to may spend.
+        """
+        caps = self._caps
+        if not caps:
+            return None
+        seconds = monotonic() - self.started if "seconds" in caps else 0.0
+        spent = Spend(
+            requests=self.requests, tool_calls=self.tool_calls, usage=usage, seconds=seconds
+        )
+        at_least_zero = {name: max(cap, 0) for name, cap in caps.items()}
+        return UsageLimits(**at_least_zero).remaining(spent)  # type: ignore[arg-type]
+
+    def admit_tools(self, calls: int, usage: Usage) -> UsageLimitExceeded | None:
+        """Count a batch of ``calls`` tool calls, or return why it may not run (none runs)."""
+        caps = self._caps
+        if "seconds" in caps:
+            elapsed = monotonic() - self.started
+            if elapsed >= caps["seconds"]:
+                return self._exceeded("seconds", elapsed, "tool batch", usage)
+        total = self.tool_calls + calls
+        if "tool_calls" in caps and total > caps["tool_calls"]:
+            return self._exceeded("tool_calls", total, "tool batch", usage)
+        self.tool_calls = total
+        return None
+
+    def repeated(self, call: ToolCall) -> bool:
+        """Count ``call``; whether it is past the repeat limit (then it is not counted)."""
+        repeat = self.repeat
+        assert repeat is not None
+        seen = self._seen
+        if seen is None:
+            seen = self._seen = {}
+        key = (call.name, canonical_arguments(call.arguments))
+        count = seen.get(key, 0)
+        if count >= repeat.times:
+            return True
+        seen[key] = count + 1
+        return False
+
+    # -- the errors -----------------------------------------------------------------------
+
+    def _check_time(self, when: str, usage: Usage) -> None:
+        elapsed = monotonic() - self.started
+        if elapsed >= self._caps["seconds"]:
+            raise self._exceeded("seconds", elapsed, when, usage)
+
+    def _exceeded(
+        self,
+        name: str,
+        used: int | float | Decimal | None,
+        when: str,
+        usage: Usage,
+        *,
+        per_request: bool = False,
+    ) -> UsageLimitExceeded:
+        maximum, offset = self._sources[name]
+        if used is not None and not per_request:
+            used = used + offset  # type: ignore[operator]
+        return UsageLimitExceeded(limit=name, maximum=maximum, used=used, when=when, usage=usage)
+
+    def spent(self, usage: Usage) -> Spend:
+        """What the chat spent so far, with its tokens ``usage``."""
+        seconds = monotonic() - self.started if self.started else 0.0
+        return Spend(
+            requests=self.requests, tool_calls=self.tool_calls, usage=usage, seconds=seconds
+        )
+
+
+_ESTIMATED: Final = frozenset({"tokens_per_request", "input_tokens", "total_tokens", "cost"})
+
+
+def _spent(spent: Spend, name: str) -> int | float | Decimal | None:
+    if name in ("requests", "tool_calls", "seconds"):
+        value: int | float | Decimal | None = getattr(spent, name)
+        return value
+    if name == "tokens_per_request":
+        return 0
+    if name == "total_tokens":
+        return spent.usage.total_tokens
+    if name == "cost":
+        return spent.usage.cost
+    tokens: int = getattr(spent.usage, name)
+    return tokens
+
+
+def budget_for(setup: ChatSetup) -> Budget | None:
+    """The budget of a chat with ``setup``; ``None`` when it has no limit of any kind.
+
+    Raises:
+        UsageError: A cost limit with a model that has no price (see :class:`Budget`).
+    """
+    if setup.limits is None and setup.session_limits is None and setup.repeat_limit is None:
+        return None
+    pricing = setup.pricing
+    if pricing is None:
+        from ._pricing import Pricing  # (it prices with this module's checks)
+
+        pricing = Pricing()
+    return Budget(
+        setup.limits,
+        setup.session_limits,
+        setup.spent_before,
+        setup.repeat_limit,
+        setup.model,
+        pricing,
+        setup.history,
+    )
+
+
+def admit_batch(
+    budget: Budget,
+    calls: tuple[ToolCall, ...],
+    answered: dict[str, ToolMessage] | None,
+    usage: Usage,
+) -> tuple[dict[str, ToolMessage] | None, UsageLimitExceeded | None]:
+    """A tool batch through the repeat limit and the tool-call and time limits.
+
+    Returns the batch's answers known before it runs (``answered`` plus a "not run" answer
+    for each call past the repeat limit with ``then="tell"``) and, when the batch may not
+    run at all, why: the whole batch is refused, none of it runs.
+    """
+    if (repeat := budget.repeat) is not None:
+        for call in calls:
+            if (answered is not None and call.id in answered) or not budget.repeated(call):
+                continue
+            if repeat.then == "stop":
+                error = UsageLimitExceeded(
+                    limit="repeat_limit",
+                    maximum=repeat.times,
+                    used=repeat.times + 1,
+                    when="tool batch",
+                    usage=usage,
+                    tool_call=call,
+                )
+                return answered, error
+            answered = dict(answered or {})
+            answered[call.id] = tool_result(call, repeat.told(call), is_error=True)
+    running = len(calls) - (len(answered) if answered else 0)
+    return answered, budget.admit_tools(running, usage)

@@ -31,7 +31,7 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
-from ._limits import Spend, zero_usage
+from ._limits import Spend, UsageLimits, admit_batch, budget_for, zero_usage
 from ._messages import (
     AssistantMessage,
     Message,
@@ -148,6 +148,7 @@ class ChatRun(ModelCalls):
         # How each decided call of a resumed chat is answered, while _decide runs them.
         self._rulings: dict[str, Ruling] | None = None
         self._usage = zero_usage()  # a chat's total starts at a known cost of zero
+        self._budget = budget_for(setup)  # refuses a cost limit on a model without a price
         self._iteration = 0
         self._output_failures = 0
         self.emit = emit
@@ -171,9 +172,28 @@ class ChatRun(ModelCalls):
         return self._usage
 
     @property
-    def spent(self) -> Spend:  # ledger: a stand-in until the budget branch's own lands
-        """What the chat spent so far."""
-        return Spend(usage=self._usage)
+    def spent(self) -> Spend:
+        """What the chat spent so far, sub-agents' included.
+
+        Requests and tool calls are counted when the chat has limits or a session recorder
+        keeps its spend (it then has a budget); tokens and their cost always.
+        """
+        budget = self._budget
+        if budget is None:
+            return Spend(usage=self._usage)
+        return Spend(requests=budget.requests, tool_calls=budget.tool_calls, usage=self._usage)
+
+    def add_spent(self, spent: Spend) -> None:
+        """Count a sub-agent's spend as this chat's (its next checks include it)."""
+        self._usage = self._usage + spent.usage
+        if (budget := self._budget) is not None:
+            budget.requests += spent.requests
+            budget.tool_calls += spent.tool_calls
+
+    def left(self) -> UsageLimits | None:
+        """What the chat's limits (its own and its session's) have left; ``None``: none."""
+        budget = self._budget
+        return None if budget is None else budget.left(self._usage)
 
     def add_usage(self, usage: Usage) -> None:
         """Count a sub-agent's tokens as this chat's."""
@@ -294,6 +314,8 @@ class ChatRun(ModelCalls):
                     {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
                 )
             await self._commit(message)
+            if (budget := self._budget) is not None:  # the answer is kept, its calls not run
+                budget.after_call(self._usage, response.usage)
             output = setup.output
             if output is not None and (verdict := output.judge(message)) is not None:
                 value = await self._settle_output(iteration, output, verdict, message)
@@ -550,6 +572,8 @@ class ChatRun(ModelCalls):
         ``answered`` does not run: its answer is committed in its place in the order.
         ``message_id`` is the assistant message that made the calls.
         """
+        if self._budget is not None:
+            answered = await self._admit(iteration, calls, answered)
         emit = self.emit
         if emit is not None:
             for call in calls:
@@ -586,6 +610,25 @@ class ChatRun(ModelCalls):
             for task in tasks:  # one failure ends the chat; the others are retrieved here
                 if not task.cancelled():
                     task.exception()
+
+    async def _admit(
+        self, iteration: int, calls: tuple[ToolCall, ...], answered: dict[str, ToolMessage] | None
+    ) -> dict[str, ToolMessage] | None:
+        """The batch's answers after its limits: a call past the repeat limit is told so.
+
+        Raises:
+            UsageLimitExceeded: The batch would cross a limit (or a call the repeat limit
+                with ``then="stop"``): every call of it is answered "not run" first.
+        """
+        assert self._budget is not None
+        answered, error = admit_batch(self._budget, calls, answered, self._usage)
+        if error is None:
+            return answered
+        for call in calls:
+            answer = answered.get(call.id) if answered is not None else None
+            text = f"not run: the chat reached its {error.limit} limit"
+            await self._commit(answer or _tool_text(call, text, error=True), iteration)
+        raise error
 
     async def _keep(self, message_id: str, call: ToolCall) -> ToolMessage | _Waiting:
         outcome = await self._outcome(message_id, call)

@@ -43,6 +43,7 @@ from .models._base import (
 )
 
 if TYPE_CHECKING:
+    from ._limits import Budget
     from ._setup import ChatSetup, StepRunner
     from .context._history import ChatHistory
 
@@ -54,9 +55,12 @@ _MESSAGE_TYPES = (SystemMessage, UserMessage, AssistantMessage, ToolMessage)
 class ModelCalls:
     """The model-call steps of a chat; :class:`~hookloop._loop.ChatRun` is the chat."""
 
-    __slots__ = ("_usage",)  # the chat's tokens so far: the answers' usage is counted here
+    # The chat's tokens so far (the answers' usage is counted here), and its limits (None
+    # without any: one test per model call).
+    __slots__ = ("_budget", "_usage")
 
     _usage: Usage
+    _budget: Budget | None
     _setup: ChatSetup
     _handlers: dict[str, tuple[Handler, ...]]
     _history: ChatHistory
@@ -68,8 +72,11 @@ class ModelCalls:
     ) -> tuple[ProviderResponse, AssistantMessage]:
         """One model call as a durable step: a replay takes the recorded answer."""
         usage = self._usage
+        ran = False
 
         async def run(restarted: bool) -> ProviderResponse:
+            nonlocal ran
+            ran = True
             if restarted and self.emit is not None:
                 await self.emit(ModelCallRestarted(iteration=iteration))
             return await self._call_model(iteration, request)
@@ -77,6 +84,8 @@ class ModelCalls:
         response, message = await steps.model_call(run)
         # The recorded answer's usage, whether the call ran here or in an earlier run.
         self._usage = usage if response.usage is None else usage + response.usage
+        if not ran and (budget := self._budget) is not None:
+            budget.requests += 1  # the recorded answer's request (its retries are not recorded)
         return response, message
 
     async def _call_model(self, iteration: int, request: ProviderRequest) -> ProviderResponse:
@@ -123,6 +132,8 @@ class ModelCalls:
                 # handler: the window's budget made room for it).
                 history = self._history
                 request = notes.applied(request, history._ids(), history.token_counter)
+            if (budget := self._budget) is not None:  # a request that would cross: not sent
+                budget.before_call(request, model, self._usage)
             response: ProviderResponse | None = None
             error: Exception | None = None
             try:
@@ -132,6 +143,9 @@ class ModelCalls:
                     response = await self._stream_model(model, request, emit, iteration, attempt)
             except Exception as exc:
                 error = exc
+            else:
+                if (usage := response.usage) is not None and usage.cost is None:
+                    response = self._priced(response, usage, model)
             if hs := handlers.get(AFTER_MODEL_CALL):
                 after = AfterModelCallContext(
                     iteration=iteration,
@@ -266,6 +280,14 @@ class ModelCalls:
             await run_chain(hs, ctx)
             response = _checked(ctx.response)
         return self._keep_response(response)
+
+    def _priced(self, response: ProviderResponse, usage: Usage, model: Model) -> ProviderResponse:
+        """``response`` with the cost of its usage at ``model``'s price, when it has one."""
+        pricing = self._setup.pricing
+        if pricing is None:
+            return response
+        priced = pricing.priced(usage, model)
+        return response if priced is usage else dataclasses.replace(response, usage=priced)
 
     def _keep_response(self, response: ProviderResponse) -> ProviderResponse:
         if response.usage is not None:

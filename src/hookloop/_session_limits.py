@@ -10,7 +10,7 @@ have session limits.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ._chat_slot import current_slot
 from ._errors import UsageError
@@ -18,11 +18,22 @@ from ._limits import Spend, UsageLimits
 from .hooks._dispatch import Phase
 
 if TYPE_CHECKING:
-    from ._loop import ChatRun
+    from collections.abc import Iterable
+
     from .hooks._contexts import SessionSwitchContext
     from .hooks._host import AgentHost
 
-__all__ = ["check_session_limits", "session_spend", "spent_before", "watch_session"]
+__all__ = [
+    "NO_LIMITS",
+    "check_session_limits",
+    "records_spend",
+    "session_spend",
+    "spent_before",
+    "watch_session",
+]
+
+NO_LIMITS: Final = UsageLimits()
+"""A session's limits when it has none but its spend is recorded: the chat counts it all."""
 
 
 class _Tally:
@@ -66,12 +77,20 @@ def watch_session(agent: AgentHost) -> None:
     agent.add_hook("on_session_switch", switched, order=Phase.RECORD)
 
 
-async def spent_before(agent: AgentHost, run: ChatRun) -> Spend:
-    """What ``agent``'s session spent before the chat ``run``: its log's, or this process's."""
+def records_spend(plugins: Iterable[object]) -> bool:
+    """Whether one of ``plugins`` records the session's spend (a session recorder)."""
+    return any(getattr(plugin, "spent_before", None) is not None for plugin in plugins)
+
+
+async def spent_before(agent: AgentHost) -> Spend:
+    """What ``agent``'s session spent before the chat that starts now.
+
+    Its log's when a session recorder keeps one; otherwise what this process's chats spent.
+    """
     for plugin in agent.plugins:
         read = getattr(plugin, "spent_before", None)  # a session recorder
         if read is not None:
-            spent: Spend = await read(run)
+            spent: Spend = await read()
             return spent
     tally = _TALLIES.get(agent)
     return tally.spent if tally is not None else Spend()

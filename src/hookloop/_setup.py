@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import ApprovalBook, Ruling
 from ._errors import ToolResultLostError
-from ._limits import Spend, UsageLimits
+from ._limits import RepeatLimit, Spend, UsageLimits
 from ._messages import (
     AssistantMessage,
     Message,
@@ -39,6 +39,7 @@ from .models._base import (
 )
 
 if TYPE_CHECKING:
+    from ._pricing import Pricing
     from ._tools import ScopeRegistry
     from .hooks._host import AgentHost
 
@@ -111,6 +112,9 @@ class ChatSetup:
             spends (a session's, or a parent's remaining for a sub-agent); ``None`` for none.
         spent_before: What was spent before this chat, for ``session_limits``; ``None``
             for nothing.
+        repeat_limit: How often the chat may call a tool with the same arguments.
+        pricing: The agent's prices, which put a cost on each model call's usage; ``None``
+            leaves usage unpriced.
     """
 
     handlers: dict[str, tuple[Handler, ...]]
@@ -129,6 +133,8 @@ class ChatSetup:
     limits: UsageLimits | None = None
     session_limits: UsageLimits | None = None
     spent_before: Spend | None = None
+    repeat_limit: RepeatLimit | None = None
+    pricing: Pricing | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from ._chat_slot import ChatHost
+    from ._limits import ChatLimits
     from ._loop import ChatRun
     from ._messages import UserMessage
     from ._output import OutputSpec
@@ -414,11 +415,13 @@ class ChatStream:
         message: UserMessage,
         deps: object = NO_DEPS,
         output: OutputSpec[Any] | None = None,
+        limits: ChatLimits | None = None,
     ) -> None:
         self._agent = agent
         self._message = message
         self._deps = deps
         self._output = output
+        self._limits = limits
         self._events: StreamedChat | None = None
 
     @property
@@ -454,5 +457,7 @@ class ChatStream:
     async def _begin(self) -> tuple[ChatRun, Coroutine[Any, Any, AgentResponse]]:
         """Claim the agent's chat slot for this stream's chat: at its first ``__anext__``."""
         agent = self._agent
-        run = await agent._start(self._message, handoff, self._deps, self._output)
+        run = await agent._start(
+            self._message, handoff, self._deps, self._output, limits=self._limits
+        )
         return run, agent._slot.drive(run)

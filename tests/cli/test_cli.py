@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import socket
 import subprocess
@@ -320,11 +321,13 @@ def test_chat_shows_tool_calls_and_retries_without_repeating_the_prompt(
     assert done.returncode == 0, done.stderr
     assert done.stdout == "you> model> It is 391.\nyou> "
     err = done.stderr.splitlines()
-    assert err[1:] == [
+    assert err[1:3] == [
         f"hookloop: {server.url}/v1: overloaded (status=503, model='m'); attempt 2/5",
         '  calculator({"expression": "17 * 23"}) -> 391',
-        "",
     ]
+    # What the session spent so far: the failed attempt was a request too.
+    assert err[3].startswith("(spent 3 requests, 0 tokens in / 0 out, ")
+    assert err[4:] == [""]
 
 
 def chunk(delta: dict[str, object], finish: str | None = None) -> dict[str, object]:
@@ -411,3 +414,90 @@ def test_a_401_from_a_compatible_server_says_the_providers_key_is_not_sent_there
         f"OPENAI_API_KEY is sent only to the provider's own host, not to {server.url}/v1: "
         "name this server's key with --api-key-env VAR or HOOKLOOP_API_KEY\n"
     )
+
+
+# --- limits and spend ------------------------------------------------------------------------
+
+PRICED = "gpt-4o-mini"  # in genai-prices' table: $0.15 / $0.60 per million tokens
+
+
+def test_max_requests_stops_the_run_with_exit_3_in_one_line(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server.add(
+        answer("chat.completions", calls=(CALCULATOR_CALL,)),
+        answer("chat.completions", "17 * 23 = 391"),
+    )
+    code = main(["run", "--model", f"{server.url}/v1#m", "--max-requests", "1", "17 * 23?"])
+    out, err = capsys.readouterr()
+    assert (code, out) == (3, "")
+    (line,) = err.splitlines()
+    assert line.startswith("hookloop: UsageLimitExceeded: usage limit requests=1 ")
+    assert len(server.received) == 1  # the second request was not sent
+
+
+def test_max_cost_stops_the_run_once_a_priced_answer_crosses_it(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each answer: 1,000 tokens in at $0.15/M and 100 out at $0.60/M, $0.00021.
+    server.add(
+        answer("chat.completions", calls=(CALCULATOR_CALL,), usage=(1000, 100)),
+        answer("chat.completions", "17 * 23 = 391", usage=(1000, 100)),
+    )
+    argv = ["run", "--model", f"{server.url}/v1#{PRICED}", "--max-cost", "0.0003", "17 * 23?"]
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert (code, out) == (3, "")
+    assert err.startswith("hookloop: UsageLimitExceeded: usage limit cost=0.0003 ")
+    assert "0.00042" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_a_max_cost_on_a_model_without_a_price_is_refused_before_anything_is_sent(
+    server: ProviderServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["run", "--model", f"{server.url}/v1#unpriced", "--max-cost", "1", "Hi"])
+    assert code == 2
+    assert "has no price" in capsys.readouterr().err
+    assert server.received == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--max-cost", "lots", "not an amount of dollars: 'lots'"),
+        ("--max-cost", "0", "--max-cost must be an amount of dollars above 0"),
+        ("--max-requests", "0", "--max-requests must be at least 1"),
+    ],
+)
+def test_impossible_limits_are_bad_usage(
+    flag: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) if value == "lots" else contextlib.nullcontext():
+        assert main(["run", flag, value, "Hi"]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_chat_shows_the_spend_after_each_answer_and_stops_at_its_limit(
+    server: ProviderServer,
+) -> None:
+    server.add(
+        answer("chat.completions", "Hello", stream=True, usage=(1000, 100)),
+        answer("chat.completions", "Again", stream=True, usage=(1000, 100)),
+    )
+    argv = ["chat", "--model", f"{server.url}/v1#{PRICED}", "--no-tools", "--max-requests", "2"]
+    done = subprocess.run(
+        [sys.executable, "-m", "hookloop", *argv],
+        input="Hi\nAnd?\nOnce more?\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "you> model> Hello\nyou> model> Again\nyou> "
+    first, second, crossed, spent = done.stderr.splitlines()[1:]
+    assert first == "(spent 1 request, 1,000 tokens in / 100 out, $0.00021)"
+    assert second == "(spent 2 requests, 2,000 tokens in / 200 out, $0.00042)"
+    assert crossed.startswith("hookloop: UsageLimitExceeded: usage limit requests=2 ")
+    assert spent == second
+    assert len(server.received) == 2

@@ -124,7 +124,9 @@ def test_trace_lines_never_share_a_line_with_the_answer_or_the_prompt(
     assert screen[0] == "Hi"  # the terminal's echo of the typed line
     assert screen[-1] == ""  # the prompt starts a line of its own
     answer = [line for line in screen[1:-1] if not trace.match(line)]
-    assert answer == ["model> Hello."]
+    assert answer[0] == "model> Hello."
+    assert answer[1].startswith("(spent 1 request, ")  # the session's spend, a line of its own
+    assert len(answer) == 2
     assert any("on_chat_done" in line for line in screen)
 
 

@@ -198,7 +198,7 @@ def test_the_timeline_shows_each_model_call_tool_call_and_the_nested_sub_agent(
     summary = page.page.locator("#summary").inner_text()
     assert summary == (
         "56 events · 2 chats · 4 model calls · 4 tool calls · 2 failures · "
-        "610 tokens in / 77 out · 1.50 s"
+        "610 tokens in / 77 out · cost unknown · 1.50 s"
     )
     subs = page.page.locator("[role=treeitem] > .row .sub:visible").all_inner_texts()
     assert subs[1].startswith("calls add, divide, shell 2 attempts · 120 in / 40 out")

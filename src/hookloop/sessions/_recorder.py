@@ -131,6 +131,7 @@ class SessionRecorder:
         self._newest: SpendRecord | None = None
         self._spend_read = False
         self._chat: _ChatSpend | None = None
+        self._next: _ChatSpend | None = None  # begun by spent_before, for the next chat
 
     @property
     def name(self) -> str:
@@ -222,24 +223,31 @@ class SessionRecorder:
         newest = await self._read_spend()
         return newest.total if newest is not None else Spend()
 
-    async def spent_before(self, run: ChatRun) -> Spend:
-        """What the session spent before the chat ``run`` (what its limits start from).
+    async def spent_before(self) -> Spend:
+        """What the session spent before the chat the agent starts now (its limits' start).
 
-        A durable turn run again after a crash gets what was spent before its first run:
-        its recorded calls count again as they replay.
+        The agent asks as it starts a chat; the chat's spend records then go on from it. A
+        durable turn run again after a crash gets what was spent before its first run: its
+        recorded calls count again as they replay.
         """
-        return (await self._chat_for(run)).base
+        chat = self._next = await self._new_chat()
+        return chat.base
 
     async def _chat_for(self, run: ChatRun) -> _ChatSpend:
+        """The spend-record state of the chat ``run`` (begun by :meth:`spent_before`)."""
         chat = self._chat
         if chat is not None and chat.run is run:
             return chat
+        chat, self._next = self._next or await self._new_chat(), None
+        chat.run = run
+        self._chat = chat
+        return chat
+
+    async def _new_chat(self) -> _ChatSpend:
         turn = durable_turn.get()
         key = turn.workflow_id if turn is not None and turn.agent is self._agent else new_id("chat")
         newest = await self._read_spend()
-        base = newest.before(key) if newest is not None else Spend()
-        chat = self._chat = _ChatSpend(run, key, base)
-        return chat
+        return _ChatSpend(key, newest.before(key) if newest is not None else Spend())
 
     async def _read_spend(self) -> SpendRecord | None:
         if not self._spend_read:
@@ -411,7 +419,7 @@ class SessionRecorder:
         self._last_seq = 0
         self._unsaved = []
         self._uncertain = False
-        self._chat = None
+        self._chat = self._next = None
         await self._restore(self._require_agent())
 
     # --- work ---------------------------------------------------------------------------
@@ -582,8 +590,8 @@ class _ChatSpend:
 
     __slots__ = ("base", "key", "recorded", "run")
 
-    def __init__(self, run: ChatRun, key: str, base: Spend) -> None:
-        self.run = run
+    def __init__(self, key: str, base: Spend) -> None:
+        self.run: ChatRun | None = None
         self.key = key
         self.base = base
         self.recorded: Spend | None = None

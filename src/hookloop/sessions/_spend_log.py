@@ -13,7 +13,7 @@ running totals, not a call's own figures:
 Totals, not sums, because a store may drop old records (``Retention(max_messages=...)``
 keeps the newest of each session, side sessions included): the newest record alone says
 what the session spent. A session's spend only grows, so the newest record is the one with
-the most requests (then tool calls, tokens, seconds), whatever order the records were
+the most tokens (then requests, tool calls, seconds), whatever order the records were
 stored in. A durable turn run again after a crash starts from the ``base`` of its own
 records (its recorded steps are counted again as they replay, once) and writes its
 records again under the same message ids, which a store keeps once.
@@ -130,7 +130,9 @@ def _spend_data(message: Message) -> dict[str, Any] | None:
 
 
 def _order(spend: Spend) -> tuple[int, int, int, float]:
-    return (spend.requests, spend.tool_calls, spend.usage.total_tokens, spend.seconds)
+    # Tokens first: a replayed turn takes them from its recorded steps, exactly (a recorded
+    # answer's retried requests are not recorded).
+    return (spend.usage.total_tokens, spend.requests, spend.tool_calls, spend.seconds)
 
 
 def _dump(spend: Spend) -> dict[str, object]:

@@ -1,0 +1,516 @@
+"""Usage limits, costs and the repeat limit in the loop (issue 24 items 1, 2 and 4).
+
+The scripted model counts the requests it received (``model.requests``), so "not sent" is
+asserted as a count; every stop is checked to leave each tool call answered.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+import genai_prices
+import pytest
+
+import hookloop._limits as limits_module
+from hookloop import (
+    Agent,
+    AssistantMessage,
+    ChatErrorContext,
+    ChatHistory,
+    Message,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UsageError,
+    UsageLimitExceeded,
+    UsageLimits,
+    tool,
+)
+from hookloop._limits import Budget, Spend
+from hookloop._pricing import Pricing
+from hookloop.limits import ModelPrice, RepeatLimit, price_for
+from hookloop.models import LocalModel, ProviderRequest, ProviderResponse
+from hookloop.testing import ScriptedModel, text_response, tool_call, tool_calls
+from tests.models._provider_server import ProviderServer, Reply, adapter, whole_answer
+
+PRICE = ModelPrice(input_per_mtok=1_000_000, output_per_mtok=2_000_000)  # $1 an input token
+PRICES = {"scripted": PRICE}
+
+
+def every_call_answered(messages: Sequence[Message]) -> bool:
+    calls = [c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+    answers = [m.tool_call_id for m in messages if isinstance(m, ToolMessage)]
+    return sorted(calls) == sorted(answers)
+
+
+def lookup_script(n: int, *, usage: Usage | None = None) -> list[ProviderResponse]:
+    """``n`` turns that each call lookup once, then an answer."""
+    turns = [tool_call("lookup", {"key": i}, id=f"c{i}") for i in range(n)]
+    if usage is not None:
+        turns = [ProviderResponse(**{**vars_of(t), "usage": usage}) for t in turns]
+    return [*turns, text_response("done", usage=usage)]
+
+
+def vars_of(response: ProviderResponse) -> dict[str, Any]:
+    return {
+        "content": response.content,
+        "tool_calls": response.tool_calls,
+        "finish_reason": response.finish_reason,
+    }
+
+
+ran: list[int] = []
+
+
+@tool
+def lookup(key: int) -> int:
+    """Look a key up."""
+    ran.append(key)
+    return key * 2
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    ran.clear()
+
+
+def errors_seen(agent: Agent) -> list[BaseException]:
+    seen: list[BaseException] = []
+
+    def on_error(ctx: ChatErrorContext) -> None:
+        seen.append(ctx.error)
+
+    agent.add_hook("on_chat_error", on_error)
+    return seen
+
+
+# -- UsageLimits -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("given", "match"),
+    [
+        ({"requests": -1}, "requests must be an int of 0 or more"),
+        ({"tool_calls": True}, "tool_calls must be an int"),
+        ({"input_tokens": 1.5}, "input_tokens must be an int"),
+        ({"cost": -0.01}, "cost must be a finite amount of 0 or more"),
+        ({"cost": "1"}, "cost must be a Decimal, an int or a float"),
+        ({"cost": Decimal("NaN")}, "cost must be a finite amount"),
+        ({"cost": False}, "cost must be a Decimal"),
+        ({"seconds": float("inf")}, "seconds must be a number of 0 or more"),
+        ({"seconds": -1}, "seconds must be a number of 0 or more"),
+    ],
+)
+def test_bad_limits_are_refused_when_made(given: dict[str, Any], match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        UsageLimits(**given)
+
+
+def test_a_cost_limit_is_kept_as_a_decimal_of_the_number_given() -> None:
+    assert UsageLimits(cost=0.1).cost == Decimal("0.1")
+    assert UsageLimits(cost=2).cost == Decimal(2)
+    assert UsageLimits(seconds=3).seconds == 3.0
+
+
+def test_limits_and_repeat_limit_of_the_wrong_type_are_refused() -> None:
+    model = ScriptedModel(["x"])
+    with pytest.raises(UsageError, match="limits must be a UsageLimits"):
+        Agent(model, limits={"requests": 1})  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="repeat_limit must be an int, a RepeatLimit"):
+        Agent(model, repeat_limit="3")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"RepeatLimit\.times must be an int of 1 or more"):
+        RepeatLimit(times=0)
+    with pytest.raises(UsageError, match=r"RepeatLimit\.then must be 'tell' or 'stop'"):
+        RepeatLimit(times=2, then="warn")  # type: ignore[arg-type]
+
+
+# -- before a model call: not sent ---------------------------------------------------------
+
+
+def test_a_request_limit_stops_the_chat_before_the_call_that_would_cross_it() -> None:
+    model = ScriptedModel(lookup_script(5))
+    agent = Agent(model, tools=[lookup], limits=UsageLimits(requests=2))
+    seen = errors_seen(agent)
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("look up five keys")
+    error = info.value
+    assert (error.limit, error.maximum, error.used, error.when) == (
+        "requests",
+        2,
+        3,
+        "before the call",
+    )
+    assert len(model.requests) == 2  # the third was never sent
+    assert ran == [0, 1]
+    assert seen == [error]
+    assert every_call_answered(agent.messages)
+    assert "requests=2 would be crossed by the next model call, not sent: 3" in str(error)
+
+
+def test_a_request_too_large_for_tokens_per_request_is_not_sent() -> None:
+    model = ScriptedModel(["never"])
+    agent = Agent(model, limits=UsageLimits(tokens_per_request=20))
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("a long question " * 50)
+    assert (info.value.limit, info.value.when) == ("tokens_per_request", "before the call")
+    assert isinstance(info.value.used, int)
+    assert info.value.used > 20
+    assert model.requests == []
+
+
+def test_an_input_token_limit_counts_the_next_request_before_it_is_sent() -> None:
+    usage = Usage(input_tokens=100, output_tokens=5)
+    model = ScriptedModel(lookup_script(3, usage=usage))
+    agent = Agent(model, tools=[lookup], limits=UsageLimits(input_tokens=150))
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("look up")
+    error = info.value
+    # 100 reported by the first call, and the second request's estimate on top
+    assert (error.limit, error.when) == ("input_tokens", "before the call")
+    assert isinstance(error.used, int)
+    assert error.used > 150
+    assert len(model.requests) == 1
+    assert error.usage == Usage(input_tokens=100, output_tokens=5)
+    assert every_call_answered(agent.messages)
+
+
+def test_a_call_whose_estimated_input_cost_crosses_the_cost_limit_is_not_sent() -> None:
+    model = ScriptedModel(["never"])
+    agent = Agent(model, limits=UsageLimits(cost=5), prices=PRICES)  # $1 an input token
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("more than five tokens for sure, many more")
+    assert (info.value.limit, info.value.when) == ("cost", "before the call")
+    assert isinstance(info.value.used, Decimal)
+    assert info.value.used > 5
+    assert info.value.usage.cost == 0
+    assert model.requests == []
+
+
+def test_a_time_limit_is_checked_before_each_call_and_between_tool_batches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [100.0]
+    monkeypatch.setattr(limits_module, "monotonic", lambda: now[0])
+
+    @tool
+    def slow(key: int) -> int:
+        """Take ten seconds (of the test's clock)."""
+        now[0] += 10
+        return key
+
+    script: list[str | ProviderResponse] = [
+        tool_call("slow", {"key": 1}, id="a"),
+        tool_call("slow", {"key": 2}, id="b"),
+        "x",
+    ]
+    model = ScriptedModel(script)
+    agent = Agent(model, tools=[slow], limits=UsageLimits(seconds=15))
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("go")
+    assert (info.value.limit, info.value.when, info.value.used) == (
+        "seconds",
+        "before the call",
+        20.0,
+    )
+    assert len(model.requests) == 2
+
+    model = ScriptedModel(["never"])
+    with pytest.raises(UsageLimitExceeded, match=r"seconds=0\.0"):
+        Agent(model, limits=UsageLimits(seconds=0)).chat_sync("go")
+    assert model.requests == []
+
+
+# -- after a model call ----------------------------------------------------------------------
+
+
+def test_an_output_token_limit_crossed_by_an_answer_ends_the_chat_after_it() -> None:
+    big = Usage(input_tokens=10, output_tokens=500)
+    model = ScriptedModel(
+        [ProviderResponse(**{**vars_of(tool_call("lookup", {"key": 1}, id="c1")), "usage": big})]
+    )
+    agent = Agent(model, tools=[lookup], limits=UsageLimits(output_tokens=100))
+    seen = errors_seen(agent)
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("go")
+    error = info.value
+    assert (error.limit, error.maximum, error.used, error.when) == (
+        "output_tokens",
+        100,
+        500,
+        "after the call",
+    )
+    assert error.usage == big
+    assert seen == [error]
+    assert ran == []  # the answer is kept, its call not run
+    last = agent.messages[-1]
+    assert isinstance(last, ToolMessage)
+    assert last.is_error
+    assert last.content == "not run: the chat ended with an error"
+    assert every_call_answered(agent.messages)
+
+
+def test_a_cost_limit_crossed_by_the_real_usage_ends_the_chat_after_the_call() -> None:
+    price = ModelPrice(input_per_mtok=0, output_per_mtok=1_000_000)  # $1 an output token
+    model = ScriptedModel([text_response("hi", usage=Usage(input_tokens=3, output_tokens=7))])
+    agent = Agent(model, limits=UsageLimits(cost=5), prices={"scripted": price})
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("hello")
+    assert (info.value.limit, info.value.used, info.value.when) == (
+        "cost",
+        Decimal(7),
+        "after the call",
+    )
+    assert info.value.usage.cost == Decimal(7)
+
+
+# -- tool batches --------------------------------------------------------------------------
+
+
+def test_a_batch_that_would_cross_the_tool_call_limit_runs_none_of_its_calls() -> None:
+    batch = [ToolCall(name="lookup", arguments=f'{{"key": {i}}}', id=f"b{i}") for i in range(3)]
+    model = ScriptedModel(
+        [tool_calls(ToolCall(name="lookup", arguments='{"key": 9}', id="a")), tool_calls(*batch)]
+    )
+    agent = Agent(model, tools=[lookup], limits=UsageLimits(tool_calls=3))
+    seen = errors_seen(agent)
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("go")
+    error = info.value
+    assert (error.limit, error.maximum, error.used, error.when) == (
+        "tool_calls",
+        3,
+        4,
+        "tool batch",
+    )
+    assert ran == [9]  # the first batch (one call) ran; none of the second
+    answers = [m for m in agent.messages if isinstance(m, ToolMessage)][1:]
+    assert [(m.tool_call_id, m.content, m.is_error) for m in answers] == [
+        (f"b{i}", "not run: the chat reached its tool_calls limit", True) for i in range(3)
+    ]
+    assert seen == [error]
+    assert every_call_answered(agent.messages)
+
+
+# -- per chat, streams -----------------------------------------------------------------------
+
+
+def test_a_chats_limits_replace_the_agents_for_that_chat() -> None:
+    model = ScriptedModel([*lookup_script(2), *lookup_script(2), *lookup_script(2)])
+    agent = Agent(model, tools=[lookup], limits=UsageLimits(requests=1))
+    assert agent.chat_sync("a", limits=UsageLimits(requests=3)).output == "done"
+    assert agent.chat_sync("b", limits=None).output == "done"  # no limits at all
+    with pytest.raises(UsageLimitExceeded, match="requests=1"):
+        agent.chat_sync("c")  # the agent's again
+    assert every_call_answered(agent.messages)
+
+
+async def test_a_streamed_chat_stops_at_a_limit_like_a_plain_one() -> None:
+    model = ScriptedModel(lookup_script(3))
+    agent = Agent(model, tools=[lookup])
+    seen = errors_seen(agent)
+    events = []
+    with pytest.raises(UsageLimitExceeded) as info:
+        async with agent.chat_stream("go", limits=UsageLimits(tool_calls=1)) as stream:
+            async for event in stream:
+                events.append(type(event).__name__)
+    assert (info.value.limit, info.value.when) == ("tool_calls", "tool batch")
+    assert ran == [0]
+    assert len(model.requests) == 2
+    assert seen == [info.value]
+    assert "ChatDone" not in events
+    assert every_call_answered(agent.messages)
+
+
+# -- prices and costs ------------------------------------------------------------------------
+
+
+def test_costs_are_on_every_usage_and_add_up_in_the_response() -> None:
+    price = ModelPrice(input_per_mtok=2.5, output_per_mtok=10, cached_input_per_mtok=1.25)
+    usage = Usage(input_tokens=1000, cached_input_tokens=200, output_tokens=100)
+    model = ScriptedModel(lookup_script(1, usage=usage))
+    agent = Agent(model, tools=[lookup], prices={"scripted": price})
+    response = agent.chat_sync("go")
+    # 800 * 2.5 + 200 * 1.25 + 100 * 10 = 3250 per million, twice
+    assert response.usage.cost == Decimal("0.0065")
+    assert response.usage == Usage(
+        input_tokens=2000, cached_input_tokens=400, output_tokens=200, cost=Decimal("0.0065")
+    )
+
+
+def test_a_model_without_a_price_costs_none_and_a_chat_of_it_too() -> None:
+    usage = Usage(input_tokens=10, output_tokens=1)
+    response = Agent(ScriptedModel([text_response("x", usage=usage)])).chat_sync("go")
+    assert response.usage == usage
+    assert response.usage.cost is None
+
+
+def test_a_cost_limit_on_a_model_without_a_price_is_refused_when_the_chat_starts() -> None:
+    model = ScriptedModel(["never"])
+    agent = Agent(model, limits=UsageLimits(cost=1))
+    started: list[object] = []
+    agent.add_hook("on_chat_start", started.append)
+    with pytest.raises(UsageError, match="model 'scripted' has no price"):
+        agent.chat_sync("go")
+    assert (model.requests, started, agent.messages) == ([], [], ())
+
+
+def test_a_model_without_a_price_chosen_mid_chat_is_refused_before_it_is_called() -> None:
+    fallback = ScriptedModel(["never"], name="unpriced")
+    model = ScriptedModel(lookup_script(1))
+    agent = Agent(model, tools=[lookup], limits=UsageLimits(cost=100), prices=PRICES)
+
+    def switch(ctx: Any) -> None:
+        if ctx.iteration == 1:
+            ctx.model = fallback  # as a fallback strategy's retry does
+
+    agent.add_hook("pre_request", switch)
+    with pytest.raises(UsageError, match="model 'unpriced' has no price"):
+        agent.chat_sync("go")
+    assert fallback.requests == []
+    assert every_call_answered(agent.messages)
+
+
+def test_the_local_model_costs_nothing_and_the_test_doubles_have_no_price() -> None:
+    assert price_for(LocalModel(context_window=2048)) == ModelPrice(
+        input_per_mtok=0, output_per_mtok=0
+    )
+    assert price_for(ScriptedModel(["x"])) is None
+
+
+async def test_a_hosted_model_is_priced_from_the_bundled_table(server: ProviderServer) -> None:
+    body = whole_answer("chat.completions", "ok", usage=(1000, 100))
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 200}
+    server.add(Reply.json(body))
+    model = adapter("chat.completions", server)
+    model.name = "gpt-4o"
+    try:
+        response = await Agent(model).chat("hi")
+    finally:
+        await model.aclose()
+    # gpt-4o: $2.5 input, $1.25 cached input, $10 output per million tokens
+    assert response.usage.cost == Decimal("0.00325")
+
+
+async def test_a_price_with_tiers_is_worked_out_by_the_table(server: ProviderServer) -> None:
+    body = whole_answer("messages", "ok", usage=(10, 100))
+    body["usage"]["cache_read_input_tokens"] = 990
+    server.add(Reply.json(body))
+    model = adapter("messages", server)
+    model.name = "claude-haiku-5-5"  # priced in tiers by request size
+    try:
+        response = await Agent(model).chat("hi")
+    finally:
+        await model.aclose()
+    table = genai_prices.Usage(input_tokens=1000, output_tokens=100, cache_read_tokens=990)
+    expected = genai_prices.calc_price(table, "claude-haiku-5-5", provider_id="anthropic")
+    assert response.usage.cost == expected.total_price
+
+
+async def test_a_hosted_model_the_table_does_not_know_is_logged_once(
+    server: ProviderServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    for _ in range(2):
+        server.add(Reply.json(whole_answer("chat.completions", "ok", usage=(10, 1))))
+    model = adapter("chat.completions", server)
+    model.name = "no-such-model-anywhere-7"
+    agent = Agent(model)
+    try:
+        with caplog.at_level(logging.WARNING, logger="hookloop._pricing"):
+            first = await agent.chat("hi")
+            await agent.chat("again")
+    finally:
+        await model.aclose()
+    assert first.usage.cost is None
+    warned = [r for r in caplog.records if "no-such-model-anywhere-7" in r.getMessage()]
+    assert len(warned) == 1
+    assert "has no price" in warned[0].getMessage()
+
+
+def test_prices_of_the_wrong_type_are_refused() -> None:
+    with pytest.raises(UsageError, match="prices must map model names"):
+        Agent(ScriptedModel(["x"]), prices={"scripted": 1.0})  # type: ignore[dict-item]
+    with pytest.raises(UsageError, match=r"ModelPrice\.output_per_mtok must be a finite amount"):
+        ModelPrice(input_per_mtok=1, output_per_mtok=-1)
+
+
+# -- the repeat limit ------------------------------------------------------------------------
+
+
+def test_a_call_repeated_past_the_limit_is_answered_with_a_message_and_the_chat_goes_on() -> None:
+    same = ['{"key": 1, "x": 2}', '{"x":2,"key":1}', '{ "key": 1, "x": 2 }']
+
+    @tool
+    def find(key: int, x: int) -> int:
+        """Find."""
+        ran.append(key)
+        return key
+
+    script = [tool_call("find", args, id=f"r{i}") for i, args in enumerate(same)]
+    model = ScriptedModel([*script, "gave up"])
+    agent = Agent(model, tools=[find], repeat_limit=2)
+    response = agent.chat_sync("go")
+    assert response.output == "gave up"
+    assert ran == [1, 1]
+    told = agent.messages[-2]
+    assert isinstance(told, ToolMessage)
+    assert told.is_error
+    assert told.content == (
+        "not run: you called find with the same arguments 2 times already in this chat; use "
+        "the results you have, or call it with other arguments"
+    )
+
+
+def test_a_repeat_limit_that_stops_ends_the_chat_with_a_typed_error() -> None:
+    model = ScriptedModel([tool_call("lookup", {"key": 1}, id=f"r{i}") for i in range(3)])
+    agent = Agent(model, tools=[lookup], repeat_limit=RepeatLimit(times=2, then="stop"))
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("go")
+    error = info.value
+    assert (error.limit, error.maximum, error.used, error.when) == (
+        "repeat_limit",
+        2,
+        3,
+        "tool batch",
+    )
+    assert error.tool_call is not None
+    assert error.tool_call.id == "r2"
+    assert ran == [1, 1]
+    assert every_call_answered(agent.messages)
+
+
+# -- the seam for spend before the chat (a session's, a parent's) ----------------------------
+
+
+def test_session_limits_count_what_was_spent_before_the_chat() -> None:
+    model = ScriptedModel(["x"])
+    budget = Budget(
+        UsageLimits(requests=10),
+        UsageLimits(requests=3, cost=Decimal("0.5")),
+        Spend(requests=2, usage=Usage(input_tokens=1, cost=Decimal("0.25"))),
+        None,
+        model,
+        Pricing({"scripted": ModelPrice(input_per_mtok=1, output_per_mtok=1)}),
+        ChatHistory(max_context_tokens=1000),
+    )
+    request = ProviderRequest(model="scripted", system=None, messages=())
+    budget.before_call(request, model, Usage(cost=Decimal(0)))
+    with pytest.raises(UsageLimitExceeded) as info:
+        budget.before_call(request, model, Usage(cost=Decimal(0)))
+    assert (info.value.limit, info.value.maximum, info.value.used) == ("requests", 3, 4)
+    with pytest.raises(UsageLimitExceeded) as info:
+        budget.after_call(Usage(output_tokens=1, cost=Decimal("0.3")), None)
+    assert (info.value.limit, info.value.used) == ("cost", Decimal("0.55"))
+
+
+def test_a_slice_is_what_is_left_of_the_limits() -> None:
+    limits = UsageLimits(requests=5, tokens_per_request=100, cost=1, seconds=10)
+    spent = Spend(requests=7, usage=Usage(input_tokens=3, cost=Decimal("0.25")), seconds=4)
+    assert limits.remaining(spent) == UsageLimits(
+        requests=0, tokens_per_request=100, cost=Decimal("0.75"), seconds=6.0
+    )
+    assert limits.tightest(UsageLimits(requests=2, input_tokens=9)) == UsageLimits(
+        requests=2, input_tokens=9, tokens_per_request=100, cost=1, seconds=10
+    )
