@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from hookloop import Agent, CorruptSessionError, Usage, UserMessage, tool
+from hookloop import (
+    Agent,
+    CorruptSessionError,
+    Usage,
+    UsageLimitExceeded,
+    UsageLimits,
+    UserMessage,
+    tool,
+)
 from hookloop._approval_log import approval_session_id
 from hookloop._limits import Spend
 from hookloop.sessions import Retention, SessionRecorder, SQLiteSessionStore
@@ -129,3 +137,80 @@ async def test_a_damaged_spend_record_is_a_corrupt_session_error_until_repaired(
         assert (await recorder.spent()).usage.total_tokens == 235
         await agent.chat("again?")
         assert (await recorder.spent()).usage.total_tokens == 470
+
+
+# --- a session's limits ------------------------------------------------------------------------
+
+
+async def test_a_session_limit_holds_after_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    limits = UsageLimits(requests=3)
+    async with SQLiteSessionStore(path) as store:
+        agent = Agent(ScriptedModel(script()), tools=[look], session_limits=limits)
+        agent.use(store.session("s"))
+        await agent.chat("price of tea?")  # two requests
+    async with SQLiteSessionStore(path) as store:  # a new process, in effect
+        model = ScriptedModel(script())
+        agent = Agent(model, tools=[look], session_limits=limits)
+        recorder = store.session("s")
+        agent.use(recorder)
+        with pytest.raises(UsageLimitExceeded) as raised:
+            await agent.chat("and again?")
+        assert (raised.value.limit, raised.value.maximum, raised.value.used) == ("requests", 3, 4)
+        assert raised.value.when == "before the call"
+        assert len(model.requests) == 1  # the third request of the session went, not the fourth
+        # The history is valid: the call of the third answer is answered, and stored.
+        log = await store.load("s")
+        assert [m.role for m in log[-3:]] == ["user", "assistant", "tool"]
+        spent = await recorder.spent()
+        assert (spent.requests, spent.tool_calls, spent.usage.total_tokens) == (3, 2, 345)
+
+
+async def test_the_limit_of_a_session_counts_a_chat_without_limits_before_it(
+    tmp_path: Path,
+) -> None:
+    # Recorded spend is counted in every chat with a recorder, not only in chats with limits.
+    path = tmp_path / "s.db"
+    async with SQLiteSessionStore(path) as store:
+        agent = Agent(ScriptedModel(script()), tools=[look])
+        agent.use(store.session("s"))
+        await agent.chat("price of tea?")
+    async with SQLiteSessionStore(path) as store:
+        limits = UsageLimits(total_tokens=300)
+        model = ScriptedModel(script())
+        agent = Agent(model, tools=[look], session_limits=limits)
+        agent.use(store.session("s"))
+        with pytest.raises(UsageLimitExceeded) as raised:
+            await agent.chat("and again?")
+        # 235 spent before, and the request's estimate on top: not sent.
+        assert (raised.value.limit, raised.value.when) == ("total_tokens", "before the call")
+        assert isinstance(raised.value.used, int)
+        assert raised.value.used > 300
+        assert model.requests == []
+
+
+@tool(requires_approval=True)
+def pay(amount: int) -> str:
+    """Pay an amount; needs approval."""
+    return f"paid {amount}"
+
+
+async def test_a_session_limit_holds_across_an_approval_resumed_in_another_process(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "s.db"
+    limits = UsageLimits(requests=1)
+    async with SQLiteSessionStore(path) as store:
+        model = ScriptedModel([tool_call("pay", {"amount": 5}, id="c1"), "paid"])
+        agent = Agent(model, tools=[pay], session_limits=limits)
+        agent.use(store.session("s"))
+        (pending,) = (await agent.chat("pay 5")).pending_approvals
+    async with SQLiteSessionStore(path) as store:  # another process resumes
+        model = ScriptedModel(["paid"])
+        agent = Agent(model, tools=[pay], session_limits=limits)
+        agent.use(store.session("s"))
+        with pytest.raises(UsageLimitExceeded) as raised:
+            await agent.resume([pending.approve()])
+        assert (raised.value.limit, raised.value.used) == ("requests", 2)
+        assert model.requests == []  # the approved call ran; the next request did not go
+        assert [(m.role, m.content) for m in (await store.load("s"))[-1:]] == [("tool", "paid 5")]
