@@ -5,6 +5,7 @@ Layout of this module:
     events         the sub-agent's events reach the parent tagged with the agent path;
                    nothing is registered when nobody listens
     usage          tokens roll up into the parent's response, failures included
+    limits         a sub-agent's slice, and what the parent's limits have left
     cancellation   cancelling the parent cancels the running sub-agent
     errors         a failing sub-agent is a tool error the parent's model sees
     on_delegation  fires on the parent with (task, result, agent_name, metadata)
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import weakref
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,10 +32,13 @@ from hookloop import (
     ToolMessage,
     Usage,
     UsageError,
+    UsageLimitExceeded,
+    UsageLimits,
 )
 from hookloop.hooks import DelegationContext, SubAgentEventContext
 from hookloop.memory import MemoryHooksPlugin
 from hookloop.models import ProviderRequest, ProviderResponse
+from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_call
 
 CHAT_EVENTS = ["on_chat_start", "on_message", "pre_request", "on_response", "on_chat_done"]
@@ -305,6 +310,85 @@ async def test_delegate_from_inside_a_parent_tool_rolls_up_too() -> None:
     response = await boss.chat("go")
     assert response.usage == Usage(input_tokens=6, output_tokens=6)
     assert boss.messages[2].content == "helped"
+
+
+# --- limits ---------------------------------------------------------------------------------
+
+
+def busy_researcher(calls: int, **kwargs: Any) -> Agent:
+    """A sub-agent that calls ``noop`` ``calls`` times (one model request each), then answers."""
+    from hookloop import Scope, tool
+
+    @tool
+    def noop() -> str:
+        """Do nothing."""
+        return ""
+
+    script: list[Any] = [tool_call("noop", {}, id=f"n{i}") for i in range(calls)]
+    researcher = agent("researcher", [*script, used(1, 1, "found")], **kwargs)
+    researcher.scopes.register(Scope("tools", tools=[noop]))
+    return researcher
+
+
+async def test_a_sub_agent_given_a_slice_stops_at_it_and_the_parent_goes_on(
+    tmp_path: Path,
+) -> None:
+    from hookloop import Scope
+
+    researcher = busy_researcher(5)
+    boss = agent("boss", [tool_call("researcher", {"task": "t"}, id="d1"), used(1, 1, "sorry")])
+    slice_ = UsageLimits(requests=2)
+    boss.scopes.register(Scope("team", tools=[researcher.as_tool(limits=slice_)]))
+    async with SQLiteSessionStore(tmp_path / "s.db") as store:
+        recorder = store.session("s")
+        boss.use(recorder)
+        response = await boss.chat("go")
+        assert response.text == "sorry"
+        result = response.messages[2]
+        assert isinstance(result, ToolMessage)
+        assert result.is_error
+        assert "UsageLimitExceeded" in result.content
+        assert "requests=2" in result.content
+        assert len(researcher.model.requests) == 2  # type: ignore[attr-defined]
+        # The sub-agent's spend is the parent's, in its session's spend too.
+        spent = await recorder.spent()
+        assert (spent.requests, spent.tool_calls) == (2 + 2, 1 + 2)
+
+
+async def test_a_sub_agent_may_spend_only_what_the_parent_has_left() -> None:
+    # The parent may make 3 requests: it made 1, so the sub-agent may make 2; with them,
+    # the parent's own next request is one too many and its chat ends.
+    researcher = busy_researcher(5)
+    boss = with_tool(
+        agent(
+            "boss",
+            [tool_call("researcher", {"task": "t"}, id="d1"), used(1, 1, "done")],
+            limits=UsageLimits(requests=3),
+        ),
+        researcher,
+    )
+    with pytest.raises(UsageLimitExceeded) as raised:
+        await boss.chat("go")
+    assert (raised.value.limit, raised.value.maximum, raised.value.used) == ("requests", 3, 4)
+    assert len(researcher.model.requests) == 2  # type: ignore[attr-defined]
+    assert len(boss.model.requests) == 1  # type: ignore[attr-defined]
+    # The history stays valid: the delegating call has its (error) result.
+    roles = [m.role for m in boss.messages]
+    assert roles == ["user", "assistant", "tool"]
+    assert "requests=" in boss.messages[2].content
+
+
+async def test_delegate_takes_a_slice_too() -> None:
+    researcher = busy_researcher(5)
+    boss = agent("boss", [])
+    with pytest.raises(UsageLimitExceeded) as raised:
+        await boss.delegate("t", to=researcher, limits=UsageLimits(tool_calls=1))
+    assert (raised.value.limit, raised.value.used) == ("tool_calls", 2)
+
+
+def test_a_slice_must_be_usage_limits() -> None:
+    with pytest.raises(UsageError, match="limits must be UsageLimits"):
+        busy_researcher(1).as_tool(limits={"requests": 1})  # type: ignore[arg-type]
 
 
 # --- cancellation ---------------------------------------------------------------------------

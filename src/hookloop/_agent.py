@@ -669,25 +669,34 @@ class Agent(AgentHost):
     # -- delegation --------------------------------------------------------------------------
 
     async def delegate(
-        self, task: str, *, to: Agent, metadata: Mapping[str, Any] | None = None
+        self,
+        task: str,
+        *,
+        to: Agent,
+        metadata: Mapping[str, Any] | None = None,
+        limits: UsageLimits | None = None,
     ) -> AgentResponse:
         """Have the sub-agent ``to`` do ``task`` (one chat of it) and return its response.
 
         Its events reach this agent's ``on_subagent_event`` handlers, tagged with the agent
-        path; its token usage is added to this agent's running chat, if any; cancelling
-        the caller cancels it; ``on_delegation`` fires here once it succeeded. Delegations
-        to one sub-agent take turns. See ``docs/delegation.md``.
+        path; what it spends is added to this agent's running chat, if any, and it may
+        spend at most what that chat's limits have left; cancelling the caller cancels it;
+        ``on_delegation`` fires here once it succeeded. Delegations to one sub-agent take
+        turns. See ``docs/delegation.md`` and ``docs/budgets.md``.
 
         Args:
             task: What the sub-agent should do, with everything it needs to know.
             to: The sub-agent.
             metadata: Passed to ``on_delegation`` handlers.
+            limits: A slice: the most the sub-agent's chat may spend (within what this
+                agent's chat has left).
 
         Raises:
             UsageError: ``to`` is this agent, or ``task`` is empty.
+            UsageLimitExceeded: The sub-agent's chat reached its slice or what was left.
             Exception: What the sub-agent's chat raised.
         """
-        return await delegate(self, task, to, metadata=metadata)
+        return await delegate(self, task, to, metadata=metadata, limits=limits)
 
     def as_tool(
         self,
@@ -695,20 +704,25 @@ class Agent(AgentHost):
         name: str | None = None,
         description: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        limits: UsageLimits | None = None,
     ) -> Tool:
         """This agent as a tool another agent's model can call with a ``task``.
 
         Each call is a :meth:`delegate` from the agent whose chat called the tool; the
-        tool's result is this agent's answer, and its failure a tool error the calling
-        model sees.
+        tool's result is this agent's answer, and its failure (a limit reached included) a
+        tool error the calling model sees.
 
         Args:
             name: The tool's name; this agent's name by default.
             description: What the calling model is told the tool does; say what this agent
                 is good at.
             metadata: Passed to the parent's ``on_delegation`` handlers.
+            limits: A slice: the most each call may spend (within what the calling chat's
+                limits have left).
         """
-        return as_tool(self, name=name, description=description, metadata=metadata)
+        return as_tool(
+            self, name=name, description=description, metadata=metadata, limits=limits
+        )
 
     # -- memory ------------------------------------------------------------------------------
 
