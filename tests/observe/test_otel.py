@@ -8,6 +8,7 @@ kinds and attributes as whole values. Waits run on a fake clock: nothing sleeps.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import subprocess
 import sys
@@ -37,11 +38,15 @@ from hookloop import (
     ToolCall,
     ToolReturn,
     UsageError,
+    UsageLimitExceeded,
+    UsageLimits,
 )
 from hookloop._messages import Usage
 from hookloop.context import Compaction, SlidingWindow
+from hookloop.limits import ModelPrice
 from hookloop.models._base import ProviderResponse
 from hookloop.observe import OpenTelemetryPlugin
+from hookloop.observe import _genai as g
 from hookloop.retry import Backoff, DefaultRetryStrategy, FallbackStrategy
 from hookloop.testing import FakeClock, ScriptedModel, ScriptStep, text_response, tool_call
 from tests.models._provider_server import (
@@ -1091,3 +1096,61 @@ async def test_capture_error_text_false_leaves_errors_texts_out_of_every_span(
         "hookloop.attempt_failed",
         {"hookloop.attempt": 1, "error.type": "RateLimitError", "hookloop.retry": True},
     )
+
+
+# --- cost --------------------------------------------------------------------------------------
+
+PRICE = ModelPrice(input_per_mtok=1, output_per_mtok=2)
+
+
+def costly_script() -> list[object]:
+    call = dataclasses.replace(
+        tool_call("add", {"a": 1, "b": 2}), usage=Usage(input_tokens=100, output_tokens=10)
+    )
+    return [call, text_response("3", usage=Usage(input_tokens=120, output_tokens=5))]
+
+
+async def test_each_call_s_span_has_its_cost_and_the_chat_s_span_the_total(
+    otel: Telemetry,
+) -> None:
+    agent = Agent(ScriptedModel(costly_script()), tools=[add], prices={"scripted": PRICE})
+    agent.use(otel.plugin())
+    await agent.chat("1 + 2?")
+    # $1 and $2 per million: 100 in, 10 out is $0.00012; 120 in, 5 out is $0.00013.
+    calls = [dict(s.attributes or {}) for s in otel.named("chat scripted")]
+    assert [(c[g.USAGE_INPUT], c["hookloop.usage.cost"]) for c in calls] == [
+        (100, 0.00012),
+        (120, 0.00013),
+    ]
+    chat = dict(otel.one("invoke_agent agent").attributes or {})
+    assert (chat[g.USAGE_INPUT], chat[g.USAGE_OUTPUT], chat["hookloop.usage.cost"]) == (
+        220,
+        15,
+        0.00025,
+    )
+
+
+async def test_an_unknown_cost_is_left_out_never_zero(otel: Telemetry) -> None:
+    agent = Agent(ScriptedModel(costly_script()), tools=[add])  # no price for "scripted"
+    agent.use(otel.plugin())
+    await agent.chat("1 + 2?")
+    for span in otel.spans():
+        attributes = dict(span.attributes or {})
+        assert "hookloop.usage.cost" not in attributes
+    assert dict(otel.one("invoke_agent agent").attributes or {})[g.USAGE_INPUT] == 220
+
+
+async def test_a_chat_ended_by_a_limit_says_which_and_what_it_spent(otel: Telemetry) -> None:
+    limits = UsageLimits(requests=1)
+    agent = Agent(
+        ScriptedModel(costly_script()), tools=[add], prices={"scripted": PRICE}, limits=limits
+    )
+    agent.use(otel.plugin())
+    with pytest.raises(UsageLimitExceeded):
+        await agent.chat("1 + 2?")
+    span = otel.one("invoke_agent agent")
+    attributes = dict(span.attributes or {})
+    assert attributes["hookloop.usage.limit"] == "requests"
+    assert (attributes[g.USAGE_INPUT], attributes["hookloop.usage.cost"]) == (100, 0.00012)
+    assert attributes["error.type"] == "UsageLimitExceeded"
+    assert span.status.status_code is StatusCode.ERROR

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._errors import ToolExecutionError
+from .._errors import ToolExecutionError, UsageLimitExceeded
 from .._extras import import_extra
 from .._messages import AssistantMessage, ToolCall
 from .._tools import exception_text, serialize_result
@@ -257,7 +257,20 @@ class OpenTelemetryPlugin:
         self._close(key, None, None, None)
 
     def _chat_error(self, key: _Key, ctx: ChatErrorContext) -> None:
-        self._close(key, "ERROR", self._described(ctx.error), ctx.error)
+        error = ctx.error
+        chat = self._chats.get(key)
+        if chat is not None and isinstance(error, UsageLimitExceeded):
+            # What the chat spent up to the limit, and which limit it was.
+            usage = error.usage
+            chat.span.set_attributes(
+                {
+                    g.USAGE_INPUT: usage.input_tokens,
+                    g.USAGE_OUTPUT: usage.output_tokens,
+                    **g.cost_attributes(usage),
+                    "hookloop.usage.limit": error.limit,
+                }
+            )
+        self._close(key, "ERROR", self._described(error), error)
 
     def _chat_abort(self, key: _Key, ctx: ChatAbortContext) -> None:
         reason = "" if ctx.reason is None else f": {ctx.reason}"
