@@ -720,9 +720,7 @@ class Agent(AgentHost):
             limits: A slice: the most each call may spend (within what the calling chat's
                 limits have left).
         """
-        return as_tool(
-            self, name=name, description=description, metadata=metadata, limits=limits
-        )
+        return as_tool(self, name=name, description=description, metadata=metadata, limits=limits)
 
     # -- memory ------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import io
 from hookloop import Agent, PreToolCallContext, ToolCall, ToolReturn, Usage, tool
 from hookloop._errors import RateLimitError
 from hookloop.context import Compaction
+from hookloop.limits import ModelPrice
 from hookloop.models._base import ProviderResponse
 from hookloop.observe import JsonLinesTracePlugin
 from hookloop.retry import DefaultRetryStrategy
@@ -128,3 +129,22 @@ def compacted_run(*, content: bool = True) -> list[str]:
     for i in range(5):
         agent.chat_sync(f"Fruit question {i}: {'apples and pears ' * 30}")
     return lines
+
+
+def priced_run() -> list[str]:
+    """A chat on a priced model ($1 / $2 per million tokens): a tool call, then the answer."""
+    clock = FakeClock()
+    out = io.StringIO()
+    model = ScriptedModel(
+        [
+            _calls(("c1", "add", '{"a": 1, "b": 2}'), tokens=(100, 10)),
+            ProviderResponse(content="3", usage=Usage(input_tokens=120, output_tokens=5)),
+        ],
+        name="priced",
+    )
+    agent = Agent(
+        model, tools=[add], prices={"priced": ModelPrice(input_per_mtok=1, output_per_mtok=2)}
+    )
+    agent.use(JsonLinesTracePlugin(out, clock=clock, wall=lambda: EPOCH + clock()))
+    assert agent.chat_sync("1 + 2?").text == "3"
+    return out.getvalue().splitlines()

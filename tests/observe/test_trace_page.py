@@ -39,6 +39,7 @@ from tests.observe._trace_runs import (
     busy_run,
     compacted_run,
     many_events,
+    priced_run,
 )
 
 playwright = pytest.importorskip("playwright.sync_api")
@@ -674,3 +675,24 @@ def test_a_real_local_model_run_is_traced_into_a_page(tmp_path: Path, open_page)
     window = page.details()["context window"]
     assert re.fullmatch(r"\d+ tokens \(\d+\.\d% used\)", window), window
     screenshot(page, "trace-page-local-model.png")
+
+
+def test_the_run_s_cost_is_on_the_page_and_each_model_call_s_in_its_row(
+    tmp_path: Path, open_page
+) -> None:
+    page = open_page(page_of(tmp_path, off_the_loop(priced_run)))
+    summary = page.page.locator("#summary").inner_text()
+    assert "220 tokens in / 15 out · $0.00025 · " in summary
+    subs = page.page.locator(".k-model > .row .sub:visible").all_inner_texts()
+    assert [sub.split(" · ")[-1].split()[0] for sub in subs] == ["$0.00012", "$0.00013"]
+    page.page.locator(".k-model .head", has_text="model call 1").click()
+    assert page.details()["cost"] == "$0.00012"
+    page.page.locator(".k-chat .head").first.click()
+    assert (page.details()["tokens"], page.details()["cost"]) == ("220 in / 15 out", "$0.00025")
+
+
+def test_an_unknown_cost_shows_as_unknown_never_as_zero(tmp_path: Path, open_page) -> None:
+    page = open_page(busy_page(tmp_path))  # its models have no price
+    assert " · cost unknown · " in page.page.locator("#summary").inner_text()
+    page.page.locator(".k-model .head", has_text="model call 3").click()
+    assert page.details()["cost"] == "cost unknown"
