@@ -254,7 +254,7 @@ FAMILIES = {
         "TrimContext",
         "attach_once",
     ],
-    "hookloop.limits": ["ModelPrice", "Price", "RepeatLimit", "price_for"],
+    "hookloop.limits": ["ModelPrice", "Price", "RepeatLimit", "Spend", "price_for"],
     "hookloop.mcp": ["MCPToolset", "ToolSource", "mcp_server", "serve"],
     "hookloop.memory": [
         "MEMORY_ACTIONS",

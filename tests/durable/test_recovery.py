@@ -21,7 +21,7 @@ import pytest
 
 from hookloop import Agent, ToolResultLostError
 from hookloop._errors import RESULT_LOST_TEXT
-from hookloop._limits import Spend
+from hookloop.limits import Spend
 from hookloop.sessions import SessionRecorder, dump_messages, load_messages
 from hookloop.testing import FunctionModel
 from tests._processes import finish, kill_at_stop

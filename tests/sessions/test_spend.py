@@ -18,7 +18,7 @@ from hookloop import (
     tool,
 )
 from hookloop._approval_log import approval_session_id
-from hookloop._limits import Spend
+from hookloop.limits import Spend
 from hookloop.sessions import Retention, SessionRecorder, SQLiteSessionStore
 from hookloop.testing import ScriptedModel, text_response, tool_call
 from tests.sessions._backends import Backend
