@@ -79,7 +79,11 @@ def watch_session(agent: AgentHost) -> None:
 
 def records_spend(plugins: Iterable[object]) -> bool:
     """Whether one of ``plugins`` records the session's spend (a session recorder)."""
-    return any(getattr(plugin, "spent_before", None) is not None for plugin in plugins)
+    # Every chat start asks: a plain loop, no generator (bench/loop.py).
+    for plugin in plugins:
+        if hasattr(plugin, "spent_before"):
+            return True
+    return False
 
 
 async def spent_before(agent: AgentHost) -> Spend:
