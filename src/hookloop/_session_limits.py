@@ -80,7 +80,7 @@ def watch_session(agent: AgentHost) -> None:
 def records_spend(plugins: Iterable[object]) -> bool:
     """Whether one of ``plugins`` records the session's spend (a session recorder)."""
     # Every chat start asks: a plain loop, no generator (bench/loop.py).
-    for plugin in plugins:
+    for plugin in plugins:  # noqa: SIM110
         if hasattr(plugin, "spent_before"):
             return True
     return False
