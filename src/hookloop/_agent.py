@@ -33,11 +33,11 @@ from ._background import BackgroundTasks, run_sync
 from ._chat_slot import ChatSlot
 from ._delegation import as_tool, delegate
 from ._errors import MemoryRequestError, UsageError
-from ._limits import ChatLimits, RepeatLimit, UsageLimits, limits_of, repeat_limit_of
+from ._limits import NO_LIMITS, ChatLimits, RepeatLimit, UsageLimits, limits_of, repeat_limit_of
 from ._loop import ChatRun
 from ._messages import Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
-from ._pricing import ModelPrice, Pricing
+from ._pricing import NO_PRICES, ModelPrice, Pricing
 from ._run_context import NO_DEPS
 from ._setup import ChatSetup, Resumption, StepRunner
 from ._stream import ChatStream
@@ -217,8 +217,12 @@ class Agent(AgentHost):
         """The session the agent is in; change it with :meth:`switch_session`."""
         self.deps = deps
         """The default dependencies of a chat's tools (``NO_DEPS`` for none)."""
-        self._limits = ChatLimits(limits_of(limits), repeat_limit_of(repeat_limit))
-        self._pricing = Pricing(prices)
+        self._limits = (
+            NO_LIMITS
+            if limits is None and repeat_limit is None
+            else ChatLimits(limits_of(limits), repeat_limit_of(repeat_limit))
+        )
+        self._pricing = NO_PRICES if prices is None else Pricing(prices)
         self._slot = ChatSlot(self)
         self._approvals = ApprovalBook()
         self._plugins: list[Plugin] = []
