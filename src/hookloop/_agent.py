@@ -33,14 +33,14 @@ from ._background import BackgroundTasks, run_sync
 from ._chat_slot import ChatSlot
 from ._delegation import as_tool, delegate
 from ._errors import MemoryRequestError, UsageError
-from ._limits import ChatLimits, RepeatLimit, UsageLimits, limits_of, repeat_limit_of
+from ._limits import NO_LIMITS, ChatLimits, RepeatLimit, UsageLimits, limits_of, repeat_limit_of
 from ._loop import ChatRun
 from ._messages import Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
-from ._pricing import ModelPrice, Pricing
+from ._pricing import NO_PRICES, ModelPrice, Pricing
 from ._run_context import NO_DEPS
 from ._session_limits import (
-    NO_LIMITS,
+    NO_SESSION_LIMITS,
     check_session_limits,
     records_spend,
     spent_before,
@@ -230,8 +230,12 @@ class Agent(AgentHost):
         """The session the agent is in; change it with :meth:`switch_session`."""
         self.deps = deps
         """The default dependencies of a chat's tools (``NO_DEPS`` for none)."""
-        self._limits = ChatLimits(limits_of(limits), repeat_limit_of(repeat_limit))
-        self._pricing = Pricing(prices)
+        self._limits = (
+            NO_LIMITS
+            if limits is None and repeat_limit is None
+            else ChatLimits(limits_of(limits), repeat_limit_of(repeat_limit))
+        )
+        self._pricing = NO_PRICES if prices is None else Pricing(prices)
         self._slot = ChatSlot(self)
         self._approvals = ApprovalBook()
         self._plugins: list[Plugin] = []
@@ -987,7 +991,7 @@ class Agent(AgentHost):
             # one, which also makes the chat count its requests and tool calls for it).
             with self._slot.holding("start a chat"):
                 setup.spent_before = await spent_before(self)
-            setup.session_limits = self.session_limits or NO_LIMITS
+            setup.session_limits = self.session_limits or NO_SESSION_LIMITS
         run = self._slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output
         return run

@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LIMIT_FIELDS",
+    "NO_LIMITS",
     "ZERO_COST",
+    "ZERO_USAGE",
     "Budget",
     "ChatLimits",
     "RepeatLimit",
@@ -41,7 +43,6 @@ __all__ = [
     "limit_cost",
     "limits_of",
     "repeat_limit_of",
-    "zero_usage",
 ]
 
 ZERO_COST: Final = Decimal(0)
@@ -61,9 +62,8 @@ LIMIT_FIELDS: Final = (
 _COUNTS: Final = LIMIT_FIELDS[:6]
 
 
-def zero_usage() -> Usage:
-    """No tokens, at a known cost of zero: where a chat's total starts."""
-    return Usage(cost=ZERO_COST)
+ZERO_USAGE: Final = Usage(cost=ZERO_COST)
+"""No tokens, at a known cost of zero: where a chat's total starts (frozen: one for all)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
@@ -213,7 +213,7 @@ class Spend:
 
     requests: int = 0
     tool_calls: int = 0
-    usage: Usage = dataclasses.field(default_factory=zero_usage)
+    usage: Usage = ZERO_USAGE
     seconds: float = 0.0
 
     def __add__(self, other: Spend) -> Spend:
@@ -269,6 +269,10 @@ class ChatLimits:
 
     limits: UsageLimits | None = None
     repeat: RepeatLimit | None = None
+
+
+NO_LIMITS: Final = ChatLimits()
+"""The limits of an agent without any."""
 
 
 def repeat_limit_of(value: object) -> RepeatLimit | None:
@@ -374,7 +378,7 @@ class Budget:
         self.tool_calls = 0
         self.started = monotonic() if "seconds" in caps else 0.0
         if "cost" in caps:
-            self.price(model, zero_usage())
+            self.price(model, ZERO_USAGE)
 
     # -- model calls ----------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
-from ._limits import Spend, UsageLimits, admit_batch, budget_for, zero_usage
+from ._limits import ZERO_USAGE, Spend, UsageLimits, admit_batch, budget_for
 from ._messages import (
     AssistantMessage,
     Message,
@@ -147,8 +147,12 @@ class ChatRun(ModelCalls):
         self._waiting: list[_Waiting] = []
         # How each decided call of a resumed chat is answered, while _decide runs them.
         self._rulings: dict[str, Ruling] | None = None
-        self._usage = zero_usage()  # a chat's total starts at a known cost of zero
-        self._budget = budget_for(setup)  # refuses a cost limit on a model without a price
+        self._usage = ZERO_USAGE  # a chat's total starts at a known cost of zero
+        self._budget = (  # refuses a cost limit on a model without a price
+            None
+            if setup.limits is None and setup.session_limits is None and setup.repeat_limit is None
+            else budget_for(setup)
+        )
         self._iteration = 0
         self._output_failures = 0
         self.emit = emit

@@ -26,7 +26,7 @@ from ._limits import checked_cost
 from ._messages import Usage
 from .models._base import Model
 
-__all__ = ["ModelPrice", "Price", "Pricing", "price_for"]
+__all__ = ["NO_PRICES", "ModelPrice", "Price", "Pricing", "price_for"]
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ def _warn_once(name: str, why: str) -> None:
 class Pricing:
     """An agent's prices: yours by model name, else :func:`price_for`'s; per model, once."""
 
-    __slots__ = ("_last", "_last_name", "_last_price", "_prices")
+    __slots__ = ("_last", "_prices")
 
     def __init__(self, prices: Mapping[str, ModelPrice] | None = None) -> None:
         if prices is not None:
@@ -263,20 +263,21 @@ class Pricing:
                         f"prices must map model names (str) to ModelPrice, got {name!r}: {price!r}"
                     )
         self._prices = dict(prices) if prices else None
-        self._last: Model | None = None
-        self._last_name = ""
-        self._last_price: Price | None = None
+        # The model priced last, its name then and its price: read and written as one, so
+        # an agent without prices of its own can share one Pricing across threads.
+        self._last: tuple[Model | None, str, Price | None] = (None, "", None)
 
     def price_of(self, model: Model) -> Price | None:
         """The price of ``model``'s calls, ``None`` when it has none."""
-        if model is self._last and model.name == self._last_name:
-            return self._last_price
-        price: Price | None = None
+        last, name, price = self._last
+        if model is last and model.name == name:
+            return price
+        price = None
         if self._prices is not None:
             price = self._prices.get(model.name)
         if price is None:
             price = price_for(model)
-        self._last, self._last_name, self._last_price = model, model.name, price
+        self._last = (model, model.name, price)
         return price
 
     def priced(self, usage: Usage, model: Model) -> Usage:
@@ -287,3 +288,7 @@ class Pricing:
         if price is None:
             return usage
         return dataclasses.replace(usage, cost=price.cost(usage))
+
+
+NO_PRICES: Final = Pricing()
+"""The pricing of every agent without prices of its own (the table's, found once)."""

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .hooks._host import AgentHost
 
 __all__ = [
-    "NO_LIMITS",
+    "NO_SESSION_LIMITS",
     "check_session_limits",
     "records_spend",
     "session_spend",
@@ -32,7 +32,7 @@ __all__ = [
     "watch_session",
 ]
 
-NO_LIMITS: Final = UsageLimits()
+NO_SESSION_LIMITS: Final = UsageLimits()
 """A session's limits when it has none but its spend is recorded: the chat counts it all."""
 
 
