@@ -376,7 +376,8 @@ class Budget:
         self._seen: dict[tuple[str, str], int] | None = None
         self.requests = 0
         self.tool_calls = 0
-        self.started = monotonic() if "seconds" in caps else 0.0
+        # Time is measured for a time limit, and for a session's spend records.
+        self.started = monotonic() if "seconds" in caps or spent_before is not None else 0.0
         if "cost" in caps:
             self.price(model, ZERO_USAGE)
 
@@ -488,10 +489,7 @@ class Budget:
         caps = self._caps
         if not caps:
             return None
-        seconds = monotonic() - self.started if "seconds" in caps else 0.0
-        spent = Spend(
-            requests=self.requests, tool_calls=self.tool_calls, usage=usage, seconds=seconds
-        )
+        spent = self.spent(usage)
         at_least_zero = {name: max(cap, 0) for name, cap in caps.items()}
         return UsageLimits(**at_least_zero).remaining(spent)  # type: ignore[arg-type]
 

@@ -179,13 +179,11 @@ class ChatRun(ModelCalls):
     def spent(self) -> Spend:
         """What the chat spent so far, sub-agents' included.
 
-        Requests and tool calls are counted when the chat has limits or a session recorder
-        keeps its spend (it then has a budget); tokens and their cost always.
+        Requests, tool calls and seconds are counted when the chat has limits or a session
+        recorder keeps its spend (it then has a budget); tokens and their cost always.
         """
         budget = self._budget
-        if budget is None:
-            return Spend(usage=self._usage)
-        return Spend(requests=budget.requests, tool_calls=budget.tool_calls, usage=self._usage)
+        return Spend(usage=self._usage) if budget is None else budget.spent(self._usage)
 
     def add_spent(self, spent: Spend) -> None:
         """Count a sub-agent's spend as this chat's (its next checks include it)."""

@@ -262,8 +262,13 @@ class SessionRecorder:
         """Append the session's spend now, in ``run``'s chat (``key``: what it is at)."""
         chat = await self._chat_for(run)
         spent = _chat_spend(run)
-        if spent == chat.recorded:
-            return
+        last = chat.recorded
+        if last is not None and (spent.requests, spent.tool_calls, spent.usage) == (
+            last.requests,
+            last.tool_calls,
+            last.usage,
+        ):
+            return  # only the seconds moved on: they go in the next record
         total = chat.base + spent
         record = encode_spend(chat.key, key, chat.base, total)
         side = approval_session_id(self._require_session())
