@@ -235,7 +235,7 @@ def _annotate(exc: BaseException, handler: Handler | None) -> None:
 # (``handlers.get(event)``, ``empty_dispatch_ns`` in bench/loop.py, about 20 ns): the loop
 # then builds no context and does not call in here.
 
-_Mode: TypeAlias = Literal["observe", "each", "each_quietly", "report", "collect", "chain"]
+_Mode: TypeAlias = Literal["observe", "each", "each_quietly", "report", "collect", "chain", "guard"]
 _EVERY: Final = frozenset({"each", "each_quietly"})
 
 
@@ -255,6 +255,9 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
         chain: An interceptor chain over the context field the event's row names: a return
             of an ``accept`` type becomes ``ctx.<field>`` (a :class:`ToolReturn` is
             unwrapped), a return of a ``stop`` type ends the chain and is returned.
+        guard: The first handler's return that is not ``None``, or the exception it
+            raised (annotated, not raised), is returned; the guardrail loop
+            (``_guard.py``) judges it and calls the next handler if it passes.
 
     Raises:
         HookReturnError: A collector or interceptor returned a value of another type, or a
@@ -281,6 +284,9 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                     "the %r hook handler %s raised; ignored", handler.event, handler.label
                 )
                 continue
+            if mode == "guard":
+                _annotate(exc, handler)
+                return exc  # a trip, never a pass: the guardrail loop says so
             if mode == "report":
                 logger.warning(
                     "the %r hook handler %s raised; ignored (the %s already happened)",
@@ -294,6 +300,8 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
             raise
         if result is None:
             continue
+        if mode == "guard":
+            return result
         if mode == "collect":
             if not isinstance(result, str):
                 raise _bad_return(handler, result, (str,), ())
@@ -355,6 +363,11 @@ def run_chain(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     :class:`~hookloop.HookReturnError` when a handler returned a value of another type.
     """
     return dispatch(handlers, ctx, "chain")
+
+
+def guard_one(handler: Handler, ctx: object) -> Awaitable[object]:
+    """One guardrail handler: its return (``None``: no opinion) or the exception it raised."""
+    return dispatch((handler,), ctx, "guard")
 
 
 def _explain(error: FixedFieldError, handler: Handler, ctx: object) -> None:
