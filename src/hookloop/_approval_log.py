@@ -52,6 +52,10 @@ SIDE_PREFIX = "approvals:"
 """...or, when that would be too long, this prefix and 64 lowercase hex digits (a hash)."""
 _HASHED_SIDE = re.compile(r"approvals:[0-9a-f]{64}")
 
+VERDICT_PREFIX = '{"record":"hookloop.verdict"'
+"""How a guardrail verdict record (``_guardrail_log.py``), which shares the side session,
+begins; the approval log passes over these."""
+
 SET_ASIDE_TEXT = (
     "no result: the approval record of this call was damaged and set aside by a repair, so "
     "whether it ran is not known; check before calling it again"
@@ -149,7 +153,9 @@ def read_log(
             recorded for another digest than its request's.
     """
     parsed: list[tuple[int, dict[str, Any] | CorruptSessionError]] = [
-        (seq, _parse(session_id, seq, message)) for seq, message in records
+        (seq, _parse(session_id, seq, message))
+        for seq, message in records
+        if not (isinstance(message.content, str) and message.content.startswith(VERDICT_PREFIX))
     ]
     parsed += [(error.seq or 0, error) for error in unreadable]
     parsed.sort(key=lambda item: item[0])

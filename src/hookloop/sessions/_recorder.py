@@ -24,6 +24,7 @@ from .._errors import (
     SessionNotFoundError,
     UsageError,
 )
+from .._guardrail_log import verdict_writer
 from .._messages import Message
 from ..hooks._contexts import (
     ApprovalDecisionContext,
@@ -155,6 +156,7 @@ class SessionRecorder:
         agent.add_hook("on_session_switch", self._on_session_switch)
         agent.add_hook("on_approval_request", self._on_approval_request, order=Phase.RECORD)
         agent.add_hook("on_approval_decision", self._on_approval_decision, order=Phase.RECORD)
+        agent.add_hook("on_guardrail_verdict", verdict_writer(self), order=Phase.RECORD)
 
     async def approval_log(self) -> ApprovalLog:
         """What the session's approval records say about its latest batch of waiting calls.
