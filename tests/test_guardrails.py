@@ -36,11 +36,13 @@ from hookloop.guardrails import (
     ToolResultGuardrailContext,
     input_guardrail,
     output_guardrail,
+    pii,
     read_verdicts,
     tool_call_guardrail,
     tool_result_guardrail,
 )
 from hookloop.models import ProviderRequest, ProviderResponse
+from hookloop.observe import JsonLinesTracePlugin, read_trace
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_call, tool_calls
 from tests._processes import kill_at_stop
@@ -510,6 +512,28 @@ async def test_verdicts_reach_observers_and_the_trace() -> None:
     assert verdicts == [("input", "tidy", "replace")]  # an allow changes nothing
     assert any("on_guardrail_verdict" in line and "'tidy': replace" in line for line in lines)
     assert any("on_output_guardrail" in line for line in lines)
+
+
+async def test_a_trace_without_guardrails_shows_no_guard_rows(tmp_path: Path) -> None:
+    lines: list[str] = []
+    agent, _ = agent_on(tool_call("lookup", {"key": "a"}), "ok")
+    agent.use(TracePlugin(write=lines.append))
+    await agent.chat("hi")
+    assert lines
+    assert not any("guardrail" in line for line in lines)
+
+
+async def test_the_json_lines_trace_records_guardrails_and_verdicts(tmp_path: Path) -> None:
+    path = tmp_path / "run.jsonl"
+    agent, _ = agent_on(tool_call("lookup", {"key": "a"}), "ok")
+    with JsonLinesTracePlugin(path) as trace:
+        agent.use(trace)
+        agent.use(tool_call_guardrail(lambda ctx: Verdict.allow(), name="calls"))
+        agent.use(tool_result_guardrail(pii(action="redact")))
+        await agent.chat("hi")
+    events = [record["event"] for record in read_trace(path)]
+    assert "on_tool_call_guardrail" in events
+    assert "on_guardrail_verdict" in events
 
 
 async def test_verdict_records_outlive_the_process_and_explain_the_history(

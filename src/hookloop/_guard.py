@@ -30,7 +30,7 @@ from .hooks._contexts import (
     ToolCallGuardrailContext,
     ToolResultGuardrailContext,
 )
-from .hooks._dispatch import Handler, guard_one, notify
+from .hooks._dispatch import Handler, Phase, guard_one, notify
 from .hooks._events import (
     ON_GUARDRAIL_VERDICT,
     ON_INPUT_GUARDRAIL,
@@ -50,6 +50,16 @@ __all__ = [
     "settle_beside",
     "start_beside",
 ]
+
+def _checks(handlers: tuple[Handler, ...] | None) -> bool:
+    """Whether a guard row has a handler that checks, not only observers of it.
+
+    Observers (at :attr:`Phase.OBSERVE` or later: the trace plugins) see the row fire when
+    a guardrail is there, and do not make it fire by themselves: a chat without guardrails
+    traces as before, and starts no task beside its first model call.
+    """
+    return handlers is not None and handlers[0].order < Phase.OBSERVE
+
 
 _BESIDE_ACTIONS: Final = frozenset({"allow", "block"})
 _TYPED_OUTPUT_ACTIONS: Final = frozenset({"allow", "block"})
@@ -161,7 +171,7 @@ async def check_input(run: ChatRun, message: UserMessage) -> UserMessage:
         GuardrailTripped: A guardrail blocked the message (it is not committed).
     """
     hs = run._handlers.get(ON_INPUT_GUARDRAIL)
-    if not hs:
+    if hs is None or not _checks(hs):
         return message
     ctx = InputGuardrailContext(message=message)
     await _run_guards(run, hs, ctx, "input", message_id=message.id)
@@ -175,7 +185,7 @@ def start_beside(run: ChatRun, message: UserMessage) -> asyncio.Task[BaseExcepti
     with ``run.cancel()``, and the chat ends with the trip (``ChatRun._tripped``) instead.
     """
     hs = run._handlers.get(ON_INPUT_GUARDRAIL_BESIDE)
-    if not hs:
+    if hs is None or not _checks(hs):
         return None
 
     async def check() -> BaseException | None:
@@ -228,7 +238,7 @@ async def check_output(run: ChatRun, message: AssistantMessage) -> AssistantMess
         GuardrailTripped: A guardrail blocked the answer (it is not committed).
     """
     hs = run._handlers.get(ON_OUTPUT_GUARDRAIL)
-    if not hs:
+    if hs is None or not _checks(hs):
         return message
     spec = run._setup.output
     actions: frozenset[str] | None = None
@@ -265,6 +275,8 @@ async def check_tool_call(
     Raises:
         GuardrailTripped: A guardrail blocked the call.
     """
+    if not _checks(handlers):
+        return None
     ctx = ToolCallGuardrailContext(
         call=call, tool=tool, scope=scope, arguments=arguments, approval=approval
     )
@@ -289,6 +301,8 @@ async def check_tool_result(
     Raises:
         GuardrailTripped: A guardrail blocked the result (it is not committed).
     """
+    if not _checks(handlers):
+        return result
     ctx = ToolResultGuardrailContext(call=call, tool=tool, scope=scope, result=result)
     await _run_guards(run, handlers, ctx, "tool_result", call_id=result.tool_call_id)
     return ctx.result
