@@ -51,6 +51,7 @@ __all__ = [
     "start_beside",
 ]
 
+
 def _checks(handlers: tuple[Handler, ...] | None) -> bool:
     """Whether a guard row has a handler that checks, not only observers of it.
 
