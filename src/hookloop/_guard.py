@@ -30,7 +30,7 @@ from .hooks._contexts import (
     ToolCallGuardrailContext,
     ToolResultGuardrailContext,
 )
-from .hooks._dispatch import Handler, Phase, guard_one, notify
+from .hooks._dispatch import Handler, Phase, notify, run_guards
 from .hooks._events import (
     ON_GUARDRAIL_VERDICT,
     ON_INPUT_GUARDRAIL,
@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 
+_OBSERVE: Final = int(Phase.OBSERVE)  # an int compares faster than the IntEnum member
+
+
 def _checks(handlers: tuple[Handler, ...] | None) -> bool:
     """Whether a guard row has a handler that checks, not only observers of it.
 
@@ -59,7 +62,7 @@ def _checks(handlers: tuple[Handler, ...] | None) -> bool:
     a guardrail is there, and do not make it fire by themselves: a chat without guardrails
     traces as before, and starts no task beside its first model call.
     """
-    return handlers is not None and handlers[0].order < Phase.OBSERVE
+    return handlers is not None and handlers[0].order < _OBSERVE
 
 
 _BESIDE_ACTIONS: Final = frozenset({"allow", "block"})
@@ -92,56 +95,77 @@ def _unknown(why: str, verdict: Verdict | None = None) -> Verdict:
     return Verdict.block(f"unknown verdict: {why}", data=data)
 
 
-async def _run_guards(
+async def _settle(
     run: ChatRun,
     handlers: tuple[Handler, ...],
     ctx: Any,
     position: GuardrailPosition,
+    stopped: tuple[Handler, object],
     *,
     actions: frozenset[str] | None = None,
     message_id: str | None = None,
     call_id: str | None = None,
 ) -> tuple[Verdict, str] | None:
-    """Run ``handlers`` in order over ``ctx``; returns a reject (with its guardrail's name).
+    """Act on the handler that did not let ``ctx`` pass, then run the handlers after it.
 
-    A replace is applied to ``ctx`` and the next handler sees it.
+    The loop's checks dispatch to every handler first (one dispatch: the usual case is that
+    every one lets it pass) and come here with the first that did not. A replace is applied
+    to ``ctx`` and the next handler sees it. Returns a reject, with its guardrail's name.
 
     Raises:
         GuardrailTripped: A handler blocked, or failed.
     """
     taken = POSITION_ACTIONS[position] if actions is None else actions
-    for handler in handlers:
-        outcome = await guard_one(handler, ctx)
-        if outcome is None:
-            continue
+    while True:
+        handler, outcome = stopped
+        handlers = handlers[handlers.index(handler) + 1 :]
         verdict, cause = _judged(outcome, handler, position, taken)
-        if verdict.action == "allow":
-            continue
-        name = handler.label
-        if vhs := run._handlers.get(ON_GUARDRAIL_VERDICT):
-            if position == "tool_result":
-                message_id = ctx.result.id
-            await notify(
-                vhs,
-                GuardrailVerdictContext(
-                    position=position,
-                    guardrail=name,
-                    verdict=verdict,
-                    message_id=message_id,
-                    call_id=call_id,
-                ),
+        if verdict.action != "allow":  # (an allowing Verdict of a subclass goes on)
+            rejected = await _act(
+                run, ctx, position, handler.label, verdict, cause, message_id, call_id
             )
-        if verdict.action == "replace":
-            assert verdict.replacement is not None  # a replace verdict carries one
-            _replace(ctx, verdict.replacement)
-        elif verdict.action == "reject":
-            return verdict, name
-        else:
-            tripped = GuardrailTripped(
-                verdict=verdict, guardrail=name, position=position, usage=run.usage
-            )
-            raise tripped from cause
-    return None
+            if rejected is not None:
+                return rejected
+        if not handlers:
+            return None
+        next_stop = await run_guards(handlers, ctx)
+        if next_stop is None:
+            return None
+        stopped = next_stop
+
+
+async def _act(
+    run: ChatRun,
+    ctx: Any,
+    position: GuardrailPosition,
+    name: str,
+    verdict: Verdict,
+    cause: BaseException | None,
+    message_id: str | None,
+    call_id: str | None,
+) -> tuple[Verdict, str] | None:
+    """Record a verdict that stops or changes something, then carry it out."""
+    if vhs := run._handlers.get(ON_GUARDRAIL_VERDICT):
+        if position == "tool_result":
+            message_id = ctx.result.id
+        await notify(
+            vhs,
+            GuardrailVerdictContext(
+                position=position,
+                guardrail=name,
+                verdict=verdict,
+                message_id=message_id,
+                call_id=call_id,
+            ),
+        )
+    if verdict.action == "replace":
+        assert verdict.replacement is not None  # a replace verdict carries one
+        _replace(ctx, verdict.replacement)
+        return None
+    if verdict.action == "reject":
+        return verdict, name
+    tripped = GuardrailTripped(verdict=verdict, guardrail=name, position=position, usage=run.usage)
+    raise tripped from cause
 
 
 def _replace(ctx: object, text: str) -> None:
@@ -175,7 +199,8 @@ async def check_input(run: ChatRun, message: UserMessage) -> UserMessage:
     if hs is None or not _checks(hs):
         return message
     ctx = InputGuardrailContext(message=message)
-    await _run_guards(run, hs, ctx, "input", message_id=message.id)
+    if (stopped := await run_guards(hs, ctx)) is not None:
+        await _settle(run, hs, ctx, "input", stopped, message_id=message.id)
     return ctx.message
 
 
@@ -192,7 +217,10 @@ def start_beside(run: ChatRun, message: UserMessage) -> asyncio.Task[BaseExcepti
     async def check() -> BaseException | None:
         ctx = InputGuardrailContext(message=message)
         try:
-            await _run_guards(run, hs, ctx, "input", actions=_BESIDE_ACTIONS, message_id=message.id)
+            if (stopped := await run_guards(hs, ctx)) is not None:
+                await _settle(
+                    run, hs, ctx, "input", stopped, actions=_BESIDE_ACTIONS, message_id=message.id
+                )
         except Exception as exc:  # a trip, or a verdict observer that raised: the chat's end
             return exc
         return None
@@ -257,7 +285,8 @@ async def check_output(run: ChatRun, message: AssistantMessage) -> AssistantMess
         if not spec.plain_text:
             actions = _TYPED_OUTPUT_ACTIONS
     ctx = OutputGuardrailContext(message=message, output=value, text=text)
-    await _run_guards(run, hs, ctx, "output", actions=actions, message_id=message.id)
+    if (stopped := await run_guards(hs, ctx)) is not None:
+        await _settle(run, hs, ctx, "output", stopped, actions=actions, message_id=message.id)
     return ctx.message
 
 
@@ -276,12 +305,15 @@ async def check_tool_call(
     Raises:
         GuardrailTripped: A guardrail blocked the call.
     """
-    if not _checks(handlers):
+    if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool call
         return None
     ctx = ToolCallGuardrailContext(
         call=call, tool=tool, scope=scope, arguments=arguments, approval=approval
     )
-    rejected = await _run_guards(run, handlers, ctx, "tool_call", call_id=original.id)
+    stopped = await run_guards(handlers, ctx)
+    if stopped is None:
+        return None
+    rejected = await _settle(run, handlers, ctx, "tool_call", stopped, call_id=original.id)
     if rejected is None:
         return None
     verdict, name = rejected
@@ -302,8 +334,9 @@ async def check_tool_result(
     Raises:
         GuardrailTripped: A guardrail blocked the result (it is not committed).
     """
-    if not _checks(handlers):
+    if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool result
         return result
     ctx = ToolResultGuardrailContext(call=call, tool=tool, scope=scope, result=result)
-    await _run_guards(run, handlers, ctx, "tool_result", call_id=result.tool_call_id)
+    if (stopped := await run_guards(handlers, ctx)) is not None:
+        await _settle(run, handlers, ctx, "tool_result", stopped, call_id=result.tool_call_id)
     return ctx.result

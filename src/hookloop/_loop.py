@@ -320,8 +320,10 @@ class ChatRun(ModelCalls):
             self._checkpoint()
             if self._beside is not None:  # the input guardrails beside the first call
                 await settle_beside(self)
-            if ON_OUTPUT_GUARDRAIL in self._handlers:  # a final answer is checked uncommitted
-                message = await check_output(self, message)
+            if ON_OUTPUT_GUARDRAIL in self._handlers and (
+                not message.tool_calls or setup.output is not None  # may be the final answer
+            ):
+                message = await check_output(self, message)  # checked before it is committed
             if calls := message.tool_calls:  # (one call, the usual case: no comprehension)
                 self._unanswered = (
                     {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
@@ -782,9 +784,12 @@ class ChatRun(ModelCalls):
                         return await check_tool_result(self, hs, call, tool, scope, failed)
                     return failed
                 attempt += 1
-        if ON_TOOL_CALL_RESULT in self._handlers or ON_TOOL_RESULT_GUARDRAIL in self._handlers:
+        if ON_TOOL_CALL_RESULT in self._handlers:
             return await self._succeeded(original, call, tool, scope, result)
-        return tool_result(original, serialize_result(result))
+        message = tool_result(original, serialize_result(result))
+        if hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL):
+            return await check_tool_result(self, hs, call, tool, scope, message)
+        return message
 
     def _run_context(self, call: ToolCall, tool: Tool, attempt: int) -> RunContext[object]:
         setup = self._setup

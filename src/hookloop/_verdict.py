@@ -75,6 +75,8 @@ class Verdict:
     @classmethod
     def allow(cls, reason: str = "", *, data: Mapping[str, object] = _EMPTY) -> Verdict:
         """The text passes unchanged."""
+        if cls is Verdict and not reason and data is _EMPTY:
+            return _ALLOW  # immutable: one for every plain allow (a check runs per tool call)
         return cls(action="allow", reason=reason, data=data)
 
     @classmethod
@@ -93,3 +95,6 @@ class Verdict:
     ) -> Verdict:
         """The chat goes on with ``text`` instead of what was checked (a redaction)."""
         return cls(action="replace", reason=reason, data=data, replacement=text)
+
+
+_ALLOW: Final = Verdict(action="allow")

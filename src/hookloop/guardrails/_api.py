@@ -19,6 +19,7 @@ from .._agent import Agent
 from .._chat_slot import current_slot
 from .._errors import UsageError
 from .._verdict import GuardrailPosition, Verdict
+from ..hooks._dispatch import is_async_callable
 
 if TYPE_CHECKING:
     from ..hooks._host import AgentHost
@@ -108,26 +109,47 @@ class Guardrail:
         handler = self._handler()
         agent.hooks.add(row, handler, order=self.order)
 
-    def _handler(self) -> Callable[[Any], Awaitable[Verdict | None]]:
-        check = self._judge or self.check
-        is_async = inspect.iscoroutinefunction(check) or inspect.iscoroutinefunction(
-            getattr(check, "__call__", None)  # noqa: B004 - async __call__ on callable objects
-        )
-        stage = "pending" if self.before_approval else "approved"
+    def _handler(self) -> Callable[[Any], object]:
+        """The row's handler: the check, held to returning a Verdict (``None`` is not one).
+
+        Sync for a sync check (a handler call costs a call), async for an async one.
+        """
+        check: Callable[[Any], object] = self._judge or self.check  # type: ignore[assignment]
         tool_call = self.position == "tool_call"
+        skipped = "approved" if self.before_approval else "pending"
 
-        async def guard(ctx: Any) -> Verdict | None:
-            if tool_call and ctx.approval not in ("none", stage):
-                return None  # a call that needs approval is checked at the stage chosen
-            verdict: object = check(ctx)  # type: ignore[operator]  # a function, or the judge
-            if is_async or inspect.isawaitable(verdict):
-                verdict = await cast("Awaitable[object]", verdict)
-            if not isinstance(verdict, Verdict):  # None too: a guardrail always decides
-                raise TypeError(f"the check returned {type(verdict).__name__}, not a Verdict")
-            return verdict
+        def checked(verdict: object) -> Verdict:
+            if isinstance(verdict, Verdict):
+                return verdict
+            raise TypeError(f"the check returned {type(verdict).__name__}, not a Verdict")
 
-        guard.__qualname__ = guard.__name__ = self.name  # the handler's label: the name
-        return guard
+        if is_async_callable(check):
+
+            async def guard_async(ctx: Any) -> Verdict | None:
+                if tool_call and ctx.approval == skipped:
+                    return None  # a call that needs approval is checked at the stage chosen
+                return checked(await cast("Awaitable[object]", check(ctx)))
+
+            handler: Callable[[Any], object] = guard_async
+        else:
+
+            def guard(ctx: Any) -> object:
+                if tool_call and ctx.approval == skipped:
+                    return None
+                verdict = check(ctx)
+                if type(verdict) is Verdict:
+                    return verdict
+                if inspect.isawaitable(verdict):  # a sync function that returned a coroutine
+                    return _awaited(verdict, checked)
+                return checked(verdict)
+
+            handler = guard
+        handler.__qualname__ = handler.__name__ = self.name  # the handler's label: the name
+        return handler
+
+
+async def _awaited(verdict: Awaitable[object], checked: Callable[[object], Verdict]) -> Verdict:
+    return checked(await verdict)
 
 
 class _Judge:
