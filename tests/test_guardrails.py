@@ -18,6 +18,7 @@ from hookloop import (
     OUTPUT_TOOL_NAME,
     Agent,
     AssistantMessage,
+    ChatCancelledError,
     GuardrailTripped,
     ToolCall,
     ToolMessage,
@@ -265,6 +266,62 @@ async def test_a_guardrail_beside_the_model_call_cancels_it_when_it_trips() -> N
     # Beside the call, the message was sent, so it is committed; the answer never came.
     assert [type(m) for m in agent.history.messages] == [UserMessage]
     assert not agent.is_running
+
+
+async def test_a_guardrail_beside_trips_a_streamed_chat_too() -> None:
+    started = asyncio.Event()
+    cancelled: list[bool] = []
+
+    async def slow_model(request: ProviderRequest) -> ProviderResponse:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        raise AssertionError("not reached")
+
+    async def moderation(ctx: InputGuardrailContext) -> Verdict:
+        await started.wait()
+        return Verdict.block("abusive")
+
+    agent = Agent(FunctionModel(slow_model), retry=None, context=None)
+    agent.use(input_guardrail(moderation, run_beside=True))
+    events: list[str] = []
+    with pytest.raises(GuardrailTripped, match="abusive"):
+        async for event in agent.chat_stream("you are useless"):
+            events.append(type(event).__name__)
+    assert cancelled == [True]
+    assert events == ["MessageCommitted"]  # the user's message, nothing after it
+
+
+async def test_cancelling_the_chat_cancels_the_guardrail_beside() -> None:
+    checking, stopped = asyncio.Event(), asyncio.Event()
+    guard_cancelled: list[bool] = []
+
+    async def slow_model(request: ProviderRequest) -> ProviderResponse:
+        await asyncio.Event().wait()
+        raise AssertionError("not reached")
+
+    async def moderation(ctx: InputGuardrailContext) -> Verdict:
+        checking.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            guard_cancelled.append(True)
+            stopped.set()
+            raise
+        raise AssertionError("not reached")
+
+    agent = Agent(FunctionModel(slow_model), retry=None, context=None)
+    agent.use(input_guardrail(moderation, run_beside=True))
+    task = asyncio.ensure_future(agent.chat("hi"))
+    await checking.wait()
+    agent.cancel("user left")
+    with pytest.raises(ChatCancelledError, match="user left"):
+        await task
+    await asyncio.wait_for(stopped.wait(), 60)  # (a failure guard, not a timing)
+    assert guard_cancelled == [True]
 
 
 async def test_a_guardrail_beside_that_trips_after_the_answer_keeps_it_out() -> None:
