@@ -239,29 +239,42 @@ async def test_a_plain_hook_on_the_row_is_a_guardrail_too() -> None:
 # --- beside the first model call ---------------------------------------------------------
 
 
-async def test_a_guardrail_beside_the_model_call_cancels_it_when_it_trips() -> None:
-    started = asyncio.Event()
-    cancelled: list[bool] = []
+class BlockingModel(FunctionModel):
+    """A model whose call waits until it is cancelled; a guardrail beside it trips then."""
 
-    async def slow_model(request: ProviderRequest) -> ProviderResponse:
-        started.set()
+    def __init__(self) -> None:
+        super().__init__(self._wait)
+        self.started = asyncio.Event()
+        self.cancelled: list[bool] = []
+
+    async def _wait(self, request: ProviderRequest) -> ProviderResponse:
+        self.started.set()
         try:
             await asyncio.Event().wait()  # until cancelled
         except asyncio.CancelledError:
-            cancelled.append(True)
+            self.cancelled.append(True)
             raise
         raise AssertionError("not reached")
 
-    async def moderation(ctx: InputGuardrailContext) -> Verdict:
-        await started.wait()  # the model call is in flight
-        return Verdict.block("abusive")
+    def moderated(self) -> Agent:
+        """An agent on this model whose guardrail beside its call blocks once it started."""
 
-    agent = Agent(FunctionModel(slow_model), retry=None, context=None)
-    agent.use(input_guardrail(moderation, run_beside=True))
+        async def moderation(ctx: InputGuardrailContext) -> Verdict:
+            await self.started.wait()  # the model call is in flight
+            return Verdict.block("abusive")
+
+        agent = Agent(self, retry=None, context=None)
+        agent.use(input_guardrail(moderation, run_beside=True))
+        return agent
+
+
+async def test_a_guardrail_beside_the_model_call_cancels_it_when_it_trips() -> None:
+    model = BlockingModel()
+    agent = model.moderated()
     with pytest.raises(GuardrailTripped, match="abusive") as caught:
         await agent.chat("you are useless")
 
-    assert cancelled == [True]
+    assert model.cancelled == [True]
     assert caught.value.usage == Usage()  # the call was cut short: it reports nothing
     # Beside the call, the message was sent, so it is committed; the answer never came.
     assert [type(m) for m in agent.history.messages] == [UserMessage]
@@ -269,29 +282,13 @@ async def test_a_guardrail_beside_the_model_call_cancels_it_when_it_trips() -> N
 
 
 async def test_a_guardrail_beside_trips_a_streamed_chat_too() -> None:
-    started = asyncio.Event()
-    cancelled: list[bool] = []
-
-    async def slow_model(request: ProviderRequest) -> ProviderResponse:
-        started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.append(True)
-            raise
-        raise AssertionError("not reached")
-
-    async def moderation(ctx: InputGuardrailContext) -> Verdict:
-        await started.wait()
-        return Verdict.block("abusive")
-
-    agent = Agent(FunctionModel(slow_model), retry=None, context=None)
-    agent.use(input_guardrail(moderation, run_beside=True))
+    model = BlockingModel()
+    agent = model.moderated()
     events: list[str] = []
     with pytest.raises(GuardrailTripped, match="abusive"):
         async for event in agent.chat_stream("you are useless"):
             events.append(type(event).__name__)
-    assert cancelled == [True]
+    assert model.cancelled == [True]
     assert events == ["MessageCommitted"]  # the user's message, nothing after it
 
 
