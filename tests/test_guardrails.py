@@ -162,11 +162,16 @@ async def test_an_input_redaction_is_what_the_model_and_the_history_get(flavour:
 
 
 async def test_an_agent_judge_blocks_the_input_and_its_tokens_count() -> None:
-    referee = judge(Verdict.block("off topic"))
+    verdict = ToolCall.create(OUTPUT_TOOL_NAME, {"action": "block", "reason": "off topic"})
+    answer = ProviderResponse(
+        tool_calls=(verdict,), finish_reason="tool_calls", usage=Usage(input_tokens=7)
+    )
+    referee = Agent(ScriptedModel([answer]), name="judge", retry=None, context=None)
     agent, model = agent_on("never sent")
     agent.use(input_guardrail(referee))
     with pytest.raises(GuardrailTripped, match="off topic") as caught:
         await agent.chat("tell me a joke")
+    assert caught.value.usage == Usage(input_tokens=7)  # the judge's tokens are the chat's
     assert caught.value.guardrail == "judge"
     assert caught.value.verdict.action == "block"
     assert model.requests == []
