@@ -616,6 +616,32 @@ async def test_verdict_records_outlive_the_process_and_explain_the_history(
         assert await store.list_sessions() == [await store.info("s")]
 
 
+async def test_verdicts_beside_waiting_approvals_leave_the_approval_log_readable(
+    tmp_path: Path,
+) -> None:
+    batch = tool_calls(
+        ToolCall.create("wire", {"amount": 5}, id="c1"),
+        ToolCall.create("lookup", {"key": "secret"}, id="c2"),
+    )
+    refuse = tool_call_guardrail(
+        lambda ctx: Verdict.reject("secret") if ctx.call.name == "lookup" else Verdict.allow(),
+        name="secrets",
+        before_approval=True,
+    )
+    async with SQLiteSessionStore(tmp_path / "s.db") as store:
+        agent, _ = agent_on(batch, plugins=[store.session("s"), refuse])
+        (pending,) = (await agent.chat("go")).pending_approvals
+    async with SQLiteSessionStore(tmp_path / "s.db") as store:
+        later = Agent(
+            ScriptedModel(["wired"]), tools=[lookup, wire], plugins=[store.session("s"), refuse]
+        )
+        assert [p.call_id for p in await later.pending_approvals()] == ["c1"]
+        assert (await later.resume([pending.approve()])).text == "wired"
+        assert ran == ["wire 5"]
+        (record,) = await read_verdicts(store, "s")
+        assert (record.call_id, record.verdict.action) == ("c2", "reject")
+
+
 async def test_a_verdict_observer_that_raises_ends_the_chat() -> None:
     agent, _ = agent_on("ok")
 

@@ -25,7 +25,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._approval import (
     NO_REASON,
@@ -45,16 +45,15 @@ if TYPE_CHECKING:
     from .context._history import ChatHistory
 
 _RECORD = "hookloop.approval"
+VERDICT_RECORD: Final = "hookloop.verdict"
+"""The side session also holds the guardrails' verdict records (``_guardrail_log.py``), which
+this log passes over."""
 _KINDS = ("request", "decision", "repair")
 SIDE_SUFFIX = ":approvals"
 """An approval side session's id is its session's id with this suffix..."""
 SIDE_PREFIX = "approvals:"
 """...or, when that would be too long, this prefix and 64 lowercase hex digits (a hash)."""
 _HASHED_SIDE = re.compile(r"approvals:[0-9a-f]{64}")
-
-VERDICT_PREFIX = '{"record":"hookloop.verdict"'
-"""How a guardrail verdict record (``_guardrail_log.py``), which shares the side session,
-begins; the approval log passes over these."""
 
 SET_ASIDE_TEXT = (
     "no result: the approval record of this call was damaged and set aside by a repair, so "
@@ -152,11 +151,11 @@ def read_log(
             a request's digest does not match its call, or an approval or edit was
             recorded for another digest than its request's.
     """
-    parsed: list[tuple[int, dict[str, Any] | CorruptSessionError]] = [
-        (seq, _parse(session_id, seq, message))
-        for seq, message in records
-        if not (isinstance(message.content, str) and message.content.startswith(VERDICT_PREFIX))
-    ]
+    parsed: list[tuple[int, dict[str, Any] | CorruptSessionError]] = []
+    for seq, message in records:
+        data = _parse(session_id, seq, message)
+        if data is not PASSED_OVER:  # the guardrails' verdict records share the side session
+            parsed.append((seq, data))
     parsed += [(error.seq or 0, error) for error in unreadable]
     parsed.sort(key=lambda item: item[0])
     repaired = max(
@@ -240,6 +239,10 @@ def _decision(session_id: str, seq: int, data: dict[str, Any]) -> ApprovalDecisi
         raise _corrupt(session_id, seq, reason) from None
 
 
+PASSED_OVER: Final[dict[str, Any]] = {}
+"""What :func:`_parse` returns for a record of the side session that is not an approval's."""
+
+
 def _parse(session_id: str, seq: int, message: Message) -> dict[str, Any] | CorruptSessionError:
     data: object = None
     if isinstance(message, UserMessage) and isinstance(message.content, str):
@@ -249,6 +252,8 @@ def _parse(session_id: str, seq: int, message: Message) -> dict[str, Any] | Corr
             data = None
     if isinstance(data, dict) and data.get("record") == _RECORD and data.get("kind") in _KINDS:
         return data
+    if isinstance(data, dict) and data.get("record") == VERDICT_RECORD:
+        return PASSED_OVER
     return _corrupt(session_id, seq, "not an approval record")
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-from ._approval_log import VERDICT_PREFIX, approval_session_id
+from ._approval_log import VERDICT_RECORD, approval_session_id
 from ._errors import CorruptSessionError
 from ._messages import UserMessage
 from ._verdict import GuardrailPosition, Verdict
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
     from .sessions._recorder import SessionRecorder
 
 __all__ = ["VERDICT_RECORD", "VerdictRecord", "encode_verdict", "read_verdicts", "verdict_writer"]
-
-VERDICT_RECORD: Final = "hookloop.verdict"
-"""The ``record`` field of a verdict record (the approval log passes over these)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +64,6 @@ def encode_verdict(ctx: GuardrailVerdictContext) -> UserMessage:
         "call_id": ctx.call_id,
     }
     text = json.dumps(record, ensure_ascii=False, separators=(",", ":"), default=str)
-    assert text.startswith(VERDICT_PREFIX)  # what the approval log passes over
     return UserMessage(content=text)
 
 
