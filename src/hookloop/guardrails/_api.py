@@ -13,16 +13,16 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, cast, overload
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast, overload
 
-from .._agent import Agent
 from .._chat_slot import current_slot
 from .._errors import UsageError
 from .._verdict import GuardrailPosition, Verdict
 from ..hooks._dispatch import is_async_callable
+from ..hooks._host import AgentHost
 
 if TYPE_CHECKING:
-    from ..hooks._host import AgentHost
+    from .._stream_events import AgentResponse
 
 __all__ = [
     "JUDGE_PROMPT",
@@ -34,9 +34,18 @@ __all__ = [
     "tool_result_guardrail",
 ]
 
-Check: TypeAlias = Callable[[Any], Verdict | Awaitable[Verdict]] | Agent
+Check: TypeAlias = Callable[[Any], Verdict | Awaitable[Verdict]] | AgentHost
 """A guardrail's check: a function of the row's context (sync or async) returning a
 :class:`~hookloop.Verdict`, or an :class:`~hookloop.Agent` that judges ``ctx.text``."""
+
+
+class _Chats(AgentHost, Protocol):
+    """An agent as a judge uses it: a chat whose answer is typed."""
+
+    async def chat(self, message: str, *, output_type: type[Verdict]) -> AgentResponse[Verdict]:
+        """One chat; ``response.output`` is the verdict."""
+        ...
+
 
 _ROWS: Final = {
     "input": "on_input_guardrail",
@@ -86,7 +95,7 @@ class Guardrail:
     ) -> None:
         if position not in _ROWS:
             raise UsageError(f"a guardrail's position is one of {sorted(_ROWS)}, got {position!r}")
-        if not (isinstance(check, Agent) or callable(check)):
+        if not (isinstance(check, AgentHost) or callable(check)):
             raise UsageError(f"a guardrail's check must be a function or an Agent, got {check!r}")
         if run_beside and position != "input":
             raise UsageError("run_beside is for input guardrails")
@@ -98,7 +107,9 @@ class Guardrail:
         self.run_beside = run_beside
         self.before_approval = before_approval
         self.order = order
-        self._judge: _Judge | None = _Judge(check, position) if isinstance(check, Agent) else None
+        self._judge: _Judge | None = (
+            _Judge(cast("_Chats", check), position) if isinstance(check, AgentHost) else None
+        )
 
     def __repr__(self) -> str:
         return f"Guardrail({self.position!r}, {self.name!r})"
@@ -159,7 +170,7 @@ class _Judge:
     tokens count as the guarded chat's.
     """
 
-    def __init__(self, agent: Agent, position: GuardrailPosition) -> None:
+    def __init__(self, agent: _Chats, position: GuardrailPosition) -> None:
         self.agent = agent
         self.position = position
         self._lock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
@@ -186,7 +197,7 @@ class _Judge:
 
 
 def _name_of(check: object) -> str:
-    if isinstance(check, Agent):
+    if isinstance(check, AgentHost):
         return check.name
     name = getattr(check, "__name__", None) or type(check).__name__
     return str(name)
