@@ -29,6 +29,12 @@ one such span, timed in the same process, so the plugin's own share is what rema
 its handlers and nothing else.
 ``overhead_us_per_iteration_otel_disposed`` is the chat after the plugin was used and
 disposed: without the plugin no handler is registered and nothing is paid.
+
+``overhead_us_per_iteration_guardrails`` is the ``Agent()``-defaults chat with one guardrail
+of each kind (input, output, tool call, tool result: cheap functions that allow), and
+``guardrails_ratio`` its cost over the same agent without them (aim <= 1.3x). The "handlers
+on every event" figures leave the guard rows out: a guard row's handler is a guardrail,
+measured here.
 """
 
 from __future__ import annotations
@@ -55,7 +61,14 @@ from hookloop import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    Verdict,
     tool,
+)
+from hookloop.guardrails import (
+    input_guardrail,
+    output_guardrail,
+    tool_call_guardrail,
+    tool_result_guardrail,
 )
 from hookloop.hooks import EVENT_TABLE
 from hookloop.models import ProviderRequest, ProviderResponse
@@ -110,6 +123,18 @@ async def anoop(ctx: Any) -> None:
     return None
 
 
+def allow(ctx: Any) -> Verdict:
+    return Verdict.allow()
+
+
+def use_guardrails(agent: Agent) -> None:
+    """One guardrail of each kind, each a cheap function that lets everything pass."""
+    agent.use(input_guardrail(allow))
+    agent.use(output_guardrail(allow))
+    agent.use(tool_call_guardrail(allow))
+    agent.use(tool_result_guardrail(allow))
+
+
 def make_agent(
     handler: Callable[[Any], Any] | None,
     count: int,
@@ -131,8 +156,12 @@ def make_agent(
         **({} if default_retry else {"retry": None, "context": None}),
     )
     if handler is not None:
-        # Scope events fire outside chats (and take only sync handlers): every chat event.
-        for event in sorted(set(EVENT_TABLE) - {"on_scope_register", "on_scope_unregister"}):
+        # Scope events fire outside chats (and take only sync handlers): every chat event but
+        # the guard rows (a handler there is a guardrail: see use_guardrails).
+        guards = {name for name, spec in EVENT_TABLE.items() if spec.kind == "guard"}
+        for event in sorted(
+            set(EVENT_TABLE) - {"on_scope_register", "on_scope_unregister"} - guards
+        ):
             for _ in range(count):
                 agent.hooks.add(event, handler)
     if setup is not None:
@@ -391,6 +420,9 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
             "overhead_us_per_iteration_output": await per_iteration_us(
                 None, 0, runs, output="agent"
             ),
+            "overhead_us_per_iteration_guardrails": await per_iteration_us(
+                None, 0, runs, default_retry=True, setup=use_guardrails
+            ),
             "overhead_us_per_iteration_output_per_chat": await per_iteration_us(
                 None, 0, runs, output="chat"
             ),
@@ -415,6 +447,10 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
     figures["stream_ratio"] = figures["overhead_us_per_iteration_stream"] / base
     figures["run_context_ratio"] = figures["overhead_us_per_iteration_run_context"] / base
     figures["output_ratio"] = figures["overhead_us_per_iteration_output"] / base
+    figures["guardrails_ratio"] = (
+        figures["overhead_us_per_iteration_guardrails"]
+        / figures["overhead_us_per_iteration_default_config"]
+    )
     figures["window_ratio_100k_to_100"] = window["100000"] / window["100"]
     figures["scenario"] = (
         f"{TOOL_CALLS} tool calls + final answer, scripted model, median of {runs} chats"
@@ -490,6 +526,12 @@ def main() -> None:
             "us",
             "",
         ),
+        (
+            "per iteration, guardrails",
+            figures["overhead_us_per_iteration_guardrails"],
+            "us",
+            "one of each kind, on Agent() defaults",
+        ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]
     for label, value, unit, note in rows:
@@ -500,6 +542,10 @@ def main() -> None:
     )
     print(f"  chat_stream costs {figures['stream_ratio']:.2f}x chat (aim <= 2x)")
     print(f"  an output type costs {figures['output_ratio']:.2f}x plain chat")
+    print(
+        f"  one guardrail of each kind costs {figures['guardrails_ratio']:.2f}x Agent() "
+        "defaults (aim <= 1.3x)"
+    )
     print("  per iteration by stored history (us):  N  window  no window")
     curves = figures["overhead_us_by_history"]
     for n in HISTORY_SIZES:

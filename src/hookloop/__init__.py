@@ -18,6 +18,8 @@ The rest lives in its family's package only:
 - ``hookloop.observe``: OpenTelemetry, the JSON-lines trace and its page.
 - ``hookloop.durable``: durable chat turns and their workers.
 - ``hookloop.mcp``: MCP servers' tools as hookloop tools, and hookloop tools served over MCP.
+- ``hookloop.guardrails``: guardrails (input, output, tool call, tool result), their
+  contexts, ready checks (personal data, length, tool arguments) and their session records.
 - ``hookloop.testing``: test doubles for your own agents.
 
 Every other module is private (``_``-prefixed). The model adapters, the trace and
@@ -47,6 +49,7 @@ from ._errors import (
     DuplicateMessageIdError,
     DuplicateNameError,
     DurableRecordError,
+    GuardrailTripped,
     HistoryError,
     HookloopError,
     HookRegistrationError,
@@ -127,6 +130,7 @@ from ._stream_events import (
 )
 from ._tools import Scope, ScopeRegistry, Tool, tool
 from ._trace import TracePlugin
+from ._verdict import Verdict
 from ._version import VERSION as _VERSION
 from .context._history import ChatHistory
 from .hooks._contexts import (
@@ -182,6 +186,7 @@ __all__ = [
     "DuplicateMessageIdError",
     "DuplicateNameError",
     "DurableRecordError",
+    "GuardrailTripped",
     "HistoryError",
     "HookEvent",
     "HookRegistrationError",
@@ -263,6 +268,7 @@ __all__ = [
     "UsageLimitExceeded",
     "UsageLimits",
     "UserMessage",
+    "Verdict",
     "WaitingForApprovalError",
     "WorkerFencedError",
     "__version__",

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 _RECORD = "hookloop.approval"
 SPEND_RECORD: Final = "hookloop.usage"
 """The side session also holds the session's spend records, which this log passes over."""
+VERDICT_RECORD: Final = "hookloop.verdict"
+"""The side session also holds the guardrails' verdict records (``_guardrail_log.py``), which
+this log passes over."""
 _KINDS = ("request", "decision", "repair")
 SIDE_SUFFIX = ":approvals"
 """An approval side session's id is its session's id with this suffix..."""
@@ -153,7 +156,7 @@ def read_log(
     parsed: list[tuple[int, dict[str, Any] | CorruptSessionError]] = []
     for seq, message in records:
         data = _parse(session_id, seq, message)
-        if data is not SPEND:  # the session's spend records share the side session
+        if data is not PASSED_OVER:  # spend and verdict records share the side session
             parsed.append((seq, data))
     parsed += [(error.seq or 0, error) for error in unreadable]
     parsed.sort(key=lambda item: item[0])
@@ -238,8 +241,9 @@ def _decision(session_id: str, seq: int, data: dict[str, Any]) -> ApprovalDecisi
         raise _corrupt(session_id, seq, reason) from None
 
 
-SPEND: Final[dict[str, Any]] = {}
-"""What :func:`_parse` returns for a spend record (``sessions/_spend_log.py``)."""
+PASSED_OVER: Final[dict[str, Any]] = {}
+"""What :func:`_parse` returns for a record of the side session that is not an approval's:
+a spend record (``sessions/_spend_log.py``) or a verdict record (``_guardrail_log.py``)."""
 
 
 def _parse(session_id: str, seq: int, message: Message) -> dict[str, Any] | CorruptSessionError:
@@ -251,8 +255,8 @@ def _parse(session_id: str, seq: int, message: Message) -> dict[str, Any] | Corr
             data = None
     if isinstance(data, dict) and data.get("record") == _RECORD and data.get("kind") in _KINDS:
         return data
-    if isinstance(data, dict) and data.get("record") == SPEND_RECORD:
-        return SPEND
+    if isinstance(data, dict) and data.get("record") in (SPEND_RECORD, VERDICT_RECORD):
+        return PASSED_OVER
     return _corrupt(session_id, seq, "not an approval record")
 
 

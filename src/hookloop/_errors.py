@@ -58,6 +58,8 @@ while a chat runs, and a correct program still has to expect them::
         ├── OutputValidationError      the model's typed answer stayed invalid after
         │                              ``output_retries`` retries (raw, error)
         ├── ChatCancelledError         ``agent.cancel()`` ended the chat
+        ├── GuardrailTripped           a guardrail stopped the chat (verdict, guardrail,
+        │                              position, usage)
         ├── WaitingForApprovalError    a sub-agent called as a tool waits for approval
         │                              (agent_name, pending)
         ├── StoreError                 a store's database cannot be used (store: where it is)
@@ -95,6 +97,7 @@ if TYPE_CHECKING:
 
     from ._approval import PendingApproval
     from ._messages import ToolCall, Usage
+    from ._verdict import Verdict
 
 __all__ = [
     "AuthenticationError",
@@ -108,6 +111,7 @@ __all__ = [
     "DuplicateMessageIdError",
     "DuplicateNameError",
     "DurableRecordError",
+    "GuardrailTripped",
     "HistoryError",
     "HookRegistrationError",
     "HookReturnError",
@@ -650,6 +654,32 @@ class ChatCancelledError(RunError):
     def __init__(self, reason: object = None) -> None:
         super().__init__("the chat was cancelled" + ("" if reason is None else f": {reason}"))
         self.reason = reason
+
+
+class GuardrailTripped(RunError):
+    """A guardrail stopped the chat: it blocked, or it failed (a trip, never a pass).
+
+    The history stays valid: a blocked input or final answer is not in it (nor in the
+    session log), and every tool call in it is answered. A guardrail that raised, returned
+    something that is not a :class:`~hookloop.Verdict`, or returned a verdict its position
+    does not take trips with a ``"block"`` verdict whose reason starts ``unknown verdict``
+    (the exception it raised is the ``__cause__``).
+
+    Attributes:
+        verdict: The verdict that stopped the chat.
+        guardrail: The guardrail's name.
+        position: ``"input"``, ``"output"``, ``"tool_call"`` or ``"tool_result"``.
+        usage: The chat's tokens until it stopped (what a guardrail running beside the
+            first model call let it spend; a model call cut short reports none).
+    """
+
+    def __init__(self, *, verdict: Verdict, guardrail: str, position: str, usage: Usage) -> None:
+        reason = f": {verdict.reason}" if verdict.reason else ""
+        super().__init__(f"the {position} guardrail {guardrail!r} stopped the chat{reason}")
+        self.verdict = verdict
+        self.guardrail = guardrail
+        self.position = position
+        self.usage = usage
 
 
 class WaitingForApprovalError(RunError):

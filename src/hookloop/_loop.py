@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pydantic
 
@@ -30,6 +30,14 @@ from ._errors import (
     ToolResultLostError,
     UnknownToolError,
     UsageError,
+)
+from ._guard import (
+    check_input,
+    check_output,
+    check_tool_call,
+    check_tool_result,
+    settle_beside,
+    start_beside,
 )
 from ._limits import ZERO_USAGE, Spend, UsageLimits, admit_batch, budget_for
 from ._messages import (
@@ -77,10 +85,15 @@ from .hooks._events import (
     ON_CHAT_DONE,
     ON_CHAT_ERROR,
     ON_CHAT_START,
+    ON_INPUT_GUARDRAIL,
+    ON_INPUT_GUARDRAIL_BESIDE,
     ON_MESSAGE,
+    ON_OUTPUT_GUARDRAIL,
     ON_OUTPUT_VALIDATION_ERROR,
     ON_TOOL_CALL_ERROR,
+    ON_TOOL_CALL_GUARDRAIL,
     ON_TOOL_CALL_RESULT,
+    ON_TOOL_RESULT_GUARDRAIL,
     PRE_TOOL_CALL,
 )
 from .models._base import ProviderResponse
@@ -111,6 +124,7 @@ class ChatRun(ModelCalls):
     """
 
     __slots__ = (
+        "_beside",
         "_finished_results",
         "_handlers",
         "_history",
@@ -120,6 +134,7 @@ class ChatRun(ModelCalls):
         "_output_failures",
         "_rulings",
         "_setup",
+        "_tripped",
         "_unanswered",
         "_waiting",
         "cancel_delivered",
@@ -155,6 +170,10 @@ class ChatRun(ModelCalls):
         )
         self._iteration = 0
         self._output_failures = 0
+        # The input guardrails running beside the first model call (_guard.py), and what
+        # ended the chat if they tripped while it ran.
+        self._beside: asyncio.Task[BaseException | None] | None = None
+        self._tripped: BaseException | None = None
         self.emit = emit
         # The task running the chat; a streamed chat has none while its consumer holds an
         # event (_stream.py), and then cancel() only sets the flag.
@@ -262,12 +281,21 @@ class ChatRun(ModelCalls):
             if isinstance(start, Resumption):
                 await self._decide(start)
             if user is not None:
+                if ON_INPUT_GUARDRAIL in handlers:
+                    user = await check_input(self, user)
                 await self._commit(user)
+                if ON_INPUT_GUARDRAIL_BESIDE in handlers:
+                    self._beside = start_beside(self, user)
             # A resumed chat's first model call follows tool results, as a later iteration's
             # does: a forcing tool choice is not applied to it again.
             response = await self._iterate(0 if user is not None else 1)
             self.finished = True
         except asyncio.CancelledError as exc:
+            if (tripped := self._tripped) is not None:  # a guardrail beside the model call
+                if self.task_cancelled and self.task is not None:
+                    self.task.uncancel()
+                tripped.__suppress_context__ = True
+                await self._fail(tripped)
             again = await self._abort(exc, CANCELLED_TOOL_TEXT)
             if self.cancel_requested:
                 if self.task_cancelled and self.task is not None:
@@ -277,13 +305,7 @@ class ChatRun(ModelCalls):
                 raise ChatCancelledError(self.cancel_reason) from None
             raise
         except Exception as exc:
-            self.finished = True
-            again = await self._close_unanswered("not run: the chat ended with an error")
-            if hs := handlers.get(ON_CHAT_ERROR):
-                again = await notify_each(hs, ChatErrorContext(error=exc), quietly=True) or again
-            if again is not None:
-                raise again from exc
-            raise
+            await self._fail(exc)
         except (KeyboardInterrupt, SystemExit) as exc:
             # Propagates, but the history stays valid: the open calls get an answer first.
             # A cancellation arriving meanwhile yields to the interruption, which ends the
@@ -291,6 +313,9 @@ class ChatRun(ModelCalls):
             text = f"not run: the chat was interrupted ({type(exc).__name__})"
             await self._abort(exc, text)
             raise
+        finally:
+            if self._beside is not None:  # the chat ended before its first model call did
+                self._beside.cancel()
         # Exactly one terminal event per chat: an exception from on_chat_done reaches the
         # caller, but on_chat_error does not fire after on_chat_done.
         if hs := handlers.get(ON_CHAT_DONE):
@@ -298,6 +323,16 @@ class ChatRun(ModelCalls):
         if emit is not None:
             await emit(ChatDone(response=response))
         return response
+
+    async def _fail(self, exc: BaseException) -> None:
+        """End the chat with ``exc``: answer the open tool calls, fire ``on_chat_error``."""
+        self.finished = True
+        again = await self._close_unanswered("not run: the chat ended with an error")
+        if isinstance(exc, Exception) and (hs := self._handlers.get(ON_CHAT_ERROR)):
+            again = await notify_each(hs, ChatErrorContext(error=exc), quietly=True) or again
+        if again is not None:
+            raise again from exc
+        raise exc
 
     async def _iterate(self, after_tools: int = 0) -> AgentResponse:
         setup = self._setup
@@ -311,6 +346,12 @@ class ChatRun(ModelCalls):
             else:
                 response, message = await self._recorded_model_call(setup.steps, iteration, request)
             self._checkpoint()
+            if self._beside is not None:  # the input guardrails beside the first call
+                await settle_beside(self)
+            if ON_OUTPUT_GUARDRAIL in self._handlers and (
+                not message.tool_calls or setup.output is not None  # may be the final answer
+            ):
+                message = await check_output(self, message)  # checked before it is committed
             if calls := message.tool_calls:  # (one call, the usual case: no comprehension)
                 self._unanswered = (
                     {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
@@ -745,10 +786,20 @@ class ChatRun(ModelCalls):
             arguments = tool.validate(original.id, call.arguments)
         except ToolError as exc:
             return await self._failed(original, tool, scope, exc, call)
-        if ruling is None and (
+        waits = ruling is None and (
             deferred is not None
             or (tool.requires_approval is not False and tool.needs_approval(arguments))
-        ):
+        )
+        if hs := self._handlers.get(ON_TOOL_CALL_GUARDRAIL):
+            stage: Literal["none", "pending", "approved"] = (
+                "approved" if ruling is not None else "pending" if waits else "none"
+            )
+            rejected = await check_tool_call(
+                self, hs, call, original, tool, scope, arguments, stage
+            )
+            if rejected is not None:
+                return rejected
+        if waits:
             # The person is asked about the arguments the tool will receive (as handlers
             # changed them, which the predicate judged), with the model's for context.
             pending = PendingApproval(
@@ -779,11 +830,17 @@ class ChatRun(ModelCalls):
                 error.__cause__ = exc
                 final, retry = await self._on_error(call, tool, scope, error, attempt)
                 if not retry:
-                    return _error_message(original, final)
+                    failed = _error_message(original, final)
+                    if hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL):
+                        return await check_tool_result(self, hs, call, tool, scope, failed)
+                    return failed
                 attempt += 1
         if ON_TOOL_CALL_RESULT in self._handlers:
             return await self._succeeded(original, call, tool, scope, result)
-        return tool_result(original, serialize_result(result))
+        message = tool_result(original, serialize_result(result))
+        if hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL):
+            return await check_tool_result(self, hs, call, tool, scope, message)
+        return message
 
     def _run_context(self, call: ToolCall, tool: Tool, attempt: int) -> RunContext[object]:
         setup = self._setup
@@ -809,7 +866,10 @@ class ChatRun(ModelCalls):
             ctx = ToolResultContext(call=call, tool=tool, scope=scope, result=result)
             await run_chain(hs, ctx)
             result = ctx.result
-        return tool_result(original, serialize_result(result))
+        message = tool_result(original, serialize_result(result))
+        if hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL):
+            return await check_tool_result(self, hs, call, tool, scope, message)
+        return message
 
     async def _failed(
         self,

@@ -133,6 +133,8 @@ def _returns(spec: EventSpec) -> str:
     """What a handler of the row may return, as a type."""
     if spec.kind == "interceptor":
         return " | ".join(t.__name__ for t in (*spec.accept, *spec.stop)) + " | None"
+    if spec.kind == "guard":
+        return "Verdict | None"
     return "str | None" if spec.kind == "collector" else "object"
 
 

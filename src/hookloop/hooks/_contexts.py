@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, dataclass_transfo
 
 from .._approval import ApprovalDecision, PendingApproval
 from .._errors import HookReturnError
-from .._messages import Message, ToolCall, UserMessage
+from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from .._verdict import GuardrailPosition, Verdict
 from ..models._base import Model, ProviderRequest, ProviderResponse
 
 if TYPE_CHECKING:
@@ -40,9 +41,12 @@ __all__ = [
     "CompactionContext",
     "DelegationContext",
     "FirstChunkContext",
+    "GuardrailVerdictContext",
     "HistoryReplacement",
+    "InputGuardrailContext",
     "MemoryWriteContext",
     "MessageContext",
+    "OutputGuardrailContext",
     "OutputReturn",
     "OutputValidationErrorContext",
     "PreCompressContext",
@@ -52,8 +56,10 @@ __all__ = [
     "ScopeContext",
     "SessionSwitchContext",
     "SubAgentEventContext",
+    "ToolCallGuardrailContext",
     "ToolErrorContext",
     "ToolResultContext",
+    "ToolResultGuardrailContext",
     "ToolReturn",
     "TrimContext",
 ]
@@ -562,6 +568,122 @@ class CompactionContext:
     tokens_before: int
     tokens_after: int
     window: int | None
+
+
+@context()
+class InputGuardrailContext:
+    """``on_input_guardrail`` / ``on_input_guardrail_beside`` (guard): check the user's message.
+
+    ``on_input_guardrail`` fires before the message is committed: the model is not called
+    until every handler passed it. ``on_input_guardrail_beside`` fires once it is committed,
+    in a task of its own beside the chat's first model call, which is cancelled when a
+    handler trips. Return a :class:`~hookloop.Verdict`: ``allow``, ``block`` (the chat ends
+    with :class:`~hookloop.GuardrailTripped`; before the model, the message is not stored),
+    or ``replace`` (before the model only: the message goes on with the new text, and the
+    later handlers see it). ``None`` is no opinion; a raise, any other return and an action
+    the row does not take are trips. ``text`` is the message's text.
+    """
+
+    message: UserMessage
+
+    @property
+    def text(self) -> str:
+        """The text checked: the message's text parts, joined by newlines."""
+        return self.message.text
+
+
+@context()
+class OutputGuardrailContext:
+    """``on_output_guardrail`` (guard): check the final answer before it is committed.
+
+    ``message`` is the model's final answer, ``output`` what ``response.output`` will be
+    (the validated value of a typed chat; the text otherwise), and ``text`` the answer as
+    the model sent it (its text, or the output tool's arguments). Return a
+    :class:`~hookloop.Verdict`: ``allow``, ``block`` (the answer is never stored: the chat
+    ends with :class:`~hookloop.GuardrailTripped`; the turn's tool pairs stay) or, for a
+    text answer, ``replace`` (the answer committed says the new text). ``None`` is no
+    opinion; a raise, any other return and an action the row does not take are trips.
+    """
+
+    message: AssistantMessage
+    output: object
+    text: str
+
+
+@context()
+class ToolCallGuardrailContext:
+    """``on_tool_call_guardrail`` (guard): check a tool call before it runs.
+
+    It fires once the arguments are valid (``arguments`` as the tool will get them). For a
+    call that needs a person's approval it fires twice: with ``approval="pending"`` before
+    the person is asked, and with ``approval="approved"`` when the approved call is about to
+    run (a guardrail acts at the one it chose); ``"none"`` when no approval is involved.
+    Return a :class:`~hookloop.Verdict`: ``allow``; ``reject`` (the tool does not run; the
+    model sees the reason as the call's error result); or ``block`` (the chat ends with
+    :class:`~hookloop.GuardrailTripped`; the call is answered as not run). ``None`` is no
+    opinion; a raise, any other return and an action the row does not take are trips.
+    ``text`` is the call's arguments as JSON.
+    """
+
+    call: ToolCall
+    tool: Tool
+    scope: Scope
+    arguments: Mapping[str, Any]
+    approval: Literal["none", "pending", "approved"] = "none"
+
+    @property
+    def text(self) -> str:
+        """The text checked: the call's arguments, as JSON."""
+        return self.call.arguments
+
+
+@context()
+class ToolResultGuardrailContext:
+    """``on_tool_result_guardrail`` (guard): check a tool's result before the model sees it.
+
+    It fires for every call whose tool ran (its result, or its failure) or whose result a
+    ``pre_tool_call`` handler supplied, with ``result`` the tool message about to be
+    committed. Return a :class:`~hookloop.Verdict`: ``allow``; ``replace`` (the model sees
+    the new text instead); or ``block`` (the chat ends with
+    :class:`~hookloop.GuardrailTripped`; the call is answered as not run, the result is not
+    stored). ``None`` is no opinion; a raise, any other return and an action the row does
+    not take are trips. ``text`` is the result's content.
+    """
+
+    call: ToolCall
+    tool: Tool
+    scope: Scope
+    result: ToolMessage
+
+    @property
+    def text(self) -> str:
+        """The text checked: the result as the model would see it."""
+        return self.result.content
+
+
+@context()
+class GuardrailVerdictContext:
+    """``on_guardrail_verdict`` (observer): a guardrail's verdict stopped or changed something.
+
+    It fires for every ``block``, ``reject`` and ``replace`` (never for ``allow``), and for
+    every trip of a guardrail that failed, before the loop acts on it. A session recorder
+    keeps it (first, at :attr:`Phase.RECORD`) in the session's side log, which
+    :func:`hookloop.guardrails.read_verdicts` reads. Raising ends the chat.
+
+    Attributes:
+        position: ``"input"``, ``"output"``, ``"tool_call"`` or ``"tool_result"``.
+        guardrail: The guardrail's name (a handler's qualified name).
+        verdict: What it decided.
+        message_id: The message checked: the user's, the final answer, or the tool
+            result; ``None`` for a tool call.
+        call_id: The tool call, at the tool positions; else ``None``.
+    """
+
+    position: GuardrailPosition
+    guardrail: str
+    verdict: Verdict
+    message_id: str | None = None
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 from .._errors import HookRegistrationError, HookReturnError
+from .._verdict import Verdict
 from ._contexts import FixedFieldError, ScopeContext, ToolReturn
 from ._events import EVENT_TABLE, EVENTS, EventSpec
 
@@ -235,7 +236,7 @@ def _annotate(exc: BaseException, handler: Handler | None) -> None:
 # (``handlers.get(event)``, ``empty_dispatch_ns`` in bench/loop.py, about 20 ns): the loop
 # then builds no context and does not call in here.
 
-_Mode: TypeAlias = Literal["observe", "each", "each_quietly", "report", "collect", "chain"]
+_Mode: TypeAlias = Literal["observe", "each", "each_quietly", "report", "collect", "chain", "guard"]
 _EVERY: Final = frozenset({"each", "each_quietly"})
 
 
@@ -255,6 +256,11 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
         chain: An interceptor chain over the context field the event's row names: a return
             of an ``accept`` type becomes ``ctx.<field>`` (a :class:`ToolReturn` is
             unwrapped), a return of a ``stop`` type ends the chain and is returned.
+        guard: Returns ``(handler, outcome)`` for the first handler whose return is
+            neither ``None`` nor an allowing :class:`~hookloop.Verdict`, or that raised
+            (``outcome`` the exception, annotated, not raised); ``None`` when every
+            handler let it pass. The guardrail loop (``_guard.py``) judges the outcome and
+            dispatches to the handlers after it.
 
     Raises:
         HookReturnError: A collector or interceptor returned a value of another type, or a
@@ -265,8 +271,11 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
     for handler in handlers:
         try:
             result = handler.fn(ctx)
-            # is_async was decided at registration; a sync function may return an awaitable.
-            if handler.is_async or (result is not None and inspect.isawaitable(result)):
+            # is_async was decided at registration; a sync function may return an awaitable
+            # (a guardrail's Verdict, returned for every tool call, is told apart at once).
+            if handler.is_async or (
+                result is not None and type(result) is not Verdict and inspect.isawaitable(result)
+            ):
                 result = await result
         except asyncio.CancelledError as exc:
             if mode not in _EVERY:
@@ -281,6 +290,9 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                     "the %r hook handler %s raised; ignored", handler.event, handler.label
                 )
                 continue
+            if mode == "guard":
+                _annotate(exc, handler)
+                return handler, exc  # a trip, never a pass: the guardrail loop says so
             if mode == "report":
                 logger.warning(
                     "the %r hook handler %s raised; ignored (the %s already happened)",
@@ -294,6 +306,10 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
             raise
         if result is None:
             continue
+        if mode == "guard":
+            if type(result) is Verdict and result.action == "allow":
+                continue
+            return handler, result
         if mode == "collect":
             if not isinstance(result, str):
                 raise _bad_return(handler, result, (str,), ())
@@ -355,6 +371,13 @@ def run_chain(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     :class:`~hookloop.HookReturnError` when a handler returned a value of another type.
     """
     return dispatch(handlers, ctx, "chain")
+
+
+def run_guards(
+    handlers: tuple[Handler, ...], ctx: object
+) -> Awaitable[tuple[Handler, object] | None]:
+    """Guardrails: the first handler that did not let it pass, with its return or exception."""
+    return cast("Awaitable[tuple[Handler, object] | None]", dispatch(handlers, ctx, "guard"))
 
 
 def _explain(error: FixedFieldError, handler: Handler, ctx: object) -> None:

@@ -30,8 +30,11 @@ from ._contexts import (
     CompactionContext,
     DelegationContext,
     FirstChunkContext,
+    GuardrailVerdictContext,
+    InputGuardrailContext,
     MemoryWriteContext,
     MessageContext,
+    OutputGuardrailContext,
     OutputReturn,
     OutputValidationErrorContext,
     PreCompressContext,
@@ -41,8 +44,10 @@ from ._contexts import (
     ScopeContext,
     SessionSwitchContext,
     SubAgentEventContext,
+    ToolCallGuardrailContext,
     ToolErrorContext,
     ToolResultContext,
+    ToolResultGuardrailContext,
     ToolReturn,
     TrimContext,
 )
@@ -50,7 +55,7 @@ from ._contexts import (
 __all__ = ["EVENTS", "EVENT_TABLE", "EventSpec", "HookEvent", "Kind", "TraceFormat"]
 
 
-Kind: TypeAlias = Literal["observer", "interceptor", "report", "collector"]
+Kind: TypeAlias = Literal["observer", "interceptor", "report", "collector", "guard"]
 
 
 class TraceFormat(Protocol):
@@ -74,7 +79,9 @@ class EventSpec:
         context: The type of the context object its handlers receive.
         kind: ``observer`` (the return value is ignored; a raise propagates), ``interceptor``
             (a return value replaces ``ctx.<field>``), ``report`` (after the fact; a raise is
-            logged at WARNING and ignored), ``collector`` (the strings returned are gathered).
+            logged at WARNING and ignored), ``collector`` (the strings returned are gathered),
+            ``guard`` (a guardrail: a returned :class:`~hookloop.Verdict` passes, changes or
+            stops; a raise or any other return is a trip; see ``docs/guardrails.md``).
         returns: What a handler may return, for the docs.
         stops: What stops the chain early, for the docs.
         sync_only: The event fires inside a synchronous call: async handlers are refused.
@@ -138,7 +145,16 @@ def _done(ctx: ChatDoneContext) -> str:
     )
 
 
+def _verdict(ctx: GuardrailVerdictContext, t: TraceFormat) -> str:
+    v = ctx.verdict
+    return f"{ctx.position} {ctx.guardrail!r}: {v.action}" + (
+        f" ({t.cut(v.reason)})" if v.reason else ""
+    )
+
+
 _OBSERVED = "- (ignored)"
+_VERDICT = "a `Verdict` (allow, block, {}); `None`: no opinion"
+_TRIPS = "a block, a raise or any other return (a trip: the chat ends)"
 _RAISE_ENDS = "a raise (it ends the chat)"
 _REPORTED = "nothing: a raise is logged at WARNING and ignored"
 
@@ -386,6 +402,59 @@ EVENT_TABLE: Final[Mapping[str, EventSpec]] = {
             stop=(OutputReturn,),
             trace=lambda c, t: f"attempt {c.attempt}: {t.cut(str(c.error))}",
         ),
+        EventSpec(
+            name="on_input_guardrail",
+            context=InputGuardrailContext,
+            kind="guard",
+            forwarded=False,  # a parent sees the verdicts (on_guardrail_verdict)
+            returns=_VERDICT.format("replace"),
+            stops=_TRIPS,
+            trace=lambda c, t: t.cut(c.text),
+        ),
+        EventSpec(
+            name="on_input_guardrail_beside",
+            context=InputGuardrailContext,
+            kind="guard",
+            forwarded=False,  # a parent sees the verdicts (on_guardrail_verdict)
+            returns=_VERDICT.format("no replace"),
+            stops=_TRIPS + "; the first model call is cancelled",
+            trace=lambda c, t: t.cut(c.text),
+        ),
+        EventSpec(
+            name="on_output_guardrail",
+            context=OutputGuardrailContext,
+            kind="guard",
+            forwarded=False,  # a parent sees the verdicts (on_guardrail_verdict)
+            returns=_VERDICT.format("replace for a text answer"),
+            stops=_TRIPS + "; the answer is not stored",
+            trace=lambda c, t: t.cut(c.text),
+        ),
+        EventSpec(
+            name="on_tool_call_guardrail",
+            context=ToolCallGuardrailContext,
+            kind="guard",
+            forwarded=False,  # a parent sees the verdicts (on_guardrail_verdict)
+            returns=_VERDICT.format("reject"),
+            stops=_TRIPS + "; a reject skips the later handlers and the tool",
+            trace=lambda c, t: f"{c.call.name}({c.call.arguments}), approval {c.approval}",
+        ),
+        EventSpec(
+            name="on_tool_result_guardrail",
+            context=ToolResultGuardrailContext,
+            kind="guard",
+            forwarded=False,  # a parent sees the verdicts (on_guardrail_verdict)
+            returns=_VERDICT.format("replace"),
+            stops=_TRIPS,
+            trace=lambda c, t: f"{c.call.name} -> {t.cut(c.text)}",
+        ),
+        EventSpec(
+            name="on_guardrail_verdict",
+            context=GuardrailVerdictContext,
+            kind="observer",
+            returns=_OBSERVED,
+            stops=_RAISE_ENDS,
+            trace=_verdict,
+        ),
     )
 }
 """The hook events, one row each, in the order the docs list them."""
@@ -416,6 +485,12 @@ ON_BACKOFF_WAIT: Final = "on_backoff_wait"
 ON_TRIM: Final = "on_trim"
 ON_COMPACTION: Final = "on_compaction"
 ON_OUTPUT_VALIDATION_ERROR: Final = "on_output_validation_error"
+ON_INPUT_GUARDRAIL: Final = "on_input_guardrail"
+ON_INPUT_GUARDRAIL_BESIDE: Final = "on_input_guardrail_beside"
+ON_OUTPUT_GUARDRAIL: Final = "on_output_guardrail"
+ON_TOOL_CALL_GUARDRAIL: Final = "on_tool_call_guardrail"
+ON_TOOL_RESULT_GUARDRAIL: Final = "on_tool_result_guardrail"
+ON_GUARDRAIL_VERDICT: Final = "on_guardrail_verdict"
 
 HookEvent: TypeAlias = Literal[
     "on_chat_start",
@@ -443,6 +518,12 @@ HookEvent: TypeAlias = Literal[
     "on_trim",
     "on_compaction",
     "on_output_validation_error",
+    "on_input_guardrail",
+    "on_input_guardrail_beside",
+    "on_output_guardrail",
+    "on_tool_call_guardrail",
+    "on_tool_result_guardrail",
+    "on_guardrail_verdict",
 ]
 """Every event's name, one per row of :data:`EVENT_TABLE`."""
 

@@ -23,6 +23,7 @@ from typing import (
 from .._approval import Defer
 from .._errors import UsageError
 from .._messages import ToolCall
+from .._verdict import Verdict
 from ..models._base import Model, ProviderRequest, ProviderResponse
 from ._contexts import (
     AfterModelCallContext,
@@ -36,8 +37,11 @@ from ._contexts import (
     CompactionContext,
     DelegationContext,
     FirstChunkContext,
+    GuardrailVerdictContext,
+    InputGuardrailContext,
     MemoryWriteContext,
     MessageContext,
+    OutputGuardrailContext,
     OutputReturn,
     OutputValidationErrorContext,
     PreCompressContext,
@@ -47,8 +51,10 @@ from ._contexts import (
     ScopeContext,
     SessionSwitchContext,
     SubAgentEventContext,
+    ToolCallGuardrailContext,
     ToolErrorContext,
     ToolResultContext,
+    ToolResultGuardrailContext,
     ToolReturn,
     TrimContext,
 )
@@ -280,6 +286,54 @@ class HookHost(Protocol):
         self,
         event: Literal["on_output_validation_error"],
         handler: _Fn[OutputValidationErrorContext, str | OutputReturn | None],
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_input_guardrail"],
+        handler: _Fn[InputGuardrailContext, Verdict | None],
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_input_guardrail_beside"],
+        handler: _Fn[InputGuardrailContext, Verdict | None],
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_output_guardrail"],
+        handler: _Fn[OutputGuardrailContext, Verdict | None],
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_tool_call_guardrail"],
+        handler: _Fn[ToolCallGuardrailContext, Verdict | None],
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_tool_result_guardrail"],
+        handler: _Fn[ToolResultGuardrailContext, Verdict | None],
+        *,
+        order: int = 0,
+    ) -> Disposer: ...
+    @overload
+    def add_hook(
+        self,
+        event: Literal["on_guardrail_verdict"],
+        handler: _Fn[GuardrailVerdictContext, object],
         *,
         order: int = 0,
     ) -> Disposer: ...

@@ -25,6 +25,7 @@ from .._errors import (
     SessionNotFoundError,
     UsageError,
 )
+from .._guardrail_log import verdict_writer
 from .._limits import Spend
 from .._messages import AssistantMessage, Message, new_id
 from .._run_context import durable_turn
@@ -180,6 +181,7 @@ class SessionRecorder:
         agent.add_hook("on_chat_done", self._on_chat_end, order=Phase.RECORD)
         agent.add_hook("on_chat_error", self._on_chat_end, order=Phase.RECORD)
         agent.add_hook("on_chat_abort", self._on_chat_end, order=Phase.RECORD)
+        agent.add_hook("on_guardrail_verdict", verdict_writer(self), order=Phase.RECORD)
 
     async def approval_log(self) -> ApprovalLog:
         """What the session's approval records say about its latest batch of waiting calls.
