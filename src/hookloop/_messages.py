@@ -312,14 +312,18 @@ class Usage:
         input_tokens: Tokens of the request, cached ones included.
         output_tokens: Tokens of the answer, reasoning included.
         cached_input_tokens: Of ``input_tokens``, those read from the provider's prompt
-            cache, where it says.
+            cache, where it says (priced below plain input).
         reasoning_tokens: Of ``output_tokens``, those spent on reasoning, where it says.
+        cache_write_tokens: Of ``input_tokens``, those written to the provider's prompt
+            cache, where it says (Anthropic's ``cache_creation_input_tokens``, priced above
+            plain input); providers that cache by themselves (OpenAI) report none.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not (
@@ -327,8 +331,15 @@ class Usage:
             and _is_int(self.output_tokens)
             and _is_int(self.cached_input_tokens)
             and _is_int(self.reasoning_tokens)
+            and _is_int(self.cache_write_tokens)
         ):
-            names = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+            names = (
+                "input_tokens",
+                "output_tokens",
+                "cached_input_tokens",
+                "reasoning_tokens",
+                "cache_write_tokens",
+            )
             raise _refuse(self, tuple((name, _is_int, "an int") for name in names))
 
     @property
@@ -342,6 +353,7 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

@@ -156,6 +156,7 @@ def _usage(usage: Usage) -> dict[str, int]:
         "output_tokens": usage.output_tokens,
         "cached_input_tokens": usage.cached_input_tokens,
         "reasoning_tokens": usage.reasoning_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
     }
 
 
