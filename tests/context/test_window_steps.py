@@ -16,10 +16,16 @@ from typing import Any
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from hookloop import Agent, ContextOverflowError, Message, ToolCall, tool
-from hookloop.context import SlidingWindow, count_overhead, count_request
+from hookloop import Agent, ContextOverflowError, Message, ToolCall, UserMessage, tool
+from hookloop.context import (
+    SUMMARY_HEADER,
+    Compaction,
+    SlidingWindow,
+    count_overhead,
+    count_request,
+)
 from hookloop.models import ProviderRequest, ProviderResponse
-from hookloop.testing import FunctionModel, text_response, tool_calls
+from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 from tests.context.test_policies import text
 
 
@@ -136,3 +142,26 @@ def test_the_window_in_steps_equals_the_trim_from_scratch_with_the_same_headroom
     room = 1_500 - count_overhead(last, counter=history.token_counter)
     kept = trim_to_budget(stored, room, counter=history.token_counter, headroom=0.25)
     assert kept == last.messages
+
+
+def test_a_compactions_summary_is_the_stable_prefix_until_the_next_one() -> None:
+    """Compaction moves the conversation in steps too: between two summaries every request
+    extends the one before it, and after a summary every request starts with it."""
+    summaries = iter(f"summary {i}: {text(40)}" for i in range(100))
+    policy = Compaction(summarizer=FunctionModel(lambda request: next(summaries)))
+    model = ScriptedModel([f"answer {i}: {text(60)}" for i in range(40)], context_window=2_000)
+    agent = Agent(model, retry=None, context=policy)
+    for i in range(40):
+        asyncio.run(agent.chat(f"question {i}: {text(60)}"))
+
+    assert policy.compactions >= 3
+    moves = 0
+    for earlier, later in itertools.pairwise(model.requests):
+        if later.messages[0].id == earlier.messages[0].id:
+            assert later.messages[: len(earlier.messages)] == earlier.messages
+        else:
+            moves += 1
+            first = later.messages[0]
+            assert isinstance(first, UserMessage)
+            assert first.text.startswith(SUMMARY_HEADER)
+    assert moves == policy.compactions

@@ -689,7 +689,7 @@ def _stepped(
     cut = state.cut
     if cut is not None and cut[:3] == (step, target, state.last_user) and cut[3] >= state.start:
         return cut[3]
-    start = step_start(messages, counts, state.start, before, step, state.last_user)[0]
+    start = step_start(messages, counts, state.start, before, step, state.last_user)
     state.cut = (step, target, state.last_user, start)
     return start
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from bisect import bisect_left
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import overload
 
 from .._errors import UsageError
@@ -104,8 +106,8 @@ def step_start(
     before: int,
     step: int,
     last_user: int,
-) -> tuple[int, int]:
-    """Where a window that moves in steps of ``step`` tokens starts: ``(start, tokens before it)``.
+) -> int:
+    """Where a window that moves in steps of ``step`` tokens starts.
 
     ``start`` is where the largest window that fits starts (a unit boundary) and ``before``
     the tokens of the messages before it. The window in steps starts at the first unit
@@ -117,11 +119,25 @@ def step_start(
     and the step (another process, or a restored session, finds the same start).
     """
     target = -(-before // step) * step
-    while start < last_user and before < target:
-        end = _unit_end(messages, start)
-        before += sum(counts[start:end])
-        start = end
-    return start, before
+    if before >= target or start >= last_user:
+        return start
+    # The tokens before each message from start on, summed at C speed: a step is rare, and
+    # walking a block of units one by one in Python would cost the request that moves.
+    sums = list(accumulate(counts[start:last_user], initial=before))
+    at = min(start + bisect_left(sums, target), last_user)
+    while at < last_user and not _is_unit_start(messages, at):
+        at += 1  # inside a unit (a tool result): the unit goes whole
+    return at
+
+
+def _is_unit_start(messages: Sequence[Message], index: int) -> bool:
+    """Whether a turn unit (:func:`group_units`) starts at ``index``."""
+    if not isinstance(messages[index], ToolMessage) or index == 0:
+        return True
+    before = messages[index - 1]
+    return not isinstance(before, ToolMessage) and not (
+        isinstance(before, AssistantMessage) and before.tool_calls
+    )
 
 
 def trim_to_budget(
@@ -229,7 +245,7 @@ def trim_to_budget(
 
     step = int(budget * headroom)
     if step > 0 and replacement is None:
-        start = step_start(messages, counts, start, sum(counts[:start]), step, last_user)[0]
+        start = step_start(messages, counts, start, sum(counts[:start]), step, last_user)
     while start < last_user and not isinstance(messages[start], UserMessage):
         start += 1  # rule 4: only whole units are skipped, since a user message starts one
 
