@@ -49,6 +49,7 @@ _FENCE = re.compile(
 )
 _MARK = "<<docs: end of block {}>>"
 
+
 def _cached(text: str, *, written: int, read: int) -> Reply:
     """An Anthropic answer whose usage reports prompt-cache writes and reads."""
     body = whole_answer("messages", text, usage=(12, 9))

@@ -27,11 +27,7 @@ from hookloop.context import (
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
 from tests.context.test_policies import text
-
-
-async def fetch(size: int) -> str:
-    """Return about ``size`` tokens of text."""
-    return text(size)
+from tests.context.test_window_incremental import fetch
 
 
 def run(window: int, headroom: float, chats: list[tuple[list[int], int, int]]) -> Agent:

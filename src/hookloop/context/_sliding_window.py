@@ -672,8 +672,8 @@ class _Window:
         self.bare: ProviderRequest | None = None  # the request the window was made for
         self.model: Model | None = None  # and the model it goes to
         self.fitted: int | None = None  # the room start was last fitted to, walking back
-        # Where the window in steps starts, for which multiple of the step and last user
-        # message: it moves only when one of them does (see _stepped).
+        # Where the window in steps starts, for which step and multiple of it (and last user
+        # message, when that held it back): it moves only when one of them does.
         self.cut: tuple[int, int, int, int] | None = None  # (step, target, last_user, start)
 
 
@@ -687,10 +687,17 @@ def _stepped(
     """
     target = -(-before // step) * step
     cut = state.cut
-    if cut is not None and cut[:3] == (step, target, state.last_user) and cut[3] >= state.start:
+    if (
+        cut is not None
+        and cut[0] == step
+        and cut[1] == target
+        and cut[3] >= state.start
+        and (cut[2] < 0 or cut[2] == state.last_user)
+    ):
         return cut[3]
     start = step_start(messages, counts, state.start, before, step, state.last_user)
-    state.cut = (step, target, state.last_user, start)
+    # A start held back by the last user message moves on with it; any other stays.
+    state.cut = (step, target, state.last_user if start == state.last_user else -1, start)
     return start
 
 
