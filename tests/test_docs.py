@@ -37,7 +37,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.models._provider_server import ProviderServer, Reply, answer
+from tests.models._provider_server import ProviderServer, Reply, answer, whole_answer
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
@@ -49,11 +49,22 @@ _FENCE = re.compile(
 )
 _MARK = "<<docs: end of block {}>>"
 
+
+def _cached(text: str, *, written: int, read: int) -> Reply:
+    """An Anthropic answer whose usage reports prompt-cache writes and reads."""
+    body = whole_answer("messages", text, usage=(12, 9))
+    body["usage"].update(cache_creation_input_tokens=written, cache_read_input_tokens=read)
+    return Reply.json(body)
+
+
 # What the local provider server answers, per run, to the pages whose examples need a key.
 PROVIDER_REPLIES: dict[str, list[Reply]] = {
     "docs/providers.md": [
         answer("messages", calls=(("toolu_1", "calculator", '{"expression": "17 * 23"}'),)),
         answer("messages", "17 * 23 = 391."),
+        # The prompt-caching example: the first chat writes the prompt, the second reads it.
+        _cached("Refunds take five working days.", written=4012, read=0),
+        _cached("Damaged parcels are refunded at once.", written=31, read=4012),
     ],
     "docs/agent.md": [
         answer("chat.completions", "The chart shows sales rising every month from January to June.")

@@ -904,6 +904,7 @@ def _used_since(before: Usage, now: Usage) -> Usage | None:
         output_tokens=now.output_tokens - before.output_tokens,
         cached_input_tokens=now.cached_input_tokens - before.cached_input_tokens,
         reasoning_tokens=now.reasoning_tokens - before.reasoning_tokens,
+        cache_write_tokens=now.cache_write_tokens - before.cache_write_tokens,
         cost=None if a is None or b is None else a - b,
     )
 

@@ -317,8 +317,11 @@ class Usage:
         input_tokens: Tokens of the request, cached ones included.
         output_tokens: Tokens of the answer, reasoning included.
         cached_input_tokens: Of ``input_tokens``, those read from the provider's prompt
-            cache, where it says.
+            cache, where it says (priced below plain input).
         reasoning_tokens: Of ``output_tokens``, those spent on reasoning, where it says.
+        cache_write_tokens: Of ``input_tokens``, those written to the provider's prompt
+            cache, where it says (Anthropic's ``cache_creation_input_tokens``, priced above
+            plain input); providers that cache by themselves (OpenAI) report none.
         cost: What the tokens cost in US dollars, ``None`` when not priced (see
             ``docs/budgets.md``).
     """
@@ -327,6 +330,7 @@ class Usage:
     output_tokens: int = 0
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
+    cache_write_tokens: int = 0
     cost: Decimal | None = None
 
     def __post_init__(self) -> None:
@@ -336,9 +340,16 @@ class Usage:
             and _is_int(self.output_tokens)
             and _is_int(self.cached_input_tokens)
             and _is_int(self.reasoning_tokens)
+            and _is_int(self.cache_write_tokens)
             and (cost is None or _is_cost(cost))
         ):
-            names = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens")
+            names = (
+                "input_tokens",
+                "output_tokens",
+                "cached_input_tokens",
+                "reasoning_tokens",
+                "cache_write_tokens",
+            )
             rules: tuple[_Rule, ...] = tuple((name, _is_int, "an int") for name in names)
             cost_rule = ("cost", _is_cost_or_none, "a finite Decimal of 0 or more, or None")
             raise _refuse(self, (*rules, cost_rule))
@@ -355,6 +366,7 @@ class Usage:
             output_tokens=self.output_tokens + other.output_tokens,
             cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
             reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
             cost=None if a is None or b is None else a + b,
         )
 
@@ -379,6 +391,7 @@ def dump_usage(usage: Usage) -> dict[str, object]:
         "output_tokens": usage.output_tokens,
         "cached_input_tokens": usage.cached_input_tokens,
         "reasoning_tokens": usage.reasoning_tokens,
+        "cache_write_tokens": usage.cache_write_tokens,
         "cost": None if cost is None else str(cost),
     }
 
@@ -396,6 +409,7 @@ def load_usage(data: Mapping[str, object]) -> Usage:
             output_tokens=data["output_tokens"],  # type: ignore[arg-type]
             cached_input_tokens=data.get("cached_input_tokens", 0),  # type: ignore[arg-type]
             reasoning_tokens=data.get("reasoning_tokens", 0),  # type: ignore[arg-type]
+            cache_write_tokens=data.get("cache_write_tokens", 0),  # type: ignore[arg-type]
             cost=None if cost is None else Decimal(cost),  # type: ignore[arg-type]
         )
     except (KeyError, TypeError, ArithmeticError, AttributeError) as exc:

@@ -195,7 +195,9 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
     if (policy := setup.window) is not None:
         # Only the window, not the whole history: a turn costs the same however long the
         # conversation grows (bench/loop.py, overhead_us_by_history).
-        request = _request(setup.model.name, system, (), definitions, settings, output_format)
+        request = _request(
+            setup.model.name, system, (), definitions, settings, output_format, setup.agent
+        )
         window = policy.request_messages(request, history, setup.model)
         if window is not None and not user_parts:
             # The window saw this request without messages and knows it by identity from now
@@ -219,7 +221,9 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
             system = "\n\n".join(p for p in (system, *user_parts) if p)
         else:
             messages = extended
-    return _request(setup.model.name, system, messages, definitions, settings, output_format)
+    return _request(
+        setup.model.name, system, messages, definitions, settings, output_format, setup.agent
+    )
 
 
 _request_model = slot_setter(ProviderRequest, "model")
@@ -228,6 +232,7 @@ _request_messages = slot_setter(ProviderRequest, "messages")
 _request_tools = slot_setter(ProviderRequest, "tools")
 _request_settings = slot_setter(ProviderRequest, "settings")
 _request_output_format = slot_setter(ProviderRequest, "output_format")
+_request_cache_key = slot_setter(ProviderRequest, "cache_key")
 
 
 def _request(
@@ -237,8 +242,13 @@ def _request(
     tools: tuple[ToolDefinition, ...],
     settings: ModelSettings,
     output_format: OutputFormat | None,
+    agent: AgentHost,
 ) -> ProviderRequest:
-    """A ``ProviderRequest`` of these fields, made through its slots (every iteration's)."""
+    """A ``ProviderRequest`` of these fields, made through its slots (every iteration's).
+
+    Its ``cache_key`` is the agent's session id: the requests of one session share their
+    prefix, which providers that route by a key (OpenAI's ``prompt_cache_key``) keep warm.
+    """
     request = new(ProviderRequest)
     _request_model(request, model)
     _request_system(request, system)
@@ -246,6 +256,7 @@ def _request(
     _request_tools(request, tools)
     _request_settings(request, settings)
     _request_output_format(request, output_format)
+    _request_cache_key(request, agent.session_id)
     return request
 
 

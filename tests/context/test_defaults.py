@@ -40,7 +40,7 @@ from hookloop.context import (
 from hookloop.hooks import PreCompressContext
 from hookloop.models import ProviderRequest
 from hookloop.retry import FallbackStrategy
-from hookloop.testing import ScriptedModel, tool_call
+from hookloop.testing import FunctionModel, ScriptedModel, tool_call
 from tests.context.test_policies import problems, text
 from tests.context.test_strategies import valid_histories
 
@@ -188,15 +188,19 @@ async def test_overflow_recovery_applies_the_request_rewrites_once() -> None:
 async def test_a_budget_is_learned_only_from_an_overflow_the_smaller_request_cured() -> None:
     # An overflow that trimming cannot cure (the answer's room is what is too large) must not
     # leave the agent sending a sliver of its history for good.
-    too_large = ContextOverflowError("'max_tokens' is too large: 5000", status=400)
-    script: list[Any] = [f"answer {i}" for i in range(6)] + [too_large] * 5 + ["fine"]
-    model = ScriptedModel(script)
+    def answer(request: ProviderRequest) -> str:
+        if request.settings.max_tokens == 500:
+            raise ContextOverflowError("'max_tokens' is too large: 5000", status=400)
+        return "fine"
+
+    model = FunctionModel(answer)
     agent = Agent(model, retry=None)
     for i in range(6):
         await agent.chat(f"question {i}: {text(20)}")
     agent.settings = ModelSettings(max_tokens=500)
     with pytest.raises(ContextOverflowError):
         await agent.chat("question 7")
+    assert len(model.requests[-1].messages) < len(agent.messages) - 1  # trimmed, in vain
 
     agent.settings = ModelSettings()
     assert (await agent.chat("question 8")).text == "fine"

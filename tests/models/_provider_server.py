@@ -274,7 +274,9 @@ def adapter(api: str, server: ProviderServer, *, prefix: str | None = None, **kw
     """The hookloop adapter for ``api`` (model ``"m"``), talking to ``server``.
 
     ``prefix`` is the API root's path on the server; by default the provider's own
-    (``/v1`` for OpenAI, none for Anthropic, whose client adds ``/v1``).
+    (``/v1`` for OpenAI, none for Anthropic, whose client adds ``/v1``). Anthropic's prompt
+    caching is off unless ``cache`` is given: the tests of what each adapter sends compare
+    whole bodies, and ``test_prompt_cache.py`` checks the breakpoints.
     """
     from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel
 
@@ -282,6 +284,7 @@ def adapter(api: str, server: ProviderServer, *, prefix: str | None = None, **kw
     if api == "chat.completions":
         return OpenAIModel("m", base_url=server.url + _or(prefix, "/v1"), **kwargs)
     if api == "messages":
+        kwargs.setdefault("cache", None)
         return AnthropicModel("m", base_url=server.url + _or(prefix, ""), **kwargs)
     if api == "responses":
         return OpenAIResponsesModel("m", base_url=server.url + _or(prefix, "/v1"), **kwargs)

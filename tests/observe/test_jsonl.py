@@ -173,6 +173,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         "tools": [],
         "settings": {"temperature": None, "max_tokens": None, "tool_choice": "auto", "extra": {}},
         "output_format": None,
+        "cache_key": "s1",  # the session's, for the provider's prompt cache
         "tokens": got[2]["data"]["request"]["tokens"],  # type: ignore[index]
     }
     assert isinstance(request["tokens"], int)

@@ -482,8 +482,8 @@ def test_a_window_and_a_summary_in_one_request_each_say_what_they_did(
     rows = page.rows()
     assert rows[-3:] == [
         "model call 1 scripted",
-        "context old turns summarised (17 stored messages): 9 → 3 messages, 681 → 170 tokens",
-        "context trimmed: 19 → 9 messages, 1408 → 678 tokens",  # the window, reported too
+        "context old turns summarised (17 stored messages): 7 → 3 messages, 535 → 170 tokens",
+        "context trimmed: 19 → 7 messages, 1408 → 532 tokens",  # the window, in its steps
     ]
     page.page.locator(".k-context .head", has_text="summarised").last.click()
     assert page.page.locator("#details h3").all_inner_texts() == ["SUMMARISED (17 MESSAGES)"]

@@ -24,7 +24,7 @@ from ..models._base import Model, ProviderRequest
 from ..models._overflow import is_context_overflow
 from ._report import report_trim
 from ._tokens import REPLY_PRIMING, TokenCounter, count_overhead, count_request
-from ._trim import _unit_start, cut_to_fit, trim_to_budget
+from ._trim import _unit_end, _unit_start, cut_to_fit, step_start, trim_to_budget
 
 if TYPE_CHECKING:
     from ..hooks._host import AgentHost
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 __all__ = ["SlidingWindow", "left_out", "report_left_out", "window_limit"]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_HEADROOM = 0.25
+"""The fraction of the budget one step of the window frees (``SlidingWindow(headroom=)``)."""
 
 
 def window_limit(model: Model, max_tokens: int | None) -> int | None:
@@ -78,6 +81,15 @@ class SlidingWindow:
     nothing can be left out, the provider's error ends the chat. The window is that of the
     model each attempt calls (a fallback's own).
 
+    The window moves in steps: once the conversation no longer fits, the oldest turns go in a
+    block of ``headroom`` of the budget, and the window then starts at the same message until
+    the conversation has grown by that much again. The requests in between begin with the
+    same messages, byte for byte, so a provider's prompt cache serves that prefix (Anthropic's
+    breakpoints, OpenAI's automatic caching); a window that dropped one message per request
+    would miss the cache on every call. Where the steps fall depends only on the messages and
+    the budget (multiples of the step, counted from the first message), so another process
+    or a restored session moves the window at the same places.
+
     This is the policy every :class:`~hookloop.Agent` uses unless told otherwise
     (``Agent(context=...)``).
 
@@ -88,6 +100,15 @@ class SlidingWindow:
         recover: Recover from a provider's overflow error by trimming further.
         shrink: The fraction of its size a request is trimmed to on an overflow error that
             gives no figures.
+        headroom: The fraction of the budget one step of the window frees; ``0`` keeps the
+            most that fits, dropping the oldest turn as each new one comes (every request
+            then starts with other messages). A larger step keeps the cache warm longer and
+            the window emptier: on average ``1 - headroom / 2`` of the budget is used
+            (``bench/cache.py``).
+
+    Raises:
+        UsageError: A ``max_tokens`` that is not positive, a negative ``reserve``, a
+            ``shrink`` not in ``(0, 1)`` or a ``headroom`` not in ``[0, 1)``.
     """
 
     name = "sliding-window"
@@ -101,6 +122,7 @@ class SlidingWindow:
         "_pending",
         "_shown",
         "_state",
+        "headroom",
         "max_tokens",
         "recover",
         "reserve",
@@ -114,6 +136,7 @@ class SlidingWindow:
         reserve: int | None = None,
         recover: bool = True,
         shrink: float = 0.7,
+        headroom: float = DEFAULT_HEADROOM,
     ) -> None:
         if max_tokens is not None and max_tokens < 1:
             raise UsageError(f"max_tokens must be positive, got {max_tokens}")
@@ -121,7 +144,10 @@ class SlidingWindow:
             raise UsageError(f"reserve must be >= 0, got {reserve}")
         if not 0 < shrink < 1:
             raise UsageError(f"shrink must be in (0, 1), got {shrink}")
+        if not 0 <= headroom < 1:
+            raise UsageError(f"headroom must be in [0, 1), got {headroom}")
         self.max_tokens = max_tokens
+        self.headroom = headroom
         self.reserve = reserve
         self.recover = recover
         self.shrink = shrink
@@ -274,6 +300,8 @@ class SlidingWindow:
             start = end
         state.start, state.tokens, state.fitted = start, tokens, room
         sent = start
+        if start > 0 and tokens <= room and (step := int(room * self.headroom)) > 0:
+            sent = _stepped(state, messages, counts, history._total - tokens, step)
         if tokens <= room and start > 0:
             # Something was left out: the window starts at a user message (trim's rule 4).
             while sent < last_user and not isinstance(messages[sent], UserMessage):
@@ -392,7 +420,7 @@ class SlidingWindow:
         size = sum(map(counter.count_message, messages))
         trimmed: tuple[Message, ...] | None = None
         while size > room > 0:
-            trimmed = trim_to_budget(messages, room, counter=counter)
+            trimmed = trim_to_budget(messages, room, counter=counter, headroom=self.headroom)
             if trimmed is not messages:
                 break  # it left something out: whatever is older would go too
             # All of it fits: older messages the request was built without may fit too.
@@ -483,7 +511,7 @@ class SlidingWindow:
         turn = _current_turn(messages)
         if room > 0:
             if kept is None:
-                kept = trim_to_budget(messages, room, counter=counter)
+                kept = trim_to_budget(messages, room, counter=counter, headroom=self.headroom)
             if _keeps_turn(kept, turn) and sum(map(counter.count_message, kept)) <= room:
                 return kept
             # Only the turn fits, if its texts are cut (tool results first).
@@ -612,6 +640,7 @@ class _Window:
     __slots__ = (
         "announced",
         "bare",
+        "cut",
         "fitted",
         "history",
         "last_user",
@@ -643,6 +672,33 @@ class _Window:
         self.bare: ProviderRequest | None = None  # the request the window was made for
         self.model: Model | None = None  # and the model it goes to
         self.fitted: int | None = None  # the room start was last fitted to, walking back
+        # Where the window in steps starts, for which step and multiple of it (and last user
+        # message, when that held it back): it moves only when one of them does.
+        self.cut: tuple[int, int, int, int] | None = None  # (step, target, last_user, start)
+
+
+def _stepped(
+    state: _Window, messages: Sequence[Message], counts: Sequence[int], before: int, step: int
+) -> int:
+    """Where the window in steps starts (:func:`step_start`), worked out once per step.
+
+    ``before`` is the tokens before ``state.start``, the largest window's start. Between two
+    steps every request asks again with the same multiple of the step: the answer is kept.
+    """
+    target = -(-before // step) * step
+    cut = state.cut
+    if (
+        cut is not None
+        and cut[0] == step
+        and cut[1] == target
+        and cut[3] >= state.start
+        and (cut[2] < 0 or cut[2] == state.last_user)
+    ):
+        return cut[3]
+    start = step_start(messages, counts, state.start, before, step, state.last_user)
+    # A start held back by the last user message moves on with it; any other stays.
+    state.cut = (step, target, state.last_user if start == state.last_user else -1, start)
+    return start
 
 
 _GUESS = 64
@@ -665,16 +721,6 @@ def _guess_start(messages: Sequence[Message], last_user: int) -> int:
     while start > 0 and isinstance(messages[start], ToolMessage):
         start -= 1
     return start
-
-
-def _unit_end(messages: Sequence[Message], start: int) -> int:
-    """Where the turn unit starting at ``start`` ends (see :func:`group_units`)."""
-    end = start + 1
-    first = messages[start]
-    if isinstance(first, ToolMessage) or (isinstance(first, AssistantMessage) and first.tool_calls):
-        while end < len(messages) and isinstance(messages[end], ToolMessage):
-            end += 1
-    return end
 
 
 def _current_turn(messages: Sequence[Message]) -> Sequence[Message]:

@@ -13,7 +13,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from bisect import bisect_left
 from collections.abc import Sequence
+from itertools import accumulate
 from typing import overload
 
 from .._errors import UsageError
@@ -28,7 +30,13 @@ from .._messages import (
 )
 from ._tokens import TokenCounter
 
-__all__ = ["cut_to_fit", "group_units", "trim_to_budget", "truncate_tool_results"]
+__all__ = [
+    "cut_to_fit",
+    "group_units",
+    "step_start",
+    "trim_to_budget",
+    "truncate_tool_results",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -81,12 +89,64 @@ def _unit_start(messages: Sequence[Message], end: int) -> int:
     return start
 
 
+def _unit_end(messages: Sequence[Message], start: int) -> int:
+    """Where the turn unit starting at ``start`` ends (see :func:`group_units`)."""
+    end = start + 1
+    first = messages[start]
+    if isinstance(first, ToolMessage) or (isinstance(first, AssistantMessage) and first.tool_calls):
+        while end < len(messages) and isinstance(messages[end], ToolMessage):
+            end += 1
+    return end
+
+
+def step_start(
+    messages: Sequence[Message],
+    counts: Sequence[int],
+    start: int,
+    before: int,
+    step: int,
+    last_user: int,
+) -> int:
+    """Where a window that moves in steps of ``step`` tokens starts.
+
+    ``start`` is where the largest window that fits starts (a unit boundary) and ``before``
+    the tokens of the messages before it. The window in steps starts at the first unit
+    boundary at or after ``start`` whose tokens before it reach the next multiple of
+    ``step``, but never after the last user message (at ``last_user``). The multiples are
+    counted from the first message, so the start stays where it is while the conversation
+    grows by less than ``step`` tokens, and then moves by a block of about ``step`` tokens:
+    the requests in between share their prefix, and it depends on nothing but the messages
+    and the step (another process, or a restored session, finds the same start).
+    """
+    target = -(-before // step) * step
+    if before >= target or start >= last_user:
+        return start
+    # The tokens before each message from start on, summed at C speed: a step is rare, and
+    # walking a block of units one by one in Python would cost the request that moves.
+    sums = list(accumulate(counts[start:last_user], initial=before))
+    at = min(start + bisect_left(sums, target), last_user)
+    while at < last_user and not _is_unit_start(messages, at):
+        at += 1  # inside a unit (a tool result): the unit goes whole
+    return at
+
+
+def _is_unit_start(messages: Sequence[Message], index: int) -> bool:
+    """Whether a turn unit (:func:`group_units`) starts at ``index``."""
+    if not isinstance(messages[index], ToolMessage) or index == 0:
+        return True
+    before = messages[index - 1]
+    return not isinstance(before, ToolMessage) and not (
+        isinstance(before, AssistantMessage) and before.tool_calls
+    )
+
+
 def trim_to_budget(
     messages: Sequence[Message],
     budget: int,
     *,
     counter: TokenCounter,
     counts: Sequence[int] | None = None,
+    headroom: float = 0.0,
 ) -> tuple[Message, ...]:
     """Keep the newest messages that fit in ``budget`` tokens, plus the pinned ones.
 
@@ -106,6 +166,10 @@ def trim_to_budget(
        to fit; if even that cannot fit (a system prompt larger than the budget), a warning is
        logged and the pinned messages are returned as they are. System messages are never
        truncated.
+    6. With ``headroom``, the kept conversation moves in steps: once something must go, whole
+       units go in blocks of ``headroom`` of the budget (:func:`step_start`), so the kept
+       part starts at the same message until the conversation has grown by that much again,
+       and a provider's prompt cache keeps serving the prefix of the requests in between.
 
     Everything else is returned as the same objects in the same order, so the result is a
     subsequence of ``messages`` except for truncated copies, which keep their ids. Tool-call
@@ -121,10 +185,15 @@ def trim_to_budget(
         counter: Counts messages (and truncated copies).
         counts: Each message's count, if the caller keeps them (as
             :class:`~hookloop.ChatHistory` does); same length as ``messages``.
+        headroom: The fraction of ``budget`` a step of the kept conversation frees (rule
+            6); ``0`` keeps the most that fits, moving one unit at a time.
 
     Raises:
-        UsageError: ``counts`` does not match ``messages`` in length.
+        UsageError: ``counts`` does not match ``messages`` in length, or ``headroom`` is
+            not in ``[0, 1)``.
     """
+    if not 0 <= headroom < 1:
+        raise UsageError(f"headroom must be in [0, 1), got {headroom}")
     n = len(messages)
     if counts is None:
         counts = _LazyCounts(messages, counter)  # only what the walk reaches gets counted
@@ -174,6 +243,9 @@ def trim_to_budget(
     else:
         return _as_tuple(messages)  # everything fits
 
+    step = int(budget * headroom)
+    if step > 0 and replacement is None:
+        start = step_start(messages, counts, start, sum(counts[:start]), step, last_user)
     while start < last_user and not isinstance(messages[start], UserMessage):
         start += 1  # rule 4: only whole units are skipped, since a user message starts one
 

@@ -5,15 +5,19 @@ parameter, tool results travel as ``tool_result`` blocks in a user turn, turns a
 (consecutive user messages, such as a compaction summary before a new question, are merged;
 an assistant message with nothing in it is left out), and ``max_tokens`` is required. The
 client's own retries are off. Needs the ``anthropic`` extra.
+
+Prompt caching: every request carries ``cache_control`` breakpoints on its stable prefix
+(:func:`cache_breakpoints`), so a conversation's calls read what the call before wrote.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import AsyncIterator, Mapping
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from .._errors import InvalidResponseError, ProviderConnectionError, UsageError
 from .._extras import extra_needed
@@ -52,13 +56,27 @@ from ._client import (
 if TYPE_CHECKING:
     import anthropic
 
-__all__ = ["ANTHROPIC_URL", "DEFAULT_MAX_TOKENS", "AnthropicModel", "anthropic_messages"]
+__all__ = [
+    "ANTHROPIC_URL",
+    "DEFAULT_MAX_TOKENS",
+    "MAX_BREAKPOINTS",
+    "AnthropicModel",
+    "CacheTTL",
+    "anthropic_messages",
+    "cache_breakpoints",
+]
 
 ANTHROPIC_URL = "https://api.anthropic.com"
 """Anthropic's own API root: the only place ``ANTHROPIC_API_KEY`` is sent."""
 
 DEFAULT_MAX_TOKENS = 4096
 """``max_tokens`` sent when the settings name none (Anthropic requires one)."""
+
+MAX_BREAKPOINTS = 4
+"""The most ``cache_control`` breakpoints Anthropic accepts in one request."""
+
+CacheTTL: TypeAlias = Literal["5m", "1h"]
+"""How long Anthropic keeps a prompt-cache entry after its last use."""
 
 _STOP: Mapping[str, FinishReason] = {
     "end_turn": "stop",
@@ -88,11 +106,19 @@ class AnthropicModel(Model):
         stream_idle_timeout: Seconds a stream may go without sending anything; ``None``
             for no bound beyond ``timeout``.
         client: A ready ``anthropic.AsyncAnthropic`` to use instead.
+        cache: Prompt caching: ``"5m"`` (the default) or ``"1h"``, how long a cache entry
+            lives after its last use, or ``None`` for no caching. Each request marks its
+            stable prefix with breakpoints (:func:`cache_breakpoints`); Anthropic bills a
+            cache write at 1.25x the input price (2x for ``"1h"``) and a read at 0.1x, so
+            one read within the time pays for the write, and an agent's calls follow each
+            other within seconds. ``"1h"`` is for conversations that pause longer than
+            five minutes between calls (a person thinking, an approval). See
+            ``docs/providers.md``, "Prompt caching".
 
     Raises:
         MissingExtraError: The ``anthropic`` extra is not installed.
-        UsageError: No key for Anthropic's own API (and no ``client``), or a timeout that
-            is not positive.
+        UsageError: No key for Anthropic's own API (and no ``client``), a timeout that
+            is not positive, or a ``cache`` that is not ``"5m"``, ``"1h"`` or ``None``.
     """
 
     def __init__(
@@ -105,7 +131,11 @@ class AnthropicModel(Model):
         timeout: float = DEFAULT_TIMEOUT,
         stream_idle_timeout: float | None = None,
         client: anthropic.AsyncAnthropic | None = None,
+        cache: CacheTTL | None = "5m",
     ) -> None:
+        if cache not in ("5m", "1h", None):
+            raise UsageError(f"cache must be '5m', '1h' or None, got {cache!r}")
+        self.cache: CacheTTL | None = cache
         with extra_needed("anthropic", by=type(self).__name__):
             import anthropic
         self._sdk: ModuleType = anthropic
@@ -248,6 +278,8 @@ class AnthropicModel(Model):
             extra.setdefault("temperature", settings.temperature)
         if extra:
             body["extra_body"] = extra
+        if self.cache is not None:
+            cache_breakpoints(body, self.cache)
         return encodable(body)
 
 
@@ -277,6 +309,39 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         else:
             turns.append({"role": role, "content": blocks})
     return turns
+
+
+def cache_breakpoints(body: dict[str, Any], ttl: CacheTTL) -> int:
+    """Mark the stable prefix of a Messages API ``body`` for the prompt cache, in place.
+
+    Anthropic caches a request's prefix up to each block marked with ``cache_control``, and
+    a later request reads the longest marked prefix it shares (looking back some 20 blocks
+    from each of its own breakpoints). The marks, in the API's order of the prefix, at most
+    :data:`MAX_BREAKPOINTS`:
+
+    1. the last tool definition (the tools change least);
+    2. the system prompt (sent as one text block to carry the mark);
+    3. the last block of the turn before the newest answer: where the previous call of the
+       conversation ended, so its entry is read back even when the answer and its tool
+       results added more blocks than the look-back reaches;
+    4. the last block of the newest turn: the whole request, which the next call extends.
+
+    Returns how many breakpoints were placed.
+    """
+    control = {"type": "ephemeral", "ttl": ttl}
+    marks = 0
+    if tools := body.get("tools"):
+        tools[-1] = {**tools[-1], "cache_control": control}
+        marks += 1
+    if system := body.get("system"):
+        body["system"] = [{"type": "text", "text": system, "cache_control": control}]
+        marks += 1
+    turns = body["messages"]
+    for index in (len(turns) - 3, len(turns) - 1):
+        if index >= 0 and turns[index]["content"] and marks < MAX_BREAKPOINTS:
+            turns[index]["content"][-1]["cache_control"] = control
+            marks += 1
+    return marks
 
 
 def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
@@ -347,6 +412,7 @@ def _usage(usage: Any) -> Usage:
         input_tokens=_input_tokens(usage),
         output_tokens=int(getattr(usage, "output_tokens", 0)),
         cached_input_tokens=int(getattr(usage, "cache_read_input_tokens", 0) or 0),
+        cache_write_tokens=int(getattr(usage, "cache_creation_input_tokens", 0) or 0),
     )
 
 
@@ -360,12 +426,16 @@ def _input_tokens(usage: Any) -> int:
 
 def _merge_usage(start: Usage, delta: Any) -> Usage:
     # message_delta's usage is cumulative; its input fields are present only sometimes.
-    input_tokens = _input_tokens(delta) if getattr(delta, "input_tokens", None) else 0
-    cached = int(getattr(delta, "cache_read_input_tokens", 0) or 0) if input_tokens else 0
-    return Usage(
-        input_tokens=input_tokens or start.input_tokens,
-        output_tokens=int(delta.output_tokens or 0) or start.output_tokens,
-        cached_input_tokens=cached or start.cached_input_tokens,
+    if not getattr(delta, "input_tokens", None):
+        return dataclasses.replace(
+            start, output_tokens=int(delta.output_tokens or 0) or start.output_tokens
+        )
+    whole = _usage(delta)
+    return dataclasses.replace(
+        whole,
+        output_tokens=whole.output_tokens or start.output_tokens,
+        cached_input_tokens=whole.cached_input_tokens or start.cached_input_tokens,
+        cache_write_tokens=whole.cache_write_tokens or start.cache_write_tokens,
     )
 
 

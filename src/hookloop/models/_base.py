@@ -99,6 +99,10 @@ class ProviderRequest:
         settings: Sampling and tool-choice settings.
         output_format: The JSON schema a text answer must follow, or ``None``; only for a
             model whose ``native_output`` is true (see ``docs/output.md``).
+        cache_key: What groups this request with the others that share its prefix, for a
+            provider's prompt cache: the agent's session id (an agent's requests carry it);
+            ``None`` for none. OpenAI's adapters send it, hashed, as ``prompt_cache_key``
+            (see ``docs/providers.md``, "Prompt caching").
     """
 
     model: str
@@ -107,6 +111,7 @@ class ProviderRequest:
     tools: tuple[ToolDefinition, ...] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
     output_format: OutputFormat | None = None
+    cache_key: str | None = None
 
 
 @slot_init

@@ -15,6 +15,8 @@ extras guard, when a model is built.
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -32,6 +34,7 @@ from .._errors import (
     UsageError,
 )
 from .._loopbound import LoopBound
+from ._base import ProviderRequest
 from ._provider_errors import provider_error
 
 __all__ = [
@@ -42,7 +45,9 @@ __all__ = [
     "LoopClient",
     "SplitPairs",
     "encodable",
+    "hashed_cache_key",
     "key_for",
+    "sent_cache_key",
     "translated_errors",
 ]
 
@@ -212,6 +217,34 @@ def key_for(base_url: str, *, given: str | None, own_host: str, own_variable: st
         return given
     variable = own_variable if is_host(base_url, own_host) else COMPATIBLE_KEY_VARIABLE
     return os.environ.get(variable) or None
+
+
+@functools.lru_cache(maxsize=256)
+def hashed_cache_key(key: str) -> str:
+    """A request's ``cache_key`` as it goes to a provider: a digest of it.
+
+    The same key gives the same digest in every process, so the requests of one session
+    share a key whichever worker sends them, and no session id leaves the process.
+
+    Example:
+        >>> hashed_cache_key("session-1") == hashed_cache_key("session-1")
+        True
+        >>> len(hashed_cache_key("session-1"))
+        41
+    """
+    digest = hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"hookloop-{digest[:32]}"
+
+
+def sent_cache_key(request: ProviderRequest, send: bool) -> str | None:
+    """The ``prompt_cache_key`` an OpenAI request carries: its hashed ``cache_key``, if any.
+
+    ``None`` when ``send`` is off, the request has no key, or its ``settings.extra`` names
+    its own (which then goes out as it is).
+    """
+    if not send or request.cache_key is None or "prompt_cache_key" in request.settings.extra:
+        return None
+    return hashed_cache_key(request.cache_key)
 
 
 def is_host(url: str, host: str) -> bool:

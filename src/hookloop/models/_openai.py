@@ -44,6 +44,7 @@ from ._client import (
     encodable,
     is_host,
     key_for,
+    sent_cache_key,
     translated_errors,
 )
 from ._provider_errors import provider_error
@@ -95,6 +96,11 @@ class OpenAIModel(Model):
         json_mode: How a request's ``output_format`` is sent (native output mode):
             ``"json_schema"``, OpenAI's strict structured outputs; or ``"json_object"``
             with the schema beside it, which llama.cpp's server turns into a grammar.
+        prompt_cache_key: Send each request's ``cache_key`` (the agent's session id,
+            hashed) as ``prompt_cache_key``, which routes a session's requests to the same
+            prompt cache: ``None`` (the default) sends it to OpenAI's own API only, since some
+            compatible servers reject fields they do not know; ``True`` or ``False`` decide
+            for any server. A ``prompt_cache_key`` in ``settings.extra`` wins.
 
     Raises:
         MissingExtraError: The ``openai`` extra is not installed.
@@ -122,6 +128,7 @@ class OpenAIModel(Model):
         trust_env: bool = True,
         client: openai.AsyncOpenAI | None = None,
         json_mode: Literal["json_schema", "json_object"] = "json_schema",
+        prompt_cache_key: bool | None = None,
     ) -> None:
         if json_mode not in ("json_schema", "json_object"):
             raise UsageError(f"json_mode must be 'json_schema' or 'json_object', got {json_mode!r}")
@@ -137,12 +144,10 @@ class OpenAIModel(Model):
             ),
             client,
         )
+        own = is_host(str(self._clients.first.base_url), "api.openai.com")
         # OpenAI's own API wants max_completion_tokens; compatible servers know max_tokens.
-        self._max_tokens_field = (
-            "max_completion_tokens"
-            if is_host(str(self._clients.first.base_url), "api.openai.com")
-            else "max_tokens"
-        )
+        self._max_tokens_field = "max_completion_tokens" if own else "max_tokens"
+        self.prompt_cache_key = own if prompt_cache_key is None else prompt_cache_key
 
     provider_name = "openai"
 
@@ -248,6 +253,8 @@ class OpenAIModel(Model):
                 body["response_format"] = {"type": "json_schema", "json_schema": schema}
             else:
                 body["response_format"] = {"type": "json_object", "schema": dict(output.schema)}
+        if key := sent_cache_key(request, self.prompt_cache_key):
+            body["prompt_cache_key"] = key
         if settings.extra:
             body["extra_body"] = dict(settings.extra)
         return encodable(body)

@@ -40,6 +40,8 @@ from ._client import (
     LoopClient,
     SplitPairs,
     encodable,
+    is_host,
+    sent_cache_key,
     translated_errors,
 )
 from ._openai import image_url, openai_client
@@ -66,6 +68,11 @@ class OpenAIResponsesModel(Model):
             for no bound beyond ``timeout``.
         store: Let OpenAI keep the responses (``store=True``); off by default.
         client: A ready ``openai.AsyncOpenAI`` to use instead.
+        prompt_cache_key: Send each request's ``cache_key`` (the agent's session id,
+            hashed) as ``prompt_cache_key``, which routes a session's requests to the same
+            prompt cache: ``None`` (the default) sends it to OpenAI's own API only, since some
+            compatible servers reject fields they do not know; ``True`` or ``False`` decide
+            for any server. A ``prompt_cache_key`` in ``settings.extra`` wins.
 
     Raises:
         MissingExtraError: The ``openai`` extra is not installed.
@@ -85,6 +92,7 @@ class OpenAIResponsesModel(Model):
         stream_idle_timeout: float | None = None,
         store: bool = False,
         client: openai.AsyncOpenAI | None = None,
+        prompt_cache_key: bool | None = None,
     ) -> None:
         self._sdk = import_extra("openai", extra="openai", by=type(self).__name__)
         self.name = name
@@ -94,6 +102,9 @@ class OpenAIResponsesModel(Model):
         self._clients = LoopClient(
             lambda: openai_client(api_key=api_key, base_url=base_url, timeout=timeout), client
         )
+        if prompt_cache_key is None:
+            prompt_cache_key = is_host(str(self._clients.first.base_url), "api.openai.com")
+        self.prompt_cache_key = prompt_cache_key
 
     provider_name = "openai"
 
@@ -205,6 +216,8 @@ class OpenAIResponsesModel(Model):
         if (output := request.output_format) is not None:
             schema = {"name": output.name, "schema": dict(output.schema), "strict": True}
             body["text"] = {"format": {"type": "json_schema", **schema}}
+        if key := sent_cache_key(request, self.prompt_cache_key):
+            body["prompt_cache_key"] = key
         if settings.extra:
             body["extra_body"] = dict(settings.extra)
         return encodable(body)
