@@ -684,3 +684,17 @@ async def test_a_process_killed_during_an_output_guardrail_stores_no_unchecked_a
         agent = Agent(ScriptedModel(["again"]), tools=[lookup], plugins=[store.session("s")])
         assert (await agent.chat("still there?")).text == "again"
         assert_valid(agent.history.messages)
+
+
+async def test_a_disposed_guardrail_checks_no_more() -> None:
+    agent, _ = agent_on("first", "second")
+    dispose = agent.use(output_guardrail(lambda ctx: Verdict.block("no"), name="strict"))
+    agent.add_hook("on_output_guardrail", lambda ctx: None, order=5)
+    assert agent.hooks.guards == 2
+    with pytest.raises(GuardrailTripped):
+        await agent.chat("one")
+    dispose()
+    dispose()  # idempotent: counted once
+    assert agent.hooks.guards == 1
+    assert (await agent.chat("two")).text == "second"
+    assert [m.content for m in agent.history.messages] == ["one", "two", "second"]

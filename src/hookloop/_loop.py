@@ -88,7 +88,6 @@ from .hooks._events import (
     ON_INPUT_GUARDRAIL,
     ON_INPUT_GUARDRAIL_BESIDE,
     ON_MESSAGE,
-    ON_OUTPUT_GUARDRAIL,
     ON_OUTPUT_VALIDATION_ERROR,
     ON_TOOL_CALL_ERROR,
     ON_TOOL_CALL_GUARDRAIL,
@@ -128,6 +127,7 @@ class ChatRun(ModelCalls):
         "_finished_results",
         "_handlers",
         "_history",
+        "_hooks",
         "_iteration",
         "_message",
         "_new",
@@ -154,6 +154,7 @@ class ChatRun(ModelCalls):
     ) -> None:
         self._setup = setup
         self._handlers = setup.handlers
+        self._hooks = setup.agent.hooks  # its ``guards``: whether any guardrail is there
         self._history = setup.history
         self._message = message
         self._new: list[Message] = []
@@ -346,12 +347,11 @@ class ChatRun(ModelCalls):
             else:
                 response, message = await self._recorded_model_call(setup.steps, iteration, request)
             self._checkpoint()
-            if self._beside is not None:  # the input guardrails beside the first call
-                await settle_beside(self)
-            if ON_OUTPUT_GUARDRAIL in self._handlers and (
-                not message.tool_calls or setup.output is not None  # may be the final answer
-            ):
-                message = await check_output(self, message)  # checked before it is committed
+            if self._hooks.guards:  # guardrails (_guard.py), before the answer is committed
+                if self._beside is not None:  # the input's, beside the first model call
+                    await settle_beside(self)
+                if not message.tool_calls or setup.output is not None:  # a final answer?
+                    message = await check_output(self, message)
             if calls := message.tool_calls:  # (one call, the usual case: no comprehension)
                 self._unanswered = (
                     {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
@@ -790,7 +790,8 @@ class ChatRun(ModelCalls):
             deferred is not None
             or (tool.requires_approval is not False and tool.needs_approval(arguments))
         )
-        if hs := self._handlers.get(ON_TOOL_CALL_GUARDRAIL):
+        guards = self._hooks.guards
+        if guards and (hs := self._handlers.get(ON_TOOL_CALL_GUARDRAIL)):
             stage: Literal["none", "pending", "approved"] = (
                 "approved" if ruling is not None else "pending" if waits else "none"
             )
@@ -837,6 +838,8 @@ class ChatRun(ModelCalls):
                 attempt += 1
         if ON_TOOL_CALL_RESULT in self._handlers:
             return await self._succeeded(original, call, tool, scope, result)
+        if not guards:
+            return tool_result(original, serialize_result(result))
         message = tool_result(original, serialize_result(result))
         if hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL):
             return await check_tool_result(self, hs, call, tool, scope, message)

@@ -129,10 +129,13 @@ class HookRegistry:
     without handlers, so the loop's check costs one dictionary lookup.
     """
 
-    __slots__ = ("_collectors", "_seq", "handlers")  # one per agent: an idle agent is smaller
+    __slots__ = ("_collectors", "_seq", "guards", "handlers")  # one per agent: kept small
 
     def __init__(self) -> None:
         self.handlers: dict[str, tuple[Handler, ...]] = {}
+        # Handlers on the guard rows (guardrails): without any, the loop's guardrail checks
+        # cost one attribute read per tool call instead of a dictionary lookup per row.
+        self.guards = 0
         self._seq = 0  # the registrations so far (an int: an idle agent is smaller)
         self._collectors: list[list[Disposer]] | None = None  # made by the first collect()
 
@@ -159,6 +162,8 @@ class HookRegistry:
         # A Phase is kept as it is: int(Phase.TRIM) would be a new int per registration.
         handler = Handler(event, fn, is_async, order, self._seq, spec)
         self._seq += 1
+        if spec.kind == "guard":
+            self.guards += 1
         current = self.handlers.get(event, ())
         if not current or current[-1].order <= order:  # the latest goes last: no sort
             self.handlers[event] = (*current, handler)
@@ -173,7 +178,10 @@ class HookRegistry:
         return disposer
 
     def _remove(self, handler: Handler) -> None:
-        remaining = tuple(h for h in self.handlers.get(handler.event, ()) if h is not handler)
+        current = self.handlers.get(handler.event, ())
+        remaining = tuple(h for h in current if h is not handler)
+        if handler.spec.kind == "guard" and len(remaining) < len(current):
+            self.guards -= 1
         if remaining:
             self.handlers[handler.event] = remaining
         else:
