@@ -39,13 +39,7 @@ from ._messages import Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ._pricing import NO_PRICES, ModelPrice, Pricing
 from ._run_context import NO_DEPS
-from ._session_limits import (
-    NO_SESSION_LIMITS,
-    check_session_limits,
-    records_spend,
-    spent_before,
-    watch_session,
-)
+from ._session_limits import check_session_limits, records_spend, seed_session, watch_session
 from ._setup import ChatSetup, Resumption, StepRunner
 from ._stream import ChatStream
 from ._stream_events import AgentEvent, AgentResponse
@@ -987,11 +981,7 @@ class Agent(AgentHost):
             pricing=self._pricing,
         )
         if self.session_limits is not None or records_spend(self._plugins):
-            # What the session spent before this chat (its log's, when a recorder keeps
-            # one, which also makes the chat count its requests and tool calls for it).
-            with self._slot.holding("start a chat"):
-                setup.spent_before = await spent_before(self)
-            setup.session_limits = self.session_limits or NO_SESSION_LIMITS
+            await seed_session(self, setup, self.session_limits)
         run = self._slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output
         return run
