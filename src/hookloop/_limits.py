@@ -480,15 +480,16 @@ class Budget:
 
     # -- tools ----------------------------------------------------------------------------
 
-    def left(self, usage: Usage) -> UsageLimits | None:
-        """What is left of the chat's limits after what it spent; ``None`` without any.
+    def left(self, usage: Usage) -> UsageLimits:
+        """What is left of the chat's limits after what it spent (none: no limit).
 
         Its own limits and its session's, the tighter of each; ``usage``: its tokens. It is
-        the most a sub-agent it delegates to may spend.
+        the most a sub-agent it delegates to may spend (and, being limits, makes the
+        sub-agent's chat count its requests and tool calls for this one).
         """
         caps = self._caps
         if not caps:
-            return None
+            return _NO_LIMIT
         spent = self.spent(usage)
         at_least_zero = {name: max(cap, 0) for name, cap in caps.items()}
         return UsageLimits(**at_least_zero).remaining(spent)  # type: ignore[arg-type]
@@ -548,6 +549,8 @@ class Budget:
             requests=self.requests, tool_calls=self.tool_calls, usage=usage, seconds=seconds
         )
 
+
+_NO_LIMIT: Final = UsageLimits()
 
 _ESTIMATED: Final = frozenset({"tokens_per_request", "input_tokens", "total_tokens", "cost"})
 

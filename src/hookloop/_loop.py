@@ -193,13 +193,12 @@ class ChatRun(ModelCalls):
             budget.tool_calls += spent.tool_calls
 
     def left(self) -> UsageLimits | None:
-        """What the chat's limits (its own and its session's) have left; ``None``: none."""
+        """What the chat's limits (its own and its session's) have left.
+
+        ``None`` when the chat counts no requests and tool calls (it has no budget).
+        """
         budget = self._budget
         return None if budget is None else budget.left(self._usage)
-
-    def add_usage(self, usage: Usage) -> None:
-        """Count a sub-agent's tokens as this chat's."""
-        self._usage = self._usage + usage
 
     def cancel(self, reason: object) -> bool:
         """Ask the chat to end; returns False when it has finished already."""
@@ -671,23 +670,23 @@ class ChatRun(ModelCalls):
         """
         found = self._setup.scopes.lookup(call.name)
 
-        async def run() -> tuple[ToolMessage, Usage | None]:
-            before = self._usage  # tool steps run one at a time: only this call adds
+        async def run() -> tuple[ToolMessage, Spend | None]:
+            before = self.spent  # tool steps run one at a time: only this call adds
             outcome = await self._execute(call)
             if isinstance(outcome, _Waiting):
                 raise UsageError(
                     f"tool {call.name!r} needs approval, which a durable turn cannot wait for"
                 )
-            return outcome, _used_since(before, self._usage)
+            return outcome, _spent_since(before, self.spent)
 
         async def lost(error: ToolResultLostError) -> ToolMessage:
             tool, scope = found if found is not None else (None, None)
             return await self._failed(call, tool, scope, error)
 
         idempotent = found is not None and found[0].idempotent
-        message, usage = await steps.tool_call(call, idempotent, run, lost)
-        if usage is not None:
-            self.add_usage(usage)
+        message, spent = await steps.tool_call(call, idempotent, run, lost)
+        if spent is not None:
+            self.add_spent(spent)
         return message
 
     async def _execute(self, call: ToolCall) -> ToolMessage | _Waiting:
@@ -832,6 +831,15 @@ class ChatRun(ModelCalls):
         ctx = ToolErrorContext(call=call, tool=tool, scope=scope, error=error, attempt=attempt)
         await run_chain(hs, ctx)
         return ctx.error, ctx.retry
+
+
+def _spent_since(before: Spend, now: Spend) -> Spend | None:
+    """The requests, tool calls and tokens added to ``before`` to make ``now``; ``None``: none."""
+    requests, tool_calls = now.requests - before.requests, now.tool_calls - before.tool_calls
+    usage = _used_since(before.usage, now.usage)
+    if usage is None and not requests and not tool_calls:
+        return None
+    return Spend(requests=requests, tool_calls=tool_calls, usage=usage or ZERO_USAGE)
 
 
 def _used_since(before: Usage, now: Usage) -> Usage | None:
