@@ -30,6 +30,7 @@ from ._errors import (
     ToolResultLostError,
     UnknownToolError,
     UsageError,
+    UsageLimitExceeded,
 )
 from ._limits import ZERO_USAGE, Spend, UsageLimits, admit_batch, budget_for
 from ._messages import (
@@ -315,8 +316,8 @@ class ChatRun(ModelCalls):
                     {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
                 )
             await self._commit(message)
-            if (budget := self._budget) is not None:  # the answer is kept, its calls not run
-                budget.after_call(self._usage, response.usage)
+            if (budget := self._budget) is not None and budget.checks_after:
+                budget.after_call(self._usage, response.usage)  # the answer is kept
             output = setup.output
             if output is not None and (verdict := output.judge(message)) is not None:
                 value = await self._settle_output(iteration, output, verdict, message)
@@ -573,8 +574,10 @@ class ChatRun(ModelCalls):
         ``answered`` does not run: its answer is committed in its place in the order.
         ``message_id`` is the assistant message that made the calls.
         """
-        if self._budget is not None:
-            answered = await self._admit(iteration, calls, answered)
+        if (budget := self._budget) is not None and budget.checks_batches:
+            answered, refused = admit_batch(budget, calls, answered, self._usage)
+            if refused is not None:
+                await self._refuse(iteration, calls, answered, refused)
         emit = self.emit
         if emit is not None:
             for call in calls:
@@ -612,19 +615,18 @@ class ChatRun(ModelCalls):
                 if not task.cancelled():
                     task.exception()
 
-    async def _admit(
-        self, iteration: int, calls: tuple[ToolCall, ...], answered: dict[str, ToolMessage] | None
-    ) -> dict[str, ToolMessage] | None:
-        """The batch's answers after its limits: a call past the repeat limit is told so.
+    async def _refuse(
+        self,
+        iteration: int,
+        calls: tuple[ToolCall, ...],
+        answered: dict[str, ToolMessage] | None,
+        error: UsageLimitExceeded,
+    ) -> None:
+        """End the chat before a batch that may not run: each call is answered "not run".
 
         Raises:
-            UsageLimitExceeded: The batch would cross a limit (or a call the repeat limit
-                with ``then="stop"``): every call of it is answered "not run" first.
+            UsageLimitExceeded: ``error``, once every call of the batch is answered.
         """
-        assert self._budget is not None
-        answered, error = admit_batch(self._budget, calls, answered, self._usage)
-        if error is None:
-            return answered
         for call in calls:
             answer = answered.get(call.id) if answered is not None else None
             text = f"not run: the chat reached its {error.limit} limit"
