@@ -32,7 +32,7 @@ from ._errors import (
     UsageError,
     UsageLimitExceeded,
 )
-from ._limits import ZERO_USAGE, admit_batch, budget_for
+from ._limits import ZERO_USAGE, Spend, admit_batch, budget_for
 from ._messages import (
     AssistantMessage,
     Message,
@@ -175,6 +175,17 @@ class ChatRun(ModelCalls):
     def usage(self) -> Usage:
         """Tokens used so far, sub-agents' included."""
         return self._usage
+
+    @property
+    def spend(self) -> Spend:
+        """What the chat spent so far (what its limits are checked against).
+
+        The tokens and their cost always; requests and seconds in a chat with any limit;
+        tool calls in a chat with a limit on tool calls or seconds, or a repeat limit (the
+        loop counts only what some limit needs; the others are 0).
+        """
+        budget = self._budget
+        return Spend(usage=self._usage) if budget is None else budget.spent(self._usage)
 
     def add_usage(self, usage: Usage) -> None:
         """Count a sub-agent's tokens as this chat's."""
