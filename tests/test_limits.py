@@ -533,3 +533,22 @@ def test_a_resumed_chat_takes_the_limits_given_to_resume() -> None:
     assert ran == [5]  # the approved call ran; the model call after it was not sent
     assert len(model.requests) == 1
     assert every_call_answered(agent.messages)
+
+
+async def test_a_running_chat_says_what_it_spent() -> None:
+    spends: list[Spend] = []
+    usage = Usage(input_tokens=5, output_tokens=1)
+    model = ScriptedModel(lookup_script(2, usage=usage))
+    limits = UsageLimits(requests=10, tool_calls=10)
+    agent = Agent(model, tools=[lookup], limits=limits, prices=PRICES)
+
+    def on_done(ctx: Any) -> None:
+        run = agent._slot.run
+        assert run is not None
+        spends.append(run.spend)
+
+    agent.add_hook("on_chat_done", on_done)
+    await agent.chat("go")
+    (spend,) = spends
+    assert (spend.requests, spend.tool_calls) == (3, 2)
+    assert spend.usage == Usage(input_tokens=15, output_tokens=3, cost=Decimal(21))

@@ -231,7 +231,7 @@ def _share(sub: ChatHost, parent_run: ChatRun | None, limits: UsageLimits | None
 def _roll_up(parent: ChatHost, run: ChatRun) -> None:
     parent_run = parent._slot.run
     if parent_run is not None:
-        parent_run.add_spent(run.spent)
+        parent_run.add_spent(run.spend)
 
 
 def _adopt_background(parent: ChatHost, sub: ChatHost) -> None:

@@ -177,11 +177,12 @@ class ChatRun(ModelCalls):
         return self._usage
 
     @property
-    def spent(self) -> Spend:
-        """What the chat spent so far, sub-agents' included.
+    def spend(self) -> Spend:
+        """What the chat spent so far (what its limits are checked against).
 
-        Requests, tool calls and seconds are counted when the chat has limits or a session
-        recorder keeps its spend (it then has a budget); tokens and their cost always.
+        Sub-agents' included. The tokens and their cost always; requests, tool calls and
+        seconds in a chat with any limit, or whose spend a session recorder keeps (either
+        gives it a budget).
         """
         budget = self._budget
         return Spend(usage=self._usage) if budget is None else budget.spent(self._usage)
@@ -673,13 +674,13 @@ class ChatRun(ModelCalls):
         found = self._setup.scopes.lookup(call.name)
 
         async def run() -> tuple[ToolMessage, Spend | None]:
-            before = self.spent  # tool steps run one at a time: only this call adds
+            before = self.spend  # tool steps run one at a time: only this call adds
             outcome = await self._execute(call)
             if isinstance(outcome, _Waiting):
                 raise UsageError(
                     f"tool {call.name!r} needs approval, which a durable turn cannot wait for"
                 )
-            return outcome, _spent_since(before, self.spent)
+            return outcome, _spent_since(before, self.spend)
 
         async def lost(error: ToolResultLostError) -> ToolMessage:
             tool, scope = found if found is not None else (None, None)

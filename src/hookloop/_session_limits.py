@@ -70,7 +70,7 @@ def watch_session(agent: AgentHost) -> None:
     def chat_ended(ctx: object) -> None:
         slot = current_slot()
         if slot is not None and slot.owner is agent and slot.run is not None:
-            tally.spent = tally.spent + slot.run.spent
+            tally.spent = tally.spent + slot.run.spend
 
     def switched(ctx: SessionSwitchContext) -> None:
         tally.spent = Spend()
@@ -125,5 +125,5 @@ async def session_spend(agent: AgentHost) -> Spend:
     total = tally.spent if tally is not None else Spend()
     slot = current_slot()
     if slot is not None and slot.owner is agent and slot.run is not None:
-        total = total + slot.run.spent
+        total = total + slot.run.spend
     return total

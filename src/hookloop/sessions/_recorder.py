@@ -219,7 +219,7 @@ class SessionRecorder:
         run = self._running()
         if run is not None:
             chat = await self._chat_for(run)
-            return chat.base + run.spent
+            return chat.base + run.spend
         newest = await self._read_spend()
         return newest.total if newest is not None else Spend()
 
@@ -261,7 +261,7 @@ class SessionRecorder:
     async def _record_spend(self, run: ChatRun, key: str) -> None:
         """Append the session's spend now, in ``run``'s chat (``key``: what it is at)."""
         chat = await self._chat_for(run)
-        spent = run.spent
+        spent = run.spend
         last = chat.recorded
         if last is not None and (spent.requests, spent.tool_calls, spent.usage) == (
             last.requests,
