@@ -6,19 +6,15 @@ comes only from its log.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from hookloop import Agent
-from hookloop.limits import Spend
-from hookloop.sessions import SessionRecorder
-from hookloop.testing import FunctionModel
 from tests._processes import finish, kill_at_stop
-from tests.sessions._backends import ROOT, open_store
+from tests.durable.test_recovery import spent_by
+from tests.sessions._backends import ROOT
 
 
 def start(spec: dict[str, Any]) -> subprocess.Popen[str]:
@@ -72,17 +68,7 @@ def test_a_replayed_turn_counts_its_sub_agent_s_requests_once(tmp_path: Path) ->
     assert run_turn(tmp_path, engine, sessions, "w", "m-1", agent="build_with_helper") == {
         "text": "done"
     }
-    spent = asyncio.run(session_spend(sessions))
+    spent = spent_by(sessions)
     # The lead's two requests and the sub-agent's one, each once.
     assert (spent.requests, spent.tool_calls) == (3, 1)
     assert spent.usage.total_tokens == 2 * 110  # the sub-agent's answer and the last
-
-
-async def session_spend(sessions: dict[str, str]) -> Spend:
-    store = open_store(sessions)
-    try:
-        recorder = SessionRecorder(store, "s-1")
-        Agent(FunctionModel(lambda request: "unused"), plugins=[recorder])
-        return await recorder.spent()
-    finally:
-        await store.close()
