@@ -39,6 +39,7 @@ __all__ = [
     "admit_batch",
     "budget_for",
     "canonical_arguments",
+    "chat_limits",
     "checked_cost",
     "limit_cost",
     "limits_of",
@@ -279,6 +280,23 @@ class ChatLimits:
 
 NO_LIMITS: Final = ChatLimits()
 """The limits of an agent without any."""
+
+
+def chat_limits(
+    base: ChatLimits, limits: object, repeat_limit: object, default: object = None
+) -> ChatLimits:
+    """``base`` with the usage and repeat limits given, each unless it is ``default``.
+
+    Raises:
+        UsageError: A value that is not a ``UsageLimits`` / repeat limit or ``None``.
+    """
+    keep_limits, keep_repeat = limits is default, repeat_limit is default
+    if keep_limits and keep_repeat:
+        return base
+    return ChatLimits(
+        base.limits if keep_limits else limits_of(limits),
+        base.repeat if keep_repeat else repeat_limit_of(repeat_limit),
+    )
 
 
 def repeat_limit_of(value: object) -> RepeatLimit | None:

@@ -77,7 +77,7 @@ class ModelPrice:
         >>> from hookloop import Usage
         >>> price = ModelPrice(input_per_mtok=2.5, output_per_mtok=10, cached_input_per_mtok=1.25)
         >>> price.cost(Usage(input_tokens=1000, cached_input_tokens=200, output_tokens=100))
-        Decimal('0.00325')
+        Decimal('0.00325000')
     """
 
     input_per_mtok: Decimal | float
