@@ -35,6 +35,13 @@ of each kind (input, output, tool call, tool result: cheap functions that allow)
 ``guardrails_ratio`` its cost over the same agent without them (aim <= 1.3x). The "handlers
 on every event" figures leave the guard rows out: a guard row's handler is a guardrail,
 measured here.
+
+``overhead_us_per_iteration_limits`` is an ``Agent()``-defaults agent (retries and the
+window on) whose model reports usage on every answer and has a price of the user's
+(``prices=``), with every usage limit set (requests, tool calls, input / output / total
+tokens, tokens per request, cost, seconds) and none crossed; ``..._limits_off`` is the same
+agent without limits (its calls still priced), and ``limits_ratio`` the one over the other:
+what checking the limits before and after each model call and each tool batch costs.
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ from hookloop import (
     RunContext,
     ToolCall,
     ToolMessage,
+    Usage,
+    UsageLimits,
     UserMessage,
     Verdict,
     tool,
@@ -71,6 +80,7 @@ from hookloop.guardrails import (
     tool_result_guardrail,
 )
 from hookloop.hooks import EVENT_TABLE
+from hookloop.limits import ModelPrice
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.observe import OpenTelemetryPlugin
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
@@ -102,6 +112,42 @@ SCRIPT = [
     ),
     text_response("done"),
 ]
+
+
+USAGE = Usage(input_tokens=400, output_tokens=20)
+USAGE_SCRIPT = [
+    ProviderResponse(
+        content=step.content,
+        tool_calls=step.tool_calls,
+        finish_reason=step.finish_reason,
+        usage=USAGE,
+    )
+    for step in SCRIPT
+]
+PRICES = {
+    "scripted": ModelPrice(input_per_mtok=2.5, output_per_mtok=10, cached_input_per_mtok=1.25)
+}
+LIMITS = UsageLimits(
+    requests=100,
+    tool_calls=100,
+    input_tokens=10**7,
+    output_tokens=10**6,
+    total_tokens=10**7,
+    tokens_per_request=100_000,
+    cost=10,
+    seconds=3_600,
+)
+
+
+def limits_agent(limited: bool) -> Agent:
+    """``Agent()`` defaults, a priced model that reports usage; with every limit, or none."""
+    return Agent(
+        ScriptedModel(USAGE_SCRIPT),
+        tools=[lookup],
+        system_prompt="You look things up.",
+        prices=PRICES,
+        limits=LIMITS if limited else None,
+    )
 
 
 class Summary(pydantic.BaseModel):
@@ -179,23 +225,29 @@ async def per_iteration_us(
     setup: Callable[[Agent], object] | None = None,
     run_context: bool = False,
     output: str | None = None,
+    limits: bool | None = None,
 ) -> float:
     """Median time of one chat divided by its 11 iterations, in microseconds.
 
     ``output``: ``"agent"`` gives the agent an output type, ``"chat"`` names it in the call.
+    ``limits``: not ``None`` for :func:`limits_agent`'s agent, with limits or without.
     """
     samples: list[float] = []
     # One collection before the series, not one per chat: a full collection right before
     # each chat leaves the CPU caches cold and about triples every figure on this machine.
     gc.collect()
     for run in range(runs + runs // 10):  # the first tenth warms up and is dropped
-        agent = make_agent(
-            handler,
-            count,
-            default_retry=default_retry,
-            setup=setup,
-            run_context=run_context,
-            output=output,
+        agent = (
+            limits_agent(limits)
+            if limits is not None
+            else make_agent(
+                handler,
+                count,
+                default_retry=default_retry,
+                setup=setup,
+                run_context=run_context,
+                output=output,
+            )
         )
         start = time.perf_counter_ns()
         if stream:
@@ -426,6 +478,10 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
             "overhead_us_per_iteration_output_per_chat": await per_iteration_us(
                 None, 0, runs, output="chat"
             ),
+            "overhead_us_per_iteration_limits_off": await per_iteration_us(
+                None, 0, runs, limits=False
+            ),
+            "overhead_us_per_iteration_limits": await per_iteration_us(None, 0, runs, limits=True),
             "overhead_us_by_history": {
                 "window": await curve(True),
                 "no_window": await curve(False),
@@ -450,6 +506,10 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
     figures["guardrails_ratio"] = (
         figures["overhead_us_per_iteration_guardrails"]
         / figures["overhead_us_per_iteration_default_config"]
+    )
+    figures["limits_ratio"] = (
+        figures["overhead_us_per_iteration_limits"]
+        / figures["overhead_us_per_iteration_limits_off"]
     )
     figures["window_ratio_100k_to_100"] = window["100000"] / window["100"]
     figures["scenario"] = (
@@ -531,6 +591,12 @@ def main() -> None:
             figures["overhead_us_per_iteration_guardrails"],
             "us",
             "one of each kind, on Agent() defaults",
+        ),
+        (
+            "per iteration, every usage limit set",
+            figures["overhead_us_per_iteration_limits"],
+            "us",
+            f"{figures['limits_ratio']:.2f}x the same agent without (aim <= 1.1x)",
         ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]

@@ -514,3 +514,41 @@ def test_a_slice_is_what_is_left_of_the_limits() -> None:
     assert limits.tightest(UsageLimits(requests=2, input_tokens=9)) == UsageLimits(
         requests=2, input_tokens=9, tokens_per_request=100, cost=1, seconds=10
     )
+
+
+def test_a_resumed_chat_takes_the_limits_given_to_resume() -> None:
+    @tool(requires_approval=True)
+    def delete(name: str) -> str:
+        """Delete a file."""
+        ran.append(len(name))
+        return "deleted"
+
+    model = ScriptedModel([tool_call("delete", {"name": "a.txt"}, id="d1"), "never sent"])
+    agent = Agent(model, tools=[delete])
+    paused = agent.chat_sync("clean up")
+    (pending,) = paused.pending_approvals
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.resume_sync([pending.approve()], limits=UsageLimits(requests=0))
+    assert (info.value.limit, info.value.when) == ("requests", "before the call")
+    assert ran == [5]  # the approved call ran; the model call after it was not sent
+    assert len(model.requests) == 1
+    assert every_call_answered(agent.messages)
+
+
+async def test_a_running_chat_says_what_it_spent() -> None:
+    spends: list[Spend] = []
+    usage = Usage(input_tokens=5, output_tokens=1)
+    model = ScriptedModel(lookup_script(2, usage=usage))
+    limits = UsageLimits(requests=10, tool_calls=10)
+    agent = Agent(model, tools=[lookup], limits=limits, prices=PRICES)
+
+    def on_done(ctx: Any) -> None:
+        run = agent._slot.run
+        assert run is not None
+        spends.append(run.spend)
+
+    agent.add_hook("on_chat_done", on_done)
+    await agent.chat("go")
+    (spend,) = spends
+    assert (spend.requests, spend.tool_calls) == (3, 2)
+    assert spend.usage == Usage(input_tokens=15, output_tokens=3, cost=Decimal(21))

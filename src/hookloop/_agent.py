@@ -18,6 +18,7 @@ from collections.abc import (
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
+from ._agent_memory import MemoryMethods
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import (
     ApprovalBook,
@@ -32,20 +33,14 @@ from ._approval_log import (
 from ._background import BackgroundTasks, run_sync
 from ._chat_slot import ChatSlot
 from ._delegation import as_tool, delegate
-from ._errors import MemoryRequestError, UsageError
-from ._limits import NO_LIMITS, ChatLimits, RepeatLimit, UsageLimits, limits_of, repeat_limit_of
+from ._errors import UsageError
+from ._limits import NO_LIMITS, ChatLimits, RepeatLimit, UsageLimits, chat_limits
 from ._loop import ChatRun
 from ._messages import Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ._pricing import NO_PRICES, ModelPrice, Pricing
 from ._run_context import NO_DEPS
-from ._session_limits import (
-    NO_SESSION_LIMITS,
-    check_session_limits,
-    records_spend,
-    spent_before,
-    watch_session,
-)
+from ._session_limits import check_session_limits, records_spend, seed_session, watch_session
 from ._setup import ChatSetup, Resumption, StepRunner
 from ._stream import ChatStream
 from ._stream_events import AgentEvent, AgentResponse
@@ -58,9 +53,7 @@ from .hooks._dispatch import Disposer, HookRegistry, notify_reporting
 from .hooks._events import ON_SESSION_SWITCH
 from .hooks._host import AgentHost, Plugin
 from .memory._attach import attach_memory
-from .memory._base import MemoryAction, MemoryEntry, MemoryStore, MemoryType
-from .memory._tool import memory_tool
-from .memory._write import write_memory
+from .memory._base import MemoryStore
 from .models._base import Model, ModelSettings
 from .retry import DefaultRetryStrategy, ModelRetryStrategy
 
@@ -84,7 +77,7 @@ class Default(enum.Enum):
     DEFAULT = enum.auto()
 
 
-class Agent(AgentHost):
+class Agent(MemoryMethods, AgentHost):
     """An LLM agent whose every step can be watched and steered with hooks.
 
     A chat runs with the ``model``, ``settings``, ``max_iterations`` and
@@ -134,19 +127,14 @@ class Agent(AgentHost):
             or ``"prompted"`` (the schema in the system prompt).
         output_retries: How many invalid answers go back to the model, each with what is
             wrong, before the chat raises :class:`~hookloop.OutputValidationError`.
-        limits: What each chat may spend (requests, tool calls, tokens, cost, time): a
-            :class:`~hookloop.UsageLimits`; crossing one raises
-            :class:`~hookloop.UsageLimitExceeded`. ``chat(..., limits=...)`` replaces it for
-            one chat. See ``docs/budgets.md``.
-        repeat_limit: How often a chat may call the same tool with the same arguments: an
-            int, a :class:`~hookloop.limits.RepeatLimit`, or ``None`` (no limit).
-        prices: Your own prices by model name (:class:`~hookloop.limits.ModelPrice`),
-            before ``genai-prices``' table; see ``docs/budgets.md``.
-        session_limits: :class:`~hookloop.UsageLimits` on what the whole session may spend,
-            all its chats together: with a session recorder, whatever process and worker
-            they ran in (its log keeps the spend), otherwise this agent's chats in this
-            process since it entered the session. Crossing one ends the chat with
-            :class:`~hookloop.UsageLimitExceeded`. See ``docs/budgets.md``.
+        limits: What each chat may spend (:class:`~hookloop.UsageLimits`).
+        repeat_limit: How often a chat may make the same tool call: an int, a
+            :class:`~hookloop.limits.RepeatLimit`, or ``None``. See ``docs/budgets.md``.
+        prices: Your own :class:`~hookloop.limits.ModelPrice` by model name.
+        session_limits: What the whole session may spend, all its chats together
+            (:class:`~hookloop.UsageLimits`): with a session recorder, in whatever process
+            or worker they ran; otherwise this agent's chats in this process since it
+            entered the session. See ``docs/budgets.md``.
 
     Attributes:
         hooks: The hook registry; prefer :meth:`add_hook`.
@@ -230,11 +218,7 @@ class Agent(AgentHost):
         """The session the agent is in; change it with :meth:`switch_session`."""
         self.deps = deps
         """The default dependencies of a chat's tools (``NO_DEPS`` for none)."""
-        self._limits = (
-            NO_LIMITS
-            if limits is None and repeat_limit is None
-            else ChatLimits(limits_of(limits), repeat_limit_of(repeat_limit))
-        )
+        self._limits = chat_limits(NO_LIMITS, limits, repeat_limit, Default.DEFAULT)
         self._pricing = NO_PRICES if prices is None else Pricing(prices)
         self._slot = ChatSlot(self)
         self._approvals = ApprovalBook()
@@ -377,9 +361,8 @@ class Agent(AgentHost):
             output_retries: Instead of the agent's ``output_retries``.
             deps: The dependencies tools receive in their :class:`~hookloop.RunContext`;
                 :attr:`deps` when not given.
-            limits: This chat's :class:`~hookloop.UsageLimits`, which replace the
-                agent's for this chat (not added to them); ``None`` for no limits.
-            repeat_limit: This chat's repeat limit, instead of the agent's.
+            limits: Replace the agent's usage limits for this chat (``None``: none).
+            repeat_limit: Replaces the agent's repeat limit for this chat.
 
         Calls decided in a process that died before their results were committed are
         answered first (see ``docs/approval.md``, "Across a restart").
@@ -398,7 +381,7 @@ class Agent(AgentHost):
             asyncio.CancelledError: The task running the chat was cancelled.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        budget = self._limits_for(limits, repeat_limit)
+        budget = chat_limits(self._limits, limits, repeat_limit, Default.DEFAULT)
         run = await self._start(user_message(message), None, deps, output, limits=budget)
         return await self._slot.drive(run)
 
@@ -422,7 +405,7 @@ class Agent(AgentHost):
         it validates so far.
         """
         output = self._output_for(output_type, output_mode, output_retries)
-        budget = self._limits_for(limits, repeat_limit)
+        budget = chat_limits(self._limits, limits, repeat_limit, Default.DEFAULT)
         return ChatStream(self, user_message(message), deps, output, budget)
 
     @overload
@@ -476,25 +459,6 @@ class Agent(AgentHost):
                 repeat_limit=repeat_limit,
             ),
             "chat_sync",
-        )
-
-    def _limits_for(
-        self,
-        limits: UsageLimits | Literal[Default.DEFAULT] | None,
-        repeat_limit: int | RepeatLimit | Literal[Default.DEFAULT] | None,
-    ) -> ChatLimits:
-        """One chat's usage and repeat limits: each the agent's unless the call gives one.
-
-        Raises:
-            UsageError: A value that is not a ``UsageLimits`` / repeat limit or ``None``.
-        """
-        if limits is Default.DEFAULT and repeat_limit is Default.DEFAULT:
-            return self._limits
-        return ChatLimits(
-            self._limits.limits if limits is Default.DEFAULT else limits_of(limits),
-            self._limits.repeat
-            if repeat_limit is Default.DEFAULT
-            else repeat_limit_of(repeat_limit),
         )
 
     def _output_for(
@@ -585,8 +549,7 @@ class Agent(AgentHost):
             output_type: Instead of the paused chat's output type (``None`` for text).
             output_mode: Instead of the paused chat's output mode.
             output_retries: Instead of the paused chat's output retries.
-            limits: As for :meth:`chat` (the agent's when not given: the paused chat's are
-                not kept).
+            limits: As for :meth:`chat` (the agent's when not given, not the paused chat's).
             repeat_limit: As for :meth:`chat`.
 
         Raises:
@@ -606,7 +569,7 @@ class Agent(AgentHost):
             ConcurrentChatError: A chat is running.
         """
         output = self._output_for(output_type, output_mode, output_retries, self._chat_output)
-        budget = self._limits_for(limits, repeat_limit)
+        budget = chat_limits(self._limits, limits, repeat_limit, Default.DEFAULT)
         with self._slot.holding("resume"):
             state = await self._approval_state()
         if state.message is None:
@@ -726,105 +689,6 @@ class Agent(AgentHost):
         """
         return as_tool(self, name=name, description=description, metadata=metadata, limits=limits)
 
-    # -- memory ------------------------------------------------------------------------------
-
-    async def store_memory(
-        self,
-        content: str,
-        *,
-        memory_type: MemoryType = "long_term",
-        action: MemoryAction = "add",
-        metadata: Mapping[str, Any] | None = None,
-        memory_id: str | None = None,
-        match: str | None = None,
-    ) -> MemoryEntry:
-        """Write to :attr:`memory`; ``on_memory_write`` fires after the write succeeds.
-
-        Args:
-            content: The text to add; for ``"replace"``, the new text; for ``"remove"``,
-                the text that names the entry when neither ``memory_id`` nor ``match`` is
-                given.
-            memory_type: ``"short_term"``, ``"long_term"``, ``"entity"`` or ``"episodic"``.
-            action: ``"add"`` a new entry, ``"replace"`` an entry's text, or ``"remove"``
-                an entry.
-            metadata: JSON-compatible data kept with the entry; for ``"replace"``, ``None``
-                keeps the entry's metadata.
-            memory_id: The entry a replace or remove applies to.
-            match: Or: text that exactly one entry of ``memory_type`` contains
-                (case-insensitive).
-
-        Returns:
-            The entry written (for ``"remove"``, as it was).
-
-        Raises:
-            MemoryRequestError: (a ``ValueError``) an unknown type or action, an action the
-                store does not support, no store, or malformed arguments. Nothing was
-                written and no hook fired.
-            MemoryNotFoundError: No entry has that id or contains that text.
-        """
-        return await write_memory(
-            self,
-            content,
-            memory_type=memory_type,
-            action=action,
-            metadata=metadata,
-            memory_id=memory_id,
-            match=match,
-            source="api",
-        )
-
-    def store_memory_sync(
-        self,
-        content: str,
-        *,
-        memory_type: MemoryType = "long_term",
-        action: MemoryAction = "add",
-        metadata: Mapping[str, Any] | None = None,
-        memory_id: str | None = None,
-        match: str | None = None,
-    ) -> MemoryEntry:
-        """Blocking :meth:`store_memory` for code without an event loop.
-
-        Raises:
-            UsageError: Called while an event loop is running in this thread.
-        """
-        return run_sync(
-            self.store_memory(
-                content,
-                memory_type=memory_type,
-                action=action,
-                metadata=metadata,
-                memory_id=memory_id,
-                match=match,
-            ),
-            "store_memory_sync",
-        )
-
-    async def search_memory(
-        self, query: str, *, memory_type: MemoryType | None = None, limit: int = 10
-    ) -> list[MemoryEntry]:
-        """The entries of :attr:`memory` that best match ``query``, best first.
-
-        Raises:
-            MemoryRequestError: The agent has no memory store, or the type is unknown.
-        """
-        store = self.memory
-        if store is None:
-            raise MemoryRequestError(f"agent {self.name!r} has no memory: pass Agent(memory=...)")
-        return await store.search(query, memory_type=memory_type, limit=limit)
-
-    def memory_tool(self, *, name: str = "memory", description: str | None = None) -> Tool:
-        """A tool the model can call to search and write :attr:`memory`.
-
-        Its writes go through :meth:`store_memory`'s path, so ``on_memory_write`` fires
-        for them. Register it like any tool:
-        ``agent.scopes.register(Scope("memory", tools=[agent.memory_tool()]))``.
-
-        Raises:
-            UsageError: The agent has no memory store.
-        """
-        return memory_tool(self, name=name, description=description)
-
     # -- sessions ----------------------------------------------------------------------------
 
     async def switch_session(
@@ -939,8 +803,7 @@ class Agent(AgentHost):
         their results were committed are answered first (``docs/approval.md``). A
         :class:`Resumption` comes from :meth:`resume`, which decided them. ``output`` is how
         the chat gets a typed answer (the agent's when not given); ``steps`` records a
-        durable turn's model and tool calls; ``limits`` are the chat's usage and repeat
-        limits (the agent's when not given).
+        durable turn's model and tool calls; ``limits`` the chat's (else the agent's).
 
         Raises:
             UsageError: Tool calls of an earlier chat (of this process or another) wait.
@@ -966,8 +829,7 @@ class Agent(AgentHost):
         output = self._output if output is Default.DEFAULT else output
         if output is not None:
             output.check_tools(self.scopes.tool_names)
-        if limits is None:
-            limits = self._limits
+        limits = limits or self._limits
         setup = ChatSetup(
             handlers=self.hooks.handlers,
             model=self.model,
@@ -987,11 +849,7 @@ class Agent(AgentHost):
             pricing=self._pricing,
         )
         if self.session_limits is not None or records_spend(self._plugins):
-            # What the session spent before this chat (its log's, when a recorder keeps
-            # one, which also makes the chat count its requests and tool calls for it).
-            with self._slot.holding("start a chat"):
-                setup.spent_before = await spent_before(self)
-            setup.session_limits = self.session_limits or NO_SESSION_LIMITS
+            await seed_session(self, setup, self.session_limits)
         run = self._slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output
         return run

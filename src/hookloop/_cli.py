@@ -513,7 +513,7 @@ def spend_line(spent: Spend) -> str:
     An unknown cost (a model without a price) says so; it is never shown as $0.
     """
     usage = spent.usage
-    cost = "cost unknown" if usage.cost is None else f"${usage.cost:f}"
+    cost = "cost unknown" if usage.cost is None else f"${usage.cost.normalize():f}"
     requests = f"{spent.requests} request{'s' * (spent.requests != 1)}"
     tokens = f"{usage.input_tokens:,} tokens in / {usage.output_tokens:,} out"
     return f"spent {requests}, {tokens}, {cost}"

@@ -145,7 +145,7 @@ def as_tool(
 
     The agent whose chat calls the tool is the parent (see :func:`delegate`), and each
     call may spend at most ``limits`` of what the parent has left. Outside any chat, the
-    tool just runs a chat of ``sub``.
+    tool just runs a chat of ``sub`` (with its own limits only).
     """
     if limits is not None and not isinstance(limits, UsageLimits):
         raise UsageError(f"limits must be UsageLimits or None, got {type(limits).__name__}")
@@ -220,9 +220,8 @@ def _share(sub: ChatHost, parent_run: ChatRun | None, limits: UsageLimits | None
     """The sub-agent chat's limits: its own, what the parent has left, and the slice."""
     own = sub._limits
     share = limits
-    if parent_run is not None:
-        left = parent_run.left()
-        share = left if share is None else left.tightest(share) if left is not None else share
+    if parent_run is not None and (left := parent_run.left()) is not None:
+        share = left.tightest(share)
     if share is None:
         return own
     mine = own.limits
@@ -232,7 +231,7 @@ def _share(sub: ChatHost, parent_run: ChatRun | None, limits: UsageLimits | None
 def _roll_up(parent: ChatHost, run: ChatRun) -> None:
     parent_run = parent._slot.run
     if parent_run is not None:
-        parent_run.add_spent(run.spent)
+        parent_run.add_spent(run.spend)
 
 
 def _adopt_background(parent: ChatHost, sub: ChatHost) -> None:

@@ -14,7 +14,7 @@ import json
 import math
 from decimal import Decimal, InvalidOperation
 from time import monotonic
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._errors import UsageError, UsageLimitExceeded
 from ._messages import ToolCall, ToolMessage, Usage, tool_result
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._pricing import Price, Pricing
     from ._setup import ChatSetup
     from .context._history import ChatHistory
-    from .models._base import Model, ProviderRequest
+    from .models._base import Model, ProviderRequest, ToolDefinition
 
 __all__ = [
     "LIMIT_FIELDS",
@@ -39,6 +39,7 @@ __all__ = [
     "admit_batch",
     "budget_for",
     "canonical_arguments",
+    "chat_limits",
     "checked_cost",
     "limit_cost",
     "limits_of",
@@ -107,6 +108,10 @@ class UsageLimits:
     tokens_per_request: int | None = None
     cost: Decimal | float | None = None
     seconds: float | None = None
+    # The limits set, as (field, value): what a chat's budget is made from.
+    _set: tuple[tuple[str, int | float | Decimal], ...] = dataclasses.field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -128,11 +133,13 @@ class UsageLimits:
                     f"UsageLimits.seconds must be a number of 0 or more, got {seconds!r}"
                 )
             object.__setattr__(self, "seconds", float(seconds))
+        given = tuple((n, v) for n in LIMIT_FIELDS if (v := getattr(self, n)) is not None)
+        object.__setattr__(self, "_set", given)
 
     @property
     def is_empty(self) -> bool:
         """Whether no limit is set."""
-        return all(getattr(self, name) is None for name in LIMIT_FIELDS)
+        return not self._set
 
     def remaining(self, spent: Spend) -> UsageLimits:
         """What is left of these limits after ``spent``: a sub-agent's slice at most this.
@@ -275,6 +282,23 @@ NO_LIMITS: Final = ChatLimits()
 """The limits of an agent without any."""
 
 
+def chat_limits(
+    base: ChatLimits, limits: object, repeat_limit: object, default: object = None
+) -> ChatLimits:
+    """``base`` with the usage and repeat limits given, each unless it is ``default``.
+
+    Raises:
+        UsageError: A value that is not a ``UsageLimits`` / repeat limit or ``None``.
+    """
+    keep_limits, keep_repeat = limits is default, repeat_limit is default
+    if keep_limits and keep_repeat:
+        return base
+    return ChatLimits(
+        base.limits if keep_limits else limits_of(limits),
+        base.repeat if keep_repeat else repeat_limit_of(repeat_limit),
+    )
+
+
 def repeat_limit_of(value: object) -> RepeatLimit | None:
     """``repeat_limit=`` as given (None, an int, a :class:`RepeatLimit`) as one or ``None``.
 
@@ -317,8 +341,10 @@ class Budget:
     the loop's own total (``ChatRun.usage``), passed in.
 
     A limit of the chat and one of the session (``session_limits``, less what was spent
-    before the chat) are folded into one remaining amount per field, so each check is one
-    comparison; the error names the limit as set and what it counts.
+    before the chat) are folded into one remaining amount per field, kept in a slot of its
+    own (``None`` when unset), so each check is one test and one comparison; the error
+    names the limit as set and what it counts. The request's tokens are estimated only
+    when a token or cost limit needs them.
 
     Raises:
         UsageError: A cost limit with a model that has no price, or a session whose spend
@@ -326,12 +352,22 @@ class Budget:
     """
 
     __slots__ = (
-        "_caps",
+        "_cost",
         "_estimates",
         "_history",
+        "_input_tokens",
+        "_output_tokens",
+        "_overhead",
         "_pricing",
+        "_requests",
+        "_seconds",
         "_seen",
         "_sources",
+        "_tokens_per_request",
+        "_tool_calls",
+        "_total_tokens",
+        "checks_after",
+        "checks_batches",
         "repeat",
         "requests",
         "started",
@@ -348,38 +384,50 @@ class Budget:
         pricing: Pricing,
         history: ChatHistory,
     ) -> None:
-        before = spent_before or Spend()
-        caps: dict[str, int | float | Decimal] = {}
+        caps: dict[str, Any] = {}
         sources: dict[str, tuple[int | float | Decimal, int | float | Decimal]] = {}
-        for given, spent in ((limits, None), (session_limits, before)):
+        for given, spent in ((limits, None), (session_limits, spent_before or _NOTHING)):
             if given is None:
                 continue
-            for name in LIMIT_FIELDS:
-                maximum = getattr(given, name)
-                if maximum is None:
-                    continue
+            for name, maximum in given._set:
                 offset = _spent(spent, name) if spent is not None else 0
                 if offset is None:
                     raise UsageError(
                         "the session's cost limit cannot be checked: what it spent before "
                         "has an unknown cost (a call without a price)"
                     )
-                cap = maximum - offset
+                cap = maximum - offset  # type: ignore[operator]  # (the same kind: a field's)
                 if name not in caps or cap < caps[name]:
                     caps[name], sources[name] = cap, (maximum, offset)
-        self._caps = caps
+        self._requests: int | None = caps.get("requests")
+        self._tool_calls: int | None = caps.get("tool_calls")
+        self._input_tokens: int | None = caps.get("input_tokens")
+        self._output_tokens: int | None = caps.get("output_tokens")
+        self._total_tokens: int | None = caps.get("total_tokens")
+        self._tokens_per_request: int | None = caps.get("tokens_per_request")
+        self._cost: Decimal | None = caps.get("cost")
+        self._seconds: float | None = caps.get("seconds")
         self._sources = sources
         self._pricing = pricing
         self._history = history
-        self._estimates = bool(caps.keys() & _ESTIMATED)
+        self._overhead: tuple[str | None, tuple[ToolDefinition, ...], object, int] = (
+            None,
+            (),
+            None,
+            0,
+        )
+        self._estimates = not _ESTIMATED.isdisjoint(caps)
+        self.checks_after = not _AFTER_CALL.isdisjoint(caps)
+        # Every budget counts its tool calls: a session's spend records and a parent's
+        # limits count a sub-agent's too.
+        self.checks_batches = True
         self.repeat = repeat
         self._seen: dict[tuple[str, str], int] | None = None
         self.requests = 0
         self.tool_calls = 0
-        # Time is measured for a time limit, and for a session's spend records.
-        self.started = monotonic() if "seconds" in caps or spent_before is not None else 0.0
-        if "cost" in caps:
-            self.price(model, ZERO_USAGE)
+        self.started = monotonic()
+        if self._cost is not None:
+            self.price(model)
 
     # -- model calls ----------------------------------------------------------------------
 
@@ -390,61 +438,56 @@ class Budget:
             UsageLimitExceeded: Sending it would cross a limit (``when="before the call"``).
             UsageError: A cost limit, and ``model`` has no price.
         """
-        caps = self._caps
-        when = "before the call"
-        if "seconds" in caps:
-            self._check_time(when, usage)
+        if (cap := self._seconds) is not None and (elapsed := monotonic() - self.started) >= cap:
+            raise self._exceeded("seconds", elapsed, _BEFORE, usage)
         requests = self.requests + 1
-        if "requests" in caps and requests > caps["requests"]:
-            raise self._exceeded("requests", requests, when, usage)
+        if (cap := self._requests) is not None and requests > cap:
+            raise self._exceeded("requests", requests, _BEFORE, usage)
         if self._estimates:
-            tokens = self._estimate(request)
-            for name, used in (
-                ("tokens_per_request", tokens),
-                ("input_tokens", usage.input_tokens + tokens),
-                ("total_tokens", usage.total_tokens + tokens),
-            ):
-                if name in caps and used > caps[name]:
-                    raise self._exceeded(
-                        name, used, when, usage, per_request=name == "tokens_per_request"
-                    )
-            if "cost" in caps:
-                price = self.price(model, usage)
+            tokens = self._estimate(request)  # only when a token or cost limit needs it
+            if (cap := self._tokens_per_request) is not None and tokens > cap:
+                raise self._exceeded("tokens_per_request", tokens, _BEFORE, usage, each=True)
+            if (cap := self._input_tokens) is not None and usage.input_tokens + tokens > cap:
+                used = usage.input_tokens + tokens
+                raise self._exceeded("input_tokens", used, _BEFORE, usage)
+            if (cap := self._total_tokens) is not None and usage.total_tokens + tokens > cap:
+                used = usage.total_tokens + tokens
+                raise self._exceeded("total_tokens", used, _BEFORE, usage)
+            if (cost_cap := self._cost) is not None:
                 cost = usage.cost
-                estimate = None if cost is None else cost + price.input_cost(tokens)
-                if estimate is None or estimate > caps["cost"]:
-                    raise self._exceeded("cost", estimate, when, usage)
+                estimate = None if cost is None else cost + self.price(model).input_cost(tokens)
+                if estimate is None or estimate > cost_cap:
+                    raise self._exceeded("cost", estimate, _BEFORE, usage)
         self.requests = requests
 
     def after_call(self, usage: Usage, reported: Usage | None) -> None:
         """Check the chat's tokens and cost after a model call, with what it reported.
 
+        Only for a budget that ``checks_after`` (a token or cost limit).
+
         Raises:
             UsageLimitExceeded: A limit was crossed (``when="after the call"``).
         """
-        caps = self._caps
-        when = "after the call"
         if (
-            reported is not None
-            and "tokens_per_request" in caps
-            and reported.input_tokens > caps["tokens_per_request"]
+            (cap := self._tokens_per_request) is not None
+            and reported is not None
+            and reported.input_tokens > cap
         ):
             raise self._exceeded(
-                "tokens_per_request", reported.input_tokens, when, usage, per_request=True
+                "tokens_per_request", reported.input_tokens, _AFTER, usage, each=True
             )
-        for name, used in (
-            ("input_tokens", usage.input_tokens),
-            ("output_tokens", usage.output_tokens),
-            ("total_tokens", usage.total_tokens),
+        if (cap := self._input_tokens) is not None and usage.input_tokens > cap:
+            raise self._exceeded("input_tokens", usage.input_tokens, _AFTER, usage)
+        if (cap := self._output_tokens) is not None and usage.output_tokens > cap:
+            raise self._exceeded("output_tokens", usage.output_tokens, _AFTER, usage)
+        if (cap := self._total_tokens) is not None and usage.total_tokens > cap:
+            raise self._exceeded("total_tokens", usage.total_tokens, _AFTER, usage)
+        if (cost_cap := self._cost) is not None and (
+            (cost := usage.cost) is None or cost > cost_cap
         ):
-            if name in caps and used > caps[name]:
-                raise self._exceeded(name, used, when, usage)
-        if "cost" in caps:
-            cost = usage.cost
-            if cost is None or cost > caps["cost"]:
-                raise self._exceeded("cost", cost, when, usage)
+            raise self._exceeded("cost", cost, _AFTER, usage)
 
-    def price(self, model: Model, usage: Usage) -> Price:
+    def price(self, model: Model) -> Price:
         """``model``'s price, which a cost limit needs.
 
         Raises:
@@ -470,39 +513,47 @@ class Budget:
         messages = request.messages
         stored = history._messages
         n, m = len(messages), len(stored)
-        counter = history.token_counter
+        counter = history._counter  # the token_counter property's own field
         if n and n <= m and messages[-1] is stored[-1] and messages[0] is stored[m - n]:
             counts = history._counted()
             tokens = history._total - (sum(counts[: m - n]) if m > n else 0)
         else:
             tokens = sum(map(counter.count_message, messages))
-        return tokens + count_overhead(request, counter=counter)
+        # The system prompt and tools are the same objects request after request: their
+        # tokens are counted once (a tuple of the same definitions compares by identity).
+        system, tools, counted_by, overhead = self._overhead
+        if request.system is not system or request.tools != tools or counter is not counted_by:
+            overhead = count_overhead(request, counter=counter)
+            self._overhead = (request.system, request.tools, counter, overhead)
+        return tokens + overhead
 
     # -- tools ----------------------------------------------------------------------------
 
-    def left(self, usage: Usage) -> UsageLimits | None:
-        """What is left of the chat's limits after what it spent; ``None`` without any.
+    def left(self, usage: Usage) -> UsageLimits:
+        """What is left of the chat's limits after what it spent (none: no limit).
 
         Its own limits and its session's, the tighter of each; ``usage``: its tokens. It is
-        the most a sub-agent it delegates to may spend.
+        the most a sub-agent it delegates to may spend (and, being limits, makes the
+        sub-agent's chat count its requests and tool calls for this one).
         """
-        caps = self._caps
+        slots = ((name, getattr(self, f"_{name}")) for name in LIMIT_FIELDS)
+        caps = {name: cap for name, cap in slots if cap is not None}
         if not caps:
-            return None
+            return _NO_LIMIT
         spent = self.spent(usage)
         at_least_zero = {name: max(cap, 0) for name, cap in caps.items()}
-        return UsageLimits(**at_least_zero).remaining(spent)  # type: ignore[arg-type]
+        return UsageLimits(**at_least_zero).remaining(spent)
 
     def admit_tools(self, calls: int, usage: Usage) -> UsageLimitExceeded | None:
-        """Count a batch of ``calls`` tool calls, or return why it may not run (none runs)."""
-        caps = self._caps
-        if "seconds" in caps:
-            elapsed = monotonic() - self.started
-            if elapsed >= caps["seconds"]:
-                return self._exceeded("seconds", elapsed, "tool batch", usage)
+        """Count a batch of ``calls`` tool calls, or return why it may not run (none runs).
+
+        Only for a budget that ``checks_batches``, as :func:`admit_batch`.
+        """
+        if (cap := self._seconds) is not None and (elapsed := monotonic() - self.started) >= cap:
+            return self._exceeded("seconds", elapsed, _BATCH, usage)
         total = self.tool_calls + calls
-        if "tool_calls" in caps and total > caps["tool_calls"]:
-            return self._exceeded("tool_calls", total, "tool batch", usage)
+        if (limit := self._tool_calls) is not None and total > limit:
+            return self._exceeded("tool_calls", total, _BATCH, usage)
         self.tool_calls = total
         return None
 
@@ -522,11 +573,6 @@ class Budget:
 
     # -- the errors -----------------------------------------------------------------------
 
-    def _check_time(self, when: str, usage: Usage) -> None:
-        elapsed = monotonic() - self.started
-        if elapsed >= self._caps["seconds"]:
-            raise self._exceeded("seconds", elapsed, when, usage)
-
     def _exceeded(
         self,
         name: str,
@@ -534,22 +580,31 @@ class Budget:
         when: str,
         usage: Usage,
         *,
-        per_request: bool = False,
+        each: bool = False,
     ) -> UsageLimitExceeded:
         maximum, offset = self._sources[name]
-        if used is not None and not per_request:
+        if used is not None and not each:  # a limit of each request has no offset
             used = used + offset  # type: ignore[operator]
         return UsageLimitExceeded(limit=name, maximum=maximum, used=used, when=when, usage=usage)
 
     def spent(self, usage: Usage) -> Spend:
         """What the chat spent so far, with its tokens ``usage``."""
-        seconds = monotonic() - self.started if self.started else 0.0
         return Spend(
-            requests=self.requests, tool_calls=self.tool_calls, usage=usage, seconds=seconds
+            requests=self.requests,
+            tool_calls=self.tool_calls,
+            usage=usage,
+            seconds=monotonic() - self.started,
         )
 
 
+_NO_LIMIT: Final = UsageLimits()
+_BEFORE: Final = "before the call"
+_AFTER: Final = "after the call"
+_BATCH: Final = "tool batch"
+
+
 _ESTIMATED: Final = frozenset({"tokens_per_request", "input_tokens", "total_tokens", "cost"})
+_AFTER_CALL: Final = _ESTIMATED | {"output_tokens"}
 
 
 def _spent(spent: Spend, name: str) -> int | float | Decimal | None:
@@ -564,6 +619,9 @@ def _spent(spent: Spend, name: str) -> int | float | Decimal | None:
         return spent.usage.cost
     tokens: int = getattr(spent.usage, name)
     return tokens
+
+
+_NOTHING: Final = Spend()
 
 
 def budget_for(setup: ChatSetup) -> Budget | None:

@@ -30,6 +30,7 @@ from ._errors import (
     ToolResultLostError,
     UnknownToolError,
     UsageError,
+    UsageLimitExceeded,
 )
 from ._guard import (
     check_input,
@@ -196,11 +197,12 @@ class ChatRun(ModelCalls):
         return self._usage
 
     @property
-    def spent(self) -> Spend:
-        """What the chat spent so far, sub-agents' included.
+    def spend(self) -> Spend:
+        """What the chat spent so far (what its limits are checked against).
 
-        Requests, tool calls and seconds are counted when the chat has limits or a session
-        recorder keeps its spend (it then has a budget); tokens and their cost always.
+        Sub-agents' included. The tokens and their cost always; requests, tool calls and
+        seconds in a chat with any limit, or whose spend a session recorder keeps (either
+        gives it a budget).
         """
         budget = self._budget
         return Spend(usage=self._usage) if budget is None else budget.spent(self._usage)
@@ -213,13 +215,12 @@ class ChatRun(ModelCalls):
             budget.tool_calls += spent.tool_calls
 
     def left(self) -> UsageLimits | None:
-        """What the chat's limits (its own and its session's) have left; ``None``: none."""
+        """What the chat's limits (its own and its session's) have left.
+
+        ``None`` when the chat counts no requests and tool calls (it has no budget).
+        """
         budget = self._budget
         return None if budget is None else budget.left(self._usage)
-
-    def add_usage(self, usage: Usage) -> None:
-        """Count a sub-agent's tokens as this chat's."""
-        self._usage = self._usage + usage
 
     def cancel(self, reason: object) -> bool:
         """Ask the chat to end; returns False when it has finished already."""
@@ -357,8 +358,8 @@ class ChatRun(ModelCalls):
                     {calls[0].id: calls[0]} if len(calls) == 1 else {c.id: c for c in calls}
                 )
             await self._commit(message)
-            if (budget := self._budget) is not None:  # the answer is kept, its calls not run
-                budget.after_call(self._usage, response.usage)
+            if (budget := self._budget) is not None and budget.checks_after:
+                budget.after_call(self._usage, response.usage)  # the answer is kept
             output = setup.output
             if output is not None and (verdict := output.judge(message)) is not None:
                 value = await self._settle_output(iteration, output, verdict, message)
@@ -615,8 +616,10 @@ class ChatRun(ModelCalls):
         ``answered`` does not run: its answer is committed in its place in the order.
         ``message_id`` is the assistant message that made the calls.
         """
-        if self._budget is not None:
-            answered = await self._admit(iteration, calls, answered)
+        if (budget := self._budget) is not None and budget.checks_batches:
+            answered, refused = admit_batch(budget, calls, answered, self._usage)
+            if refused is not None:
+                await self._refuse(iteration, calls, answered, refused)
         emit = self.emit
         if emit is not None:
             for call in calls:
@@ -654,19 +657,18 @@ class ChatRun(ModelCalls):
                 if not task.cancelled():
                     task.exception()
 
-    async def _admit(
-        self, iteration: int, calls: tuple[ToolCall, ...], answered: dict[str, ToolMessage] | None
-    ) -> dict[str, ToolMessage] | None:
-        """The batch's answers after its limits: a call past the repeat limit is told so.
+    async def _refuse(
+        self,
+        iteration: int,
+        calls: tuple[ToolCall, ...],
+        answered: dict[str, ToolMessage] | None,
+        error: UsageLimitExceeded,
+    ) -> None:
+        """End the chat before a batch that may not run: each call is answered "not run".
 
         Raises:
-            UsageLimitExceeded: The batch would cross a limit (or a call the repeat limit
-                with ``then="stop"``): every call of it is answered "not run" first.
+            UsageLimitExceeded: ``error``, once every call of the batch is answered.
         """
-        assert self._budget is not None
-        answered, error = admit_batch(self._budget, calls, answered, self._usage)
-        if error is None:
-            return answered
         for call in calls:
             answer = answered.get(call.id) if answered is not None else None
             text = f"not run: the chat reached its {error.limit} limit"
@@ -712,23 +714,23 @@ class ChatRun(ModelCalls):
         """
         found = self._setup.scopes.lookup(call.name)
 
-        async def run() -> tuple[ToolMessage, Usage | None]:
-            before = self._usage  # tool steps run one at a time: only this call adds
+        async def run() -> tuple[ToolMessage, Spend | None]:
+            before = self.spend  # tool steps run one at a time: only this call adds
             outcome = await self._execute(call)
             if isinstance(outcome, _Waiting):
                 raise UsageError(
                     f"tool {call.name!r} needs approval, which a durable turn cannot wait for"
                 )
-            return outcome, _used_since(before, self._usage)
+            return outcome, _spent_since(before, self.spend)
 
         async def lost(error: ToolResultLostError) -> ToolMessage:
             tool, scope = found if found is not None else (None, None)
             return await self._failed(call, tool, scope, error)
 
         idempotent = found is not None and found[0].idempotent
-        message, usage = await steps.tool_call(call, idempotent, run, lost)
-        if usage is not None:
-            self.add_usage(usage)
+        message, spent = await steps.tool_call(call, idempotent, run, lost)
+        if spent is not None:
+            self.add_spent(spent)
         return message
 
     async def _execute(self, call: ToolCall) -> ToolMessage | _Waiting:
@@ -895,6 +897,15 @@ class ChatRun(ModelCalls):
         ctx = ToolErrorContext(call=call, tool=tool, scope=scope, error=error, attempt=attempt)
         await run_chain(hs, ctx)
         return ctx.error, ctx.retry
+
+
+def _spent_since(before: Spend, now: Spend) -> Spend | None:
+    """The requests, tool calls and tokens added to ``before`` to make ``now``; ``None``: none."""
+    requests, tool_calls = now.requests - before.requests, now.tool_calls - before.tool_calls
+    usage = _used_since(before.usage, now.usage)
+    if usage is None and not requests and not tool_calls:
+        return None
+    return Spend(requests=requests, tool_calls=tool_calls, usage=usage or ZERO_USAGE)
 
 
 def _used_since(before: Usage, now: Usage) -> Usage | None:

@@ -30,7 +30,6 @@ __all__ = ["NO_PRICES", "ModelPrice", "Price", "Pricing", "price_for"]
 
 logger = logging.getLogger(__name__)
 
-_MILLION: Final = Decimal(1_000_000)
 _NOT_LOOKED_UP: Final = object()
 LOCAL_PROVIDERS: Final = frozenset({"llama.cpp"})
 """Providers whose models run on this machine: priced at zero."""
@@ -78,45 +77,45 @@ class ModelPrice:
         >>> from hookloop import Usage
         >>> price = ModelPrice(input_per_mtok=2.5, output_per_mtok=10, cached_input_per_mtok=1.25)
         >>> price.cost(Usage(input_tokens=1000, cached_input_tokens=200, output_tokens=100))
-        Decimal('0.00325')
+        Decimal('0.00325000')
     """
 
     input_per_mtok: Decimal | float
     output_per_mtok: Decimal | float
     cached_input_per_mtok: Decimal | float | None = None
+    # Per token (a million's price shifted six places: exact), made once: every model call
+    # is priced with three multiplications.
+    _per_token: tuple[Decimal, Decimal, Decimal] = dataclasses.field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
+        prices: list[Decimal] = []
         for name in ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok"):
             value = getattr(self, name)
             if value is None and name == "cached_input_per_mtok":
+                prices.append(prices[0])
                 continue
-            if value is None:
+            price = checked_cost(value, f"ModelPrice.{name}")
+            if price is None:
                 raise UsageError(f"ModelPrice.{name} must be given")
-            object.__setattr__(self, name, checked_cost(value, f"ModelPrice.{name}"))
+            object.__setattr__(self, name, price)
+            prices.append(price.scaleb(-6))
+        object.__setattr__(self, "_per_token", (prices[0], prices[2], prices[1]))
 
     def cost(self, usage: Usage) -> Decimal:
         """What ``usage`` costs at this price."""
-        inputs, outputs = self.input_per_mtok, self.output_per_mtok
-        cached_price = self.cached_input_per_mtok
-        if cached_price is None:
-            cached_price = inputs
-        # __post_init__ made each price a Decimal
-        assert type(inputs) is Decimal
-        assert type(outputs) is Decimal
-        assert type(cached_price) is Decimal
+        inputs, cached_inputs, outputs = self._per_token
         cached = usage.cached_input_tokens
-        total = (
+        return (
             (usage.input_tokens - cached) * inputs
-            + cached * cached_price
+            + cached * cached_inputs
             + usage.output_tokens * outputs
         )
-        return total / _MILLION
 
     def input_cost(self, tokens: int) -> Decimal:
         """What ``tokens`` input tokens cost at most (none read from a cache)."""
-        inputs = self.input_per_mtok
-        assert type(inputs) is Decimal
-        return tokens * inputs / _MILLION
+        return tokens * self._per_token[0]
 
 
 class _TablePrice:
@@ -287,7 +286,13 @@ class Pricing:
         price = self.price_of(model)
         if price is None:
             return usage
-        return dataclasses.replace(usage, cost=price.cost(usage))
+        return Usage(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cached_input_tokens=usage.cached_input_tokens,
+            reasoning_tokens=usage.reasoning_tokens,
+            cost=price.cost(usage),
+        )
 
 
 NO_PRICES: Final = Pricing()

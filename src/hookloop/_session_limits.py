@@ -20,6 +20,8 @@ from .hooks._dispatch import Phase
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    from ._chat_slot import ChatHost
+    from ._setup import ChatSetup
     from .hooks._contexts import SessionSwitchContext
     from .hooks._host import AgentHost
 
@@ -27,6 +29,7 @@ __all__ = [
     "NO_SESSION_LIMITS",
     "check_session_limits",
     "records_spend",
+    "seed_session",
     "session_spend",
     "spent_before",
     "watch_session",
@@ -67,7 +70,7 @@ def watch_session(agent: AgentHost) -> None:
     def chat_ended(ctx: object) -> None:
         slot = current_slot()
         if slot is not None and slot.owner is agent and slot.run is not None:
-            tally.spent = tally.spent + slot.run.spent
+            tally.spent = tally.spent + slot.run.spend
 
     def switched(ctx: SessionSwitchContext) -> None:
         tally.spent = Spend()
@@ -75,6 +78,17 @@ def watch_session(agent: AgentHost) -> None:
     for event in ("on_chat_done", "on_chat_error", "on_chat_abort"):
         agent.add_hook(event, chat_ended, order=Phase.RECORD)
     agent.add_hook("on_session_switch", switched, order=Phase.RECORD)
+
+
+async def seed_session(agent: ChatHost, setup: ChatSetup, limits: UsageLimits | None) -> None:
+    """Give the chat of ``setup`` its session's ``limits`` and what it spent before.
+
+    With a recorder, also for a session without limits: the chat then counts its requests
+    and tool calls for the session's spend records.
+    """
+    with agent._slot.holding("start a chat"):
+        setup.spent_before = await spent_before(agent)
+    setup.session_limits = limits or NO_SESSION_LIMITS
 
 
 def records_spend(plugins: Iterable[object]) -> bool:
@@ -111,5 +125,5 @@ async def session_spend(agent: AgentHost) -> Spend:
     total = tally.spent if tally is not None else Spend()
     slot = current_slot()
     if slot is not None and slot.owner is agent and slot.run is not None:
-        total = total + slot.run.spent
+        total = total + slot.run.spend
     return total

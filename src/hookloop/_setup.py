@@ -20,7 +20,6 @@ from ._messages import (
     TextPart,
     ToolCall,
     ToolMessage,
-    Usage,
     UserMessage,
 )
 from ._output import OutputSpec
@@ -66,9 +65,9 @@ class StepRunner(Protocol):
         self,
         call: ToolCall,
         idempotent: bool,
-        run: Callable[[], Awaitable[tuple[ToolMessage, Usage | None]]],
+        run: Callable[[], Awaitable[tuple[ToolMessage, Spend | None]]],
         lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
-    ) -> tuple[ToolMessage, Usage | None]:
+    ) -> tuple[ToolMessage, Spend | None]:
         """The call's result: ``run``'s, the recorded one, or ``lost``'s answer.
 
         ``run`` returns the message and the tokens the call used (a sub-agent's, counted

@@ -2,7 +2,9 @@
 
 SPEC is a JSON object: ``dir`` (where the outcome goes), ``engine`` (DBOS's database URL),
 ``sessions`` (the session store's spec, see ``tests/sessions/_backends.py``), ``executor``
-(this worker's executor id) and ``message`` (the user message's id, which is the turn's).
+(this worker's executor id), ``message`` (the user message's id, which is the turn's), and
+optionally ``agent`` (the factory: ``build`` by default, or ``build_with_helper``) and
+``stop`` (``"model:1"``: the lead's second model call waits for ever, for the test to kill).
 
 The turn's agent has ``session_limits=UsageLimits(requests=1)`` and answers in one model
 call. The outcome is written to ``dir/<message>.json``: the answer, or the limit that ended
@@ -20,7 +22,7 @@ from pathlib import Path
 from hookloop import Agent, Usage, UsageLimitExceeded, UsageLimits, UserMessage
 from hookloop.durable import DBOSEngine, DurableChats
 from hookloop.models import ProviderRequest, ProviderResponse
-from hookloop.testing import FunctionModel
+from hookloop.testing import FunctionModel, tool_call
 from tests.sessions._backends import open_store
 
 SESSION = "s-1"
@@ -37,12 +39,29 @@ def build() -> Agent:
     return Agent(FunctionModel(answer), session_limits=UsageLimits(requests=1))
 
 
+async def lead_answer(request: ProviderRequest) -> ProviderResponse | str:
+    if not any(m.role == "tool" for m in request.messages):
+        return tool_call("helper", {"task": "help"}, id="call-helper")
+    if os.environ.get("HOOKLOOP_SPEND_STOP") == "model:1":  # the first run stops here
+        (Path(os.environ["HOOKLOOP_SPEND_DIR"]) / "reached").write_text("model:1")
+        await asyncio.Event().wait()
+    return ProviderResponse(content="done", usage=Usage(input_tokens=100, output_tokens=10))
+
+
+def build_with_helper() -> Agent:
+    """A lead agent whose tool is a sub-agent (one model request); no limits."""
+    helper = Agent(FunctionModel(answer), name="helper")
+    return Agent(FunctionModel(lead_answer), tools=[helper.as_tool()])
+
+
 async def main(spec: dict[str, str]) -> None:
     directory = Path(spec["dir"])
     os.environ["HOOKLOOP_SPEND_DIR"] = str(directory)
     store = open_store(spec["sessions"])  # type: ignore[arg-type]
     engine = DBOSEngine(spec["engine"], executor_id=spec["executor"])
-    chats = DurableChats(engine, "tests.durable._spend_worker:build", sessions=store)
+    os.environ["HOOKLOOP_SPEND_STOP"] = spec.get("stop", "none")
+    factory = f"tests.durable._spend_worker:{spec.get('agent', 'build')}"
+    chats = DurableChats(engine, factory, sessions=store)
     await engine.launch()
     try:
         message = UserMessage(content="go", id=spec["message"])

@@ -35,7 +35,7 @@ USAGE = {
     "output_tokens": 6,
     "cached_input_tokens": 0,
     "reasoning_tokens": 0,
-    "cost": None,  # the test model has no price
+    "cost": None,  # the scripted model has no price
 }
 
 
@@ -82,8 +82,8 @@ def stored(sessions: dict[str, str]) -> list[dict[str, Any]]:
     return asyncio.run(read())
 
 
-def spent(sessions: dict[str, str]) -> Spend:
-    """What the session's spend records say it spent, as a new process reads them."""
+def spent_by(sessions: dict[str, str]) -> Spend:
+    """What session s-1's spend records say it spent, as a new process reads them."""
     import asyncio
 
     async def read() -> Spend:
@@ -115,7 +115,7 @@ def check_turn(directory: Path, sessions: dict[str, str], baseline: list[dict[st
     # Every model call counted once, the recorded ones from their records.
     assert (response["usage"], response["iterations"]) == (USAGE, 3)
     # So does the session's spend: the replayed calls' records were not written twice.
-    assert dataclasses.asdict(spent(sessions).usage) == USAGE
+    assert dataclasses.asdict(spent_by(sessions).usage) == USAGE
 
 
 @pytest.fixture(scope="module")

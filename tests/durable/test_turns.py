@@ -51,6 +51,7 @@ from hookloop.durable._records import (
     encode_response,
     encode_tool_call,
 )
+from hookloop.limits import Spend
 from hookloop.models import ProviderResponse
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import ScriptedModel
@@ -510,14 +511,17 @@ def test_a_tool_call_record_gives_back_the_tool_message(content: str, error: boo
     message = ToolMessage(tool_call_id="c", tool_name="t", content=content, is_error=error)
     assert decode_tool_call(encode_tool_call(message), "w", "s") == (message, None)
     usage = Usage(input_tokens=3, output_tokens=2, cost=Decimal("0.000123456789012345"))
-    assert decode_tool_call(encode_tool_call(message, usage), "w", "s") == (message, usage)
+    spent = Spend(requests=2, tool_calls=1, usage=usage)
+    assert decode_tool_call(encode_tool_call(message, spent), "w", "s") == (message, spent)
 
 
 def test_a_record_written_before_costs_reads_as_unpriced() -> None:
     message = ToolMessage(tool_call_id="c", tool_name="t", content="x")
-    record = json.loads(encode_tool_call(message, Usage(input_tokens=3)))
+    record = json.loads(encode_tool_call(message, Spend(requests=1, usage=Usage(input_tokens=3))))
     del record["usage"]["cost"]
-    assert decode_tool_call(json.dumps(record), "w", "s") == (message, Usage(input_tokens=3))
+    del record["requests"], record["tool_calls"]  # nor requests and tool calls
+    spent = Spend(usage=Usage(input_tokens=3))
+    assert decode_tool_call(json.dumps(record), "w", "s") == (message, spent)
 
 
 @settings(max_examples=40)

@@ -10,11 +10,11 @@ import json
 from typing import Any, TypeVar
 
 from .._errors import DurableRecordError, InvalidMessageError
+from .._limits import Spend
 from .._messages import (
     AssistantMessage,
     Message,
     ToolMessage,
-    Usage,
     UserMessage,
     dump_usage,
     load_messages,
@@ -77,26 +77,37 @@ def decode_model_call(
         raise _unreadable(workflow_id, step, exc) from exc
 
 
-def encode_tool_call(message: ToolMessage, usage: Usage | None = None) -> str:
-    """A tool call's record: its tool message, and the tokens it used (a sub-agent's)."""
+def encode_tool_call(message: ToolMessage, spent: Spend | None = None) -> str:
+    """A tool call's record: its tool message, and what it spent (a sub-agent's)."""
+    if spent is None:
+        return json_text({"message": json.loads(encode_message(message)), "usage": None})
     return json_text(
         {
             "message": json.loads(encode_message(message)),
-            "usage": None if usage is None else dump_usage(usage),
+            "usage": dump_usage(spent.usage),
+            "requests": spent.requests,
+            "tool_calls": spent.tool_calls,
         }
     )
 
 
-def decode_tool_call(text: str, workflow_id: str, step: str) -> tuple[ToolMessage, Usage | None]:
-    """The tool message of a tool call's record, and the tokens the call used.
+def decode_tool_call(text: str, workflow_id: str, step: str) -> tuple[ToolMessage, Spend | None]:
+    """The tool message of a tool call's record, and what the call spent.
+
+    A record written before requests and tool calls were kept has its tokens only.
 
     Raises:
         DurableRecordError: The record cannot be read.
     """
     try:
         data = json.loads(text)
-        usage = data["usage"]
-        return _one(data["message"], ToolMessage), None if usage is None else load_usage(usage)
+        message, usage = _one(data["message"], ToolMessage), data["usage"]
+        if usage is None:
+            return message, None
+        requests, tool_calls = data.get("requests", 0), data.get("tool_calls", 0)
+        if not (type(requests) is int and type(tool_calls) is int):
+            raise TypeError("requests and tool_calls must be ints")
+        return message, Spend(requests=requests, tool_calls=tool_calls, usage=load_usage(usage))
     except _UNREADABLE as exc:
         raise _unreadable(workflow_id, step, exc) from exc
 

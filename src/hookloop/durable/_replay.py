@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from .._errors import ToolResultLostError
-from .._messages import AssistantMessage, ToolCall, ToolMessage, Usage
+from .._limits import Spend
+from .._messages import AssistantMessage, ToolCall, ToolMessage
 from .._run_context import DurableTurn, durable_turn
 from ..hooks._contexts import MessageContext
 from ..hooks._dispatch import Phase
@@ -115,9 +116,9 @@ class TurnSteps:
         self,
         call: ToolCall,
         idempotent: bool,
-        run: Callable[[], Awaitable[tuple[ToolMessage, Usage | None]]],
+        run: Callable[[], Awaitable[tuple[ToolMessage, Spend | None]]],
         lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
-    ) -> tuple[ToolMessage, Usage | None]:
+    ) -> tuple[ToolMessage, Spend | None]:
         """One tool call as a step; see the loop's ``StepRunner``."""
         ran = False
         async with self._lock:
@@ -144,8 +145,8 @@ class TurnSteps:
                 return encode_tool_call(*await run())
 
             text = await self._engine.step(TOOL_STEP, body)
-        message, usage = decode_tool_call(text, self.workflow_id, TOOL_STEP)
-        return message, None if ran else usage  # counted already when it ran here
+        message, spent = decode_tool_call(text, self.workflow_id, TOOL_STEP)
+        return message, None if ran else spent  # counted already when it ran here
 
     def closing_id(self, call_id: str) -> str:
         """``"msg_closed_<hash of the workflow id and call id>"``: the same in every run."""

@@ -221,7 +221,7 @@ class SessionRecorder:
         run = self._running()
         if run is not None:
             chat = await self._chat_for(run)
-            return chat.base + _chat_spend(run)
+            return chat.base + run.spend
         newest = await self._read_spend()
         return newest.total if newest is not None else Spend()
 
@@ -263,7 +263,7 @@ class SessionRecorder:
     async def _record_spend(self, run: ChatRun, key: str) -> None:
         """Append the session's spend now, in ``run``'s chat (``key``: what it is at)."""
         chat = await self._chat_for(run)
-        spent = _chat_spend(run)
+        spent = run.spend
         last = chat.recorded
         if last is not None and (spent.requests, spent.tool_calls, spent.usage) == (
             last.requests,
@@ -374,9 +374,17 @@ class SessionRecorder:
         if self._restored:
             message = ctx.message
             if type(message) is AssistantMessage and (run := self._running()) is not None:
-                # Before the message: a process that dies in between has counted a call it
-                # made, never the other way round.
-                await self._record_spend(run, message.id)
+                # The spend before the message: a process that dies in between has counted
+                # a call it made, never the other way round. The message is unsaved from
+                # now on: if the spend's append fails, the next append stores it first.
+                self._unsaved.append(message)
+                try:
+                    await self._record_spend(run, message.id)
+                except asyncio.CancelledError:
+                    await self._flush()  # in the history already: stored all the same
+                    raise
+                await self._flush()
+                return
             await self._append(message)
             return
         # The recorder was added during a chat: an empty session takes the history (this
@@ -602,8 +610,3 @@ class _ChatSpend:
         self.key = key
         self.base = base
         self.recorded: Spend | None = None
-
-
-def _chat_spend(run: ChatRun) -> Spend:
-    """What the chat ``run`` spent so far, its sub-agents' included."""
-    return run.spent
