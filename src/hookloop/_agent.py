@@ -15,6 +15,7 @@ from collections.abc import (
     Iterable,
     Mapping,
 )
+from dataclasses import replace
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
@@ -866,7 +867,7 @@ class Agent(AgentHost):
             handlers=self.hooks.handlers,
             model=self.model,
             scopes=self.scopes,
-            settings=self.settings,
+            settings=self._chat_settings(),
             max_iterations=self.max_iterations,
             reset_tool_choice=self.reset_tool_choice,
             history=self.history,
@@ -880,6 +881,23 @@ class Agent(AgentHost):
         run = self._slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output
         return run
+
+    # The settings with this session's cache key, and the settings they were made from: one
+    # object per settings and session, so a session's requests carry the same one.
+    _keyed: tuple[ModelSettings, ModelSettings] | None = None
+
+    def _chat_settings(self) -> ModelSettings:
+        """The settings a chat's requests carry, with a key for the providers' prompt caches.
+
+        ``settings`` as they are when they name a ``cache_key``; otherwise with the session id.
+        """
+        settings = self.settings
+        if settings.cache_key is not None:
+            return settings
+        keyed = self._keyed
+        if keyed is None or keyed[0] is not settings or keyed[1].cache_key != self.session_id:
+            keyed = self._keyed = (settings, replace(settings, cache_key=self.session_id))
+        return keyed[1]
 
 
 def _checked_session_id(session_id: object) -> str:
