@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -152,10 +151,8 @@ async def test_usage_adds_up_over_iterations() -> None:
 async def test_settings_reach_every_request() -> None:
     settings = ModelSettings(temperature=0.2, max_tokens=50, tool_choice="required")
     model = ScriptedModel(["ok"])
-    agent = Agent(model, settings=settings)
-    await agent.chat("hi")
-    # With the session id as the key of the providers' prompt caches (docs/providers.md).
-    assert model.requests[0].settings == replace(settings, cache_key=agent.session_id)
+    await Agent(model, settings=settings).chat("hi")
+    assert model.requests[0].settings is settings
 
 
 async def test_a_second_chat_continues_the_same_conversation() -> None:
@@ -796,4 +793,4 @@ async def test_without_reset_every_call_is_forced() -> None:
     settings = ModelSettings(tool_choice="required")
     agent = Agent(model, tools=[add], settings=settings, reset_tool_choice=False)
     await agent.chat("1 + 2?")
-    assert [r.settings.tool_choice for r in model.requests] == ["required", "required"]
+    assert [r.settings for r in model.requests] == [settings, settings]

@@ -889,10 +889,11 @@ class Agent(AgentHost):
     def _chat_settings(self) -> ModelSettings:
         """The settings a chat's requests carry, with a key for the providers' prompt caches.
 
-        ``settings`` as they are when they name a ``cache_key``; otherwise with the session id.
+        ``settings`` as they are when they name a ``cache_key`` or the model sends none;
+        otherwise with the session id as the key.
         """
         settings = self.settings
-        if settings.cache_key is not None:
+        if settings.cache_key is not None or not self.model.prompt_cache_key:
             return settings
         keyed = self._keyed
         if keyed is None or keyed[0] is not settings or keyed[1].cache_key != self.session_id:

@@ -174,7 +174,7 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
             "max_tokens": None,
             "tool_choice": "auto",
             "extra": {},
-            "cache_key": "s1",  # the session's, for the providers' prompt caches
+            "cache_key": None,  # the session's, for a model that sends one
         },
         "output_format": None,
         "tokens": got[2]["data"]["request"]["tokens"],  # type: ignore[index]

@@ -68,8 +68,8 @@ class ModelSettings:
         cache_key: What groups requests that share their prefix, for a provider's prompt
             cache; OpenAI's adapters send it, hashed, as ``prompt_cache_key`` (see
             ``docs/providers.md``, "Prompt caching"). ``None`` in an agent's settings: each
-            chat's requests carry the agent's session id. Name one to share a cache across
-            sessions that start alike (a tenant's, say).
+            chat's requests to such a model carry the agent's session id. Name one to share
+            a cache across sessions that start alike (a tenant's, say).
     """
 
     temperature: float | None = None
@@ -260,6 +260,9 @@ class Model(abc.ABC):
         native_output: Whether the model constrains its text answer to the request's
             ``output_format`` (a JSON schema); an agent refuses native output mode for a
             model without it.
+        prompt_cache_key: Whether the model sends its requests' ``settings.cache_key`` to
+            its provider; an agent whose settings name no key then gives its chats'
+            requests the session id as the key (nothing is done for other models).
     """
 
     name: str = "model"
@@ -272,6 +275,7 @@ class Model(abc.ABC):
         return None
 
     native_output: bool = False
+    prompt_cache_key: bool = False
 
     @abc.abstractmethod
     async def request(self, request: ProviderRequest) -> ProviderResponse:
