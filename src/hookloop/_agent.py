@@ -15,7 +15,6 @@ from collections.abc import (
     Iterable,
     Mapping,
 )
-from dataclasses import replace
 from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
@@ -38,7 +37,7 @@ from ._loop import ChatRun
 from ._messages import Message, UserInput, UserMessage, new_id, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ._run_context import NO_DEPS
-from ._setup import ChatSetup, Resumption, StepRunner
+from ._setup import ChatSetup, Resumption, StepRunner, keyed_settings
 from ._stream import ChatStream
 from ._stream_events import AgentEvent, AgentResponse
 from ._tools import Scope, ScopeRegistry, Tool, check_name
@@ -882,22 +881,14 @@ class Agent(AgentHost):
         self._chat_output = output
         return run
 
-    # The settings with this session's cache key, and the settings they were made from: one
-    # object per settings and session, so a session's requests carry the same one.
-    _keyed: tuple[ModelSettings, ModelSettings] | None = None
+    _keyed: tuple[ModelSettings, ModelSettings] | None = None  # see keyed_settings
 
     def _chat_settings(self) -> ModelSettings:
-        """The settings a chat's requests carry, with a key for the providers' prompt caches.
-
-        ``settings`` as they are when they name a ``cache_key`` or the model sends none;
-        otherwise with the session id as the key.
-        """
-        settings = self.settings
-        if settings.cache_key is not None or not self.model.prompt_cache_key:
-            return settings
-        keyed = self._keyed
-        if keyed is None or keyed[0] is not settings or keyed[1].cache_key != self.session_id:
-            keyed = self._keyed = (settings, replace(settings, cache_key=self.session_id))
+        """A chat's settings: with the session id as ``cache_key`` for a model that sends one."""
+        keyed = keyed_settings(self.settings, self.model, self.session_id, self._keyed)
+        if keyed is None:
+            return self.settings
+        self._keyed = keyed
         return keyed[1]
 
 

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ._tools import ScopeRegistry
     from .hooks._host import AgentHost
 
-__all__ = ["ChatSetup", "Resumption", "StepRunner", "build_request"]
+__all__ = ["ChatSetup", "Resumption", "StepRunner", "build_request", "keyed_settings"]
 
 
 class StepRunner(Protocol):
@@ -232,6 +232,26 @@ def _request(
     _request_settings(request, settings)
     _request_output_format(request, output_format)
     return request
+
+
+def keyed_settings(
+    settings: ModelSettings,
+    model: Model,
+    session_id: str,
+    last: tuple[ModelSettings, ModelSettings] | None,
+) -> tuple[ModelSettings, ModelSettings] | None:
+    """An agent's ``settings`` with its session id as ``cache_key``, for the prompt caches.
+
+    ``None`` when the settings name a key of their own, or the model sends none (nothing
+    to do: the chat carries the settings as they are). Otherwise ``(settings, keyed)``,
+    ``last`` again while the settings and the session are the ones it was made for: one
+    object per settings and session, so every request of a session carries the same one.
+    """
+    if settings.cache_key is not None or not model.prompt_cache_key:
+        return None
+    if last is not None and last[0] is settings and last[1].cache_key == session_id:
+        return last
+    return settings, dataclasses.replace(settings, cache_key=session_id)
 
 
 def _settings_for(setup: ChatSetup, iteration: int) -> ModelSettings:
