@@ -27,7 +27,13 @@ from tests.sessions._backends import ROOT, open_store
 # One xdist worker runs them all, so the uninterrupted baseline run is made once.
 pytestmark = pytest.mark.xdist_group("durable_recovery")
 
-USAGE = {"input_tokens": 1110, "output_tokens": 6, "cached_input_tokens": 0, "reasoning_tokens": 0}
+USAGE = {
+    "input_tokens": 1110,
+    "output_tokens": 6,
+    "cached_input_tokens": 0,
+    "reasoning_tokens": 0,
+    "cache_write_tokens": 0,
+}
 
 
 def spec(directory: Path, engine: str, sessions: dict[str, str], stop: str) -> str:
