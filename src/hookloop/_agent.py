@@ -41,7 +41,7 @@ from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ._pricing import NO_PRICES, ModelPrice, Pricing
 from ._run_context import NO_DEPS
 from ._session_limits import check_session_limits, records_spend, seed_session, watch_session
-from ._setup import ChatSetup, Resumption, StepRunner
+from ._setup import ChatSetup, Resumption, StepRunner, keyed_settings
 from ._stream import ChatStream
 from ._stream_events import AgentEvent, AgentResponse
 from ._tools import Scope, ScopeRegistry, Tool, check_name
@@ -834,7 +834,7 @@ class Agent(MemoryMethods, AgentHost):
             handlers=self.hooks.handlers,
             model=self.model,
             scopes=self.scopes,
-            settings=self.settings,
+            settings=self._chat_settings(),
             max_iterations=self.max_iterations,
             reset_tool_choice=self.reset_tool_choice,
             history=self.history,
@@ -853,6 +853,16 @@ class Agent(MemoryMethods, AgentHost):
         run = self._slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output
         return run
+
+    _keyed: tuple[ModelSettings, ModelSettings] | None = None  # see keyed_settings
+
+    def _chat_settings(self) -> ModelSettings:
+        """A chat's settings: with the session id as ``cache_key`` for a model that sends one."""
+        keyed = keyed_settings(self.settings, self.model, self.session_id, self._keyed)
+        if keyed is None:
+            return self.settings
+        self._keyed = keyed
+        return keyed[1]
 
 
 def _checked_session_id(session_id: object) -> str:

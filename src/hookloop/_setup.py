@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ._tools import ScopeRegistry
     from .hooks._host import AgentHost
 
-__all__ = ["ChatSetup", "Resumption", "StepRunner", "build_request"]
+__all__ = ["ChatSetup", "Resumption", "StepRunner", "build_request", "keyed_settings"]
 
 
 class StepRunner(Protocol):
@@ -94,7 +94,8 @@ class ChatSetup:
             during the chat fires from its next event on).
         model: The model each model call starts from.
         scopes: The tools and context (live: see ``docs/tools.md``).
-        settings: Sampling and tool-choice settings.
+        settings: Sampling and tool-choice settings, with the cache key the chat's requests
+            carry (the session id, unless the agent's settings name one).
         max_iterations: The most model calls the chat may make.
         reset_tool_choice: Whether a forcing tool choice holds for the first call only.
         history: The conversation the chat appends to.
@@ -194,9 +195,7 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
     if (policy := setup.window) is not None:
         # Only the window, not the whole history: a turn costs the same however long the
         # conversation grows (bench/loop.py, overhead_us_by_history).
-        request = _request(
-            setup.model.name, system, (), definitions, settings, output_format, setup.agent
-        )
+        request = _request(setup.model.name, system, (), definitions, settings, output_format)
         window = policy.request_messages(request, history, setup.model)
         if window is not None and not user_parts:
             # The window saw this request without messages and knows it by identity from now
@@ -220,9 +219,7 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
             system = "\n\n".join(p for p in (system, *user_parts) if p)
         else:
             messages = extended
-    return _request(
-        setup.model.name, system, messages, definitions, settings, output_format, setup.agent
-    )
+    return _request(setup.model.name, system, messages, definitions, settings, output_format)
 
 
 _request_model = slot_setter(ProviderRequest, "model")
@@ -231,7 +228,6 @@ _request_messages = slot_setter(ProviderRequest, "messages")
 _request_tools = slot_setter(ProviderRequest, "tools")
 _request_settings = slot_setter(ProviderRequest, "settings")
 _request_output_format = slot_setter(ProviderRequest, "output_format")
-_request_cache_key = slot_setter(ProviderRequest, "cache_key")
 
 
 def _request(
@@ -241,13 +237,8 @@ def _request(
     tools: tuple[ToolDefinition, ...],
     settings: ModelSettings,
     output_format: OutputFormat | None,
-    agent: AgentHost,
 ) -> ProviderRequest:
-    """A ``ProviderRequest`` of these fields, made through its slots (every iteration's).
-
-    Its ``cache_key`` is the agent's session id: the requests of one session share their
-    prefix, which providers that route by a key (OpenAI's ``prompt_cache_key``) keep warm.
-    """
+    """A ``ProviderRequest`` of these fields, made through its slots (every iteration's)."""
     request = new(ProviderRequest)
     _request_model(request, model)
     _request_system(request, system)
@@ -255,8 +246,27 @@ def _request(
     _request_tools(request, tools)
     _request_settings(request, settings)
     _request_output_format(request, output_format)
-    _request_cache_key(request, agent.session_id)
     return request
+
+
+def keyed_settings(
+    settings: ModelSettings,
+    model: Model,
+    session_id: str,
+    last: tuple[ModelSettings, ModelSettings] | None,
+) -> tuple[ModelSettings, ModelSettings] | None:
+    """An agent's ``settings`` with its session id as ``cache_key``, for the prompt caches.
+
+    ``None`` when the settings name a key of their own, or the model sends none (nothing
+    to do: the chat carries the settings as they are). Otherwise ``(settings, keyed)``,
+    ``last`` again while the settings and the session are the ones it was made for: one
+    object per settings and session, so every request of a session carries the same one.
+    """
+    if settings.cache_key is not None or not model.prompt_cache_key:
+        return None
+    if last is not None and last[0] is settings and last[1].cache_key == session_id:
+        return last
+    return settings, dataclasses.replace(settings, cache_key=session_id)
 
 
 def _settings_for(setup: ChatSetup, iteration: int) -> ModelSettings:

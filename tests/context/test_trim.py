@@ -310,12 +310,15 @@ def trim_cases(draw: st.DrawFn) -> tuple[list[Message], int]:
     return messages, draw(st.integers(0, size + 20))
 
 
-@given(trim_cases())
-def test_trim_properties(case: tuple[list[Message], int]) -> None:
+@given(trim_cases(), st.sampled_from([0.0, 0.25, 0.5]))
+def test_trim_properties(case: tuple[list[Message], int], headroom: float) -> None:
     messages, budget = case
     counter = EstimateCounter()
     before = list(messages)
-    out = trim_to_budget(messages, budget, counter=counter)
+    out = trim_to_budget(messages, budget, counter=counter, headroom=headroom)
+    if headroom:  # in steps: never more than the most that fits, and the same rules
+        most = trim_to_budget(messages, budget, counter=counter)
+        assert {m.id for m in out} <= {m.id for m in most}
 
     # The input is untouched.
     assert messages == before

@@ -13,16 +13,27 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from hookloop import Agent, ContextOverflowError, Message, ToolCall, UserMessage, tool
+from hookloop import (
+    Agent,
+    ContextOverflowError,
+    Message,
+    ToolCall,
+    UsageError,
+    UserMessage,
+    tool,
+)
 from hookloop.context import (
     SUMMARY_HEADER,
     Compaction,
+    EstimateCounter,
     SlidingWindow,
     count_overhead,
     count_request,
+    trim_to_budget,
 )
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_calls
@@ -127,8 +138,6 @@ def test_a_window_without_headroom_moves_on_every_request_that_outgrows_it() -> 
 
 def test_the_window_in_steps_equals_the_trim_from_scratch_with_the_same_headroom() -> None:
     """What ``trim_to_budget(headroom=)`` keeps of the whole history is what the window sent."""
-    from hookloop.context import trim_to_budget
-
     agent = run(1_500, 0.25, [([40, 80], 50, 70)] * 25)
     model = agent.model
     assert isinstance(model, FunctionModel)
@@ -161,3 +170,10 @@ def test_a_compactions_summary_is_the_stable_prefix_until_the_next_one() -> None
             assert isinstance(first, UserMessage)
             assert first.text.startswith(SUMMARY_HEADER)
     assert moves == policy.compactions
+
+
+def test_a_headroom_outside_zero_to_one_is_a_usage_error() -> None:
+    with pytest.raises(UsageError, match=r"headroom must be in \[0, 1\), got 1"):
+        SlidingWindow(headroom=1)
+    with pytest.raises(UsageError, match=r"headroom must be in \[0, 1\), got -0.1"):
+        trim_to_budget([], 10, counter=EstimateCounter(), headroom=-0.1)

@@ -35,6 +35,7 @@ USAGE = {
     "output_tokens": 6,
     "cached_input_tokens": 0,
     "reasoning_tokens": 0,
+    "cache_write_tokens": 0,
     "cost": None,  # the scripted model has no price
 }
 

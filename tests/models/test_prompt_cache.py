@@ -280,7 +280,28 @@ async def test_a_compatible_server_gets_no_cache_key_unless_asked(
 
 
 @pytest.mark.parametrize("api", list(OPENAI_APIS))
-async def test_a_cache_key_in_the_settings_wins(server: ProviderServer, api: str) -> None:
+async def test_a_key_named_in_the_settings_is_shared_by_every_session(
+    server: ProviderServer, api: str
+) -> None:
+    server.add(answer(api, "Hi."), answer(api, "Hi again."))
+    model = OPENAI_APIS[api](server, prompt_cache_key=True)
+    agent = Agent(model, retry=None, settings=ModelSettings(cache_key="tenant-7"))
+    try:
+        await agent.chat("Hello")
+        await agent.switch_session("another")
+        await agent.chat("Hello")
+    finally:
+        await model.aclose()
+
+    keys = [r.body["prompt_cache_key"] for r in server.received]
+    assert keys == [hashed_cache_key("tenant-7")] * 2
+    assert agent.settings == ModelSettings(cache_key="tenant-7")  # the agent's, untouched
+
+
+@pytest.mark.parametrize("api", list(OPENAI_APIS))
+async def test_a_prompt_cache_key_in_the_extra_settings_wins(
+    server: ProviderServer, api: str
+) -> None:
     server.add(answer(api, "Hi."))
     model = OPENAI_APIS[api](server, prompt_cache_key=True)
     settings = ModelSettings(extra={"prompt_cache_key": "tenant-7"})

@@ -119,12 +119,18 @@ def step_start(
     and the step (another process, or a restored session, finds the same start).
     """
     target = -(-before // step) * step
-    if before >= target or start >= last_user:
-        return start
-    # The tokens before each message from start on, summed at C speed: a step is rare, and
-    # walking a block of units one by one in Python would cost the request that moves.
-    sums = list(accumulate(counts[start:last_user], initial=before))
-    at = min(start + bisect_left(sums, target), last_user)
+    at, span = start, 32
+    # The first message with `target` tokens before it: the running sums are made at C speed
+    # (walking the block unit by unit in Python would cost the request that moves it), over
+    # spans that double, so a step reads about as many counts as the block it drops.
+    while at < last_user and before < target:
+        end = min(at + span, last_user)
+        sums = list(accumulate(counts[at:end], initial=before))
+        found = bisect_left(sums, target)
+        if found < len(sums):
+            at += found
+            break
+        at, before, span = end, sums[-1], span * 2
     while at < last_user and not _is_unit_start(messages, at):
         at += 1  # inside a unit (a tool result): the unit goes whole
     return at

@@ -65,12 +65,18 @@ class ModelSettings:
         tool_choice: ``"auto"`` (the model decides), ``"none"``, ``"required"``, or the name
             of one tool to force.
         extra: Provider-specific settings passed through unchanged.
+        cache_key: What groups requests that share their prefix, for a provider's prompt
+            cache; OpenAI's adapters send it, hashed, as ``prompt_cache_key`` (see
+            ``docs/providers.md``, "Prompt caching"). ``None`` in an agent's settings: each
+            chat's requests to such a model carry the agent's session id. Name one to share
+            a cache across sessions that start alike (a tenant's, say).
     """
 
     temperature: float | None = None
     max_tokens: int | None = None
     tool_choice: str = "auto"
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,10 +105,6 @@ class ProviderRequest:
         settings: Sampling and tool-choice settings.
         output_format: The JSON schema a text answer must follow, or ``None``; only for a
             model whose ``native_output`` is true (see ``docs/output.md``).
-        cache_key: What groups this request with the others that share its prefix, for a
-            provider's prompt cache: the agent's session id (an agent's requests carry it);
-            ``None`` for none. OpenAI's adapters send it, hashed, as ``prompt_cache_key``
-            (see ``docs/providers.md``, "Prompt caching").
     """
 
     model: str
@@ -111,7 +113,6 @@ class ProviderRequest:
     tools: tuple[ToolDefinition, ...] = ()
     settings: ModelSettings = field(default_factory=ModelSettings)
     output_format: OutputFormat | None = None
-    cache_key: str | None = None
 
 
 @slot_init
@@ -259,6 +260,9 @@ class Model(abc.ABC):
         native_output: Whether the model constrains its text answer to the request's
             ``output_format`` (a JSON schema); an agent refuses native output mode for a
             model without it.
+        prompt_cache_key: Whether the model sends its requests' ``settings.cache_key`` to
+            its provider; an agent whose settings name no key then gives its chats'
+            requests the session id as the key (nothing is done for other models).
     """
 
     name: str = "model"
@@ -271,6 +275,7 @@ class Model(abc.ABC):
         return None
 
     native_output: bool = False
+    prompt_cache_key: bool = False
 
     @abc.abstractmethod
     async def request(self, request: ProviderRequest) -> ProviderResponse:

@@ -237,14 +237,15 @@ def hashed_cache_key(key: str) -> str:
 
 
 def sent_cache_key(request: ProviderRequest, send: bool) -> str | None:
-    """The ``prompt_cache_key`` an OpenAI request carries: its hashed ``cache_key``, if any.
+    """The ``prompt_cache_key`` an OpenAI request carries: its settings' ``cache_key``, hashed.
 
-    ``None`` when ``send`` is off, the request has no key, or its ``settings.extra`` names
-    its own (which then goes out as it is).
+    ``None`` when ``send`` is off, the settings name no key, or their ``extra`` names a
+    ``prompt_cache_key`` of its own (which then goes out as it is).
     """
-    if not send or request.cache_key is None or "prompt_cache_key" in request.settings.extra:
+    settings = request.settings
+    if not send or settings.cache_key is None or "prompt_cache_key" in settings.extra:
         return None
-    return hashed_cache_key(request.cache_key)
+    return hashed_cache_key(settings.cache_key)
 
 
 def is_host(url: str, host: str) -> bool:
