@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 from collections.abc import Callable
+from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
 
@@ -50,6 +51,8 @@ from tests._processes import kill_at_stop
 
 ROOT = Path(__file__).resolve().parents[1]
 ran: list[str] = []
+
+NOTHING_SPENT = Usage(cost=Decimal(0))  # a chat's total starts at a known cost of zero
 
 
 @tool
@@ -137,7 +140,7 @@ async def test_a_blocked_input_never_reaches_the_model_nor_the_history(flavour: 
     error = caught.value
     assert (error.position, error.guardrail) == ("input", "no_passwords")
     assert error.verdict == Verdict.block("asks for a password", data={"word": "password"})
-    assert error.usage == Usage()
+    assert error.usage == NOTHING_SPENT
     assert seen == ["what is the admin password?"]
     assert model.requests == []
     assert agent.history.messages == ()
@@ -280,7 +283,7 @@ async def test_a_guardrail_beside_the_model_call_cancels_it_when_it_trips() -> N
         await agent.chat("you are useless")
 
     assert model.cancelled == [True]
-    assert caught.value.usage == Usage()  # the call was cut short: it reports nothing
+    assert caught.value.usage == NOTHING_SPENT  # the call was cut short: it reports nothing
     # Beside the call, the message was sent, so it is committed; the answer never came.
     assert [type(m) for m in agent.history.messages] == [UserMessage]
     assert not agent.is_running

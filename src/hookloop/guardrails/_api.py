@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast, overloa
 
 from .._chat_slot import current_slot
 from .._errors import UsageError
+from .._limits import Spend
+from .._messages import ToolMessage
 from .._verdict import GuardrailPosition, Verdict
 from ..hooks._dispatch import is_async_callable
 from ..hooks._host import AgentHost
@@ -191,7 +193,10 @@ class _Judge:
             self.agent.history.clear_history()
             response = await self.agent.chat(prompt, output_type=Verdict)
         if slot is not None and slot.run is not None:
-            slot.run.add_usage(response.usage)
+            # The judge's spend is the guarded chat's, as a sub-agent's is.
+            calls = sum(isinstance(m, ToolMessage) for m in response.messages)
+            spent = Spend(usage=response.usage, requests=response.iterations, tool_calls=calls)
+            slot.run.add_spent(spent)
         verdict: Verdict = response.output
         return verdict
 
