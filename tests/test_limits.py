@@ -359,7 +359,7 @@ def test_a_cost_limit_on_a_model_without_a_price_is_refused_when_the_chat_starts
 
 def test_a_model_without_a_price_chosen_mid_chat_is_refused_before_it_is_called() -> None:
     fallback = ScriptedModel(["never"], name="unpriced")
-    model = ScriptedModel(lookup_script(1))
+    model = ScriptedModel(lookup_script(1, usage=Usage(input_tokens=10, output_tokens=1)))
     agent = Agent(model, tools=[lookup], limits=UsageLimits(cost=100), prices=PRICES)
 
     def switch(ctx: Any) -> None:
@@ -371,6 +371,24 @@ def test_a_model_without_a_price_chosen_mid_chat_is_refused_before_it_is_called(
         agent.chat_sync("go")
     assert fallback.requests == []
     assert every_call_answered(agent.messages)
+
+
+def test_an_answer_without_usage_makes_the_cost_unknown_never_zero() -> None:
+    agent = Agent(ScriptedModel(lookup_script(1)), tools=[lookup], prices=PRICES)
+    assert agent.chat_sync("go").usage.cost is None  # the model reported no tokens
+    limited = Agent(
+        ScriptedModel(lookup_script(1)),
+        tools=[lookup],
+        prices=PRICES,
+        limits=UsageLimits(cost=10**6),
+    )
+    with pytest.raises(UsageLimitExceeded) as caught:
+        limited.chat_sync("go")
+    assert (caught.value.limit, caught.value.used) == ("cost", None)
+    assert every_call_answered(limited.messages)
+    free = ModelPrice(input_per_mtok=0, output_per_mtok=0)  # a model that costs nothing
+    response = Agent(ScriptedModel(["hi"]), prices={"scripted": free}).chat_sync("go")
+    assert response.usage.cost == 0
 
 
 def test_the_local_model_costs_nothing_and_the_test_doubles_have_no_price() -> None:
@@ -407,6 +425,45 @@ async def test_a_price_with_tiers_is_worked_out_by_the_table(server: ProviderSer
     table = genai_prices.Usage(input_tokens=1000, output_tokens=100, cache_read_tokens=990)
     expected = genai_prices.calc_price(table, "claude-haiku-5-5", provider_id="anthropic")
     assert response.usage.cost == expected.total_price
+
+
+def test_cache_writes_are_priced_at_their_own_rate() -> None:
+    price = ModelPrice(
+        input_per_mtok=3, output_per_mtok=15, cached_input_per_mtok=0.3, cache_write_per_mtok=3.75
+    )
+    usage = Usage(input_tokens=1000, cached_input_tokens=500, cache_write_tokens=200)
+    # 300 plain * 3 + 500 read * 0.3 + 200 written * 3.75 = 1800 per million
+    assert price.cost(usage) == Decimal("0.0018")
+    plain = ModelPrice(input_per_mtok=3, output_per_mtok=15)  # no write rate: as input
+    assert plain.cost(Usage(input_tokens=1000, cache_write_tokens=200)) == Decimal("0.003")
+
+
+async def test_anthropic_cache_writes_are_priced_by_the_table(server: ProviderServer) -> None:
+    body = whole_answer("messages", "ok", usage=(10, 100))
+    body["usage"]["cache_read_input_tokens"] = 990
+    body["usage"]["cache_creation_input_tokens"] = 500
+    server.add(Reply.json(body))
+    model = adapter("messages", server)
+    model.name = "claude-haiku-5-5"
+    try:
+        response = await Agent(model).chat("hi")
+    finally:
+        await model.aclose()
+    usage = response.usage
+    assert (usage.cached_input_tokens, usage.cache_write_tokens) == (990, 500)
+    table = genai_prices.Usage(
+        input_tokens=usage.input_tokens,
+        output_tokens=100,
+        cache_read_tokens=990,
+        cache_write_tokens=500,
+    )
+    expected = genai_prices.calc_price(table, "claude-haiku-5-5", provider_id="anthropic")
+    assert usage.cost == expected.total_price
+    without_writes = genai_prices.Usage(
+        input_tokens=usage.input_tokens, output_tokens=100, cache_read_tokens=990
+    )
+    cheaper = genai_prices.calc_price(without_writes, "claude-haiku-5-5", provider_id="anthropic")
+    assert usage.cost > cheaper.total_price  # a write costs more than plain input
 
 
 async def test_a_hosted_model_the_table_does_not_know_is_logged_once(

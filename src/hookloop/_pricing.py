@@ -67,6 +67,9 @@ class ModelPrice:
         output_per_mtok: Per million output tokens (reasoning included).
         cached_input_per_mtok: Per million input tokens read from the provider's prompt
             cache; ``None`` prices them as other input tokens.
+        cache_write_per_mtok: Per million input tokens written to the provider's prompt
+            cache (``Usage.cache_write_tokens``: Anthropic's, 5-minute rate); ``None``
+            prices them as other input tokens.
 
     Each is a ``Decimal``, an int or a float (taken by its shortest repr).
 
@@ -83,17 +86,23 @@ class ModelPrice:
     input_per_mtok: Decimal | float
     output_per_mtok: Decimal | float
     cached_input_per_mtok: Decimal | float | None = None
+    cache_write_per_mtok: Decimal | float | None = None
     # Per token (a million's price shifted six places: exact), made once: every model call
-    # is priced with three multiplications.
-    _per_token: tuple[Decimal, Decimal, Decimal] = dataclasses.field(
+    # is priced with a few multiplications.
+    _per_token: tuple[Decimal, Decimal, Decimal, Decimal] = dataclasses.field(
         init=False, repr=False, compare=False
     )
 
     def __post_init__(self) -> None:
         prices: list[Decimal] = []
-        for name in ("input_per_mtok", "output_per_mtok", "cached_input_per_mtok"):
+        for name in (
+            "input_per_mtok",
+            "output_per_mtok",
+            "cached_input_per_mtok",
+            "cache_write_per_mtok",
+        ):
             value = getattr(self, name)
-            if value is None and name == "cached_input_per_mtok":
+            if value is None and name in ("cached_input_per_mtok", "cache_write_per_mtok"):
                 prices.append(prices[0])
                 continue
             price = checked_cost(value, f"ModelPrice.{name}")
@@ -101,17 +110,17 @@ class ModelPrice:
                 raise UsageError(f"ModelPrice.{name} must be given")
             object.__setattr__(self, name, price)
             prices.append(price.scaleb(-6))
-        object.__setattr__(self, "_per_token", (prices[0], prices[2], prices[1]))
+        object.__setattr__(self, "_per_token", (prices[0], prices[2], prices[1], prices[3]))
 
     def cost(self, usage: Usage) -> Decimal:
         """What ``usage`` costs at this price."""
-        inputs, cached_inputs, outputs = self._per_token
+        inputs, cached_inputs, outputs, writes = self._per_token
         cached = usage.cached_input_tokens
-        return (
-            (usage.input_tokens - cached) * inputs
-            + cached * cached_inputs
-            + usage.output_tokens * outputs
-        )
+        written = usage.cache_write_tokens
+        cost = (usage.input_tokens - cached) * inputs + cached * cached_inputs
+        if written:  # cache writes are counted in input_tokens too
+            cost += written * (writes - inputs)
+        return cost + usage.output_tokens * outputs
 
     def input_cost(self, tokens: int) -> Decimal:
         """What ``tokens`` input tokens cost at most (none read from a cache)."""
@@ -135,6 +144,7 @@ class _TablePrice:
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cached_input_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
         )
         total = self._price.calc_price(counted)["total_price"]
         assert isinstance(total, Decimal)
@@ -193,12 +203,11 @@ def _look_up(provider: str, base_url: str | None, name: str) -> Price | None:
     return None
 
 
-_TOKEN_KEYS: Final = frozenset({"input_mtok", "output_mtok", "cache_read_mtok"})
+_TOKEN_KEYS: Final = frozenset({"input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok"})
 _UNREPORTED_KEYS: Final = frozenset(
     # Priced units hookloop's Usage never counts: they add nothing to a call's cost.
     {
-        "cache_write_mtok",
-        "cache_write_1h_mtok",
+        "cache_write_1h_mtok",  # Usage does not tell 1-hour writes apart: the 5-minute rate
         "web_searches_kcount",
         "storage_searches_kcount",
         "input_audio_mtok",
@@ -223,13 +232,17 @@ def _flat(price: Any, types: Any) -> ModelPrice | None:
     values = {k: v for k, v in vars(price).items() if v is not None and not k.startswith("_")}
     if not set(values) <= _TOKEN_KEYS | _UNREPORTED_KEYS:
         return None
-    tokens = [values.get(k) for k in ("input_mtok", "output_mtok", "cache_read_mtok")]
+    keys = ("input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok")
+    tokens = [values.get(k) for k in keys]
     if any(v is not None and not isinstance(v, Decimal) for v in tokens):
         return None  # tiers
     if tokens[0] is None or tokens[1] is None:
         return None
     return ModelPrice(
-        input_per_mtok=tokens[0], output_per_mtok=tokens[1], cached_input_per_mtok=tokens[2]
+        input_per_mtok=tokens[0],
+        output_per_mtok=tokens[1],
+        cached_input_per_mtok=tokens[2],
+        cache_write_per_mtok=tokens[3],
     )
 
 
@@ -279,6 +292,16 @@ class Pricing:
         self._last = (model, model.name, price)
         return price
 
+    def costs_nothing(self, model: Model) -> bool:
+        """Whether ``model``'s calls are free: a zero price of yours, or a local model.
+
+        Without looking the model up in the table (and warning about a missing price).
+        """
+        price = self._prices.get(model.name) if self._prices is not None else None
+        if price is None:
+            return model.provider_name in LOCAL_PROVIDERS
+        return isinstance(price, ModelPrice) and not any(price._per_token)
+
     def priced(self, usage: Usage, model: Model) -> Usage:
         """``usage`` with its cost at ``model``'s price, when it has none and one is known."""
         if usage.cost is not None:
@@ -291,6 +314,7 @@ class Pricing:
             output_tokens=usage.output_tokens,
             cached_input_tokens=usage.cached_input_tokens,
             reasoning_tokens=usage.reasoning_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
             cost=price.cost(usage),
         )
 
