@@ -566,20 +566,17 @@ class MaxIterationsError(RunError):
 class UsageLimitExceeded(RunError):
     """A usage limit of the chat would be crossed, or was: the chat ended here.
 
-    Raised from inside the chat, so every tool call in the history is answered and
-    ``on_chat_error`` fires. A limit checked before a model call means that call was not
-    sent; before a tool batch, that no call of the batch ran.
+    Raised inside the chat: every tool call in the history is answered, ``on_chat_error``
+    fires. Checked before a model call, that call was not sent; before a batch, none ran.
 
     Attributes:
-        limit: Which limit: a field of :class:`~hookloop.UsageLimits` (``"requests"``,
-            ``"tool_calls"``, ``"input_tokens"``, ``"output_tokens"``, ``"total_tokens"``,
-            ``"tokens_per_request"``, ``"cost"``, ``"seconds"``) or ``"repeat_limit"``.
+        limit: Which limit: the name of a :class:`~hookloop.UsageLimits` field
+            (``"requests"``, ``"cost"``, ...) or ``"repeat_limit"``.
         maximum: The limit as set.
         used: What the chat would have used with the refused step (``when`` is "before
             the call" or "tool batch"), or what it used (``when`` is "after the call");
-            ``None`` for a cost that became unknown (a call without a price), which a cost
-            limit never takes for "within the limit". For a session's limits (see
-            ``docs/budgets.md``) both count what the session spent before the chat too.
+            ``None`` for a cost that became unknown, which a cost limit never takes for
+            "within the limit". A session's limits count what it spent before the chat too.
         when: ``"before the call"``, ``"after the call"`` or ``"tool batch"``.
         usage: The chat's tokens and their cost so far (the partial usage).
         tool_call: For ``"repeat_limit"``, the call made once too often; else ``None``.
@@ -595,26 +592,26 @@ class UsageLimitExceeded(RunError):
         usage: Usage,
         tool_call: ToolCall | None = None,
     ) -> None:
-        shown = (
-            "an unknown amount"
-            if used is None
-            else f"{used:g}"
-            if isinstance(used, float)
-            else str(used)
-        )
-        super().__init__(
-            f"usage limit {limit}={maximum} {_WHEN.get(when, when)}: {shown} "
-            f"(raise it in UsageLimits, or Agent(limits=...) / chat(..., limits=...))"
-            if limit != "repeat_limit"
-            else f"tool {tool_call.name if tool_call else '?'!r} was called {used} times with the "
-            f"same arguments (repeat_limit {maximum}); the chat ended"
-        )
+        if limit == "repeat_limit":
+            name = tool_call.name if tool_call is not None else "?"
+            text = f"tool {name!r} was called {used} times with the same arguments"
+            super().__init__(f"{text} (repeat_limit {maximum}); the chat ended")
+        else:
+            shown = "an unknown amount" if used is None else _amount(used)
+            super().__init__(
+                f"usage limit {limit}={maximum} {_WHEN.get(when, when)}: {shown} (raise it in "
+                "UsageLimits: Agent(limits=...), chat(..., limits=...) or session_limits=)"
+            )
         self.limit = limit
         self.maximum = maximum
         self.used = used
         self.when = when
         self.usage = usage
         self.tool_call = tool_call
+
+
+def _amount(used: int | float | Decimal) -> str:
+    return f"{used.normalize():f}" if hasattr(used, "normalize") else f"{used:g}"
 
 
 _WHEN: Mapping[str, str] = {

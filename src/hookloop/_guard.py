@@ -40,6 +40,7 @@ from .hooks._events import (
 
 if TYPE_CHECKING:
     from ._loop import ChatRun
+    from ._tool_calls import ToolCalls
     from ._tools import Scope, Tool
 
 __all__ = [
@@ -96,7 +97,7 @@ def _unknown(why: str, verdict: Verdict | None = None) -> Verdict:
 
 
 async def _settle(
-    run: ChatRun,
+    run: ToolCalls,
     handlers: tuple[Handler, ...],
     ctx: Any,
     position: GuardrailPosition,
@@ -135,7 +136,7 @@ async def _settle(
 
 
 async def _act(
-    run: ChatRun,
+    run: ToolCalls,
     ctx: Any,
     position: GuardrailPosition,
     name: str,
@@ -291,7 +292,7 @@ async def check_output(run: ChatRun, message: AssistantMessage) -> AssistantMess
 
 
 async def check_tool_call(
-    run: ChatRun,
+    run: ToolCalls,
     handlers: tuple[Handler, ...],
     call: ToolCall,
     original: ToolCall,
@@ -322,7 +323,7 @@ async def check_tool_call(
 
 
 async def check_tool_result(
-    run: ChatRun,
+    run: ToolCalls,
     handlers: tuple[Handler, ...],
     call: ToolCall,
     tool: Tool,
