@@ -40,9 +40,11 @@ from hookloop import (
     UsageError,
     UsageLimitExceeded,
     UsageLimits,
+    Verdict,
 )
 from hookloop._messages import Usage
 from hookloop.context import Compaction, SlidingWindow
+from hookloop.guardrails import tool_call_guardrail
 from hookloop.limits import ModelPrice
 from hookloop.models._base import ProviderResponse
 from hookloop.observe import OpenTelemetryPlugin
@@ -1153,3 +1155,32 @@ async def test_a_chat_ended_by_a_limit_says_which_and_what_it_spent(otel: Teleme
     assert (attributes[g.USAGE_INPUT], attributes["hookloop.usage.cost"]) == (100, 0.00012)
     assert attributes["error.type"] == "UsageLimitExceeded"
     assert span.status.status_code is StatusCode.ERROR
+
+
+async def test_a_guardrail_verdict_is_an_event_of_the_chat_span(otel: Telemetry) -> None:
+    def no_secrets(ctx: Any) -> Verdict:
+        return Verdict.reject("the secret tool is not for this chat")
+
+    def event_of(telemetry: Telemetry) -> dict[str, Any]:
+        span = telemetry.one("invoke_agent agent")
+        (event,) = [e for e in span.events if e.name == "hookloop.guardrail"]
+        return dict(event.attributes or {})
+
+    script = [tool_call("add", {"a": 1, "b": 2}, id="c1"), "no"]
+    agent = Agent(ScriptedModel(script), tools=[add])
+    agent.use(tool_call_guardrail(no_secrets))
+    agent.use(otel.plugin())
+    await agent.chat("1 + 2?")
+    assert event_of(otel) == {
+        "hookloop.guardrail.name": "no_secrets",
+        "hookloop.guardrail.position": "tool_call",
+        "hookloop.guardrail.action": "reject",
+        g.TOOL_CALL_ID: "c1",
+    }  # the reason may quote what was checked: only with content capture
+
+    agent = Agent(ScriptedModel(script), tools=[add])
+    agent.use(tool_call_guardrail(no_secrets))
+    otel.exporter.clear()
+    agent.use(otel.plugin(capture_content=True))
+    await agent.chat("1 + 2?")
+    assert event_of(otel)["hookloop.guardrail.reason"] == "the secret tool is not for this chat"

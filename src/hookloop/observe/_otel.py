@@ -34,6 +34,7 @@ from ..hooks._contexts import (
     ChatStartContext,
     CompactionContext,
     FirstChunkContext,
+    GuardrailVerdictContext,
     MessageContext,
     PreRequestContext,
     PreToolCallContext,
@@ -194,6 +195,7 @@ class OpenTelemetryPlugin:
             "pre_tool_call": self._pre_tool_call,
             "on_tool_call_result": self._tool_result,
             "on_tool_call_error": self._tool_error,
+            "on_guardrail_verdict": self._guardrail_verdict,
         }
 
     # -- registration ----------------------------------------------------------------------
@@ -453,6 +455,25 @@ class OpenTelemetryPlugin:
         if (chat := self._chats.get(key)) is not None:
             attributes = _figures(ctx, "compaction", ("tier", "window"))
             self._event(self._current_call(chat), "hookloop.compaction", attributes)
+
+    def _guardrail_verdict(self, key: _Key, ctx: GuardrailVerdictContext) -> None:
+        """A verdict that stopped or changed something: an event on the chat's span.
+
+        Its reason is the guardrail's text and may quote what it checked: only with
+        ``capture_content``.
+        """
+        if (chat := self._chats.get(key)) is None:
+            return
+        attributes: dict[str, Any] = {
+            "hookloop.guardrail.name": ctx.guardrail,
+            "hookloop.guardrail.position": ctx.position,
+            "hookloop.guardrail.action": ctx.verdict.action,
+        }
+        if ctx.call_id is not None:
+            attributes[g.TOOL_CALL_ID] = ctx.call_id
+        if self.capture_content and ctx.verdict.reason:
+            attributes["hookloop.guardrail.reason"] = ctx.verdict.reason
+        chat.span.add_event("hookloop.guardrail", attributes)
 
     def _event(self, call: _Call, name: str, attributes: dict[str, Any]) -> None:
         if call.span is not None:
