@@ -42,6 +42,9 @@ window on) whose model reports usage on every answer and has a price of the user
 tokens, tokens per request, cost, seconds) and none crossed; ``..._limits_off`` is the same
 agent without limits (its calls still priced), and ``limits_ratio`` the one over the other:
 what checking the limits before and after each model call and each tool batch costs.
+``overhead_us_per_iteration_limits_guardrails`` is that agent with every limit and one
+guardrail of each kind, and ``limits_guardrails_ratio`` its cost over ``..._limits_off``
+(issue 24's aim: <= 1.3x).
 """
 
 from __future__ import annotations
@@ -139,15 +142,18 @@ LIMITS = UsageLimits(
 )
 
 
-def limits_agent(limited: bool) -> Agent:
+def limits_agent(limited: bool, setup: Callable[[Agent], object] | None = None) -> Agent:
     """``Agent()`` defaults, a priced model that reports usage; with every limit, or none."""
-    return Agent(
+    agent = Agent(
         ScriptedModel(USAGE_SCRIPT),
         tools=[lookup],
         system_prompt="You look things up.",
         prices=PRICES,
         limits=LIMITS if limited else None,
     )
+    if setup is not None:
+        setup(agent)
+    return agent
 
 
 class Summary(pydantic.BaseModel):
@@ -238,7 +244,7 @@ async def per_iteration_us(
     gc.collect()
     for run in range(runs + runs // 10):  # the first tenth warms up and is dropped
         agent = (
-            limits_agent(limits)
+            limits_agent(limits, setup)
             if limits is not None
             else make_agent(
                 handler,
@@ -482,6 +488,9 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
                 None, 0, runs, limits=False
             ),
             "overhead_us_per_iteration_limits": await per_iteration_us(None, 0, runs, limits=True),
+            "overhead_us_per_iteration_limits_guardrails": await per_iteration_us(
+                None, 0, runs, limits=True, setup=use_guardrails
+            ),
             "overhead_us_by_history": {
                 "window": await curve(True),
                 "no_window": await curve(False),
@@ -509,6 +518,10 @@ def measure(runs: int, history_runs: int) -> dict[str, Any]:
     )
     figures["limits_ratio"] = (
         figures["overhead_us_per_iteration_limits"]
+        / figures["overhead_us_per_iteration_limits_off"]
+    )
+    figures["limits_guardrails_ratio"] = (
+        figures["overhead_us_per_iteration_limits_guardrails"]
         / figures["overhead_us_per_iteration_limits_off"]
     )
     figures["window_ratio_100k_to_100"] = window["100000"] / window["100"]
@@ -597,6 +610,12 @@ def main() -> None:
             figures["overhead_us_per_iteration_limits"],
             "us",
             f"{figures['limits_ratio']:.2f}x the same agent without (aim <= 1.1x)",
+        ),
+        (
+            "per iteration, limits and guardrails",
+            figures["overhead_us_per_iteration_limits_guardrails"],
+            "us",
+            f"{figures['limits_guardrails_ratio']:.2f}x the same agent without (aim <= 1.3x)",
         ),
         ("empty dispatch", figures["empty_dispatch_ns"], "ns", ""),
     ]
