@@ -5,6 +5,7 @@ the input guardrail beside the first model call; what the history and the sessio
 from __future__ import annotations
 
 import asyncio
+import pickle
 import subprocess
 import sys
 from collections.abc import Callable
@@ -25,6 +26,8 @@ from hookloop import (
     ToolMessage,
     TracePlugin,
     Usage,
+    UsageLimitExceeded,
+    UsageLimits,
     UserMessage,
     Verdict,
     tool,
@@ -701,3 +704,30 @@ async def test_a_disposed_guardrail_checks_no_more() -> None:
     assert agent.hooks.guards == 1
     assert (await agent.chat("two")).text == "second"
     assert [m.content for m in agent.history.messages] == ["one", "two", "second"]
+
+
+async def test_an_agent_judge_is_held_to_what_the_chat_has_left() -> None:
+    referee = judge(Verdict.allow())
+    referee_model = referee.model
+    agent, model = agent_on("never sent", limits=UsageLimits(requests=0))
+    agent.use(input_guardrail(referee))
+    with pytest.raises(GuardrailTripped) as caught:
+        await agent.chat("hello")
+    assert isinstance(caught.value.__cause__, UsageLimitExceeded)  # fail closed
+    assert isinstance(referee_model, ScriptedModel)
+    assert referee_model.requests == []  # the judge was not asked: nothing left to spend
+    assert model.requests == []
+
+
+def test_a_verdict_and_a_trip_pickle_as_a_durable_engine_stores_an_error() -> None:
+    verdict = Verdict.block("no", data={"word": "password", "at": [3]})
+    tripped = GuardrailTripped(
+        verdict=verdict, guardrail="g", position="input", usage=Usage(input_tokens=2)
+    )
+    again = pickle.loads(pickle.dumps(tripped))
+    assert isinstance(again, GuardrailTripped)
+    assert (again.verdict, again.guardrail, again.position) == (verdict, "g", "input")
+    assert again.verdict.data["word"] == "password"
+    with pytest.raises(TypeError):
+        again.verdict.data["word"] = "x"  # type: ignore[index]  # read-only again
+    assert pickle.loads(pickle.dumps(Verdict.allow())) == Verdict.allow()

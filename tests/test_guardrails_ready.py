@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pydantic
 import pytest
 
-from hookloop import Agent, GuardrailTripped, ToolMessage, UsageError, UserMessage, Verdict, tool
+from hookloop import (
+    OUTPUT_TOOL_NAME,
+    Agent,
+    GuardrailTripped,
+    ToolCall,
+    ToolMessage,
+    UsageError,
+    UserMessage,
+    Verdict,
+    tool,
+)
 from hookloop.guardrails import (
     denied_arguments,
     find_pii,
@@ -15,7 +28,7 @@ from hookloop.guardrails import (
     tool_call_guardrail,
     tool_result_guardrail,
 )
-from hookloop.testing import ScriptedModel, tool_call
+from hookloop.testing import ScriptedModel, tool_call, tool_calls
 
 
 class Text:
@@ -44,6 +57,15 @@ def kinds(text: str) -> list[tuple[str, str]]:
         ("aws AKIAIOSFODNN7EXAMPLE here", [("api_key", "AKIAIOSFODNN7EXAMPLE")]),
         ("gh ghp_" + "a" * 36, [("api_key", "ghp_" + "a" * 36)]),
         ("on 2024-01-02 at 10:30, order 12345", []),
+        (
+            "call 415-555-0100 or 01 23 45 67 89",
+            [("phone", "415-555-0100"), ("phone", "01 23 45 67 89")],
+        ),
+        # digits that are not phone numbers: a time stamp, an ISBN, an address, an order
+        ("at 2024-01-15 10:30:45", []),
+        ("ISBN 978-3-16-148410-0", []),
+        ("from 192.168.100.200", []),
+        ("order 1234567890", []),
         ("nothing to see", []),
     ],
 )
@@ -124,3 +146,67 @@ async def test_a_too_long_input_trips() -> None:
     with pytest.raises(GuardrailTripped, match="more than the 10 allowed") as caught:
         await agent.chat("x" * 11)
     assert caught.value.guardrail == "max_length"
+
+
+@tool
+def read_all(paths: list[str], options: dict[str, str] | None = None) -> str:
+    """Read files."""
+    return "read " + ", ".join(paths)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [{"paths": ["/etc/passwd"]}, {"paths": ["a"], "options": {"k": "le café"}}],
+)
+async def test_denied_arguments_are_found_inside_lists_and_objects(
+    arguments: dict[str, Any],
+) -> None:
+    model = ScriptedModel([tool_call("read_all", arguments, id="c1"), "done"])
+    agent = Agent(model, tools=[read_all], retry=None, context=None)
+    agent.use(tool_call_guardrail(denied_arguments({"*": [r"^/etc/", "café"]})))
+    await agent.chat("read")
+    (answer,) = (m for m in agent.history.messages if isinstance(m, ToolMessage))
+    assert answer.is_error
+    assert "denied pattern" in answer.content
+
+
+async def test_escaped_json_is_checked_as_the_tool_receives_it() -> None:
+    received: list[str] = []
+
+    @tool
+    def send(to: str) -> str:
+        """Send mail."""
+        received.append(to)
+        return "sent"
+
+    escaped = ToolCall(name="send", arguments='{"to": "jane\\u0040example.com"}', id="c1")
+    model = ScriptedModel([tool_calls(escaped), "done"])
+    agent = Agent(model, tools=[send], retry=None, context=None)
+    agent.use(tool_call_guardrail(pii(action="reject")))
+    await agent.chat("mail her")
+    assert received == []  # "\u0040" is "@": the check saw the address the tool would get
+
+
+async def test_a_typed_output_is_checked_as_its_value() -> None:
+    class Contact(pydantic.BaseModel):
+        email: str
+
+    answer = ToolCall(
+        name=OUTPUT_TOOL_NAME, arguments='{"email": "jane\\u0040example.com"}', id="o1"
+    )
+    agent = Agent(ScriptedModel([tool_calls(answer)]), retry=None, context=None)
+    agent.use(output_guardrail(pii()))
+    with pytest.raises(GuardrailTripped, match="email"):
+        await agent.chat("who?", output_type=Contact)
+
+
+@pytest.mark.parametrize("denied", [{"path": 5}, {"path": [None]}, ["path"]])
+def test_denied_arguments_refuses_patterns_that_are_not_str(denied: Any) -> None:
+    with pytest.raises(UsageError, match="denied_arguments"):
+        denied_arguments(denied)
+
+
+def test_one_pii_kind_may_be_named_alone() -> None:
+    assert pii(kinds="email")(Text("a@b.io")).action == "block"
+    with pytest.raises(UsageError, match="PII kinds"):
+        pii(kinds=5)  # type: ignore[arg-type]

@@ -100,8 +100,8 @@ def errors_seen(agent: Agent) -> list[BaseException]:
         ({"cost": "1"}, "cost must be a Decimal, an int or a float"),
         ({"cost": Decimal("NaN")}, "cost must be a finite amount"),
         ({"cost": False}, "cost must be a Decimal"),
-        ({"seconds": float("inf")}, "seconds must be a number of 0 or more"),
-        ({"seconds": -1}, "seconds must be a number of 0 or more"),
+        ({"seconds": float("inf")}, "seconds must be a finite number of 0 or more"),
+        ({"seconds": -1}, "seconds must be a finite number of 0 or more"),
     ],
 )
 def test_bad_limits_are_refused_when_made(given: dict[str, Any], match: str) -> None:
@@ -373,24 +373,6 @@ def test_a_model_without_a_price_chosen_mid_chat_is_refused_before_it_is_called(
     assert every_call_answered(agent.messages)
 
 
-def test_an_answer_without_usage_makes_the_cost_unknown_never_zero() -> None:
-    agent = Agent(ScriptedModel(lookup_script(1)), tools=[lookup], prices=PRICES)
-    assert agent.chat_sync("go").usage.cost is None  # the model reported no tokens
-    limited = Agent(
-        ScriptedModel(lookup_script(1)),
-        tools=[lookup],
-        prices=PRICES,
-        limits=UsageLimits(cost=10**6),
-    )
-    with pytest.raises(UsageLimitExceeded) as caught:
-        limited.chat_sync("go")
-    assert (caught.value.limit, caught.value.used) == ("cost", None)
-    assert every_call_answered(limited.messages)
-    free = ModelPrice(input_per_mtok=0, output_per_mtok=0)  # a model that costs nothing
-    response = Agent(ScriptedModel(["hi"]), prices={"scripted": free}).chat_sync("go")
-    assert response.usage.cost == 0
-
-
 def test_the_local_model_costs_nothing_and_the_test_doubles_have_no_price() -> None:
     assert price_for(LocalModel(context_window=2048)) == ModelPrice(
         input_per_mtok=0, output_per_mtok=0
@@ -609,3 +591,41 @@ async def test_a_running_chat_says_what_it_spent() -> None:
     (spend,) = spends
     assert (spend.requests, spend.tool_calls) == (3, 2)
     assert spend.usage == Usage(input_tokens=15, output_tokens=3, cost=Decimal(21))
+
+
+@pytest.mark.parametrize("scope", ["chat", "session"])
+def test_calls_that_waited_for_approval_are_counted_once(scope: str) -> None:
+    ran: list[str] = []
+
+    @tool(requires_approval=True)
+    def delete(name: str) -> str:
+        """Delete a file."""
+        ran.append(name)
+        return "deleted"
+
+    batch = tool_calls(
+        *(ToolCall(name="delete", arguments=f'{{"name": "{n}"}}', id=n) for n in "abc")
+    )
+    limits = UsageLimits(tool_calls=4)
+    agent = Agent(
+        ScriptedModel([batch, "done"]),
+        tools=[delete],
+        **({"limits": limits} if scope == "chat" else {"session_limits": limits}),
+    )
+    paused = agent.chat_sync("clean up")
+    assert len(paused.pending_approvals) == 3
+    done = agent.resume_sync([p.approve() for p in paused.pending_approvals])
+    assert done.text == "done"  # 3 calls asked for and run: 3 of the 4 allowed, not 6
+    assert ran == ["a", "b", "c"]
+
+
+def test_more_cached_tokens_than_input_tokens_is_priced_never_below_zero() -> None:
+    price = ModelPrice(input_per_mtok=3, output_per_mtok=15, cached_input_per_mtok=0.3)
+    odd = Usage(input_tokens=100, cached_input_tokens=1000)  # as a provider may report
+    assert price.cost(odd) == Decimal("0.0003")  # the 1000 cached tokens, at their price
+
+
+@pytest.mark.parametrize("seconds", [10**400, float("inf"), -1, True, "5"])
+def test_a_seconds_limit_that_is_not_a_finite_number_is_refused(seconds: object) -> None:
+    with pytest.raises(UsageError, match=r"UsageLimits\.seconds"):
+        UsageLimits(seconds=seconds)  # type: ignore[arg-type]

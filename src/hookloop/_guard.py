@@ -19,6 +19,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
+import pydantic_core
+
 from ._errors import GuardrailTripped
 from ._messages import AssistantMessage, TextPart, ToolCall, ToolMessage, UserMessage, tool_result
 from ._output import Accepted
@@ -282,7 +284,8 @@ async def check_output(run: ChatRun, message: AssistantMessage) -> AssistantMess
         if not isinstance(judged, Accepted):
             return message
         value = judged.value
-        text = judged.call.arguments if judged.call is not None else message.content
+        # The value as JSON without escapes: a check of the text sees what is committed.
+        text = _as_text(value)
         if not spec.plain_text:
             actions = _TYPED_OUTPUT_ACTIONS
     ctx = OutputGuardrailContext(message=message, output=value, text=text)
@@ -341,3 +344,10 @@ async def check_tool_result(
     if (stopped := await run_guards(handlers, ctx)) is not None:
         await _settle(run, handlers, ctx, "tool_result", stopped, call_id=result.tool_call_id)
     return ctx.result
+
+
+def _as_text(value: object) -> str:
+    """A typed output as JSON without escapes (its text when it is one)."""
+    if isinstance(value, str):
+        return value
+    return pydantic_core.to_json(value, fallback=str).decode()

@@ -123,16 +123,17 @@ class UsageLimits:
         object.__setattr__(self, "cost", checked_cost(self.cost, "UsageLimits.cost"))
         seconds = self.seconds
         if seconds is not None:
-            if (
-                isinstance(seconds, bool)
-                or not isinstance(seconds, (int, float))
-                or not math.isfinite(seconds)
-                or seconds < 0
-            ):
+            number = math.nan
+            if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                try:
+                    number = float(seconds)
+                except OverflowError:  # an int too large for a float: no time limit
+                    number = math.inf
+            if not math.isfinite(number) or number < 0:
                 raise UsageError(
-                    f"UsageLimits.seconds must be a number of 0 or more, got {seconds!r}"
+                    f"UsageLimits.seconds must be a finite number of 0 or more, got {seconds!r:.40}"
                 )
-            object.__setattr__(self, "seconds", float(seconds))
+            object.__setattr__(self, "seconds", number)
         given = tuple((n, v) for n in LIMIT_FIELDS if (v := getattr(self, n)) is not None)
         object.__setattr__(self, "_set", given)
 

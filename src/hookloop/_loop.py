@@ -396,7 +396,8 @@ class ChatRun(ModelCalls, ToolCalls):
         self._unanswered = {call.id: call for call in batch}
         self._rulings = {r.call_id: r for r in resumption.rulings}
         try:
-            await self._run_tools(0, resumption.message.id, batch)
+            # Admitted to the tool-call limit when they were asked for: not counted again.
+            await self._run_tools(0, resumption.message.id, batch, admitted=True)
         finally:  # the next batch's calls may reuse these ids
             self._rulings = None
 

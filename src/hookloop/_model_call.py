@@ -145,9 +145,7 @@ class ModelCalls:
             except Exception as exc:
                 error = exc
             else:
-                if (usage := response.usage) is None:
-                    self._unreported(model)
-                elif usage.cost is None:
+                if (usage := response.usage) is not None and usage.cost is None:
                     response = self._priced(response, usage, model)
             if hs := handlers.get(AFTER_MODEL_CALL):
                 after = AfterModelCallContext(
@@ -296,18 +294,6 @@ class ModelCalls:
         for name, set_field in _RESPONSE_FIELDS:
             set_field(copy, priced if name == "usage" else getattr(response, name))
         return copy
-
-    def _unreported(self, model: Model) -> None:
-        """An answer that reports no usage: the chat's cost is unknown from now on.
-
-        Unless ``model`` costs nothing (the local model): an unknown cost is never taken
-        for zero, so a cost limit counts it as crossed.
-        """
-        if self._usage.cost is None:
-            return
-        pricing = self._setup.pricing
-        if pricing is None or not pricing.costs_nothing(model):
-            self._usage = dataclasses.replace(self._usage, cost=None)
 
     def _keep_response(self, response: ProviderResponse) -> ProviderResponse:
         if response.usage is not None:

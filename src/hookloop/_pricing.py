@@ -117,10 +117,11 @@ class ModelPrice:
         inputs, cached_inputs, outputs, writes = self._per_token
         cached = usage.cached_input_tokens
         written = usage.cache_write_tokens
-        cost = (usage.input_tokens - cached) * inputs + cached * cached_inputs
-        if written:  # cache writes are counted in input_tokens too
-            cost += written * (writes - inputs)
-        return cost + usage.output_tokens * outputs
+        # Cache reads and writes are counted in input_tokens too; a provider that reports
+        # more of them than input tokens is priced for what it reports, never below zero.
+        plain = max(usage.input_tokens - cached - written, 0)
+        cost = plain * inputs + cached * cached_inputs + usage.output_tokens * outputs
+        return cost + written * writes if written else cost
 
     def input_cost(self, tokens: int) -> Decimal:
         """What ``tokens`` input tokens cost at most (none read from a cache)."""
@@ -291,16 +292,6 @@ class Pricing:
             price = price_for(model)
         self._last = (model, model.name, price)
         return price
-
-    def costs_nothing(self, model: Model) -> bool:
-        """Whether ``model``'s calls are free: a zero price of yours, or a local model.
-
-        Without looking the model up in the table (and warning about a missing price).
-        """
-        price = self._prices.get(model.name) if self._prices is not None else None
-        if price is None:
-            return model.provider_name in LOCAL_PROVIDERS
-        return isinstance(price, ModelPrice) and not any(price._per_token)
 
     def priced(self, usage: Usage, model: Model) -> Usage:
         """``usage`` with its cost at ``model``'s price, when it has none and one is known."""

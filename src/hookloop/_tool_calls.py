@@ -115,14 +115,17 @@ class ToolCalls:
         message_id: str,
         calls: tuple[ToolCall, ...],
         answered: dict[str, ToolMessage] | None = None,
+        *,
+        admitted: bool = False,
     ) -> None:
         """Run the calls concurrently; commit their results in call order.
 
         A call that waits for approval is kept in ``_waiting`` instead. A call in
         ``answered`` does not run: its answer is committed in its place in the order.
-        ``message_id`` is the assistant message that made the calls.
+        ``message_id`` is the assistant message that made the calls. ``admitted``: the
+        limits admitted the batch already (decided calls, counted when they were asked for).
         """
-        if (budget := self._budget) is not None and budget.checks_batches:
+        if (budget := self._budget) is not None and budget.checks_batches and not admitted:
             answered, refused = admit_batch(budget, calls, answered, self._usage)
             if refused is not None:
                 await self._refuse(iteration, calls, answered, refused)

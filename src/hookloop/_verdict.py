@@ -72,6 +72,11 @@ class Verdict:
         if self.data is not _EMPTY:
             object.__setattr__(self, "data", MappingProxyType(dict(self.data)))
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # ``data`` is a read-only view, which pickle cannot take (a durable engine pickles a
+        # turn's error): it travels as a dict and is made read-only again.
+        return (_rebuild, (self.action, self.reason, dict(self.data), self.replacement))
+
     @classmethod
     def allow(cls, reason: str = "", *, data: Mapping[str, object] = _EMPTY) -> Verdict:
         """The text passes unchanged."""
@@ -98,3 +103,9 @@ class Verdict:
 
 
 _ALLOW: Final = Verdict(action="allow")
+
+
+def _rebuild(
+    action: VerdictAction, reason: str, data: dict[str, object], replacement: str | None
+) -> Verdict:
+    return Verdict(action=action, reason=reason, data=data or _EMPTY, replacement=replacement)

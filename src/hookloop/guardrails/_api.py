@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast, overloa
 
 from .._chat_slot import current_slot
 from .._errors import UsageError
-from .._limits import Spend
+from .._limits import Spend, UsageLimits
 from .._messages import ToolMessage
 from .._verdict import GuardrailPosition, Verdict
 from ..hooks._dispatch import is_async_callable
@@ -44,7 +44,9 @@ Check: TypeAlias = Callable[[Any], Verdict | Awaitable[Verdict]] | AgentHost
 class _Chats(AgentHost, Protocol):
     """An agent as a judge uses it: a chat whose answer is typed."""
 
-    async def chat(self, message: str, *, output_type: type[Verdict]) -> AgentResponse[Verdict]:
+    async def chat(
+        self, message: str, *, output_type: type[Verdict], limits: UsageLimits | None = ...
+    ) -> AgentResponse[Verdict]:
         """One chat; ``response.output`` is the verdict."""
         ...
 
@@ -189,14 +191,20 @@ class _Judge:
             else "",
         )
         slot = current_slot()
+        run = slot.run if slot is not None else None
+        # Held to what the guarded chat's limits have left, as a sub-agent is.
+        left = run.left() if run is not None else None
         async with self._lock[1]:
             self.agent.history.clear_history()
-            response = await self.agent.chat(prompt, output_type=Verdict)
-        if slot is not None and slot.run is not None:
+            if left is None:
+                response = await self.agent.chat(prompt, output_type=Verdict)
+            else:
+                response = await self.agent.chat(prompt, output_type=Verdict, limits=left)
+        if run is not None:
             # The judge's spend is the guarded chat's, as a sub-agent's is.
             calls = sum(isinstance(m, ToolMessage) for m in response.messages)
             spent = Spend(usage=response.usage, requests=response.iterations, tool_calls=calls)
-            slot.run.add_spent(spent)
+            run.add_spent(spent)
         verdict: Verdict = response.output
         return verdict
 

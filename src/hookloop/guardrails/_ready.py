@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Final, Literal, TypeAlias
 
 from .._errors import UsageError
@@ -66,8 +66,26 @@ def _valid(kind: str, found: str) -> bool:
     if kind == "card":
         return 13 <= len(digits) <= 19 and _luhn(digits)
     if kind == "phone":
-        return 9 <= len(digits) <= 15
+        return 9 <= len(digits) <= 15 and _phone_shaped(found)
     return True
+
+
+# A date (2024-01-15), an IPv4 address: digits and separators that are not a phone number.
+_NOT_PHONE = re.compile(r"\d{4}-\d{1,2}-\d{1,2}(?!\d)|^\d{1,3}(?:\.\d{1,3}){3}$")
+
+
+def _phone_shaped(found: str) -> bool:
+    """Whether ``found`` is written as phone numbers are.
+
+    An international ``+``, an area code in brackets, or groups of two digits or more (not
+    a bare run of digits: an order number, an id).
+    """
+    if found[0] in "+(":
+        return True
+    groups = re.split(r"[ .-]+", found)
+    if len(groups) < 2 or any(len(group) < 2 for group in groups[1:]):  # an ISBN's groups
+        return False
+    return _NOT_PHONE.search(found) is None
 
 
 def find_pii(text: str, kinds: Iterable[PIIKind] = PII_KINDS) -> list[tuple[PIIKind, int, int]]:
@@ -92,7 +110,12 @@ def find_pii(text: str, kinds: Iterable[PIIKind] = PII_KINDS) -> list[tuple[PIIK
 
 
 def _kinds(kinds: Iterable[PIIKind]) -> frozenset[str]:
-    wanted = frozenset(kinds)
+    if isinstance(kinds, str):  # "email" is one kind, not five letters
+        kinds = (kinds,)  # type: ignore[assignment]
+    try:
+        wanted = frozenset(kinds)
+    except TypeError:
+        raise UsageError(f"PII kinds must be a list of kinds, got {kinds!r}") from None
     if unknown := wanted - set(PII_KINDS):
         raise UsageError(f"unknown PII kinds {sorted(unknown)}; known: {list(PII_KINDS)}")
     return wanted
@@ -200,6 +223,10 @@ def denied_arguments(
     """
     if action not in ("reject", "block"):
         raise UsageError(f"denied_arguments' action is 'reject' or 'block', got {action!r}")
+    if not isinstance(denied, Mapping):
+        raise UsageError(
+            f"denied_arguments takes a mapping of argument names to patterns, got {denied!r}"
+        )
     rules: dict[str, list[re.Pattern[str]]] = {}
     for name, patterns in denied.items():
         if isinstance(patterns, str):
@@ -208,6 +235,10 @@ def denied_arguments(
             rules[name] = [re.compile(p, re.IGNORECASE) for p in patterns]
         except re.error as exc:
             raise UsageError(f"denied_arguments: a pattern for {name!r} is invalid: {exc}") from exc
+        except TypeError as exc:
+            raise UsageError(
+                f"denied_arguments: the patterns for {name!r} must be str, got {patterns!r}"
+            ) from exc
     only = None if tools is None else frozenset(tools)
 
     def check(ctx: Any) -> Verdict:
@@ -215,9 +246,9 @@ def denied_arguments(
             return Verdict.allow()
         arguments: Mapping[str, object] = ctx.arguments
         for name, value in arguments.items():
-            text = value if isinstance(value, str) else json.dumps(value, default=str)
-            for pattern in (*rules.get(name, ()), *rules.get("*", ())):
-                if pattern.search(text):
+            patterns = (*rules.get(name, ()), *rules.get("*", ()))
+            for pattern in patterns:
+                if any(pattern.search(text) for text in _texts(value)):
                     reason = f"argument {name!r} matches the denied pattern {pattern.pattern!r}"
                     data = {"argument": name, "pattern": pattern.pattern}
                     if action == "block":
@@ -227,3 +258,21 @@ def denied_arguments(
 
     check.__name__ = check.__qualname__ = "denied_arguments"
     return check
+
+
+def _texts(value: object) -> Iterator[str]:
+    """What a denied pattern is searched in: every str inside an argument's value.
+
+    In lists and objects too (their keys included), and the JSON of its other values.
+    """
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield str(key)
+            yield from _texts(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _texts(item)
+    else:
+        yield json.dumps(value, default=str)

@@ -14,6 +14,7 @@ field. So the rule holds at no cost to dispatch, which does no bookkeeping per h
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast, dataclass_transform
@@ -633,8 +634,12 @@ class ToolCallGuardrailContext:
 
     @property
     def text(self) -> str:
-        """The text checked: the call's arguments, as JSON."""
-        return self.call.arguments
+        """The text checked: the call's arguments, as JSON without escapes.
+
+        Written again from ``arguments``: an escaped ``@`` in the model's JSON reads ``@``
+        here, so a check of the text sees what the tool will receive.
+        """
+        return json.dumps(self.arguments, ensure_ascii=False, default=str)
 
 
 @context()
