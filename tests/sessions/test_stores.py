@@ -40,6 +40,7 @@ from hookloop import (
     UsageError,
     UserMessage,
 )
+from hookloop._approval_log import approval_session_id
 from hookloop.sessions import (
     EXPORT_FORMAT,
     MESSAGE_FORMAT,
@@ -394,6 +395,16 @@ async def test_max_messages_keeps_the_newest_and_never_reuses_a_seq(backend: Bac
         assert (info.message_count, info.last_seq) == (3, 7)
         fork = await store.fork("s", "f")
         assert (fork.message_count, fork.last_seq) == (3, 7)
+
+
+async def test_max_messages_keeps_a_side_sessions_records_whole(backend: Backend) -> None:
+    # Approval requests, spend and verdict records: a dropped request would lose a call
+    # that waits for a person.
+    side = approval_session_id("s")
+    async with backend.store(retention=Retention(max_messages=2)) as store:
+        records = [UserMessage(content=f"r{n}", id=f"r{n}") for n in range(5)]
+        await append_all(store, side, records)
+        assert [r.message for r in await store.records(side)] == records
 
 
 async def test_prune_applies_max_sessions_and_max_age(backend: Backend) -> None:

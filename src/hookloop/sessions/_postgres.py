@@ -24,7 +24,7 @@ from datetime import datetime
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeAlias, TypeVar, cast
 
-from .._approval_log import SIDE_PREFIX, SIDE_SUFFIX
+from .._approval_log import SIDE_PREFIX, SIDE_SUFFIX, is_approval_session
 from .._errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -210,7 +210,8 @@ class PostgresSessionStore(SessionStore):
             data,
             expected_seq,
             self._now(),
-            self.retention.max_messages,
+            # A side session's records (approvals, spend, verdicts) are kept whole.
+            None if is_approval_session(session_id) else self.retention.max_messages,
         )
         for attempt in (1, 2):
             try:

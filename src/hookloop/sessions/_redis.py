@@ -164,7 +164,9 @@ class RedisSessionStore(SessionStore):
     ) -> int:
         data = encode_message(message)
         client = await self._ensure()
-        limit = self.retention.max_messages
+        # A side session's records (approvals, spend, verdicts) are kept whole: retention
+        # is for conversations, and a dropped request would lose a call that waits.
+        limit = None if is_approval_session(session_id) else self.retention.max_messages
         try:
             status, seq = await self._script(client, APPEND)(
                 keys=[*self._keys(session_id), self._index],

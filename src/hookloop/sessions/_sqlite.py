@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
+from .._approval_log import is_approval_session
 from .._errors import (
     CorruptSessionError,
     SessionConflictError,
@@ -246,7 +247,9 @@ class SQLiteSessionStore(SessionStore):
 
     def _trim(self, conn: sqlite3.Connection, session_id: str, seq: int) -> None:
         limit = self.retention.max_messages
-        if limit is not None and seq > limit:
+        # A side session's records (approvals, spend, verdicts) are kept whole: retention
+        # is for conversations, and a dropped request would lose a call that waits.
+        if limit is not None and seq > limit and not is_approval_session(session_id):
             conn.execute(
                 "DELETE FROM hookloop_messages WHERE session_id = ? AND seq <= ?",
                 (session_id, seq - limit),

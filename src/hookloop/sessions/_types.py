@@ -73,7 +73,8 @@ class Retention:
         max_messages: Per session, only the newest ``max_messages`` messages are kept: each
             append removes what falls out. Sequence numbers are not renumbered. A restored
             history may then start with a tool result whose call was removed; the agent's
-            request repair drops it.
+            request repair drops it. A session's side records (approval requests and
+            decisions, spend, guardrail verdicts) are kept whole.
         max_sessions: :meth:`SessionStore.prune` keeps only the ``max_sessions`` most
             recently updated sessions.
         max_age: :meth:`SessionStore.prune` deletes sessions not updated for longer.
