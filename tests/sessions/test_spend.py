@@ -76,12 +76,13 @@ async def test_a_session_with_no_spend_has_spent_nothing(tmp_path: Path) -> None
 
 
 async def test_the_spend_survives_retention_of_the_newest_messages(tmp_path: Path) -> None:
-    # Each record holds the session's totals, so the newest alone says what was spent.
+    # Retention keeps a side session whole; each record holds the session's totals anyway.
     path = tmp_path / "s.db"
     async with SQLiteSessionStore(path, retention=Retention(max_messages=1)) as store:
         first = await first_process(store)
+        assert len(await store.load("s")) == 1  # the conversation is trimmed
         side = await store.load(approval_session_id("s"))
-        assert len(side) == 1
+        assert len(side) == 2  # its side records are kept whole
     async with SQLiteSessionStore(path, retention=Retention(max_messages=1)) as store:
         agent = Agent(ScriptedModel(script()), tools=[look])
         recorder = store.session("s")
