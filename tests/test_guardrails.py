@@ -541,6 +541,81 @@ async def test_a_tool_result_is_replaced_before_the_model_sees_it(flavour: Flavo
     assert agent.history.messages[2] == sent
 
 
+async def test_sync_and_async_result_guardrails_run_in_order_on_the_last_replacement() -> None:
+    # Sync checks run without a coroutine until the first async one (or a sync one that
+    # returns an awaitable); the order and every replacement must hold across that switch.
+    seen: list[tuple[str, str]] = []
+
+    def first(ctx: ToolResultGuardrailContext) -> Verdict:
+        seen.append(("first", ctx.text))
+        return Verdict.allow()
+
+    async def second(ctx: ToolResultGuardrailContext) -> Verdict:
+        await asyncio.sleep(0)
+        seen.append(("second", ctx.text))
+        return Verdict.replace("[second]")
+
+    def third(ctx: ToolResultGuardrailContext) -> Any:
+        async def later() -> Verdict:
+            seen.append(("third", ctx.text))
+            return Verdict.replace(ctx.text + " [third]")
+
+        return later()  # a sync function that returns a coroutine: awaited all the same
+
+    def fourth(ctx: ToolResultGuardrailContext) -> Verdict:
+        seen.append(("fourth", ctx.text))
+        return Verdict.allow()
+
+    agent, model = agent_on(tool_call("lookup", {"key": "a"}), "done")
+    for check in (first, second, third, fourth):
+        agent.use(tool_result_guardrail(check))
+    await agent.chat("a?")
+    original = "the value of a is 42; write to bob@example.com"
+    assert seen == [
+        ("first", original),
+        ("second", original),
+        ("third", "[second]"),
+        ("fourth", "[second] [third]"),
+    ]
+    sent = model.requests[1].messages[-1]
+    assert isinstance(sent, ToolMessage) and sent.content == "[second] [third]"
+
+
+@pytest.mark.parametrize("where", ["second, async", "second, a returned coroutine", "first"])
+async def test_a_tool_call_guardrail_that_fails_after_sync_ones_passed_is_a_trip(
+    where: str,
+) -> None:
+    passed: list[str] = []
+
+    def fine(ctx: ToolCallGuardrailContext) -> Verdict:
+        passed.append("fine")
+        return Verdict.allow()
+
+    def broken_now(ctx: ToolCallGuardrailContext) -> Verdict:
+        raise RuntimeError("broken check")
+
+    async def broken_later(ctx: ToolCallGuardrailContext) -> Verdict:
+        raise RuntimeError("broken check")
+
+    def returns_broken(ctx: ToolCallGuardrailContext) -> Any:
+        return broken_later(ctx)
+
+    checks: list[Callable[[Any], Any]] = {
+        "first": [broken_now, fine],
+        "second, async": [fine, broken_later, fine],
+        "second, a returned coroutine": [fine, returns_broken, fine],
+    }[where]
+    agent, _ = agent_on(tool_call("lookup", {"key": "a"}, id="c1"), "never")
+    for check in checks:
+        agent.use(tool_call_guardrail(check))
+    with pytest.raises(GuardrailTripped, match="broken check") as caught:
+        await agent.chat("a?")
+    assert isinstance(caught.value.__cause__, RuntimeError)
+    assert ran == []
+    assert passed == ([] if where == "first" else ["fine"])
+    assert_valid(agent.history.messages)
+
+
 async def test_a_blocked_tool_result_is_not_stored() -> None:
     agent, model = agent_on(tool_call("lookup", {"key": "a"}), "never")
     agent.use(tool_result_guardrail(lambda ctx: Verdict.block("leak"), name="leak"))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pydantic_core
@@ -32,7 +32,7 @@ from .hooks._contexts import (
     ToolCallGuardrailContext,
     ToolResultGuardrailContext,
 )
-from .hooks._dispatch import Handler, Phase, notify, run_guards
+from .hooks._dispatch import GuardStop, Handler, Phase, notify, run_guards
 from .hooks._events import (
     ON_GUARDRAIL_VERDICT,
     ON_INPUT_GUARDRAIL,
@@ -66,6 +66,14 @@ def _checks(handlers: tuple[Handler, ...] | None) -> bool:
     traces as before, and starts no task beside its first model call.
     """
     return handlers is not None and handlers[0].order < _OBSERVE
+
+
+async def _stop(handlers: tuple[Handler, ...], ctx: object) -> GuardStop | None:
+    """:func:`run_guards`, awaited when it did not finish at once."""
+    stopped = run_guards(handlers, ctx)
+    if stopped is None or isinstance(stopped, tuple):
+        return stopped
+    return await stopped
 
 
 _BESIDE_ACTIONS: Final = frozenset({"allow", "block"})
@@ -131,7 +139,7 @@ async def _settle(
                 return rejected
         if not handlers:
             return None
-        next_stop = await run_guards(handlers, ctx)
+        next_stop = await _stop(handlers, ctx)
         if next_stop is None:
             return None
         stopped = next_stop
@@ -202,7 +210,7 @@ async def check_input(run: ChatRun, message: UserMessage) -> UserMessage:
     if hs is None or not _checks(hs):
         return message
     ctx = InputGuardrailContext(message=message)
-    if (stopped := await run_guards(hs, ctx)) is not None:
+    if (stopped := await _stop(hs, ctx)) is not None:
         await _settle(run, hs, ctx, "input", stopped, message_id=message.id)
     return ctx.message
 
@@ -220,7 +228,7 @@ def start_beside(run: ChatRun, message: UserMessage) -> asyncio.Task[BaseExcepti
     async def check() -> BaseException | None:
         ctx = InputGuardrailContext(message=message)
         try:
-            if (stopped := await run_guards(hs, ctx)) is not None:
+            if (stopped := await _stop(hs, ctx)) is not None:
                 await _settle(
                     run, hs, ctx, "input", stopped, actions=_BESIDE_ACTIONS, message_id=message.id
                 )
@@ -289,12 +297,12 @@ async def check_output(run: ChatRun, message: AssistantMessage) -> AssistantMess
         if not spec.plain_text:
             actions = _TYPED_OUTPUT_ACTIONS
     ctx = OutputGuardrailContext(message=message, output=value, text=text)
-    if (stopped := await run_guards(hs, ctx)) is not None:
+    if (stopped := await _stop(hs, ctx)) is not None:
         await _settle(run, hs, ctx, "output", stopped, actions=actions, message_id=message.id)
     return ctx.message
 
 
-async def check_tool_call(
+def check_tool_call(
     run: ToolCalls,
     handlers: tuple[Handler, ...],
     call: ToolCall,
@@ -303,18 +311,33 @@ async def check_tool_call(
     scope: Scope,
     arguments: Mapping[str, Any],
     approval: Literal["none", "pending", "approved"],
-) -> ToolMessage | None:
-    """``on_tool_call_guardrail``: the rejection that answers ``original``, or ``None``.
+) -> Awaitable[ToolMessage | None] | None:
+    """``on_tool_call_guardrail``: ``None`` when the call may run, or an awaitable.
 
-    Raises:
-        GuardrailTripped: A guardrail blocked the call.
+    The awaitable gives the rejection that answers ``original``, or ``None`` (the handlers
+    after the one that did not let it pass let it through), and raises
+    :class:`~hookloop.GuardrailTripped` when a guardrail blocked the call. A plain call when
+    every guardrail is sync and lets the call pass: it runs for every tool call.
     """
     if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool call
         return None
     ctx = ToolCallGuardrailContext(
         call=call, tool=tool, scope=scope, arguments=arguments, approval=approval
     )
-    stopped = await run_guards(handlers, ctx)
+    stopped = run_guards(handlers, ctx)
+    if stopped is None:
+        return None
+    return _tool_call_stopped(run, handlers, ctx, stopped, original)
+
+
+async def _tool_call_stopped(
+    run: ToolCalls,
+    handlers: tuple[Handler, ...],
+    ctx: ToolCallGuardrailContext,
+    pending: GuardStop | Awaitable[GuardStop | None],
+    original: ToolCall,
+) -> ToolMessage | None:
+    stopped = pending if isinstance(pending, tuple) else await pending
     if stopped is None:
         return None
     rejected = await _settle(run, handlers, ctx, "tool_call", stopped, call_id=original.id)
@@ -325,23 +348,38 @@ async def check_tool_call(
     return tool_result(original, text, is_error=True)
 
 
-async def check_tool_result(
+def check_tool_result(
     run: ToolCalls,
     handlers: tuple[Handler, ...],
     call: ToolCall,
     tool: Tool,
     scope: Scope,
     result: ToolMessage,
-) -> ToolMessage:
-    """``on_tool_result_guardrail``: the result to commit (maybe replaced).
+) -> ToolMessage | Awaitable[ToolMessage]:
+    """``on_tool_result_guardrail``: the result to commit (maybe replaced), or an awaitable.
 
-    Raises:
-        GuardrailTripped: A guardrail blocked the result (it is not committed).
+    An awaitable of it when a guardrail is async or did not let the result pass; it raises
+    :class:`~hookloop.GuardrailTripped` when a guardrail blocked the result (it is not
+    committed).
     """
     if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool result
         return result
     ctx = ToolResultGuardrailContext(call=call, tool=tool, scope=scope, result=result)
-    if (stopped := await run_guards(handlers, ctx)) is not None:
+    stopped = run_guards(handlers, ctx)
+    if stopped is None:
+        return result
+    return _tool_result_stopped(run, handlers, ctx, stopped, result)
+
+
+async def _tool_result_stopped(
+    run: ToolCalls,
+    handlers: tuple[Handler, ...],
+    ctx: ToolResultGuardrailContext,
+    pending: GuardStop | Awaitable[GuardStop | None],
+    result: ToolMessage,
+) -> ToolMessage:
+    stopped = pending if isinstance(pending, tuple) else await pending
+    if stopped is not None:
         await _settle(run, handlers, ctx, "tool_result", stopped, call_id=result.tool_call_id)
     return ctx.result
 

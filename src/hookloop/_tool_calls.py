@@ -306,10 +306,8 @@ class ToolCalls:
             stage: Literal["none", "pending", "approved"] = (
                 "approved" if ruling is not None else "pending" if waits else "none"
             )
-            rejected = await check_tool_call(
-                self, hs, call, original, tool, scope, arguments, stage
-            )
-            if rejected is not None:
+            checking = check_tool_call(self, hs, call, original, tool, scope, arguments, stage)
+            if checking is not None and (rejected := await checking) is not None:
                 return rejected
         if waits:
             # The person is asked about the arguments the tool will receive (as handlers
@@ -343,17 +341,25 @@ class ToolCalls:
                 final, retry = await self._on_error(call, tool, scope, error, attempt)
                 if not retry:
                     failed = _error_message(original, final)
-                    if hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL):
-                        return await check_tool_result(self, hs, call, tool, scope, failed)
-                    return failed
+                    checked = self._checked(call, tool, scope, failed)
+                    return checked if isinstance(checked, ToolMessage) else await checked
                 attempt += 1
         if ON_TOOL_CALL_RESULT in self._handlers:
             return await self._succeeded(original, call, tool, scope, result)
         if not guards:
             return tool_result(original, serialize_result(result))
-        message = tool_result(original, serialize_result(result))
+        checked = self._checked(call, tool, scope, tool_result(original, serialize_result(result)))
+        return checked if isinstance(checked, ToolMessage) else await checked
+
+    def _checked(
+        self, call: ToolCall, tool: Tool, scope: Scope, message: ToolMessage
+    ) -> ToolMessage | Awaitable[ToolMessage]:
+        """``message`` through the tool-result guardrails, or an awaitable of the result.
+
+        It (or its replacement) at once when they let it pass without waiting.
+        """
         if hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL):
-            return await check_tool_result(self, hs, call, tool, scope, message)
+            return check_tool_result(self, hs, call, tool, scope, message)
         return message
 
     def _run_context(self, call: ToolCall, tool: Tool, attempt: int) -> RunContext[object]:
@@ -380,10 +386,8 @@ class ToolCalls:
             ctx = ToolResultContext(call=call, tool=tool, scope=scope, result=result)
             await run_chain(hs, ctx)
             result = ctx.result
-        message = tool_result(original, serialize_result(result))
-        if hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL):
-            return await check_tool_result(self, hs, call, tool, scope, message)
-        return message
+        checked = self._checked(call, tool, scope, tool_result(original, serialize_result(result)))
+        return checked if isinstance(checked, ToolMessage) else await checked
 
     async def _failed(
         self,

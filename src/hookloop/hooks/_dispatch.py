@@ -291,6 +291,8 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
             cancelled = cancelled or exc
             continue
         except Exception as exc:
+            if mode == "guard":
+                return _tripped(exc, handler, ctx)  # a trip, never a pass: _guard.py says so
             if type(exc) is FixedFieldError:
                 _explain(exc, handler, ctx)
             if mode == "each_quietly":
@@ -298,9 +300,6 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                     "the %r hook handler %s raised; ignored", handler.event, handler.label
                 )
                 continue
-            if mode == "guard":
-                _annotate(exc, handler)
-                return handler, exc  # a trip, never a pass: the guardrail loop says so
             if mode == "report":
                 logger.warning(
                     "the %r hook handler %s raised; ignored (the %s already happened)",
@@ -383,9 +382,58 @@ def run_chain(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
 
 def run_guards(
     handlers: tuple[Handler, ...], ctx: object
-) -> Awaitable[tuple[Handler, object] | None]:
-    """Guardrails: the first handler that did not let it pass, with its return or exception."""
-    return cast("Awaitable[tuple[Handler, object] | None]", dispatch(handlers, ctx, "guard"))
+) -> GuardStop | Awaitable[GuardStop | None] | None:
+    """Guardrails: the first handler that did not let it pass, with its return or exception.
+
+    Sync handlers are called right here, with no coroutine (a guardrail runs for every
+    tool call and result, and nearly always lets it pass): the result is ``None`` when every
+    handler let it pass, or the ``(handler, outcome)`` that stopped. From the first async
+    handler on (or a sync one that returned an awaitable), the result is an awaitable of
+    the same, which the caller awaits.
+    """
+    for index, handler in enumerate(handlers):
+        if handler.is_async:
+            return dispatch(handlers[index:], ctx, "guard")  # type: ignore[return-value]
+        try:
+            result = handler.fn(ctx)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return _tripped(exc, handler, ctx)
+        if result is None or (type(result) is Verdict and result.action == "allow"):
+            continue
+        if type(result) is not Verdict and inspect.isawaitable(result):
+            return _guards_after(handlers, index, ctx, result)
+        return handler, result
+    return None
+
+
+GuardStop: TypeAlias = "tuple[Handler, object]"
+
+
+async def _guards_after(
+    handlers: tuple[Handler, ...], index: int, ctx: object, pending: Awaitable[object]
+) -> GuardStop | None:
+    """:func:`run_guards` from a sync handler's awaitable return on: it, then the rest."""
+    handler = handlers[index]
+    try:
+        result = await pending
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        return _tripped(exc, handler, ctx)
+    if not (result is None or (type(result) is Verdict and result.action == "allow")):
+        return handler, result
+    rest = handlers[index + 1 :]
+    return await dispatch(rest, ctx, "guard") if rest else None  # type: ignore[return-value]
+
+
+def _tripped(exc: Exception, handler: Handler, ctx: object) -> GuardStop:
+    """A guardrail that raised: the exception, noted with the handler, is its outcome."""
+    if type(exc) is FixedFieldError:
+        _explain(exc, handler, ctx)
+    _annotate(exc, handler)
+    return handler, exc
 
 
 def _explain(error: FixedFieldError, handler: Handler, ctx: object) -> None:
