@@ -126,7 +126,10 @@ class ToolCalls:
         limits admitted the batch already (decided calls, counted when they were asked for).
         """
         if (budget := self._budget) is not None and budget.checks_batches and not admitted:
-            answered, refused = admit_batch(budget, calls, answered, self._usage)
+            if budget.repeat is None and answered is None:  # (the usual batch: one call less)
+                refused = budget.admit_tools(len(calls), self._usage)
+            else:
+                answered, refused = admit_batch(budget, calls, answered, self._usage)
             if refused is not None:
                 await self._refuse(iteration, calls, answered, refused)
         emit = self.emit
@@ -346,10 +349,11 @@ class ToolCalls:
                 attempt += 1
         if ON_TOOL_CALL_RESULT in self._handlers:
             return await self._succeeded(original, call, tool, scope, result)
-        if not guards:
-            return tool_result(original, serialize_result(result))
-        checked = self._checked(call, tool, scope, tool_result(original, serialize_result(result)))
-        return checked if isinstance(checked, ToolMessage) else await checked
+        message = tool_result(original, serialize_result(result))
+        if guards and (hs := self._handlers.get(ON_TOOL_RESULT_GUARDRAIL)):
+            checked = check_tool_result(self, hs, call, tool, scope, message)
+            return checked if isinstance(checked, ToolMessage) else await checked
+        return message
 
     def _checked(
         self, call: ToolCall, tool: Tool, scope: Scope, message: ToolMessage

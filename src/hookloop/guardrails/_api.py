@@ -141,7 +141,7 @@ class Guardrail:
         if is_async_callable(check):
 
             async def guard_async(ctx: Any) -> Verdict | None:
-                if tool_call and ctx.approval == skipped:
+                if tool_call and ctx._approval == skipped:  # (the field's slot: per tool call)
                     return None  # a call that needs approval is checked at the stage chosen
                 return checked(await cast("Awaitable[object]", check(ctx)))
 
@@ -149,7 +149,7 @@ class Guardrail:
         else:
 
             def guard(ctx: Any) -> object:
-                if tool_call and ctx.approval == skipped:
+                if tool_call and ctx._approval == skipped:  # (the field's slot: per tool call)
                     return None
                 verdict = check(ctx)
                 if type(verdict) is Verdict:
