@@ -171,8 +171,13 @@ class BedrockModel(Model):
             import botocore.config  # type: ignore[import-untyped]
             import botocore.eventstream  # type: ignore[import-untyped]
             import botocore.exceptions  # type: ignore[import-untyped]
+            import botocore.parsers  # type: ignore[import-untyped]
         self._exceptions: ModuleType = botocore.exceptions
-        self._stream_errors: type[Exception] = botocore.eventstream.ParserError
+        # The event-stream framing (a bad CRC or length) and a body botocore cannot parse.
+        self._malformed: tuple[type[Exception], ...] = (
+            botocore.eventstream.ParserError,
+            botocore.parsers.ResponseParserError,
+        )
         self.name = model_id
         self.context_window = context_window
         self._limits = CallLimits(timeout, stream_idle_timeout)
@@ -370,7 +375,7 @@ class BedrockModel(Model):
             raise InvalidResponseError(
                 f"the response is not valid UTF-8: {exc}", model=self.name
             ) from exc
-        except (errors.ResponseParserError, self._stream_errors) as exc:
+        except self._malformed as exc:
             raise InvalidResponseError(f"malformed response: {exc}", model=self.name) from exc
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
             if not reading:
