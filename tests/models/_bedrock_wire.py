@@ -64,7 +64,9 @@ class Frame:
 def encode_frame(headers: dict[str, str], payload: bytes) -> bytes:
     """One event-stream message with string ``headers`` and ``payload``, CRCs included."""
     encoded = b"".join(
-        struct.pack("!B", len(name)) + name.encode() + struct.pack("!BH", 7, len(value.encode()))
+        struct.pack("!B", len(name))
+        + name.encode()
+        + struct.pack("!BH", 7, len(value.encode()))
         # header type 7: a string of 2-byte length
         + value.encode()
         for name, value in headers.items()

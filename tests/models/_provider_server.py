@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.models import _bedrock_wire as bedrock
 from tests.models._bedrock_wire import (
     EVENT_STREAM,
     STREAM_HEADERS,
@@ -30,7 +31,6 @@ from tests.models._bedrock_wire import (
     encode_frames,
     recorded_body,
 )
-from tests.models import _bedrock_wire as bedrock
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "provider-traffic"
 

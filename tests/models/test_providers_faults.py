@@ -138,7 +138,9 @@ def with_broken_line(api: str) -> Reply:
     """A stream whose third event carries JSON that is cut off."""
     if api == "bedrock.converse":  # a well-framed event (its CRCs right) whose JSON is cut off
         frames = bedrock.answer_events("Hello there")
-        frames.insert(2, bedrock.Frame("contentBlockDelta", {}, raw=b'{"contentBlockIndex": 0, "de'))
+        frames.insert(
+            2, bedrock.Frame("contentBlockDelta", {}, raw=b'{"contentBlockIndex": 0, "de')
+        )
         return Reply.sse(frames)
     reply = answer(api, "Hello there", stream=True)
     events = reply.body.split("\n\n")

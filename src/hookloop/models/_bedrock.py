@@ -339,7 +339,7 @@ class BedrockModel(Model):
 
     @contextmanager
     def _translated(self, *, reading: bool = True) -> Iterator[None]:
-        """botocore's and aiohttp's exceptions as hookloop's errors (see ``docs/providers.md``)."""
+        """Botocore's and aiohttp's exceptions as hookloop's errors (see ``docs/providers.md``)."""
         import aiohttp
 
         errors = self._exceptions
@@ -366,9 +366,7 @@ class BedrockModel(Model):
             errors.NoAuthTokenError,
             errors.TokenRetrievalError,
         ) as exc:
-            raise AuthenticationError(
-                f"no usable AWS credentials: {exc}", model=self.name
-            ) from exc
+            raise AuthenticationError(f"no usable AWS credentials: {exc}", model=self.name) from exc
         except errors.ParamValidationError as exc:  # refused by botocore before it was sent
             raise BadRequestError(str(exc), model=self.name) from exc
         except UnicodeDecodeError as exc:
@@ -465,11 +463,11 @@ def cache_points(body: dict[str, Any], ttl: str, *, tools: bool = True) -> int:
 
 
 def _caches(model_id: str) -> bool:
-    return _caches_tools(model_id) or "amazon.nova" in model_id
+    return "anthropic.claude" in model_id or "amazon.nova" in model_id
 
 
 def _caches_tools(model_id: str) -> bool:
-    return "anthropic.claude" in model_id
+    return "amazon.nova" not in model_id  # Nova caches the system prompt and messages only
 
 
 def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
@@ -518,9 +516,7 @@ def _image(url: str | None, data: str | None, media_type: str | None) -> dict[st
         media_type = header.removeprefix("data:")
     image_format = _IMAGE_FORMATS.get(media_type or "")
     if image_format is None:
-        raise UsageError(
-            f"Bedrock takes PNG, JPEG, GIF or WebP images, not {media_type!r}"
-        )
+        raise UsageError(f"Bedrock takes PNG, JPEG, GIF or WebP images, not {media_type!r}")
     try:
         raw = base64.b64decode(data or "", validate=True)
     except binascii.Error as exc:
@@ -543,9 +539,7 @@ def _system_text(request: ProviderRequest) -> str | None:
     return "\n\n".join(parts) if parts else None
 
 
-def _tool_config(
-    request: ProviderRequest, messages: list[dict[str, Any]]
-) -> dict[str, Any] | None:
+def _tool_config(request: ProviderRequest, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
     if not request.tools:
         return None
     choice = request.settings.tool_choice
