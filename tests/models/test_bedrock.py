@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from hookloop import (
-    Agent,
     AssistantMessage,
     AuthenticationError,
     BadRequestError,
@@ -33,7 +32,6 @@ from hookloop import (
     ToolMessage,
     UsageError,
     UserMessage,
-    tool,
 )
 from hookloop._pricing import _WARNED, price_for
 from hookloop.models import BedrockModel, OutputFormat, ProviderRequest, model_from_spec
@@ -41,6 +39,7 @@ from hookloop.models._spec import ModelSpecError
 from hookloop.retry import TRANSIENT_ERRORS
 from hookloop.testing import FakeClock
 from tests.models import _bedrock_wire as wire
+from tests.models._chats import weather_agent
 from tests.models._provider_server import ProviderServer, Reply, answer
 from tests.models.test_providers_faults import retrying_agent
 
@@ -311,18 +310,6 @@ def test_bad_options_are_usage_errors(options: dict[str, Any]) -> None:
 async def test_several_tool_uses_in_one_answer_are_run_and_answered_together(
     stream: bool, server: ProviderServer, make_model: Callable[..., Any]
 ) -> None:
-    ran: list[str] = []
-
-    @tool
-    def get_weather(city: str) -> str:
-        """Tell the weather in a city.
-
-        Args:
-            city: The city.
-        """
-        ran.append(city)
-        return f"Sunny in {city}"
-
     calls = (
         ("tooluse_1", "get_weather", '{"city": "Paris"}'),
         ("tooluse_2", "get_weather", '{"city": "Oslo"}'),
@@ -332,7 +319,7 @@ async def test_several_tool_uses_in_one_answer_are_run_and_answered_together(
         answer(API, "Let me look.", calls, stream=stream),
         answer(API, "Both sunny.", stream=stream),
     )
-    agent = Agent(make_model(API), tools=[get_weather], retry=None)
+    agent, ran = weather_agent(make_model(API))
 
     if stream:
         async with agent.chat_stream("Weather?") as events:

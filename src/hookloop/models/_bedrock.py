@@ -38,7 +38,6 @@ from .._extras import extra_needed
 from .._messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -61,7 +60,10 @@ from ._client import (
     CallTimer,
     LoopClient,
     SplitPairs,
+    alternating_turns,
+    arguments_object,
     encodable,
+    system_text,
 )
 from ._provider_errors import provider_error
 
@@ -295,7 +297,7 @@ class BedrockModel(Model):
         settings = request.settings
         messages = bedrock_messages(request.messages)
         body: dict[str, Any] = {"modelId": request.model or self.name, "messages": messages}
-        system = _system_text(request)
+        system = system_text(request)
         if system:
             body["system"] = [{"text": system}]
         inference: dict[str, Any] = {}
@@ -413,23 +415,11 @@ def bedrock_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     left out (Converse rejects blank text blocks). System messages inside the conversation
     are sent as the system prompt instead.
     """
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, SystemMessage):
-            continue
-        role, blocks = _blocks(message)
-        if not blocks:
-            continue
-        if turns and turns[-1]["role"] == role:
-            previous = turns[-1]["content"]
-            if role == "user" and "toolResult" in blocks[0]:
-                position = sum(1 for block in previous if "toolResult" in block)
-                previous[position:position] = blocks
-            else:
-                previous.extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    return turns
+    return alternating_turns(messages, _blocks, _is_result)
+
+
+def _is_result(block: dict[str, Any]) -> bool:
+    return "toolResult" in block
 
 
 def cache_points(body: dict[str, Any], ttl: str, *, tools: bool = True) -> int:
@@ -486,7 +476,7 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         text = message.content
         blocks = [{"text": text}] if text.strip() else []
         blocks.extend(
-            {"toolUse": {"toolUseId": call.id, "name": call.name, "input": _input(call)}}
+            {"toolUse": {"toolUseId": call.id, "name": call.name, "input": arguments_object(call)}}
             for call in message.tool_calls
         )
         return "assistant", blocks
@@ -522,21 +512,6 @@ def _image(url: str | None, data: str | None, media_type: str | None) -> dict[st
     except binascii.Error as exc:
         raise UsageError(f"an image's data is not base64: {exc}") from exc
     return {"format": image_format, "source": {"bytes": raw}}
-
-
-def _input(call: ToolCall) -> dict[str, Any]:
-    # Converse wants the input as an object; arguments that are not one go back empty.
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _system_text(request: ProviderRequest) -> str | None:
-    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
-    parts = [request.system, *extra] if request.system else extra
-    return "\n\n".join(parts) if parts else None
 
 
 def _tool_config(request: ProviderRequest, messages: list[dict[str, Any]]) -> dict[str, Any] | None:
