@@ -130,7 +130,8 @@ class BedrockModel(Model):
             ``"us.anthropic.claude-sonnet-4-5-20250929-v1:0"`` or ``"amazon.nova-micro-v1:0"``.
         region: The AWS region; ``None`` reads ``AWS_REGION``, then ``AWS_DEFAULT_REGION``,
             then the profile's region.
-        endpoint_url: Another endpoint (a VPC endpoint, a test server); ``None`` for the
+        endpoint_url: Another endpoint (a VPC endpoint, a test server); ``None`` reads
+            ``AWS_ENDPOINT_URL_BEDROCK_RUNTIME``, then ``AWS_ENDPOINT_URL``, else the
             region's ``https://bedrock-runtime.REGION.amazonaws.com``.
         profile: The AWS profile whose credentials and region to use; ``None`` for the
             usual chain (environment, shared files, SSO, container and instance roles).
@@ -197,6 +198,12 @@ class BedrockModel(Model):
                 "or pass region="
             )
         self.region: str = region
+        # botocore reads these too; read here so base_url says where requests go.
+        endpoint_url = (
+            endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
+            or os.environ.get("AWS_ENDPOINT_URL")
+        )
         self._endpoint_url = endpoint_url
         config = botocore.config.Config(
             # One attempt: hookloop's retry strategy is the one that retries.
