@@ -159,28 +159,18 @@ async def test_a_stream_cut_after_message_stop_keeps_the_answer(
 
 # --- Converse's error answers ----------------------------------------------------------------
 
-# Real ValidationException messages for a request that does not fit (see docs/providers.md):
-# Bedrock's own, Claude's passed through, Nova's.
+# Real ValidationException messages for a request that does not fit, as users reported
+# them: aws-samples/assessment-generator#2 (Bedrock's own), continuedev/continue#9592 (the
+# same wrapped by "The model returned the following errors"), daisuke-awaji/moca#254
+# (Claude's own message, wrapped).
 OVERFLOWS = [
     ("Input is too long for requested model.", None, None),
+    ("The model returned the following errors: Input is too long for requested model.", None, None),
     (
         "The model returned the following errors: prompt is too long: 200049 tokens > "
         "200000 maximum",
         200049,
         200000,
-    ),
-    (
-        "The model returned the following errors: input length and `max_tokens` exceed "
-        "context limit: 197626 + 8192 > 200000, decrease input length or `max_tokens` and "
-        "try again",
-        197626,
-        200000,
-    ),
-    (
-        "Input Tokens Exceeded: Number of input tokens exceeds maximum length. Please "
-        "update the input to a supported length.",
-        None,
-        None,
     ),
 ]
 
