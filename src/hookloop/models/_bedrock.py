@@ -358,7 +358,8 @@ class BedrockModel(Model):
             raise
         except errors.ClientError as exc:  # an error answer, or an exception event of a stream
             raise _client_error(exc, self.name) from exc
-        except (errors.ReadTimeoutError, errors.ConnectTimeoutError) as exc:
+        except (errors.ReadTimeoutError, errors.ConnectTimeoutError, TimeoutError) as exc:
+            # TimeoutError: aiohttp's socket read timeout inside a stream (ServerTimeoutError)
             raise ProviderTimeoutError(f"the request timed out: {exc}", model=self.name) from exc
         except (
             errors.HTTPClientError,
