@@ -17,6 +17,7 @@ Prompt caching: for the models that support it (Claude and Nova ids), each reque
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
@@ -401,12 +402,17 @@ class _Client:
         self._options = options
         self._context: Any = None
         self._client: Any = None
+        # Calls that start together make one client (creating one may wait on I/O).
+        self._making = asyncio.Lock()
 
     async def get(self) -> Any:
-        if self._client is None:
-            context = self._session.create_client("bedrock-runtime", **self._options)
-            self._client = await context.__aenter__()
-            self._context = context
+        if self._client is not None:
+            return self._client
+        async with self._making:
+            if self._client is None:
+                context = self._session.create_client("bedrock-runtime", **self._options)
+                self._client = await context.__aenter__()
+                self._context = context
         return self._client
 
     async def close(self) -> None:
