@@ -607,4 +607,3 @@ async def test_a_cancelled_stream_stops_at_once_and_the_model_goes_on(
 
     assert server.finished == []  # the server was still stalling when the call ended
     assert (await model.request(REQUEST)).content == "next"
-
