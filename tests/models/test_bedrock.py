@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from hookloop import (
+    Agent,
     AssistantMessage,
     AuthenticationError,
     BadRequestError,
@@ -607,3 +608,18 @@ async def test_a_cancelled_stream_stops_at_once_and_the_model_goes_on(
 
     assert server.finished == []  # the server was still stalling when the call ended
     assert (await model.request(REQUEST)).content == "next"
+
+
+def test_an_unknown_profile_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_REGION")
+    with pytest.raises(UsageError, match="no-such-profile"):
+        BedrockModel("m", profile="no-such-profile")
+
+
+def test_chat_sync_calls_run_each_in_their_own_loop(server: ProviderServer) -> None:
+    server.add(answer(API, "one"), answer(API, "two"))
+    agent = Agent(BedrockModel("m", endpoint_url=server.url, cache=None))
+
+    assert agent.chat_sync("First").text == "one"
+    assert agent.chat_sync("Second").text == "two"
+    assert len(server.received) == 2

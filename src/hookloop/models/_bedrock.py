@@ -149,8 +149,9 @@ class BedrockModel(Model):
 
     Raises:
         MissingExtraError: The ``bedrock`` extra is not installed.
-        UsageError: No region could be found, a timeout that is not positive, or a
-            ``cache`` that is not ``"auto"``, ``"5m"``, ``"1h"`` or ``None``.
+        UsageError: No region could be found, an unknown ``profile`` (or AWS config file
+            that does not parse), a timeout that is not positive, or a ``cache`` that is
+            not ``"auto"``, ``"5m"``, ``"1h"`` or ``None``.
     """
 
     provider_name = "aws.bedrock"
@@ -186,13 +187,15 @@ class BedrockModel(Model):
         self.context_window = context_window
         self._limits = CallLimits(timeout, stream_idle_timeout)
         self.cache: BedrockCache | None = cache
-        session = aiobotocore.session.AioSession(profile=profile)
-        region = (
-            region
-            or os.environ.get("AWS_REGION")
-            or os.environ.get("AWS_DEFAULT_REGION")
-            or session.get_config_variable("region")
-        )
+        try:
+            region = (
+                region
+                or os.environ.get("AWS_REGION")
+                or os.environ.get("AWS_DEFAULT_REGION")
+                or aiobotocore.session.AioSession(profile=profile).get_config_variable("region")
+            )
+        except (botocore.exceptions.ProfileNotFound, botocore.exceptions.ConfigParseError) as exc:
+            raise UsageError(f"Bedrock's AWS configuration: {exc}") from exc
         if not region:
             raise UsageError(
                 "Bedrock needs an AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), "
@@ -213,7 +216,10 @@ class BedrockModel(Model):
             read_timeout=timeout,
         )
         options = {"region_name": region, "endpoint_url": endpoint_url, "config": config}
-        self._clients = LoopClient(lambda: _Client(session, options))
+        # A session per loop as well: its credential cache's locks belong to one loop.
+        self._clients = LoopClient(
+            lambda: _Client(aiobotocore.session.AioSession(profile=profile), options)
+        )
 
     def __repr__(self) -> str:
         return f"BedrockModel({self.name!r}, region={self.region!r})"
