@@ -196,6 +196,32 @@ def quick_tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
+# Fake AWS credentials and region for BedrockModel against the local server: no test reads
+# a real profile, a real key or the instance metadata service.
+FAKE_AWS = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fake_aws() -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in (*FAKE_AWS, "AWS_PROFILE", "AWS_SESSION_TOKEN")}
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.pop("AWS_SESSION_TOKEN", None)
+    os.environ.update(FAKE_AWS)
+    yield
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def provider_server() -> Iterator[ProviderServer]:
     """The session's provider test server; tests take ``server``, which empties it first."""

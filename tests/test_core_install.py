@@ -25,6 +25,7 @@ EXTRA_MESSAGES = {
     "AnthropicModel": (
         "AnthropicModel needs the 'anthropic' extra: pip install 'hookloop[anthropic]'"
     ),
+    "BedrockModel": "BedrockModel needs the 'bedrock' extra: pip install 'hookloop[bedrock]'",
 }
 
 
@@ -74,7 +75,7 @@ def run(
 def test_the_environment_holds_no_extra(core: Path, tmp_path: Path) -> None:
     code = (
         "import importlib.util as u, hookloop, hookloop.models;"
-        "print([m for m in ('openai', 'anthropic', 'httpx2') if u.find_spec(m)],"
+        "print([m for m in ('openai', 'anthropic', 'httpx2', 'aiobotocore') if u.find_spec(m)],"
         f" hookloop.__file__.startswith({str(ROOT)!r}))"
     )
     done = run(core, "python", "-c", code, cwd=tmp_path)
@@ -96,11 +97,16 @@ def test_the_scripted_quick_start_runs(core: Path, tmp_path: Path) -> None:
 def test_a_hosted_model_names_its_extra_in_one_line(core: Path, tmp_path: Path) -> None:
     code = """
 from hookloop import MissingExtraError, UsageError
-from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel
+from hookloop.models import AnthropicModel, BedrockModel, OpenAIModel, OpenAIResponsesModel
 
-for cls in (OpenAIModel, OpenAIResponsesModel, AnthropicModel):
+for make in (
+    lambda: OpenAIModel("m", api_key="k"),
+    lambda: OpenAIResponsesModel("m", api_key="k"),
+    lambda: AnthropicModel("m", api_key="k"),
+    lambda: BedrockModel("m"),
+):
     try:
-        cls("m", api_key="k")
+        make()
     except MissingExtraError as exc:
         assert isinstance(exc, UsageError) and isinstance(exc, ImportError)
         print(exc)
@@ -117,6 +123,7 @@ for cls in (OpenAIModel, OpenAIResponsesModel, AnthropicModel):
         ("openai:gpt-4o-mini", EXTRA_MESSAGES["OpenAIModel"]),
         ("anthropic:claude-sonnet-4-5", EXTRA_MESSAGES["AnthropicModel"]),
         ("http://127.0.0.1:9/v1#m", EXTRA_MESSAGES["OpenAIModel"]),
+        ("bedrock:amazon.nova-micro-v1:0", EXTRA_MESSAGES["BedrockModel"]),
     ],
 )
 @pytest.mark.parametrize("keys", [{}, {"OPENAI_API_KEY": "k", "ANTHROPIC_API_KEY": "k"}])

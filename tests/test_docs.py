@@ -37,6 +37,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.conftest import FAKE_AWS
 from tests.models._provider_server import ProviderServer, Reply, answer, whole_answer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +63,11 @@ PROVIDER_REPLIES: dict[str, list[Reply]] = {
     "docs/providers.md": [
         answer("messages", calls=(("toolu_1", "calculator", '{"expression": "17 * 23"}'),)),
         answer("messages", "17 * 23 = 391."),
+        # The Bedrock example: Nova calls the calculator, then answers.
+        answer(
+            "bedrock.converse", calls=(("tooluse_1", "calculator", '{"expression": "17 * 23"}'),)
+        ),
+        answer("bedrock.converse", "17 * 23 = 391."),
         # The prompt-caching example: the first chat writes the prompt, the second reads it.
         _cached("Refunds take five working days.", written=4012, read=0),
         _cached("Damaged parcels are refunded at once.", written=31, read=4012),
@@ -184,6 +190,8 @@ def _environment(
         OPENAI_BASE_URL=server.url + "/v1",
         ANTHROPIC_API_KEY="sk-ant-docs-placeholder",
         ANTHROPIC_BASE_URL=server.url,
+        AWS_ENDPOINT_URL_BEDROCK_RUNTIME=server.url,
+        **FAKE_AWS,
         PYTHONDONTWRITEBYTECODE="1",
     )
     for variable, fixture in _DATABASES.items():

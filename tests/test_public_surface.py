@@ -301,6 +301,7 @@ FAMILIES = {
     "hookloop.models": [
         "OVERFLOW_MARKERS",
         "AnthropicModel",
+        "BedrockModel",
         "FinishReason",
         "LocalModel",
         "Model",

@@ -74,6 +74,19 @@ def test_options_reach_the_request(server: ProviderServer) -> None:
     assert body["tool_choice"] == {"type": "function", "function": {"name": "clock"}}
 
 
+def test_a_bedrock_model_answers_the_command(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # AWS credentials and region: the fake ones of tests/conftest.py.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", server.url)
+    server.add(answer("bedrock.converse", "Hello from Bedrock."))
+
+    assert main(["run", "--model", "bedrock:amazon.nova-micro-v1:0", "Hi"]) == 0
+
+    assert "Hello from Bedrock." in capsys.readouterr().out
+    assert server.received[0].path == "/model/amazon.nova-micro-v1%3A0/converse"
+
+
 def test_a_provider_failure_exits_1_with_the_typed_error(
     server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,6 +23,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.models import _bedrock_wire as bedrock
+from tests.models._bedrock_wire import (
+    EVENT_STREAM,
+    STREAM_HEADERS,
+    Frame,
+    encode_frames,
+    recorded_body,
+)
+
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "provider-traffic"
 
 
@@ -47,7 +56,13 @@ class Reply:
 
     @classmethod
     def sse(cls, events: list[Any], *, done: bool = True, **kwargs: Any) -> Reply:
-        """An OpenAI-style stream of ``data:`` lines (``(event, data)`` pairs name the event)."""
+        """An OpenAI-style stream of ``data:`` lines (``(event, data)`` pairs name the event).
+
+        Bedrock's frames (``_bedrock_wire.Frame``) go out as the AWS event stream instead.
+        """
+        if events and isinstance(events[0], Frame):
+            kwargs.setdefault("piece", 7)
+            return cls(body=encode_frames(events), headers=dict(STREAM_HEADERS), **kwargs)
         lines = []
         for item in events:
             if isinstance(item, tuple):
@@ -64,10 +79,11 @@ class Reply:
     def recorded(cls, case: dict[str, Any], **kwargs: Any) -> Reply:
         """The response of a recorded case, as the provider sent it."""
         response = case["response"]
-        streaming = response["headers"].get("content-type", "").startswith("text/event-stream")
+        content_type = response["headers"].get("content-type", "")
+        streaming = content_type.startswith(("text/event-stream", EVENT_STREAM))
         return cls(
             status=response["status"],
-            body=response["body"],
+            body=recorded_body(response),
             headers=dict(response["headers"]),
             piece=5 if streaming else 0,
             **kwargs,
@@ -265,7 +281,7 @@ class ProviderServer:
 # "responses"), whole or streamed, for tests that script a conversation rather than replay a
 # recording. A tool call is ``(id, name, arguments JSON text)``.
 
-APIS = ("chat.completions", "messages", "responses")
+APIS = ("chat.completions", "messages", "responses", "bedrock.converse")
 
 ToolCallSpec = tuple[str, str, str]
 
@@ -288,6 +304,12 @@ def adapter(api: str, server: ProviderServer, *, prefix: str | None = None, **kw
         return AnthropicModel("m", base_url=server.url + _or(prefix, ""), **kwargs)
     if api == "responses":
         return OpenAIResponsesModel("m", base_url=server.url + _or(prefix, "/v1"), **kwargs)
+    if api == "bedrock.converse":
+        from hookloop.models import BedrockModel
+
+        del kwargs["api_key"]  # AWS credentials: the fake ones of tests/conftest.py
+        kwargs.setdefault("cache", None)
+        return BedrockModel("m", endpoint_url=server.url + _or(prefix, ""), **kwargs)
     raise ValueError(f"unknown api {api!r}")
 
 
@@ -305,6 +327,8 @@ def answer(
     **kwargs: Any,
 ) -> Reply:
     """A whole or streamed answer of ``api`` with ``text`` and tool ``calls``."""
+    if api == "bedrock.converse" and not stream:
+        return Reply.json(bedrock.whole_answer(text, calls, usage=usage), **kwargs)
     if stream:
         events = answer_events(api, text, calls, usage=usage)
         return Reply.sse(events, done=api == "chat.completions", **kwargs)
@@ -315,6 +339,8 @@ def whole_answer(
     api: str, text: str = "", calls: tuple[ToolCallSpec, ...] = (), *, usage: tuple[int, int]
 ) -> dict[str, Any]:
     """The JSON body of a non-streamed answer."""
+    if api == "bedrock.converse":
+        return bedrock.whole_answer(text, calls, usage=usage)
     tokens_in, tokens_out = usage
     if api == "chat.completions":
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -406,6 +432,8 @@ def answer_events(
     ``finished=False`` leaves out what says the model finished (the ``finish_reason``,
     ``message_stop``, ``response.completed``): a stream that ends cleanly but too early.
     """
+    if api == "bedrock.converse":
+        return list(bedrock.answer_events(text, calls, usage=usage, finished=finished))
     tokens_in, tokens_out = usage
     if api == "chat.completions":
 

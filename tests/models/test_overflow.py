@@ -134,6 +134,7 @@ def test_every_documented_provider_has_a_recorded_overflow() -> None:
         "OpenRouter",
         "Groq",
         "TGI",
+        "Bedrock",
     }
     for path in CASES:
         assert set(load(path)) == {"provider", "api", "source", "status", "body"}, path.name

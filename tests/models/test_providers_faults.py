@@ -33,6 +33,7 @@ from hookloop.context import Compaction
 from hookloop.models import ProviderRequest, is_context_overflow
 from hookloop.retry import TRANSIENT_ERRORS, DefaultRetryStrategy
 from hookloop.testing import FakeClock
+from tests.models import _bedrock_wire as bedrock
 from tests.models._chats import chat, weather_agent
 from tests.models._provider_server import (
     APIS,
@@ -72,13 +73,21 @@ def retrying_agent(model: Any, clock: FakeClock, **options: Any) -> tuple[Agent,
 
 def error_body(api: str, kind: str | None, message: str, code: str | None = None) -> Any:
     """An error body shaped as ``api`` sends them."""
+    if api == "bedrock.converse":
+        return bedrock.error_body(BEDROCK_TYPES.get(kind or "", kind), message)
     if api == "messages":
         return {"type": "error", "error": {"type": kind, "message": message}}
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
+# Bedrock's exception names for the error types the faults below use.
+BEDROCK_TYPES = {"api_error": "InternalServerException", "server_error": "InternalServerException"}
+
+
 def rate_limited(api: str, headers: dict[str, str]) -> Reply:
-    if api == "messages":
+    if api == "bedrock.converse":  # as recorded (fixtures: bedrock_error_429_throttling)
+        body = bedrock.error_body("ThrottlingException", "Rate exceeded")
+    elif api == "messages":
         body = error_body(
             api, "rate_limit_error", "Number of requests has exceeded your rate limit"
         )
@@ -127,6 +136,12 @@ def overloaded_in_stream(api: str) -> Reply:
 
 def with_broken_line(api: str) -> Reply:
     """A stream whose third event carries JSON that is cut off."""
+    if api == "bedrock.converse":  # a well-framed event (its CRCs right) whose JSON is cut off
+        frames = bedrock.answer_events("Hello there")
+        frames.insert(
+            2, bedrock.Frame("contentBlockDelta", {}, raw=b'{"contentBlockIndex": 0, "de')
+        )
+        return Reply.sse(frames)
     reply = answer(api, "Hello there", stream=True)
     events = reply.body.split("\n\n")
     name = {"messages": "event: content_block_delta\n", "responses": "event: x\n"}.get(api, "")
@@ -151,6 +166,7 @@ MISSING_FIELDS = {
         "usage": {"input_tokens": 3, "output_tokens": 1},
     },
     "responses": {"id": "x"},
+    "bedrock.converse": {"stopReason": "end_turn", "usage": bedrock.whole_answer()["usage"]},
 }
 UNAUTHORIZED = {
     "chat.completions": error_body(
@@ -162,6 +178,9 @@ UNAUTHORIZED = {
     "messages": error_body("messages", "authentication_error", "invalid x-api-key"),
     "responses": error_body(
         "responses", "invalid_request_error", "Incorrect API key provided: k.", "invalid_api_key"
+    ),
+    "bedrock.converse": bedrock.error_body(
+        "UnrecognizedClientException", "The security token included in the request is invalid."
     ),
 }
 PROXY_503 = Reply(

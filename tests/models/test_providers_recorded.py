@@ -19,6 +19,7 @@ from hookloop import (
     NotFoundError,
     ProviderError,
     RateLimitError,
+    ServerError,
     TextDelta,
     UserMessage,
 )
@@ -54,6 +55,7 @@ ERROR_CLASSES: dict[int, type[ProviderError]] = {
     400: BadRequestError,
     404: NotFoundError,
     429: RateLimitError,
+    500: ServerError,
 }
 ANTHROPIC_STOP = {"end_turn": "stop", "tool_use": "tool_calls"}
 # The endpoint of each API below the API root: the adapter must call the recorded path.
@@ -62,6 +64,7 @@ ENDPOINTS = {
     "messages": "/v1/messages",
     "responses": "/responses",
 }
+BEDROCK = "bedrock.converse"  # the model id is in the path: the adapter's is "m"
 RATE_LIMIT_HEADERS = ("x-ratelimit-", "anthropic-ratelimit-")
 
 REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content="Hello"),))
@@ -69,10 +72,14 @@ REQUEST = ProviderRequest(model="m", system=None, messages=(UserMessage(content=
 
 def recorded_path(case: dict[str, Any]) -> str:
     path: str = case["request"]["path"]
+    if case["api"] == BEDROCK:  # /model/ID/converse: the same operation for model "m"
+        return "/model/m/" + path.rpartition("/")[2]
     return path.partition("?")[0]  # Anthropic's beta client added ?beta=true; ours does not
 
 
 def streamed(case: dict[str, Any]) -> bool:
+    if case["api"] == BEDROCK:
+        return bool(case["request"]["path"].endswith("/converse-stream"))
     return bool(case["request"]["json"].get("stream"))
 
 
@@ -98,7 +105,7 @@ async def replay(
 ) -> ProviderResponse:
     """Serve the recorded response to the adapter; stream parts are collected in ``parts``."""
     api = case["api"]
-    prefix = recorded_path(case).removesuffix(ENDPOINTS[api])
+    prefix = "" if api == BEDROCK else recorded_path(case).removesuffix(ENDPOINTS[api])
     model = make_model(api, prefix=prefix, timeout=10)
     server.add(Reply.recorded(case))
     return await ask(model, stream=streamed(case), parts=parts)
@@ -107,7 +114,7 @@ async def replay(
 def expected_calls(case: dict[str, Any]) -> list[tuple[str, str, object]]:
     """(id, name, arguments) of the expected tool calls; Anthropic's input as an object."""
     expect = case["expect"]
-    if case["api"] == "messages":
+    if case["api"] in ("messages", BEDROCK):
         return [(c["id"], c["name"], c["input"]) for c in expect["tool_calls"]]
     if case["api"] == "responses":
         return [(c["call_id"], c["name"], c["arguments"]) for c in expect["function_calls"]]
@@ -116,7 +123,7 @@ def expected_calls(case: dict[str, Any]) -> list[tuple[str, str, object]]:
 
 def expected_finish(case: dict[str, Any]) -> str:
     expect = case["expect"]
-    if case["api"] == "messages":
+    if case["api"] in ("messages", BEDROCK):  # Converse's stop reasons are Anthropic's
         return ANTHROPIC_STOP[expect["stop_reason"]]
     if case["api"] == "responses":
         assert expect["status"] == "completed"
@@ -129,6 +136,9 @@ def expected_usage(case: dict[str, Any]) -> tuple[int, int]:
     usage = case["expect"]["usage"]
     if case["api"] == "chat.completions":
         return usage["prompt_tokens"], usage["completion_tokens"]
+    if case["api"] == BEDROCK:  # tokens read from or written to the cache are input too
+        cached = usage.get("cacheReadInputTokens", 0) + usage.get("cacheWriteInputTokens", 0)
+        return usage["inputTokens"] + cached, usage["outputTokens"]
     return usage["input_tokens"], usage["output_tokens"]
 
 
@@ -141,7 +151,7 @@ def error_object(body: object) -> dict[str, Any]:
 
 def test_every_recorded_case_is_replayed() -> None:
     on_disk = {path.stem for path in FIXTURES.iterdir() if path.suffix == ".json"}
-    assert len(on_disk) == 30
+    assert len(on_disk) == 36
     assert set(ANSWER_CASES) | set(ERROR_CASES) == on_disk
     assert not set(ANSWER_CASES) & set(ERROR_CASES)
     for name, case in CASES.items():
@@ -170,7 +180,7 @@ async def test_recorded_answer_parses_as_expected(
         (
             call.id,
             call.name,
-            json.loads(call.arguments) if case["api"] == "messages" else call.arguments,
+            json.loads(call.arguments) if case["api"] in ("messages", BEDROCK) else call.arguments,
         )
         for call in response.tool_calls
     ]
@@ -183,7 +193,8 @@ async def test_recorded_answer_parses_as_expected(
     [sent] = server.received
     assert sent.method == "POST"
     assert sent.path == recorded_path(case)
-    assert bool(sent.body.get("stream")) == streamed(case)
+    if case["api"] != BEDROCK:  # Converse streams by its path
+        assert bool(sent.body.get("stream")) == streamed(case)
     if streamed(case):
         assert sum(isinstance(part, StreamEnd) for part in parts) == 1
         assert isinstance(parts[-1], StreamEnd)

@@ -162,11 +162,36 @@ EXPECTED_CONVERSATION: dict[str, dict[str, Any]] = {
         ],
     },
 }
+EXPECTED_CONVERSATION["bedrock.converse"] = {
+    "system": [{"text": "Be brief."}],
+    "messages": [
+        {"role": "user", "content": [{"text": "Weather in Paris?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "toolUse": {
+                        "toolUseId": "call_1",
+                        "name": "get_weather",
+                        "input": {"city": "Paris"},
+                    }
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"toolResult": {"toolUseId": "call_1", "content": [{"text": "Sunny"}]}}],
+        },
+        {"role": "assistant", "content": [{"text": "It is sunny."}]},
+        {"role": "user", "content": [{"text": "Thanks"}]},
+    ],
+}
 # Where the conversation must not be: the other APIs' places for it.
 ABSENT = {
     "chat.completions": ("system", "input", "instructions"),
     "messages": ("input", "instructions"),
     "responses": ("messages", "system"),
+    "bedrock.converse": ("input", "instructions", "toolConfig"),  # the model is in the path
 }
 
 
@@ -176,7 +201,7 @@ async def test_conversation_with_tool_call_and_result(api: str, sent: Callable[.
 
     expected = EXPECTED_CONVERSATION[api]
     assert {key: body.get(key) for key in expected} == expected
-    assert body["model"] == "m"
+    assert body.get("model") == (None if api == "bedrock.converse" else "m")
     for key in ABSENT[api]:
         assert key not in body
     assert "tools" not in body
@@ -205,9 +230,17 @@ EXPECTED_IMAGE_CONTENT = {
 }
 
 
+# Bedrock takes an image's bytes (base64 in JSON) or an s3:// location, never a web URL.
+BEDROCK_IMAGE_MESSAGE = UserMessage(content=(IMAGE_MESSAGE.content[0], IMAGE_MESSAGE.content[2]))
+EXPECTED_IMAGE_CONTENT["bedrock.converse"] = [
+    {"text": "What is this?"},
+    {"image": {"format": "png", "source": {"bytes": "iVBORw0KGgo="}}},
+]
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_user_text_and_image_parts(api: str, sent: Callable[..., Any]) -> None:
-    body = await sent(api, (IMAGE_MESSAGE,))
+    body = await sent(api, (BEDROCK_IMAGE_MESSAGE if api == "bedrock.converse" else IMAGE_MESSAGE,))
 
     [message] = body["input" if api == "responses" else "messages"]
     assert message == {"role": "user", "content": EXPECTED_IMAGE_CONTENT[api]}
@@ -257,14 +290,43 @@ TOOL_CHOICES = {
 }
 
 
+EXPECTED_TOOLS["bedrock.converse"] = {
+    "toolSpec": {
+        "name": "get_weather",
+        "description": "Tell the weather in a city.",
+        "inputSchema": {"json": dict(WEATHER.parameters)},
+    }
+}
+# Converse's toolConfig.toolChoice; "auto" is its default (no toolChoice), and it has no
+# "none": the tools are left out of a conversation without tool blocks.
+TOOL_CHOICES["bedrock.converse"] = {
+    "auto": None,
+    "none": None,
+    "required": {"any": {}},
+    "get_weather": {"tool": {"name": "get_weather"}},
+}
+
+
+def tools_of(api: str, body: dict[str, Any]) -> tuple[Any, Any]:
+    """The tools and the tool choice of a request body."""
+    if api == "bedrock.converse":
+        config = body.get("toolConfig", {})
+        return config.get("tools"), config.get("toolChoice")
+    return body["tools"], body["tool_choice"]
+
+
 @pytest.mark.parametrize("choice", ["auto", "none", "required", "get_weather"])
 @pytest.mark.parametrize("api", APIS)
 async def test_tools_and_tool_choice(api: str, choice: str, sent: Callable[..., Any]) -> None:
     settings = ModelSettings(tool_choice=choice)
     body = await sent(api, CONVERSATION[:1], tools=(WEATHER,), settings=settings)
 
-    assert body["tools"] == [EXPECTED_TOOLS[api]]
-    assert body["tool_choice"] == TOOL_CHOICES[api][choice]
+    tools, tool_choice = tools_of(api, body)
+    if api == "bedrock.converse" and choice == "none":
+        assert tools is None
+    else:
+        assert tools == [EXPECTED_TOOLS[api]]
+    assert tool_choice == TOOL_CHOICES[api][choice]
 
 
 # The field each API limits the answer's length with (a compatible server for OpenAI).
@@ -275,14 +337,28 @@ MAX_TOKENS_FIELD = {
 }
 
 
+def settings_of(api: str, body: dict[str, Any]) -> dict[str, Any]:
+    """Where a request body carries the sampling settings (Converse: inferenceConfig)."""
+    if api == "bedrock.converse":
+        inference: dict[str, Any] = body.get("inferenceConfig", {})
+        extra = body.get("additionalModelRequestFields", {})
+        return {
+            "max_tokens": inference.get("maxTokens"),
+            "temperature": inference.get("temperature"),
+            **extra,
+        }
+    return body
+
+
 @pytest.mark.parametrize("api", APIS)
 async def test_max_tokens_and_extra_settings(api: str, sent: Callable[..., Any]) -> None:
     settings = ModelSettings(max_tokens=321, extra={"top_k": 7})
-    body = await sent(api, CONVERSATION[:1], settings=settings)
+    body = settings_of(api, await sent(api, CONVERSATION[:1], settings=settings))
 
-    assert body[MAX_TOKENS_FIELD[api]] == 321
+    assert body[MAX_TOKENS_FIELD.get(api, "max_tokens")] == 321
     assert "max_completion_tokens" not in body  # only api.openai.com wants that name
-    assert body["top_k"] == 7  # extra settings reach the top level of the body
+    # extra settings reach the top level of the body (Bedrock: a model's own fields)
+    assert body["top_k"] == 7
     assert "extra_body" not in body
 
 
@@ -290,7 +366,7 @@ async def test_max_tokens_and_extra_settings(api: str, sent: Callable[..., Any])
 async def test_temperature_is_sent(api: str, sent: Callable[..., Any]) -> None:
     body = await sent(api, CONVERSATION[:1], settings=ModelSettings(temperature=0.25))
 
-    assert body["temperature"] == 0.25
+    assert settings_of(api, body)["temperature"] == 0.25
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -299,16 +375,24 @@ async def test_unset_settings_are_not_sent(api: str, sent: Callable[..., Any]) -
 
     assert "temperature" not in body
     assert "max_completion_tokens" not in body
-    if api == "messages":
+    if api == "bedrock.converse":
+        assert "inferenceConfig" not in body
+    elif api == "messages":
         assert body["max_tokens"] == 4096  # Anthropic requires one: the adapter's default
     else:
         assert MAX_TOKENS_FIELD[api] not in body
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_streaming_requests(api: str, sent: Callable[..., Any]) -> None:
+async def test_streaming_requests(
+    api: str, sent: Callable[..., Any], server: ProviderServer
+) -> None:
     body = await sent(api, CONVERSATION[:1], stream=True)
 
+    if api == "bedrock.converse":  # another operation, not a flag
+        assert server.received[-1].path == "/model/m/converse-stream"
+        assert "stream" not in body
+        return
     assert body["stream"] is True
     if api == "chat.completions":
         assert body["stream_options"] == {"include_usage": True}
@@ -317,9 +401,12 @@ async def test_streaming_requests(api: str, sent: Callable[..., Any]) -> None:
 
 
 @pytest.mark.parametrize("api", APIS)
-async def test_whole_requests_do_not_ask_for_a_stream(api: str, sent: Callable[..., Any]) -> None:
+async def test_whole_requests_do_not_ask_for_a_stream(
+    api: str, sent: Callable[..., Any], server: ProviderServer
+) -> None:
     body = await sent(api, CONVERSATION[:1])
 
+    assert server.received[-1].path != "/model/m/converse-stream"
     assert not body.get("stream")
     assert "stream_options" not in body
 
@@ -556,6 +643,22 @@ EXPECTED_EXCHANGE = {
 }
 
 
+EXPECTED_EXCHANGE["bedrock.converse"] = [
+    {
+        "role": "assistant",
+        "content": [
+            {"toolUse": {"toolUseId": "call_1", "name": "get_weather", "input": {"city": "Paris"}}}
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"toolResult": {"toolUseId": "call_1", "content": [{"text": "Sunny in Paris"}]}}
+        ],
+    },
+]
+
+
 def conversation_of(body: dict[str, Any]) -> list[dict[str, Any]]:
     """The conversation items of a request body, whatever the API."""
     items: list[dict[str, Any]] = body.get("input") or body["messages"]
@@ -581,9 +684,10 @@ async def test_agent_runs_a_tool_and_answers(
     assert (response.usage.input_tokens, response.usage.output_tokens) == (11 + 40, 7 + 9)
     assert ran == ["Paris"]
     first, second = (received.body for received in server.received)
-    assert [t.get("name") or t.get("function", {}).get("name") for t in first["tools"]] == [
-        "get_weather"
-    ]
+    tools, _ = tools_of(api, first)
+    assert [
+        t.get("name") or t.get("function", t.get("toolSpec", {})).get("name") for t in tools
+    ] == ["get_weather"]
     assert conversation_of(second)[-2:] == EXPECTED_EXCHANGE[api]
     assert conversation_of(second)[:-2] == conversation_of(first)
     if stream:

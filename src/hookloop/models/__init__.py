@@ -29,6 +29,7 @@ from ._overflow import OVERFLOW_MARKERS, is_context_overflow
 
 if _TYPE_CHECKING:
     from ._anthropic import AnthropicModel
+    from ._bedrock import BedrockModel
     from ._local import LocalModel
     from ._openai import OpenAIModel
     from ._openai_responses import OpenAIResponsesModel
@@ -37,6 +38,7 @@ if _TYPE_CHECKING:
 _LAZY = {
     "AnthropicModel": "._anthropic",
     "LocalModel": "._local",
+    "BedrockModel": "._bedrock",
     "OpenAIModel": "._openai",
     "OpenAIResponsesModel": "._openai_responses",
     "model_from_spec": "._spec",
@@ -45,6 +47,7 @@ _LAZY = {
 __all__ = [
     "OVERFLOW_MARKERS",
     "AnthropicModel",
+    "BedrockModel",
     "FinishReason",
     "LocalModel",
     "Model",

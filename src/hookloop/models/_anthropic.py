@@ -24,7 +24,6 @@ from .._extras import extra_needed
 from .._messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
     TextPart,
     ToolCall,
     ToolMessage,
@@ -47,9 +46,12 @@ from ._client import (
     CallTimer,
     LoopClient,
     SplitPairs,
+    alternating_turns,
+    arguments_object,
     encodable,
     is_host,
     key_for,
+    system_text,
     translated_errors,
 )
 
@@ -259,7 +261,7 @@ class AnthropicModel(Model):
             "messages": anthropic_messages(request.messages),
             "max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS,
         }
-        system = _system_text(request)
+        system = system_text(request)
         if system:
             body["system"] = system
         if request.tools:
@@ -289,26 +291,13 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     Tool results become ``tool_result`` blocks of a user turn; neighbouring messages of the
     same role are merged into one turn, tool results first; empty assistant messages are
     left out (Anthropic rejects empty text blocks). System messages inside the conversation
-    are sent as the system prompt instead (see :func:`_system_text`).
+    are sent as the system prompt instead (see :func:`~hookloop.models._client.system_text`).
     """
-    turns: list[dict[str, Any]] = []
-    for message in messages:
-        if isinstance(message, SystemMessage):
-            continue
-        role, blocks = _blocks(message)
-        if not blocks:
-            continue
-        if turns and turns[-1]["role"] == role:
-            previous = turns[-1]["content"]
-            if role == "user" and blocks[0]["type"] == "tool_result":
-                # Results must open the turn: put them before any text already there.
-                position = sum(1 for block in previous if block["type"] == "tool_result")
-                previous[position:position] = blocks
-            else:
-                previous.extend(blocks)
-        else:
-            turns.append({"role": role, "content": blocks})
-    return turns
+    return alternating_turns(messages, _blocks, _is_result)
+
+
+def _is_result(block: dict[str, Any]) -> bool:
+    return bool(block["type"] == "tool_result")
 
 
 def cache_breakpoints(body: dict[str, Any], ttl: CacheTTL) -> int:
@@ -365,7 +354,7 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         text = message.content
         blocks = [{"type": "text", "text": text}] if text.strip() else []
         blocks.extend(
-            {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call)}
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(call)}
             for call in message.tool_calls
         )
         return "assistant", blocks
@@ -379,22 +368,6 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
             block["is_error"] = True
         return "user", [block]
     return "user", []
-
-
-def _input(call: ToolCall) -> dict[str, Any]:
-    # Anthropic wants the input as an object. Arguments that are not one (a call some other
-    # model wrote badly, already answered with a validation error) go back empty.
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _system_text(request: ProviderRequest) -> str | None:
-    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
-    parts = [request.system, *extra] if request.system else extra
-    return "\n\n".join(parts) if parts else None
 
 
 def _tool_choice(choice: str) -> dict[str, Any]:

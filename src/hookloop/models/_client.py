@@ -34,6 +34,7 @@ from .._errors import (
     UsageError,
 )
 from .._loopbound import LoopBound
+from .._messages import Message, SystemMessage, ToolCall
 from ._base import ProviderRequest
 from ._provider_errors import provider_error
 
@@ -44,10 +45,13 @@ __all__ = [
     "CallTimer",
     "LoopClient",
     "SplitPairs",
+    "alternating_turns",
+    "arguments_object",
     "encodable",
     "hashed_cache_key",
     "key_for",
     "sent_cache_key",
+    "system_text",
     "translated_errors",
 ]
 
@@ -203,6 +207,59 @@ def _encodable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_encodable(item) for item in value]
     return value
+
+
+def alternating_turns(
+    messages: tuple[Message, ...],
+    blocks: Callable[[Message], tuple[str, list[dict[str, Any]]]],
+    is_result: Callable[[dict[str, Any]], bool],
+) -> list[dict[str, Any]]:
+    """The conversation as alternating ``{"role", "content"}`` turns of content blocks.
+
+    The shape Anthropic's Messages API and Bedrock's Converse API share: ``blocks`` gives a
+    message's role and blocks (tool results are blocks of a user turn); messages without
+    blocks are left out, neighbouring messages of one role are merged into one turn with
+    tool results (``is_result``) first, and system messages are skipped: they are sent as
+    the system prompt (:func:`system_text`).
+    """
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            continue
+        role, content = blocks(message)
+        if not content:
+            continue
+        if turns and turns[-1]["role"] == role:
+            previous = turns[-1]["content"]
+            if role == "user" and is_result(content[0]):
+                # Results must open the turn: put them before any text already there.
+                position = sum(1 for block in previous if is_result(block))
+                previous[position:position] = content
+            else:
+                previous.extend(content)
+        else:
+            turns.append({"role": role, "content": content})
+    return turns
+
+
+def system_text(request: ProviderRequest) -> str | None:
+    """The request's system prompt with the conversation's system messages after it."""
+    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
+    parts = [request.system, *extra] if request.system else extra
+    return "\n\n".join(parts) if parts else None
+
+
+def arguments_object(call: ToolCall) -> dict[str, Any]:
+    """A tool call's arguments as the object APIs that want one take (else ``{}``).
+
+    Arguments that are not a JSON object (a call some model wrote badly, already answered
+    with a validation error) go back empty.
+    """
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def key_for(base_url: str, *, given: str | None, own_host: str, own_variable: str) -> str | None:

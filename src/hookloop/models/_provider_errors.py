@@ -46,6 +46,20 @@ _BY_TYPE: Mapping[str, type[ProviderError]] = {
     "api_error": ServerError,
     "server_error": ServerError,
     "timeout_error": ProviderTimeoutError,
+    # AWS Bedrock's exception names (a stream's exception events, upper-cased first).
+    "ThrottlingException": RateLimitError,
+    "ServiceQuotaExceededException": RateLimitError,
+    "ServiceUnavailableException": OverloadedError,
+    "ModelNotReadyException": OverloadedError,
+    "InternalServerException": ServerError,
+    "ModelStreamErrorException": ServerError,
+    "ModelTimeoutException": ProviderTimeoutError,
+    "AccessDeniedException": AuthenticationError,
+    "UnrecognizedClientException": AuthenticationError,
+    "ExpiredTokenException": AuthenticationError,
+    "InvalidSignatureException": AuthenticationError,
+    "ResourceNotFoundException": NotFoundError,
+    "ValidationException": BadRequestError,
 }
 
 _BY_STATUS: Mapping[int, type[ProviderError]] = {

@@ -11,6 +11,9 @@ Spec                                 Model
 ``openai-responses:NAME``            :class:`~hookloop.models.OpenAIResponsesModel`
 ``anthropic:NAME``                   :class:`~hookloop.models.AnthropicModel`, key
                                      from ``ANTHROPIC_API_KEY``
+``bedrock:MODEL_ID``                 :class:`~hookloop.models.BedrockModel` (the Converse
+                                     API), AWS credentials from the usual chain, region
+                                     from ``AWS_REGION`` / ``AWS_DEFAULT_REGION``
 ``http://HOST:PORT/v1#NAME``         an OpenAI-compatible server (vLLM, Ollama, llama.cpp,
                                      LM Studio, ...); ``#NAME`` is the model it serves;
                                      key from ``HOOKLOOP_API_KEY``, never
@@ -18,14 +21,14 @@ Spec                                 Model
 ===================================  ==================================================
 
 A key passed as ``api_key=``, or read from the variable ``api_key_env=`` names, goes to the
-server the spec names, whatever it is.
+server the spec names, whatever it is (Bedrock takes none: AWS signs its requests).
 """
 
 from __future__ import annotations
 
 import os
 
-from .._errors import ModelSpecError
+from .._errors import ModelSpecError, UsageError
 from .._extras import import_extra
 from ._base import Model
 
@@ -34,7 +37,7 @@ __all__ = ["model_from_spec"]
 
 _FORMS = (
     "local, local:PATH.gguf, openai:NAME, openai-responses:NAME, anthropic:NAME, "
-    "or an OpenAI-compatible URL such as http://localhost:11434/v1#qwen3:0.6b"
+    "bedrock:MODEL_ID, or an OpenAI-compatible URL such as http://localhost:11434/v1#qwen3:0.6b"
 )
 
 
@@ -51,7 +54,8 @@ def model_from_spec(
 
     Raises:
         ModelSpecError: The spec is malformed, names an unknown provider, a hosted
-            provider's key is not set, or ``api_key_env`` names an unset variable.
+            provider's key is not set (Bedrock: no AWS region, or a key given), or
+            ``api_key_env`` names an unset variable.
         MissingExtraError: The provider's extra is not installed.
 
     Example:
@@ -86,6 +90,19 @@ def model_from_spec(
         import_extra("anthropic", extra="anthropic", by=AnthropicModel.__name__)
         _require_key(key, "ANTHROPIC_API_KEY", spec)
         return AnthropicModel(name, api_key=key)
+    if provider == "bedrock":
+        from ._bedrock import BedrockModel
+
+        import_extra("aiobotocore", extra="bedrock", by=BedrockModel.__name__)
+        if key is not None:
+            raise ModelSpecError(
+                f"{spec} takes AWS credentials from the usual chain (AWS_ACCESS_KEY_ID, "
+                "AWS_PROFILE, a role), not an API key"
+            )
+        try:
+            return BedrockModel(name)
+        except UsageError as exc:  # no region
+            raise ModelSpecError(f"{spec}: {exc}") from exc
     raise ModelSpecError(f"unknown provider {provider!r} in {spec!r}; use {_FORMS}")
 
 
