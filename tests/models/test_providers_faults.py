@@ -33,6 +33,7 @@ from hookloop.context import Compaction
 from hookloop.models import ProviderRequest, is_context_overflow
 from hookloop.retry import TRANSIENT_ERRORS, DefaultRetryStrategy
 from hookloop.testing import FakeClock
+from tests.models import _gemini_wire
 from tests.models._chats import chat, weather_agent
 from tests.models._provider_server import (
     APIS,
@@ -74,10 +75,15 @@ def error_body(api: str, kind: str | None, message: str, code: str | None = None
     """An error body shaped as ``api`` sends them."""
     if api == "messages":
         return {"type": "error", "error": {"type": kind, "message": message}}
+    if api == "gemini":  # Google's shape: the status name where others have a type
+        return {"error": {"code": 500, "message": message, "status": kind}}
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
 def rate_limited(api: str, headers: dict[str, str]) -> Reply:
+    if api == "gemini":  # Gemini says how long to wait in the body's RetryInfo, not a header
+        seconds = headers.get("Retry-After") or str(int(headers["retry-after-ms"]) / 1000)
+        return Reply.json(_gemini_wire.rate_limited(f"{seconds}s"), status=429)
     if api == "messages":
         body = error_body(
             api, "rate_limit_error", "Number of requests has exceeded your rate limit"
@@ -151,6 +157,7 @@ MISSING_FIELDS = {
         "usage": {"input_tokens": 3, "output_tokens": 1},
     },
     "responses": {"id": "x"},
+    "gemini": {"usageMetadata": {"promptTokenCount": 3, "totalTokenCount": 3}},
 }
 UNAUTHORIZED = {
     "chat.completions": error_body(
@@ -163,6 +170,7 @@ UNAUTHORIZED = {
     "responses": error_body(
         "responses", "invalid_request_error", "Incorrect API key provided: k.", "invalid_api_key"
     ),
+    "gemini": _gemini_wire.error_body(401, "Request had invalid authentication credentials."),
 }
 PROXY_503 = Reply(
     status=503,

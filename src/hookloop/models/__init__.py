@@ -29,6 +29,7 @@ from ._overflow import OVERFLOW_MARKERS, is_context_overflow
 
 if _TYPE_CHECKING:
     from ._anthropic import AnthropicModel
+    from ._gemini import GeminiModel
     from ._local import LocalModel
     from ._openai import OpenAIModel
     from ._openai_responses import OpenAIResponsesModel
@@ -36,6 +37,7 @@ if _TYPE_CHECKING:
 
 _LAZY = {
     "AnthropicModel": "._anthropic",
+    "GeminiModel": "._gemini",
     "LocalModel": "._local",
     "OpenAIModel": "._openai",
     "OpenAIResponsesModel": "._openai_responses",
@@ -46,6 +48,7 @@ __all__ = [
     "OVERFLOW_MARKERS",
     "AnthropicModel",
     "FinishReason",
+    "GeminiModel",
     "LocalModel",
     "Model",
     "OpenAIModel",

@@ -49,6 +49,7 @@ __all__ = [
     "key_for",
     "sent_cache_key",
     "translated_errors",
+    "transport_errors",
 ]
 
 DEFAULT_TIMEOUT = 600.0
@@ -125,7 +126,43 @@ def translated_errors(sdk: ModuleType, model: str, *, reading: bool = True) -> I
         ProviderError: The matching class of the tree; the client's exception is chained
             as ``__cause__``.
     """
-    import httpx2  # installed with either client: the adapter calling us has imported it
+    with transport_errors(model, reading=reading):
+        try:
+            yield
+        except sdk.APIStatusError as exc:
+            status = exc.status_code if exc.status_code != 200 else None  # error inside a stream
+            raise provider_error(
+                status=status,
+                body=exc.body,
+                headers=exc.response.headers,
+                model=model,
+                fallback_message=exc.message,
+            ) from exc
+        except sdk.APITimeoutError as exc:
+            raise ProviderTimeoutError(f"the request timed out: {exc}", model=model) from exc
+        except sdk.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise ProviderConnectionError(
+                f"the connection failed: {type(cause).__name__}: {cause}", model=model
+            ) from exc
+        except sdk.APIResponseValidationError as exc:
+            raise InvalidResponseError(f"malformed response: {exc}", model=model) from exc
+        except sdk.APIError as exc:
+            raise provider_error(
+                status=None, body=exc.body, model=model, fallback_message=exc.message
+            ) from exc
+
+
+@contextmanager
+def transport_errors(model: str, *, reading: bool = True) -> Iterator[None]:
+    """What every client on ``httpx2`` raises, as hookloop errors for ``model``.
+
+    A body (or an SSE data line) that is not JSON or not UTF-8, a timeout or a failed
+    connection of ``httpx2`` itself; with ``reading``, Python errors from reading the
+    response. :func:`translated_errors` adds the OpenAI-style clients' own exceptions; an
+    adapter on another client adds its own inside this.
+    """
+    import httpx2  # installed with every client: the adapter calling us has imported it
 
     try:
         yield
@@ -140,28 +177,6 @@ def translated_errors(sdk: ModuleType, model: str, *, reading: bool = True) -> I
     except httpx2.TransportError as exc:
         raise ProviderConnectionError(
             f"the connection failed: {type(exc).__name__}: {exc}", model=model
-        ) from exc
-    except sdk.APIStatusError as exc:
-        status = exc.status_code if exc.status_code != 200 else None  # error inside a stream
-        raise provider_error(
-            status=status,
-            body=exc.body,
-            headers=exc.response.headers,
-            model=model,
-            fallback_message=exc.message,
-        ) from exc
-    except sdk.APITimeoutError as exc:
-        raise ProviderTimeoutError(f"the request timed out: {exc}", model=model) from exc
-    except sdk.APIConnectionError as exc:
-        cause = exc.__cause__ or exc
-        raise ProviderConnectionError(
-            f"the connection failed: {type(cause).__name__}: {cause}", model=model
-        ) from exc
-    except sdk.APIResponseValidationError as exc:
-        raise InvalidResponseError(f"malformed response: {exc}", model=model) from exc
-    except sdk.APIError as exc:
-        raise provider_error(
-            status=None, body=exc.body, model=model, fallback_message=exc.message
         ) from exc
     except _MALFORMED as exc:
         if not reading:

@@ -70,6 +70,9 @@ _OVERFLOW_NUMBERS = (
     re.compile(r"(?P<request>\d+) tokens? > (?P<limit>\d+)"),
     re.compile(r"context length is (?P<limit>\d+).*?resulted in (?P<request>\d+)", re.S),
     re.compile(r"context length is (?P<limit>\d+).*?requested (?P<request>\d+)", re.S),
+    # Gemini: "The input token count (1196265) exceeds the maximum number of tokens allowed
+    # (1048575)."
+    re.compile(r"token count \((?P<request>\d+)\) exceeds .*?allowed \((?P<limit>\d+)\)"),
 )
 
 
