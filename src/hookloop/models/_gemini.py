@@ -24,6 +24,7 @@ import json
 import mimetypes
 import os
 import re
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping
 from contextlib import contextmanager
@@ -98,6 +99,7 @@ SKIP_SIGNATURE = b"skip_thought_signature_validator"
 """The signature Google documents for a function call whose own signature is not known."""
 
 _OWN_HOST = "generativelanguage.googleapis.com"
+_MARK = "x-hookloop-stream"  # never sent: see _Hooks
 _KEPT_SIGNATURES = 4096  # call ids whose signature is kept, most recent first
 
 _FINISH: Mapping[str, FinishReason] = {
@@ -199,9 +201,14 @@ class GeminiModel(Model):
             )
         # The call's signatures, by call id, as the model sent them (see the module's notes).
         self._signatures: OrderedDict[str, bytes] = OrderedDict()
+        self._streams: dict[str, Any] = {}  # the HTTP responses of open streams, by mark
 
         def make() -> _Client:
-            http = httpx2.AsyncClient(timeout=timeout, event_hooks={"response": [_check_utf8]})
+            hooks = _Hooks(self._streams)
+            http = httpx2.AsyncClient(
+                timeout=timeout,
+                event_hooks={"request": [hooks.on_request], "response": [hooks.on_response]},
+            )
             options = types.HttpOptions(
                 base_url=url,
                 api_version=GEMINI_API_VERSION,
@@ -260,6 +267,9 @@ class GeminiModel(Model):
         """
         contents, config = self._body(request)
         timer = CallTimer(self._limits, self.name)
+        # The HTTP response is found by this mark (see _Hooks), to be closed below.
+        mark = uuid.uuid4().hex
+        config.http_options = self._types.HttpOptions(headers={_MARK: mark})
         with self._translated(reading=False):
             client = await self._clients.get()
             stream = await timer.wait(
@@ -299,7 +309,11 @@ class GeminiModel(Model):
                         finish = _reason(candidate.finish_reason)
                         self._check_finish(finish, candidate, chunk)
             finally:
-                await chunks.aclose()  # closes the connection
+                # Leaving the client's generators early does not close their response (only
+                # the garbage collector would, some time later): close it here.
+                await chunks.aclose()
+                if (response := self._streams.pop(mark, None)) is not None:
+                    await response.aclose()
         if finish is None:
             raise ProviderConnectionError(
                 "the stream ended before the model finished its answer", model=self.name
@@ -556,12 +570,34 @@ def _key_for(url: str, given: str | None) -> str | None:
     return None
 
 
-async def _check_utf8(response: Any) -> None:
-    """Refuse a whole answer whose body is not UTF-8 (the client would decode it lossily)."""
-    if response.request.url.params.get("alt") == "sse":
-        return  # a stream: its lines are decoded as they come
-    await response.aread()
-    response.content.decode("utf-8")
+class _Hooks:
+    """The hooks of the HTTP client the adapter makes.
+
+    A stream's request carries a mark in a header; it is taken off before the request is
+    sent, and the response is kept under it, for :meth:`GeminiModel.stream` to close when
+    its consumer leaves early (the client's generators would leave it to the garbage
+    collector). A whole answer whose body is not UTF-8 is refused (the client would decode
+    it lossily).
+    """
+
+    __slots__ = ("_streams",)
+
+    def __init__(self, streams: dict[str, Any]) -> None:
+        self._streams = streams
+
+    async def on_request(self, request: Any) -> None:
+        mark = request.headers.get(_MARK)
+        if mark is not None:
+            del request.headers[_MARK]
+            request.extensions = {**request.extensions, _MARK: mark}
+
+    async def on_response(self, response: Any) -> None:
+        mark = response.request.extensions.get(_MARK)
+        if mark is not None:
+            self._streams[mark] = response
+            return  # a stream: its lines are decoded as they come
+        await response.aread()
+        response.content.decode("utf-8")
 
 
 def _first(answer: Any) -> Any:
