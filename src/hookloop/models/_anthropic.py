@@ -47,9 +47,11 @@ from ._client import (
     CallTimer,
     LoopClient,
     SplitPairs,
+    arguments_object,
     encodable,
     is_host,
     key_for,
+    system_text,
     translated_errors,
 )
 
@@ -259,7 +261,7 @@ class AnthropicModel(Model):
             "messages": anthropic_messages(request.messages),
             "max_tokens": settings.max_tokens or DEFAULT_MAX_TOKENS,
         }
-        system = _system_text(request)
+        system = system_text(request)
         if system:
             body["system"] = system
         if request.tools:
@@ -289,7 +291,7 @@ def anthropic_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
     Tool results become ``tool_result`` blocks of a user turn; neighbouring messages of the
     same role are merged into one turn, tool results first; empty assistant messages are
     left out (Anthropic rejects empty text blocks). System messages inside the conversation
-    are sent as the system prompt instead (see :func:`_system_text`).
+    are sent as the system prompt instead (see :func:`~hookloop.models._client.system_text`).
     """
     turns: list[dict[str, Any]] = []
     for message in messages:
@@ -365,7 +367,7 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
         text = message.content
         blocks = [{"type": "text", "text": text}] if text.strip() else []
         blocks.extend(
-            {"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call)}
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": arguments_object(call)}
             for call in message.tool_calls
         )
         return "assistant", blocks
@@ -379,22 +381,6 @@ def _blocks(message: Message) -> tuple[str, list[dict[str, Any]]]:
             block["is_error"] = True
         return "user", [block]
     return "user", []
-
-
-def _input(call: ToolCall) -> dict[str, Any]:
-    # Anthropic wants the input as an object. Arguments that are not one (a call some other
-    # model wrote badly, already answered with a validation error) go back empty.
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _system_text(request: ProviderRequest) -> str | None:
-    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
-    parts = [request.system, *extra] if request.system else extra
-    return "\n\n".join(parts) if parts else None
 
 
 def _tool_choice(choice: str) -> dict[str, Any]:

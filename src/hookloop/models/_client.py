@@ -34,6 +34,7 @@ from .._errors import (
     UsageError,
 )
 from .._loopbound import LoopBound
+from .._messages import SystemMessage, ToolCall
 from ._base import ProviderRequest
 from ._provider_errors import provider_error
 
@@ -44,10 +45,12 @@ __all__ = [
     "CallTimer",
     "LoopClient",
     "SplitPairs",
+    "arguments_object",
     "encodable",
     "hashed_cache_key",
     "key_for",
     "sent_cache_key",
+    "system_text",
     "translated_errors",
     "transport_errors",
 ]
@@ -184,6 +187,34 @@ def transport_errors(model: str, *, reading: bool = True) -> Iterator[None]:
         raise InvalidResponseError(
             f"malformed response: {type(exc).__name__}: {exc}", model=model
         ) from exc
+
+
+def arguments_object(call: ToolCall) -> dict[str, Any]:
+    """A tool call's arguments as the object Anthropic and Gemini want them.
+
+    Arguments that are not a JSON object (a call some other model wrote badly, already
+    answered with a validation error) go back empty.
+
+    Example:
+        >>> arguments_object(ToolCall(name="f", arguments='{"city": '))
+        {}
+    """
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def system_text(request: ProviderRequest) -> str | None:
+    """The system prompt of an API that takes it apart from the conversation.
+
+    The request's ``system`` and any system message inside the conversation, joined by a
+    blank line; ``None`` when there is none.
+    """
+    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
+    parts = [request.system, *extra] if request.system else extra
+    return "\n\n".join(parts) if parts else None
 
 
 def encodable(value: _T) -> _T:

@@ -68,8 +68,10 @@ from ._client import (
     CallTimer,
     LoopClient,
     SplitPairs,
+    arguments_object,
     encodable,
     is_host,
+    system_text,
     transport_errors,
 )
 from ._provider_errors import kept_headers, provider_error
@@ -335,7 +337,7 @@ class GeminiModel(Model):
         types = self._types
         settings = request.settings
         config: dict[str, Any] = {}
-        system = _system_text(request)
+        system = system_text(request)
         if system:
             config["system_instruction"] = system
         if request.tools:
@@ -497,7 +499,7 @@ def _parts_of(
     if isinstance(message, AssistantMessage):
         parts = [{"text": message.content}] if message.content else []
         for index, call in enumerate(message.tool_calls):
-            function = {"id": call.id, "name": call.name, "args": _args(call)}
+            function = {"id": call.id, "name": call.name, "args": arguments_object(call)}
             signed: dict[str, Any] = {"function_call": function}
             signature = signatures.get(call.id)
             if signature is not None or index == 0:
@@ -532,22 +534,6 @@ def _decoded(data: str) -> bytes:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise UsageError(f"an image's data is not base64: {exc}") from exc
-
-
-def _args(call: ToolCall) -> dict[str, Any]:
-    # Gemini wants the arguments as an object. Arguments that are not one (a call some other
-    # model wrote badly, already answered with a validation error) go back empty.
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
-def _system_text(request: ProviderRequest) -> str | None:
-    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
-    parts = [request.system, *extra] if request.system else extra
-    return "\n\n".join(parts) if parts else None
 
 
 def _tool_choice(choice: str) -> dict[str, Any]:
