@@ -678,3 +678,23 @@ def test_the_gemini_spec(no_keys: pytest.MonkeyPatch) -> None:
 def test_a_timeout_that_is_not_positive_is_a_usage_error(options: dict[str, float]) -> None:
     with pytest.raises(UsageError, match="must be a positive number of seconds"):
         GeminiModel("m", base_url="http://127.0.0.1:9", api_key="k", **options)
+
+
+async def test_a_client_you_pass_is_used_and_left_open(server: ProviderServer) -> None:
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(
+        api_key="own-key",
+        vertexai=False,
+        http_options=types.HttpOptions(base_url=server.url, api_version="v1beta"),
+    )
+    server.add(answer("gemini", "one"), answer("gemini", "two", stream=True))
+    model = GeminiModel("m", client=client)
+
+    assert (await model.request(REQUEST)).content == "one"
+    await model.aclose()  # not ours to close: the client still works
+    assert (await ask(model, stream=True)).content == "two"
+    headers = {k.lower(): v for k, v in server.received[0].headers.items()}
+    assert headers["x-goog-api-key"] == "own-key"
+    await client.aio.aclose()

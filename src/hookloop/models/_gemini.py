@@ -157,8 +157,10 @@ class GeminiModel(Model):
             whole of a stream.
         stream_idle_timeout: Seconds a stream may go without sending anything; ``None``
             for no bound beyond ``timeout``.
-        client: A ready ``google.genai.Client`` to use instead (its retries and HTTP
-            client are yours then).
+        client: A ready ``google.genai.Client`` to use instead: its key, retries and HTTP
+            client are yours then (an ``aiohttp`` one included, whose own errors this
+            adapter does not translate); pass ``base_url`` too if it is not Google's, for
+            the price lookup and telemetry.
 
     Raises:
         MissingExtraError: The ``gemini`` extra is not installed.
