@@ -43,7 +43,6 @@ from ._errors import (
     ChatCancelledError,
     CircuitOpenError,
     ConcurrentChatError,
-    ContentBlockedError,
     ContextOverflowError,
     CorruptSessionError,
     CorruptStoreError,
@@ -152,6 +151,7 @@ from .hooks._dispatch import Disposer
 from .hooks._events import HookEvent
 from .hooks._host import AgentHost, Plugin
 from .models._base import ModelSettings
+from .models._provider_errors import ContentBlockedError
 
 __version__ = _VERSION
 

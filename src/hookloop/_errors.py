@@ -41,7 +41,6 @@ while a chat runs, and a correct program still has to expect them::
         │   ├── BadRequestError        400 / 422
         │   │   └── ContextOverflowError  the request does not fit the context window
         │   ├── InvalidResponseError   the provider answered something unusable
-        │   ├── ContentBlockedError    the provider's safety filter blocked the prompt or answer
     │   └── CircuitOpenError       every model of a fallback chain is cooling down
         ├── ToolError                  one tool call failed (the model sees it; the chat goes on)
         │   ├── UnknownToolError
@@ -106,7 +105,6 @@ __all__ = [
     "ChatCancelledError",
     "CircuitOpenError",
     "ConcurrentChatError",
-    "ContentBlockedError",
     "ContextOverflowError",
     "CorruptSessionError",
     "CorruptStoreError",
@@ -436,36 +434,6 @@ class ContextOverflowError(BadRequestError):
 
 class InvalidResponseError(ProviderError):
     """The provider answered, but the answer cannot be used (missing fields, broken stream)."""
-
-
-class ContentBlockedError(ProviderError):
-    """The provider's safety filter blocked the prompt or the answer (Gemini's ``SAFETY``).
-
-    The provider answered, with nothing to use: sending the same request again is blocked
-    again, so the default retry strategy does not retry it.
-
-    Attributes:
-        reason: The provider's reason, e.g. ``"SAFETY"``, ``"PROHIBITED_CONTENT"``,
-            ``"RECITATION"``.
-        blocked: What was blocked: ``"prompt"`` (nothing was generated) or ``"answer"``.
-        categories: The harm categories the filter flagged, e.g.
-            ``("HARM_CATEGORY_HATE_SPEECH",)``; empty when the provider named none.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        reason: str,
-        blocked: str,
-        categories: tuple[str, ...] = (),
-        body: object = None,
-        model: str | None = None,
-    ) -> None:
-        super().__init__(message, body=body, model=model)
-        self.reason = reason
-        self.blocked = blocked
-        self.categories = categories
 
 
 class CircuitOpenError(ProviderError):

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .._errors import (
     AuthenticationError,
-    ContentBlockedError,
     InvalidResponseError,
     ProviderConnectionError,
     ProviderError,
@@ -74,7 +73,7 @@ from ._client import (
     system_text,
     transport_errors,
 )
-from ._provider_errors import kept_headers, provider_error
+from ._provider_errors import ContentBlockedError, kept_headers, provider_error
 
 if TYPE_CHECKING:
     from google import genai
