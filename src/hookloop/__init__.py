@@ -151,6 +151,7 @@ from .hooks._dispatch import Disposer
 from .hooks._events import HookEvent
 from .hooks._host import AgentHost, Plugin
 from .models._base import ModelSettings
+from .models._provider_errors import ContentBlockedError
 
 __version__ = _VERSION
 
@@ -177,6 +178,7 @@ __all__ = [
     "ChatStream",
     "CircuitOpenError",
     "ConcurrentChatError",
+    "ContentBlockedError",
     "ContentPart",
     "ContextOverflowError",
     "CorruptSessionError",

@@ -182,7 +182,7 @@ def _parser() -> argparse.ArgumentParser:
         "--model",
         default="local",
         help="local (default), local:FILE.gguf, openai:NAME, openai-responses:NAME, "
-        "anthropic:NAME, bedrock:MODEL_ID, or an OpenAI-compatible URL like "
+        "anthropic:NAME, gemini:NAME, bedrock:MODEL_ID, or an OpenAI-compatible URL like "
         "http://localhost:11434/v1#NAME",
     )
     common.add_argument(

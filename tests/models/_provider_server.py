@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.models import _bedrock_wire as bedrock
+from tests.models import _gemini_wire
 from tests.models._bedrock_wire import (
     EVENT_STREAM,
     STREAM_HEADERS,
@@ -281,7 +282,7 @@ class ProviderServer:
 # "responses"), whole or streamed, for tests that script a conversation rather than replay a
 # recording. A tool call is ``(id, name, arguments JSON text)``.
 
-APIS = ("chat.completions", "messages", "responses", "bedrock.converse")
+APIS = ("chat.completions", "messages", "responses", "gemini", "bedrock.converse")
 
 ToolCallSpec = tuple[str, str, str]
 
@@ -294,7 +295,7 @@ def adapter(api: str, server: ProviderServer, *, prefix: str | None = None, **kw
     caching is off unless ``cache`` is given: the tests of what each adapter sends compare
     whole bodies, and ``test_prompt_cache.py`` checks the breakpoints.
     """
-    from hookloop.models import AnthropicModel, OpenAIModel, OpenAIResponsesModel
+    from hookloop.models import AnthropicModel, GeminiModel, OpenAIModel, OpenAIResponsesModel
 
     kwargs.setdefault("api_key", "k")
     if api == "chat.completions":
@@ -310,6 +311,8 @@ def adapter(api: str, server: ProviderServer, *, prefix: str | None = None, **kw
         del kwargs["api_key"]  # AWS credentials: the fake ones of tests/conftest.py
         kwargs.setdefault("cache", None)
         return BedrockModel("m", endpoint_url=server.url + _or(prefix, ""), **kwargs)
+    if api == "gemini":  # the client adds /v1beta/models/m:generateContent
+        return GeminiModel("m", base_url=server.url + _or(prefix, ""), **kwargs)
     raise ValueError(f"unknown api {api!r}")
 
 
@@ -341,6 +344,8 @@ def whole_answer(
     """The JSON body of a non-streamed answer."""
     if api == "bedrock.converse":
         return bedrock.whole_answer(text, calls, usage=usage)
+    if api == "gemini":
+        return _gemini_wire.whole_answer(text, calls, usage=usage)
     tokens_in, tokens_out = usage
     if api == "chat.completions":
         message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -434,6 +439,8 @@ def answer_events(
     """
     if api == "bedrock.converse":
         return list(bedrock.answer_events(text, calls, usage=usage, finished=finished))
+    if api == "gemini":
+        return _gemini_wire.answer_events(text, calls, usage=usage, finished=finished)
     tokens_in, tokens_out = usage
     if api == "chat.completions":
 

@@ -34,6 +34,7 @@ from hookloop.models import ProviderRequest, is_context_overflow
 from hookloop.retry import TRANSIENT_ERRORS, DefaultRetryStrategy
 from hookloop.testing import FakeClock
 from tests.models import _bedrock_wire as bedrock
+from tests.models import _gemini_wire
 from tests.models._chats import chat, weather_agent
 from tests.models._provider_server import (
     APIS,
@@ -77,6 +78,8 @@ def error_body(api: str, kind: str | None, message: str, code: str | None = None
         return bedrock.error_body(BEDROCK_TYPES.get(kind or "", kind), message)
     if api == "messages":
         return {"type": "error", "error": {"type": kind, "message": message}}
+    if api == "gemini":  # Google's shape: the status name where others have a type
+        return {"error": {"code": 500, "message": message, "status": kind}}
     return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
 
@@ -85,6 +88,9 @@ BEDROCK_TYPES = {"api_error": "InternalServerException", "server_error": "Intern
 
 
 def rate_limited(api: str, headers: dict[str, str]) -> Reply:
+    if api == "gemini":  # Gemini says how long to wait in the body's RetryInfo, not a header
+        seconds = headers.get("Retry-After") or str(int(headers["retry-after-ms"]) / 1000)
+        return Reply.json(_gemini_wire.rate_limited(f"{seconds}s"), status=429)
     if api == "bedrock.converse":  # as recorded (fixtures: bedrock_error_429_throttling)
         body = bedrock.error_body("ThrottlingException", "Rate exceeded")
     elif api == "messages":
@@ -167,6 +173,7 @@ MISSING_FIELDS = {
     },
     "responses": {"id": "x"},
     "bedrock.converse": {"stopReason": "end_turn", "usage": bedrock.whole_answer()["usage"]},
+    "gemini": {"usageMetadata": {"promptTokenCount": 3, "totalTokenCount": 3}},
 }
 UNAUTHORIZED = {
     "chat.completions": error_body(
@@ -182,6 +189,7 @@ UNAUTHORIZED = {
     "bedrock.converse": bedrock.error_body(
         "UnrecognizedClientException", "The security token included in the request is invalid."
     ),
+    "gemini": _gemini_wire.error_body(401, "Request had invalid authentication credentials."),
 }
 PROXY_503 = Reply(
     status=503,

@@ -188,7 +188,7 @@ def established(port: int) -> int:
     return count
 
 
-@pytest.mark.parametrize("api", ["chat.completions", "responses", "messages"])
+@pytest.mark.parametrize("api", ["chat.completions", "responses", "messages", "gemini"])
 async def test_leaving_a_stream_early_closes_the_connection(api: str) -> None:
     events = answer_events(api, "a long answer " * 20)
     done = api == "chat.completions"
@@ -212,12 +212,12 @@ async def test_leaving_a_stream_early_closes_the_connection(api: str) -> None:
 
 
 def test_one_model_serves_chat_sync_twice(server: ProviderServer) -> None:
-    for api in ("chat.completions", "messages", "responses"):
+    for api in ("chat.completions", "messages", "responses", "gemini"):
         server.add(answer(api, "one"), answer(api, "two"))
         agent = Agent(adapter(api, server))
         assert agent.chat_sync("hi").text == "one"
         assert agent.chat_sync("again").text == "two"
-    assert len(server.received) == 6  # nothing sent twice
+    assert len(server.received) == 8  # nothing sent twice
 
 
 def test_a_missing_key_is_a_usage_error_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,7 @@ from ._overflow import OVERFLOW_MARKERS, is_context_overflow
 if _TYPE_CHECKING:
     from ._anthropic import AnthropicModel
     from ._bedrock import BedrockModel
+    from ._gemini import GeminiModel
     from ._local import LocalModel
     from ._openai import OpenAIModel
     from ._openai_responses import OpenAIResponsesModel
@@ -37,6 +38,7 @@ if _TYPE_CHECKING:
 
 _LAZY = {
     "AnthropicModel": "._anthropic",
+    "GeminiModel": "._gemini",
     "LocalModel": "._local",
     "BedrockModel": "._bedrock",
     "OpenAIModel": "._openai",
@@ -49,6 +51,7 @@ __all__ = [
     "AnthropicModel",
     "BedrockModel",
     "FinishReason",
+    "GeminiModel",
     "LocalModel",
     "Model",
     "OpenAIModel",

@@ -53,6 +53,7 @@ __all__ = [
     "sent_cache_key",
     "system_text",
     "translated_errors",
+    "transport_errors",
 ]
 
 DEFAULT_TIMEOUT = 600.0
@@ -129,7 +130,43 @@ def translated_errors(sdk: ModuleType, model: str, *, reading: bool = True) -> I
         ProviderError: The matching class of the tree; the client's exception is chained
             as ``__cause__``.
     """
-    import httpx2  # installed with either client: the adapter calling us has imported it
+    with transport_errors(model, reading=reading):
+        try:
+            yield
+        except sdk.APIStatusError as exc:
+            status = exc.status_code if exc.status_code != 200 else None  # error inside a stream
+            raise provider_error(
+                status=status,
+                body=exc.body,
+                headers=exc.response.headers,
+                model=model,
+                fallback_message=exc.message,
+            ) from exc
+        except sdk.APITimeoutError as exc:
+            raise ProviderTimeoutError(f"the request timed out: {exc}", model=model) from exc
+        except sdk.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            raise ProviderConnectionError(
+                f"the connection failed: {type(cause).__name__}: {cause}", model=model
+            ) from exc
+        except sdk.APIResponseValidationError as exc:
+            raise InvalidResponseError(f"malformed response: {exc}", model=model) from exc
+        except sdk.APIError as exc:
+            raise provider_error(
+                status=None, body=exc.body, model=model, fallback_message=exc.message
+            ) from exc
+
+
+@contextmanager
+def transport_errors(model: str, *, reading: bool = True) -> Iterator[None]:
+    """What every client on ``httpx2`` raises, as hookloop errors for ``model``.
+
+    A body (or an SSE data line) that is not JSON or not UTF-8, a timeout or a failed
+    connection of ``httpx2`` itself; with ``reading``, Python errors from reading the
+    response. :func:`translated_errors` adds the OpenAI-style clients' own exceptions; an
+    adapter on another client adds its own inside this.
+    """
+    import httpx2  # installed with every client: the adapter calling us has imported it
 
     try:
         yield
@@ -145,34 +182,40 @@ def translated_errors(sdk: ModuleType, model: str, *, reading: bool = True) -> I
         raise ProviderConnectionError(
             f"the connection failed: {type(exc).__name__}: {exc}", model=model
         ) from exc
-    except sdk.APIStatusError as exc:
-        status = exc.status_code if exc.status_code != 200 else None  # error inside a stream
-        raise provider_error(
-            status=status,
-            body=exc.body,
-            headers=exc.response.headers,
-            model=model,
-            fallback_message=exc.message,
-        ) from exc
-    except sdk.APITimeoutError as exc:
-        raise ProviderTimeoutError(f"the request timed out: {exc}", model=model) from exc
-    except sdk.APIConnectionError as exc:
-        cause = exc.__cause__ or exc
-        raise ProviderConnectionError(
-            f"the connection failed: {type(cause).__name__}: {cause}", model=model
-        ) from exc
-    except sdk.APIResponseValidationError as exc:
-        raise InvalidResponseError(f"malformed response: {exc}", model=model) from exc
-    except sdk.APIError as exc:
-        raise provider_error(
-            status=None, body=exc.body, model=model, fallback_message=exc.message
-        ) from exc
     except _MALFORMED as exc:
         if not reading:
             raise
         raise InvalidResponseError(
             f"malformed response: {type(exc).__name__}: {exc}", model=model
         ) from exc
+
+
+def arguments_object(call: ToolCall) -> dict[str, Any]:
+    """A tool call's arguments as the object Anthropic, Bedrock and Gemini want them.
+
+    Arguments that are not a JSON object (a call some other model wrote badly, already
+    answered with a validation error) go back empty.
+
+    Example:
+        >>> arguments_object(ToolCall(name="f", arguments='{"city": '))
+        {}
+    """
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def system_text(request: ProviderRequest) -> str | None:
+    """The system prompt of an API that takes it apart from the conversation.
+
+    The request's ``system`` and any system message inside the conversation, joined by a
+    blank line; ``None`` when there is none.
+    """
+    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
+    parts = [request.system, *extra] if request.system else extra
+    return "\n\n".join(parts) if parts else None
 
 
 def encodable(value: _T) -> _T:
@@ -240,26 +283,6 @@ def alternating_turns(
         else:
             turns.append({"role": role, "content": content})
     return turns
-
-
-def system_text(request: ProviderRequest) -> str | None:
-    """The request's system prompt with the conversation's system messages after it."""
-    extra = [m.content for m in request.messages if isinstance(m, SystemMessage) and m.content]
-    parts = [request.system, *extra] if request.system else extra
-    return "\n\n".join(parts) if parts else None
-
-
-def arguments_object(call: ToolCall) -> dict[str, Any]:
-    """A tool call's arguments as the object APIs that want one take (else ``{}``).
-
-    Arguments that are not a JSON object (a call some model wrote badly, already answered
-    with a validation error) go back empty.
-    """
-    try:
-        value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def key_for(base_url: str, *, given: str | None, own_host: str, own_variable: str) -> str | None:

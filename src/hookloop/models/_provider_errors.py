@@ -25,7 +25,39 @@ from .._errors import (
 from ..retry._hints import retry_after_seconds
 from ._overflow import is_overflow_text
 
-__all__ = ["error_fields", "kept_headers", "provider_error"]
+__all__ = ["ContentBlockedError", "error_fields", "kept_headers", "provider_error"]
+
+
+class ContentBlockedError(ProviderError):
+    """The provider's safety filter blocked the prompt or the answer (Gemini's ``SAFETY``).
+
+    A branch of hookloop's error tree under ``ProviderError`` (kept here: ``_errors.py`` is
+    as long as a module may be). The provider answered, with nothing to use: the same
+    request is blocked again, so the default retry strategy does not retry it.
+
+    Attributes:
+        reason: The provider's reason, e.g. ``"SAFETY"``, ``"PROHIBITED_CONTENT"``,
+            ``"RECITATION"``.
+        blocked: What was blocked: ``"prompt"`` (nothing was generated) or ``"answer"``.
+        categories: The harm categories the filter flagged, e.g.
+            ``("HARM_CATEGORY_HATE_SPEECH",)``; empty when the provider named none.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        reason: str,
+        blocked: str,
+        categories: tuple[str, ...] = (),
+        body: object = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(message, body=body, model=model)
+        self.reason = reason
+        self.blocked = blocked
+        self.categories = categories
+
 
 _KEPT_HEADER_PREFIXES = (
     "retry-after",
@@ -84,6 +116,9 @@ _OVERFLOW_NUMBERS = (
     re.compile(r"(?P<request>\d+) tokens? > (?P<limit>\d+)"),
     re.compile(r"context length is (?P<limit>\d+).*?resulted in (?P<request>\d+)", re.S),
     re.compile(r"context length is (?P<limit>\d+).*?requested (?P<request>\d+)", re.S),
+    # Gemini: "The input token count (1196265) exceeds the maximum number of tokens allowed
+    # (1048575)."
+    re.compile(r"token count \((?P<request>\d+)\) exceeds .*?allowed \((?P<limit>\d+)\)"),
 )
 
 

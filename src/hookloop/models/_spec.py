@@ -14,6 +14,8 @@ Spec                                 Model
 ``bedrock:MODEL_ID``                 :class:`~hookloop.models.BedrockModel` (the Converse
                                      API), AWS credentials from the usual chain, region
                                      from ``AWS_REGION`` / ``AWS_DEFAULT_REGION``
+``gemini:NAME``                      :class:`~hookloop.models.GeminiModel`, key from
+                                     ``GOOGLE_API_KEY`` or ``GEMINI_API_KEY``
 ``http://HOST:PORT/v1#NAME``         an OpenAI-compatible server (vLLM, Ollama, llama.cpp,
                                      LM Studio, ...); ``#NAME`` is the model it serves;
                                      key from ``HOOKLOOP_API_KEY``, never
@@ -36,7 +38,7 @@ __all__ = ["model_from_spec"]
 
 
 _FORMS = (
-    "local, local:PATH.gguf, openai:NAME, openai-responses:NAME, anthropic:NAME, "
+    "local, local:PATH.gguf, openai:NAME, openai-responses:NAME, anthropic:NAME, gemini:NAME, "
     "bedrock:MODEL_ID, or an OpenAI-compatible URL such as http://localhost:11434/v1#qwen3:0.6b"
 )
 
@@ -103,6 +105,13 @@ def model_from_spec(
             return BedrockModel(name)
         except UsageError as exc:  # no region
             raise ModelSpecError(f"{spec}: {exc}") from exc
+    if provider == "gemini":
+        from ._gemini import KEY_VARIABLES, GeminiModel
+
+        import_extra("google.genai", extra="gemini", by=GeminiModel.__name__)
+        if not key and not any(os.environ.get(variable) for variable in KEY_VARIABLES):
+            raise ModelSpecError(f"{spec} needs an API key: set GEMINI_API_KEY or GOOGLE_API_KEY")
+        return GeminiModel(name, api_key=key)
     raise ModelSpecError(f"unknown provider {provider!r} in {spec!r}; use {_FORMS}")
 
 
