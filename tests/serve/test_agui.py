@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx2
@@ -52,17 +53,21 @@ def test_a_run_streams_its_events_in_the_protocols_order(client: httpx2.Client) 
     kinds = types(events)
     assert kinds[0] == "RUN_STARTED"
     assert kinds[-1] == "RUN_FINISHED"
-    assert events[0].data["threadId"] == "t1" and events[0].data["runId"] == "r1"
+    assert events[0].data["threadId"] == "t1"
+    assert events[0].data["runId"] == "r1"
     # the tool call streamed: start, its arguments in pieces, end, then its result
     calls = [k for k in kinds if k.startswith("TOOL_CALL")]
-    assert calls[0] == "TOOL_CALL_START" and calls[-2:] == ["TOOL_CALL_END", "TOOL_CALL_RESULT"]
+    assert calls[0] == "TOOL_CALL_START"
+    assert calls[-2:] == ["TOOL_CALL_END", "TOOL_CALL_RESULT"]
     args = "".join(e.data["delta"] for e in events if e.type == "TOOL_CALL_ARGS")
-    assert args == '{"a": 2, "b": 3}' or args.replace(" ", "") == '{"a":2,"b":3}'
+    assert json.loads(args) == {"a": 2, "b": 3}
     result = next(e for e in events if e.type == "TOOL_CALL_RESULT")
-    assert result.data["toolCallId"] == "c1" and result.data["content"] == "5"
+    assert result.data["toolCallId"] == "c1"
+    assert result.data["content"] == "5"
     # the answer streamed in pieces between a start and an end
     text = [e for e in events if e.type.startswith("TEXT_MESSAGE")]
-    assert text[0].type == "TEXT_MESSAGE_START" and text[-1].type == "TEXT_MESSAGE_END"
+    assert text[0].type == "TEXT_MESSAGE_START"
+    assert text[-1].type == "TEXT_MESSAGE_END"
     assert "".join(e.data.get("delta", "") for e in text) == "The sum is 5."
     assert len([e for e in text if e.type == "TEXT_MESSAGE_CONTENT"]) > 1
     snapshot = next(e for e in events if e.type == "MESSAGES_SNAPSHOT")
@@ -85,7 +90,8 @@ def test_a_call_waiting_for_approval_ends_the_run_with_an_interrupt(
     assert finished["type"] == "RUN_FINISHED"
     assert finished["outcome"]["type"] == "interrupt"
     [interrupt] = finished["outcome"]["interrupts"]
-    assert interrupt["id"] == "d1" and interrupt["toolCallId"] == "d1"
+    assert interrupt["id"] == "d1"
+    assert interrupt["toolCallId"] == "d1"
     assert interrupt["reason"] == "tool_approval"
     assert interrupt["metadata"]["toolName"] == "delete"
     assert interrupt["metadata"]["arguments"] == '{"path": "/tmp/x"}'
@@ -109,8 +115,11 @@ def test_a_cancelled_interrupt_is_a_denial_and_a_bad_decision_is_refused(
     post_agui(client, run_input("t3", "r2", "delete /tmp/x"))
     post_agui(
         client,
-        run_input("t3", "r3", resume=[{"interruptId": "d1", "status": "resolved",
-                                       "payload": {"action": "approve"}}]),
+        run_input(
+            "t3",
+            "r3",
+            resume=[{"interruptId": "d1", "status": "resolved", "payload": {"action": "approve"}}],
+        ),
     )
     post_agui(client, run_input("t3", "r4", "delete /tmp/y"))
     # checked exactly as agent.resume() checks: unknown calls, wrong digests, bad edits
@@ -118,13 +127,23 @@ def test_a_cancelled_interrupt_is_a_denial_and_a_bad_decision_is_refused(
     response = client.post("/agui", json=run_input("t3", "r5", resume=wrong))
     assert response.status_code == 422
     assert response.json()["type"] == "UnknownApprovalError"
-    stale = [{"interruptId": "d2", "status": "resolved",
-              "payload": {"action": "approve", "digest": "0" * 64}}]
+    stale = [
+        {
+            "interruptId": "d2",
+            "status": "resolved",
+            "payload": {"action": "approve", "digest": "0" * 64},
+        }
+    ]
     response = client.post("/agui", json=run_input("t3", "r6", resume=stale))
     assert response.status_code == 422
     assert response.json()["type"] == "ApprovalMismatchError"
-    bad_edit = [{"interruptId": "d2", "status": "resolved",
-                 "payload": {"action": "edit", "arguments": {"nope": 1}}}]
+    bad_edit = [
+        {
+            "interruptId": "d2",
+            "status": "resolved",
+            "payload": {"action": "edit", "arguments": {"nope": 1}},
+        }
+    ]
     response = client.post("/agui", json=run_input("t3", "r7", resume=bad_edit))
     assert response.status_code == 422
     assert response.json()["type"] == "ApprovalEditError"
