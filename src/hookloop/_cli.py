@@ -48,8 +48,8 @@ from ._agent import Agent
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import check_edit
 from ._builtin_tools import BUILTIN_TOOLS
-from ._cli_trace import check_trace_targets, recording, trace_view
 from ._cli_serve import add_serve_command
+from ._cli_trace import check_trace_targets, recording, trace_view
 from ._cli_worker import add_worker_command
 from ._errors import (
     AuthenticationError,

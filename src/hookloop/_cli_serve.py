@@ -7,7 +7,9 @@ Safe by default: it listens on loopback; any other ``--host`` needs ``--token`` 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Callable
 from typing import cast
@@ -15,6 +17,7 @@ from typing import cast
 from ._agent import Agent
 from ._errors import UsageError
 from ._extras import import_attribute, import_extra
+from .mcp._serve import stopped_by_signals
 
 __all__ = ["add_serve_command"]
 
@@ -129,7 +132,13 @@ async def _serve(args: argparse.Namespace) -> int:
             print(f"hookloop: serving at http://{shown}:{port}/", file=sys.stderr, flush=True)
 
     server.startup = announced
-    await server.serve()
+    # As `hookloop mcp serve --http`: SIGTERM or Ctrl-C shut it down (runs cancelled, their
+    # messages in the session log) and the command ends with its own status, not the signal.
+    server.capture_signals = contextlib.nullcontext
+    with stopped_by_signals(server) as received:
+        await server.serve()
+    if signal.SIGINT in received:
+        raise KeyboardInterrupt
     return EXIT_OK
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from .._agent import Agent
 from .._errors import UsageError
 from .._extras import extra_needed
 
@@ -16,7 +15,7 @@ __all__ = ["create_app"]
 
 
 def create_app(
-    agent: Callable[[], Agent],
+    agent: Callable[[], object],
     *,
     token: str | None = None,
     cors_origins: Iterable[str] = (),

@@ -16,25 +16,74 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from ag_ui.core import BaseEvent
 
-from .._agent import Agent, Default
 from .._approval import ApprovalDecision, PendingApproval
+from .._chat_slot import ChatHost
 from .._errors import ChatCancelledError, UsageError
-from .._messages import UserMessage
+from .._limits import ChatLimits
+from .._loop import ChatRun
+from .._messages import Message, UserMessage
+from .._output import OutputSpec
 from .._stream_events import AgentEvent, AgentResponse
 from ._agui import EventTranslator, run_started
 
-__all__ = ["AgentFactory", "BusyError", "Run", "RunStatus", "Threads", "UnknownError"]
+__all__ = [
+    "AgentFactory",
+    "BusyError",
+    "Run",
+    "RunStatus",
+    "ServedAgent",
+    "Threads",
+    "UnknownError",
+]
 
 logger = logging.getLogger(__name__)
 
-AgentFactory = Callable[[], Agent]
-"""What builds a thread's agent: called once per thread, with no arguments (as a worker's)."""
+AgentFactory = Callable[[], object]
+"""What builds a thread's Agent: called once per thread, with no arguments (as a worker's)."""
+
+
+@runtime_checkable
+class ServedAgent(ChatHost, Protocol):
+    """An agent as the server sees it: the chat host, its approvals and its conversation."""
+
+    _chat_output: OutputSpec[Any] | None
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """The conversation's messages."""
+        ...
+
+    async def pending_approvals(self) -> tuple[PendingApproval, ...]:
+        """The calls waiting for a decision (read from the session with a recorder)."""
+        ...
+
+    async def switch_session(
+        self, new_session_id: str, *, parent_session_id: str | None = None, reset: bool = False
+    ) -> None:
+        """Move to another session."""
+        ...
+
+    def cancel(self, reason: object = None) -> bool:
+        """End the running chat."""
+        ...
+
+    async def _resumed(
+        self,
+        decisions: Iterable[ApprovalDecision],
+        emit: Callable[[AgentEvent], Awaitable[None]] | None,
+        deps: object,
+        output: OutputSpec[Any] | None,
+        limits: ChatLimits,
+    ) -> ChatRun:
+        """The run ``resume()`` drives, its decisions checked."""
+        ...
+
 
 RunStatus = Literal["running", "finished", "interrupted", "failed", "cancelled"]
 
@@ -110,7 +159,7 @@ class Run:
 
 @dataclass
 class _Thread:
-    agent: Agent
+    agent: ServedAgent
     run: Run | None = None  # the run going on, if any
 
 
@@ -143,7 +192,7 @@ class Threads:
             raise UnknownError(f"no run {run_id!r}")
         return found
 
-    async def agent(self, thread_id: str, *, create: bool) -> Agent:
+    async def agent(self, thread_id: str, *, create: bool) -> ServedAgent:
         """The thread's agent; a thread seen for the first time gets one from the factory.
 
         With ``create=False`` a thread unknown here and empty in the agent's session store
@@ -156,7 +205,7 @@ class Threads:
         if thread is not None:
             return thread.agent
         agent = self._factory()
-        if not isinstance(agent, Agent):
+        if not isinstance(agent, ServedAgent):
             raise UsageError(f"the agent factory returned {type(agent).__name__}, not an Agent")
         await agent.switch_session(thread_id, reset=True)
         if not create:
@@ -219,8 +268,10 @@ class Threads:
         if decisions is not None:
             pending = await agent.pending_approvals()
             decided = decisions(pending)
-            output = agent._output_for(Default.DEFAULT, None, None, agent._chat_output)
-            chat = await agent._resumed(decided, emit, agent.deps, output, agent._limits)
+            # as resume() with no output arguments: the paused chat's output type
+            chat = await agent._resumed(
+                decided, emit, agent.deps, agent._chat_output, agent._limits
+            )
         else:
             assert message is not None
             chat = await agent._start(message, emit)
