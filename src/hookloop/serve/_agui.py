@@ -69,6 +69,7 @@ from ag_ui.core import (
 
 from .._approval import ApprovalDecision, PendingApproval
 from .._errors import UsageError
+from .._limits import Spend
 from .._messages import (
     AssistantMessage,
     Message,
@@ -100,6 +101,8 @@ __all__ = [
     "new_user_message",
     "pending_json",
     "run_started",
+    "spend_json",
+    "usage_json",
 ]
 
 APPROVAL_REASON = "tool_approval"
@@ -438,6 +441,11 @@ def usage_json(usage: Usage) -> dict[str, Any]:
         "outputTokens": usage.output_tokens,
         "cost": None if usage.cost is None else f"{usage.cost.normalize():f}",
     }
+
+
+def spend_json(spent: Spend) -> dict[str, Any]:
+    """What a session spent, for the page: requests, tokens and cost."""
+    return {"requests": spent.requests, **usage_json(spent.usage)}
 
 
 def _jsonable(value: object) -> Any:

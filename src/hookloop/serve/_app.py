@@ -11,6 +11,7 @@ Routes (every ``/agui`` and ``/api`` one needs the bearer token when the server 
     GET  /api/runs/{run}                    a run's status and result
     GET  /api/runs/{run}/events             its events: SSE (Accept: text/event-stream) or JSON
     POST /api/runs/{run}/cancel             cancel it
+    GET  /api/runs/{run}/trace              its trace page (hookloop.observe's)
 
 Every error is a JSON body ``{"type": ..., "message": ...}`` with its status, never a traceback.
 """
@@ -42,7 +43,10 @@ from .._approval import (
 )
 from .._errors import ConcurrentChatError, HookloopError, UsageError
 from .._messages import UserMessage, new_id
-from ._agui import agui_messages, decisions_for, new_user_message, pending_json
+from .._session_limits import session_spend
+from ..observe._page import render_trace_page
+from ..observe._read import read_trace
+from ._agui import agui_messages, decisions_for, new_user_message, pending_json, spend_json
 from ._page import chat_page
 from ._runs import AgentFactory, BusyError, Run, Threads, UnknownError
 
@@ -278,6 +282,7 @@ class _Server:
             ],
             "pending": [pending_json(p) for p in pending],
             "running": None if running is None else running.summary(),
+            "spent": spend_json(await session_spend(agent)),
         }
         return JSONResponse(body)
 
@@ -325,6 +330,11 @@ class _Server:
         ]
         return JSONResponse({"runId": run.run_id, "status": run.status, "events": events})
 
+    async def trace(self, request: Request) -> Response:
+        run = self.threads.run(request.path_params["run"])
+        title = f"hookloop run {run.run_id}"
+        return HTMLResponse(render_trace_page(read_trace(run.trace), title=title))
+
     async def cancel(self, request: Request) -> Response:
         run = self.threads.run(request.path_params["run"])
         return JSONResponse({"runId": run.run_id, "cancelled": self.threads.cancel(run)})
@@ -359,6 +369,7 @@ def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
         Route("/api/runs/{run}", api(server.run_status), methods=["GET"]),
         Route("/api/runs/{run}/events", api(server.run_events), methods=["GET"]),
         Route("/api/runs/{run}/cancel", api(server.cancel), methods=["POST"]),
+        Route("/api/runs/{run}/trace", api(server.trace), methods=["GET"]),
     ]
     middleware = []
     if settings.cors_origins:

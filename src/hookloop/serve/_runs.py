@@ -29,7 +29,9 @@ from .._limits import ChatLimits
 from .._loop import ChatRun
 from .._messages import Message, UserMessage
 from .._output import OutputSpec
+from .._run_context import NO_DEPS
 from .._stream_events import AgentEvent, AgentResponse
+from ..observe._jsonl import JsonLinesTracePlugin
 from ._agui import EventTranslator, run_started
 
 __all__ = [
@@ -116,6 +118,7 @@ class Run:
         self.task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()  # set, and replaced, when something happens
         self.readers = 0  # open streams, for cancel-on-disconnect
+        self.trace: list[str] = []  # the run's hook events as JSON lines (its trace page)
 
     @property
     def done(self) -> bool:
@@ -265,16 +268,21 @@ class Threads:
         async def emit(event: AgentEvent) -> None:
             run.add(translate.events(event))
 
-        if decisions is not None:
-            pending = await agent.pending_approvals()
-            decided = decisions(pending)
-            # as resume() with no output arguments: the paused chat's output type
-            chat = await agent._resumed(
-                decided, emit, agent.deps, agent._chat_output, agent._limits
-            )
-        else:
-            assert message is not None
-            chat = await agent._start(message, emit)
+        # Recorded while the run goes on, for its trace page (the plugin is this run's only).
+        traced = agent.use(JsonLinesTracePlugin(run.trace.append))
+        try:
+            if decisions is not None:
+                pending = await agent.pending_approvals()
+                decided = decisions(pending)
+                # as resume() with no output arguments: the paused chat's output type
+                output = agent._chat_output
+                chat = await agent._resumed(decided, emit, NO_DEPS, output, agent._limits)
+            else:
+                assert message is not None
+                chat = await agent._start(message, emit)
+        except BaseException:
+            traced()
+            raise
         # The slot is the agent's now: from here on the run is started and counted.
         thread.run = run
         self._runs[run_id] = run
@@ -300,6 +308,8 @@ class Threads:
                 run.result = response.text
                 run.add(translate.finished(response, agent.messages))
                 self._end(run, "interrupted" if response.pending_approvals else "finished")
+            finally:
+                traced()
 
         run.task = asyncio.get_running_loop().create_task(drive(), name=f"hookloop run {run_id}")
         return run
