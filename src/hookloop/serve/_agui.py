@@ -255,8 +255,8 @@ class EventTranslator:
         if not isinstance(message, AssistantMessage):
             return []
         out = self._end_text()
-        if message.content and not message.tool_calls and not out:
-            # an answer that did not stream (a whole answer): sent whole
+        if message.content and not out:
+            # text that did not stream (a whole answer): sent whole
             text_id = message.id
             out += [
                 TextMessageStartEvent(message_id=text_id, role="assistant"),

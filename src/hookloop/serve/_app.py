@@ -48,7 +48,7 @@ from ..observe._page import render_trace_page
 from ..observe._read import read_trace
 from ._agui import agui_messages, decisions_for, new_user_message, pending_json, spend_json
 from ._page import chat_page
-from ._runs import AgentFactory, BusyError, Run, Threads, UnknownError
+from ._runs import AgentFactory, BusyError, OverloadedError, Run, Threads, UnknownError
 
 __all__ = ["ServeSettings", "build_app"]
 
@@ -91,6 +91,8 @@ def _as_http(exc: Exception) -> HttpError:
     """A hookloop or pydantic error as the HTTP error a client gets."""
     if isinstance(exc, HttpError):
         return exc
+    if isinstance(exc, OverloadedError):
+        return HttpError(503, "overloaded", str(exc), {"Retry-After": "1"})
     if isinstance(exc, UnknownError):
         return HttpError(404, "not_found", str(exc))
     if isinstance(exc, (BusyError, ConcurrentChatError)):
@@ -181,15 +183,6 @@ class _Server:
                 f"{self.settings.max_message}",
             )
 
-    def _room(self) -> None:
-        if self.threads.running >= self.threads.max_runs:
-            raise HttpError(
-                503,
-                "overloaded",
-                f"{self.threads.running} runs are going on, the most this server runs at once",
-                {"Retry-After": "1"},
-            )
-
     @staticmethod
     def _after(request: Request) -> int:
         text = request.headers.get("last-event-id") or request.query_params.get("after") or "0"
@@ -219,7 +212,6 @@ class _Server:
         if not entries:
             message = new_user_message(run_input)
             self._check_message(message)
-        self._room()
         if entries:
             return await self.threads.start(
                 thread_id, run_id, decisions=lambda pending: decisions_for(pending, entries)
@@ -266,7 +258,6 @@ class _Server:
         run_id = _run_id(body)
         message = UserMessage(content=text)
         self._check_message(message)
-        self._room()
         run = await self.threads.start(thread_id, run_id, message=message)
         return JSONResponse(run.summary(), status_code=202)
 
@@ -305,7 +296,6 @@ class _Server:
                 raise HttpError(400, "invalid_input", 'each decision needs its "callId"')
             payload = {k: v for k, v in d.items() if k != "callId"}
             entries.append(ResumeEntry(interrupt_id=call_id, status="resolved", payload=payload))
-        self._room()
         run = await self.threads.start(
             thread_id, _run_id(body), decisions=lambda pending: decisions_for(pending, entries)
         )

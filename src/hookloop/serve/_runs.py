@@ -37,6 +37,7 @@ from ._agui import EventTranslator, run_started
 __all__ = [
     "AgentFactory",
     "BusyError",
+    "OverloadedError",
     "Run",
     "RunStatus",
     "ServedAgent",
@@ -92,6 +93,10 @@ RunStatus = Literal["running", "finished", "interrupted", "failed", "cancelled"]
 
 class BusyError(UsageError):
     """A run is already going on this thread (HTTP 409)."""
+
+
+class OverloadedError(UsageError):
+    """As many runs as the server runs at once are going on (HTTP 503, Retry-After)."""
 
 
 class UnknownError(UsageError, LookupError):
@@ -215,8 +220,8 @@ class Threads:
             await agent.pending_approvals()  # with a session recorder: restores the session
             if not agent.messages:
                 raise UnknownError(f"no thread {thread_id!r}")
-        self._threads[thread_id] = _Thread(agent)
-        return agent
+        # Another request may have made the thread's agent meanwhile: the first one stays.
+        return self._threads.setdefault(thread_id, _Thread(agent)).agent
 
     def running_on(self, thread_id: str) -> Run | None:
         """The run going on on ``thread_id``, if any."""
@@ -245,12 +250,13 @@ class Threads:
     ) -> Run:
         """Start a run of ``thread_id``: a chat of ``message``, or a resume with decisions.
 
-        ``decisions`` is given the thread's pending calls and returns the decisions (made from its
-        pending calls). Every check ``agent.chat()`` or ``agent.resume()`` makes is made
-        before this returns, so a refused run never starts and has no events.
+        ``decisions`` is given the thread's pending calls and returns the decisions on them.
+        Every check ``agent.chat()`` or ``agent.resume()`` makes is made before this returns,
+        so a refused run never starts and has no events.
 
         Raises:
             BusyError: A run is going on on the thread, or ``run_id`` is taken.
+            OverloadedError: ``max_runs`` runs are going on.
             UsageError: What ``chat()`` or ``resume()`` refuses.
         """
         if run_id in self._runs:
@@ -262,12 +268,20 @@ class Threads:
                 f"thread {thread_id!r} is busy with run {thread.run.run_id!r}: wait for its end "
                 "or cancel it"
             )
+        if self.running >= self.max_runs:
+            raise OverloadedError(
+                f"{self.running} runs are going on, the most this server runs at once"
+            )
         run = Run(run_id, thread_id)
         translate = EventTranslator(thread_id, run_id)
 
         async def emit(event: AgentEvent) -> None:
             run.add(translate.events(event))
 
+        # The thread and a place among the runs are taken before the first await, so two
+        # requests at once cannot both start (the second gets BusyError or OverloadedError).
+        thread.run = run
+        self.running += 1
         # Recorded while the run goes on, for its trace page (the plugin is this run's only).
         traced = agent.use(JsonLinesTracePlugin(run.trace.append))
         try:
@@ -282,11 +296,11 @@ class Threads:
                 chat = await agent._start(message, emit)
         except BaseException:
             traced()
+            thread.run = None
+            self.running -= 1
             raise
-        # The slot is the agent's now: from here on the run is started and counted.
-        thread.run = run
+        # The slot is the agent's now: from here on the run is started.
         self._runs[run_id] = run
-        self.running += 1
         run.add([run_started(thread_id, run_id)])
 
         async def drive() -> None:
