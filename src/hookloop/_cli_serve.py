@@ -76,6 +76,11 @@ def add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         "Last-Event-ID)",
     )
     serve.add_argument(
+        "--no-trace",
+        action="store_true",
+        help="record no trace of the threads (the chat page then has no trace link)",
+    )
+    serve.add_argument(
         "--model",
         default="local",
         help="without TARGET: the model that answers (as for hookloop run; local by default)",
@@ -119,6 +124,7 @@ async def _serve(args: argparse.Namespace) -> int:
         max_runs=args.max_runs,
         keepalive=args.keepalive,
         cancel_on_disconnect=args.cancel_on_disconnect,
+        trace=not args.no_trace,
     )
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     server = uvicorn.Server(config)

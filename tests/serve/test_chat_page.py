@@ -97,7 +97,8 @@ def test_send_stream_approve_and_reload(browser: playwright.Browser, opened: lis
         page.locator(".msg.assistant", has_text="The sum is 5.").wait_for(timeout=WAIT)
         assert shown.texts(".tool") == ['add({"a": 2, "b": 3}) 5']
         page.locator("#spent", has_text="tokens:").wait_for(timeout=WAIT)
-        assert page.locator("#trace").get_attribute("href", timeout=WAIT).startswith("api/runs/")
+        assert page.locator("#trace").get_attribute("href") == "api/threads/page-1/trace"
+        assert page.locator("#trace").is_visible()
 
         page.locator("#message").fill("Delete /tmp/x")
         page.locator("#send").click()
@@ -116,7 +117,6 @@ def test_send_stream_approve_and_reload(browser: playwright.Browser, opened: lis
         page.keyboard.press("Enter")
         page.locator(".msg.assistant", has_text="Kept it.").wait_for(timeout=WAIT)
 
-        last_run = _last_run(page)
         before = shown.texts("#log > *")
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=ARTIFACTS / "chat-page.png", full_page=True)
@@ -134,9 +134,11 @@ def test_send_stream_approve_and_reload(browser: playwright.Browser, opened: lis
             'delete({"path": "/tmp/y"}) denied: keep it',
             "Kept it.",
         ]
-        trace = page.request.get(server.url + "/api/runs/" + last_run + "/trace")
-        assert trace.ok
-        assert "<html" in trace.text()
+        with shown.context.expect_page(timeout=WAIT) as opening:
+            page.locator("#trace").click()  # the thread's trace page, in a new tab
+        trace = opening.value
+        trace.wait_for_load_state()
+        assert trace.title() == "hookloop thread page-1"
 
 
 def test_a_call_still_waiting_shows_again_after_a_reload(
@@ -159,9 +161,3 @@ def test_a_call_still_waiting_shows_again_after_a_reload(
         page.locator("#approvals button", has_text="Run with these").click()
         page.locator(".msg.assistant", has_text="Deleted it.").wait_for(timeout=WAIT)
         assert 'delete({"path": "/tmp/x"}) deleted /tmp/z' in shown.texts("#log > *")
-
-
-def _last_run(page: playwright.Page) -> str:
-    href = page.locator("#trace").get_attribute("href")
-    assert href is not None
-    return href.split("/")[2]

@@ -11,7 +11,7 @@ Routes (every ``/agui`` and ``/api`` one needs the bearer token when the server 
     GET  /api/runs/{run}                    a run's status and result
     GET  /api/runs/{run}/events             its events: SSE (Accept: text/event-stream) or JSON
     POST /api/runs/{run}/cancel             cancel it
-    GET  /api/runs/{run}/trace              its trace page (hookloop.observe's)
+    GET  /api/threads/{thread}/trace        the thread's trace page (hookloop.observe's)
 
 Every error is a JSON body ``{"type": ..., "message": ...}`` with its status, never a traceback.
 """
@@ -23,6 +23,7 @@ import contextlib
 import hmac
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,7 @@ class ServeSettings:
     max_runs: int
     keepalive: float
     cancel_on_disconnect: bool
+    trace: bool
     title: str
 
 
@@ -120,7 +122,7 @@ class _Server:
 
     def __init__(self, factory: AgentFactory, settings: ServeSettings) -> None:
         self.settings = settings
-        self.threads = Threads(factory, max_runs=settings.max_runs)
+        self.threads = Threads(factory, max_runs=settings.max_runs, trace=settings.trace)
 
     # -- the guard around every API handler -------------------------------------------------
 
@@ -198,9 +200,8 @@ class _Server:
 
     async def agui(self, request: Request) -> Response:
         run_input = RunAgentInput.model_validate_json(await self._body(request))
-        thread_id, run_id = run_input.thread_id, run_input.run_id
-        if not thread_id or not run_id:
-            raise HttpError(400, "invalid_input", "threadId and runId must not be empty")
+        thread_id = _checked_id(run_input.thread_id, "threadId")
+        run_id = _checked_id(run_input.run_id, "runId")
         run = self.threads.existing(run_id, thread_id)
         if run is None:
             run = await self._start(thread_id, run_id, run_input)
@@ -250,7 +251,7 @@ class _Server:
     # -- the plain JSON API -----------------------------------------------------------------
 
     async def start_run(self, request: Request) -> Response:
-        thread_id = request.path_params["thread"]
+        thread_id = _path_id(request, "thread")
         body = await self._json(request)
         text = body.get("message")
         if not isinstance(text, str) or not text.strip():
@@ -262,7 +263,7 @@ class _Server:
         return JSONResponse(run.summary(), status_code=202)
 
     async def messages(self, request: Request) -> Response:
-        thread_id = request.path_params["thread"]
+        thread_id = _path_id(request, "thread")
         agent = await self.threads.agent(thread_id, create=False)
         pending = [] if agent.is_running else await agent.pending_approvals()
         running = self.threads.running_on(thread_id)
@@ -278,12 +279,12 @@ class _Server:
         return JSONResponse(body)
 
     async def approvals(self, request: Request) -> Response:
-        agent = await self.threads.agent(request.path_params["thread"], create=False)
+        agent = await self.threads.agent(_path_id(request, "thread"), create=False)
         pending = [] if agent.is_running else await agent.pending_approvals()
         return JSONResponse({"pending": [pending_json(p) for p in pending]})
 
     async def decide(self, request: Request) -> Response:
-        thread_id = request.path_params["thread"]
+        thread_id = _path_id(request, "thread")
         await self.threads.agent(thread_id, create=False)
         body = await self._json(request)
         given = body.get("decisions")
@@ -302,10 +303,10 @@ class _Server:
         return JSONResponse(run.summary(), status_code=202)
 
     async def run_status(self, request: Request) -> Response:
-        return JSONResponse(self.threads.run(request.path_params["run"]).summary())
+        return JSONResponse(self.threads.run(_path_id(request, "run")).summary())
 
     async def run_events(self, request: Request) -> Response:
-        run = self.threads.run(request.path_params["run"])
+        run = self.threads.run(_path_id(request, "run"))
         after = self._after(request)
         if "text/event-stream" in request.headers.get("accept", ""):
             return self._stream(run, after)
@@ -321,16 +322,17 @@ class _Server:
         return JSONResponse({"runId": run.run_id, "status": run.status, "events": events})
 
     async def trace(self, request: Request) -> Response:
-        run = self.threads.run(request.path_params["run"])
-        title = f"hookloop run {run.run_id}"
-        return HTMLResponse(render_trace_page(read_trace(run.trace), title=title))
+        thread_id = _path_id(request, "thread")
+        lines = self.threads.trace(thread_id)
+        title = f"hookloop thread {thread_id}"
+        return HTMLResponse(render_trace_page(read_trace(lines), title=title))
 
     async def cancel(self, request: Request) -> Response:
-        run = self.threads.run(request.path_params["run"])
+        run = self.threads.run(_path_id(request, "run"))
         return JSONResponse({"runId": run.run_id, "cancelled": self.threads.cancel(run)})
 
     async def page(self, request: Request) -> Response:
-        return HTMLResponse(chat_page(self.settings.title))
+        return HTMLResponse(chat_page(self.settings.title, trace=self.settings.trace))
 
 
 _WAIT_MOST = 300.0  # seconds ``?wait=true`` waits for a run's end at most
@@ -338,11 +340,26 @@ _WAIT_MOST = 300.0  # seconds ``?wait=true`` waits for a run's end at most
 
 def _run_id(body: dict[str, Any]) -> str:
     given = body.get("runId")
-    if given is None:
-        return new_id("run")
-    if not isinstance(given, str) or not given:
-        raise HttpError(400, "invalid_input", '"runId" must be a non-empty string')
-    return given
+    return new_id("run") if given is None else _checked_id(given, "runId")
+
+
+_ID = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
+
+
+def _checked_id(value: object, what: str) -> str:
+    """A thread or run id: 1 to 256 characters, none of them a control character.
+
+    Ids go into SSE lines, logs and session stores: a line break in one must never get there.
+    """
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise HttpError(
+            400, "invalid_input", f"{what} must be 1 to 256 characters, no control characters"
+        )
+    return value
+
+
+def _path_id(request: Request, name: str) -> str:
+    return _checked_id(request.path_params[name], name)
 
 
 def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
@@ -359,7 +376,7 @@ def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
         Route("/api/runs/{run}", api(server.run_status), methods=["GET"]),
         Route("/api/runs/{run}/events", api(server.run_events), methods=["GET"]),
         Route("/api/runs/{run}/cancel", api(server.cancel), methods=["POST"]),
-        Route("/api/runs/{run}/trace", api(server.trace), methods=["GET"]),
+        Route("/api/threads/{thread}/trace", api(server.trace), methods=["GET"]),
     ]
     middleware = []
     if settings.cors_origins:

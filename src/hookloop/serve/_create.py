@@ -24,6 +24,7 @@ def create_app(
     max_runs: int = 64,
     keepalive: float = 15.0,
     cancel_on_disconnect: bool = False,
+    trace: bool = True,
     title: str = "hookloop",
 ) -> Starlette:
     """The ASGI app serving an agent: AG-UI at ``/agui``, JSON at ``/api``, a page at ``/``.
@@ -44,6 +45,9 @@ def create_app(
         keepalive: Seconds of quiet after which a stream sends a comment, so proxies keep it.
         cancel_on_disconnect: Cancel a run when its last reader disconnects (by default it
             goes on, and a client reconnects with ``Last-Event-ID``).
+        trace: Record each thread's hook events, for its trace page
+            (``/api/threads/THREAD/trace``, linked from the chat page); ``False`` saves
+            their time and memory.
         title: The chat page's title.
 
     Raises:
@@ -73,6 +77,7 @@ def create_app(
         max_runs=max_runs,
         keepalive=float(keepalive),
         cancel_on_disconnect=cancel_on_disconnect,
+        trace=trace,
         title=title,
     )
     return build_app(agent, settings)

@@ -112,7 +112,7 @@
         let body = {}; try { body = await response.json(); } catch (e) { /* not JSON */ }
         notice((body.type || response.status) + ": " + (body.message || response.statusText), true); return;
       }
-      $("trace").href = "api/runs/" + encodeURIComponent(runId) + "/trace"; $("trace").hidden = !!token;
+      showTrace();
       try {
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
         let buffer = "";
@@ -138,6 +138,10 @@
       } catch (e) { /* the connection dropped: reconnect below */ }
       if (!finished) await pause(attempt);
     }
+  }
+  function showTrace() {  // a link cannot carry the token: shown on servers without one
+    $("trace").href = "api/threads/" + encodeURIComponent(thread) + "/trace";
+    $("trace").hidden = !!token || document.body.dataset.trace !== "1";
   }
   function pause(attempt) { return new Promise((r) => setTimeout(r, Math.min(200 * 2 ** attempt, 3000))); }
 
@@ -215,6 +219,7 @@
     if (!response.ok) { notice("the conversation could not be read (" + response.status + ")", true); return; }
     const body = await response.json();
     render(body.messages);
+    showTrace();
     if (body.spent && body.spent.requests) showSpent(body.spent, true);
     if (body.running) {
       const runId = body.running.runId; currentRun = runId; setBusy(true);

@@ -14,11 +14,12 @@ def _part(name: str) -> str:
     return files(__package__).joinpath(name).read_text(encoding="utf-8")
 
 
-def chat_page(title: str) -> str:
-    """The page, its style and script inlined."""
+def chat_page(title: str, *, trace: bool) -> str:
+    """The page, its style and script inlined; ``trace``: the server records trace pages."""
     page = _part("_page.html")
     return (
         page.replace("/*STYLE*/", _part("_page.css"))
         .replace("/*SCRIPT*/", _part("_page.js"))
         .replace("{{TITLE}}", html.escape(title))
+        .replace("{{TRACE}}", "1" if trace else "0")
     )

@@ -18,7 +18,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, cast, runtime_checkable
 
 from ag_ui.core import BaseEvent
 
@@ -123,7 +123,6 @@ class Run:
         self.task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()  # set, and replaced, when something happens
         self.readers = 0  # open streams, for cancel-on-disconnect
-        self.trace: list[str] = []  # the run's hook events as JSON lines (its trace page)
 
     @property
     def done(self) -> bool:
@@ -168,7 +167,8 @@ class Run:
 @dataclass
 class _Thread:
     agent: ServedAgent
-    run: Run | None = None  # the run going on, if any
+    run: Run | None = None  # the run going on, or the last one
+    trace: list[str] | None = None  # its hook events as JSON lines, when traced
 
 
 class Threads:
@@ -177,11 +177,17 @@ class Threads:
     Args:
         factory: Builds a thread's agent.
         max_runs: The most runs going on at once in this process.
+        trace: Record each thread's hook events for its trace page (once per thread: a
+            trace refers back to what it wrote before, so a thread's is one whole).
         keep_runs: How many ended runs stay readable (the oldest go first).
     """
 
-    def __init__(self, factory: AgentFactory, *, max_runs: int, keep_runs: int = 1000) -> None:
+    def __init__(
+        self, factory: AgentFactory, *, max_runs: int, trace: bool = True, keep_runs: int = 1000
+    ) -> None:
         self._factory = factory
+        self._trace = trace
+        self._checked: set[type] = set()  # the agents' classes found to be agents
         self._threads: dict[str, _Thread] = {}
         self._runs: dict[str, Run] = {}
         self._ended: collections.deque[str] = collections.deque()
@@ -213,15 +219,34 @@ class Threads:
         if thread is not None:
             return thread.agent
         agent = self._factory()
-        if not isinstance(agent, ServedAgent):
-            raise UsageError(f"the agent factory returned {type(agent).__name__}, not an Agent")
-        await agent.switch_session(thread_id, reset=True)
+        if type(agent) not in self._checked:  # a runtime protocol check costs ~0.2 ms
+            if not isinstance(agent, ServedAgent):
+                raise UsageError(f"the agent factory returned {type(agent).__name__}, not an Agent")
+            self._checked.add(type(agent))
+        served = cast(ServedAgent, agent)
+        await served.switch_session(thread_id, reset=True)
         if not create:
-            await agent.pending_approvals()  # with a session recorder: restores the session
-            if not agent.messages:
+            await served.pending_approvals()  # with a session recorder: restores the session
+            if not served.messages:
                 raise UnknownError(f"no thread {thread_id!r}")
-        # Another request may have made the thread's agent meanwhile: the first one stays.
-        return self._threads.setdefault(thread_id, _Thread(agent)).agent
+        if thread_id in self._threads:  # another request made the thread's agent meanwhile
+            return self._threads[thread_id].agent
+        made = self._threads[thread_id] = _Thread(served)
+        if self._trace:
+            made.trace = []
+            served.use(JsonLinesTracePlugin(made.trace.append))
+        return served
+
+    def trace(self, thread_id: str) -> list[str]:
+        """The hook events of a thread as JSON lines (its trace page's).
+
+        Raises:
+            UnknownError: No such thread here, or the server records no traces.
+        """
+        thread = self._threads.get(thread_id)
+        if thread is None or thread.trace is None:
+            raise UnknownError(f"no trace of thread {thread_id!r} here")
+        return thread.trace
 
     def running_on(self, thread_id: str) -> Run | None:
         """The run going on on ``thread_id``, if any."""
@@ -282,8 +307,6 @@ class Threads:
         # requests at once cannot both start (the second gets BusyError or OverloadedError).
         thread.run = run
         self.running += 1
-        # Recorded while the run goes on, for its trace page (the plugin is this run's only).
-        traced = agent.use(JsonLinesTracePlugin(run.trace.append))
         try:
             if decisions is not None:
                 pending = await agent.pending_approvals()
@@ -295,7 +318,6 @@ class Threads:
                 assert message is not None
                 chat = await agent._start(message, emit)
         except BaseException:
-            traced()
             thread.run = None
             self.running -= 1
             raise
@@ -322,8 +344,6 @@ class Threads:
                 run.result = response.text
                 run.add(translate.finished(response, agent.messages))
                 self._end(run, "interrupted" if response.pending_approvals else "finished")
-            finally:
-                traced()
 
         run.task = asyncio.get_running_loop().create_task(drive(), name=f"hookloop run {run_id}")
         return run
