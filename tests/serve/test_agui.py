@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterator
 
 import httpx2
+import pydantic
 import pytest
 
 from hookloop import Agent
@@ -170,3 +171,26 @@ def test_a_failed_run_ends_with_run_error() -> None:
     assert types(events)[0] == "RUN_STARTED"
     assert events[-1].data["type"] == "RUN_ERROR"
     assert "the model broke" in events[-1].data["message"]
+
+
+def test_a_typed_answer_is_the_runs_result_and_streams_as_custom_events() -> None:
+    class City(pydantic.BaseModel):
+        name: str
+        population: int
+
+    def typed() -> Agent:
+        answer = tool_call("final_result", {"name": "Lyon", "population": 522000})
+        model = ScriptedModel([ScriptStep(response=answer, chunk_size=8)])
+        return Agent(model, output_type=City)
+
+    with served(typed) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        status, events = post_agui(client, run_input("t", "r", "Biggest city near here?"))
+    assert status == 200
+    partial = [
+        e.data["value"]["output"]
+        for e in events
+        if e.type == "CUSTOM" and e.data["name"] == "hookloop.partial_output"
+    ]
+    assert partial
+    assert partial[-1] == {"name": "Lyon", "population": 522000}
+    assert events[-1].data["result"] == {"name": "Lyon", "population": 522000}

@@ -22,10 +22,10 @@ calls' own methods, and ``agent.resume()``'s checks then apply unchanged.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import pydantic_core
 from ag_ui.core import (
     AssistantMessage as AguiAssistant,
 )
@@ -449,10 +449,10 @@ def spend_json(spent: Spend) -> dict[str, Any]:
 
 
 def _jsonable(value: object) -> Any:
-    """A typed output as JSON values (pydantic dumps models, dataclasses and the rest)."""
-    from pydantic import TypeAdapter
-
+    """A typed output as JSON values (models, dataclasses and the rest; else its text)."""
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
     try:
-        return json.loads(TypeAdapter(type(value)).dump_json(value))
-    except Exception:  # not a type pydantic knows: its text
+        return pydantic_core.to_jsonable_python(value)
+    except pydantic_core.PydanticSerializationError:
         return str(value)
