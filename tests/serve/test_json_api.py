@@ -17,6 +17,7 @@ import pytest
 
 from hookloop import Agent, tool
 from hookloop.testing import ScriptedModel, tool_call
+from tests.models._provider_server import ProviderServer, answer
 from tests.serve._support import GUARD, delete, served
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,3 +141,38 @@ def test_hookloop_serve_runs_a_target_and_stops_on_sigterm() -> None:
         _, errors = process.communicate(timeout=GUARD)
     assert process.returncode == 0, errors
     assert "Traceback" not in errors
+
+
+def test_hookloop_serve_without_a_target_serves_the_model_with_the_calculator(
+    server: ProviderServer,
+) -> None:
+    server.add(
+        answer(
+            "chat.completions",
+            calls=(("c1", "calculator", '{"expression": "17 * 23"}'),),
+            stream=True,
+        ),
+        answer("chat.completions", "17 * 23 = 391", stream=True),
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hookloop", "serve", "--model", f"{server.url}/v1#m", "--port", "0"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert line.startswith("hookloop: serving at http://127.0.0.1:"), line
+        url = line.split(" at ")[1].strip()
+        with httpx2.Client(base_url=url, timeout=GUARD) as c:
+            run = c.post("/api/threads/t/runs", json={"message": "What is 17 * 23?"}).json()
+            done = c.get(f"/api/runs/{run['runId']}/events?wait=true").json()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, errors = process.communicate(timeout=GUARD)
+    assert done["status"] == "finished", done
+    result = next(e["event"] for e in done["events"] if e["event"]["type"] == "TOOL_CALL_RESULT")
+    assert result["content"] == "391"
+    assert done["events"][-1]["event"]["result"] == "17 * 23 = 391"
+    assert process.returncode == 0, errors
