@@ -45,7 +45,8 @@ def add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     serve.add_argument("--port", type=int, default=8000, help="the port (8000; 0: a free one)")
     serve.add_argument(
         "--token",
-        help=f"the bearer token every /agui and /api request needs (or ${TOKEN_ENV})",
+        help=f"the bearer token every /agui and /api request needs (or ${TOKEN_ENV}, which "
+        "other users of the machine cannot read from the process list)",
     )
     serve.add_argument(
         "--insecure",
@@ -61,13 +62,29 @@ def add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="a browser origin allowed to call the API from another site; repeatable "
         "(default: none, CORS off)",
     )
-    serve.add_argument("--max-body", type=int, default=1_000_000, metavar="BYTES")
-    serve.add_argument("--max-message", type=int, default=100_000, metavar="CHARS")
+    serve.add_argument(
+        "--max-body",
+        type=int,
+        default=1_000_000,
+        metavar="BYTES",
+        help="the largest request body (413 beyond; 1000000)",
+    )
+    serve.add_argument(
+        "--max-message",
+        type=int,
+        default=100_000,
+        metavar="CHARS",
+        help="the longest user message (413 beyond; 100000)",
+    )
     serve.add_argument(
         "--max-runs", type=int, default=64, metavar="N", help="runs at once (503 beyond; 64)"
     )
     serve.add_argument(
-        "--keepalive", type=float, default=15.0, metavar="S", help="seconds between comments"
+        "--keepalive",
+        type=float,
+        default=15.0,
+        metavar="S",
+        help="seconds of quiet after which a stream gets a comment, so proxies keep it (15)",
     )
     serve.add_argument(
         "--cancel-on-disconnect",
@@ -114,9 +131,10 @@ async def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535 (got {args.port})")
     uvicorn = import_extra("uvicorn", extra="serve", by="hookloop serve")
-    factory = await _factory(args)
+    # The options are checked (by create_app) before a model is loaded, which takes seconds.
+    made: list[Callable[[], Agent]] = []
     app = create_app(
-        factory,
+        lambda: made[0](),
         token=token,
         cors_origins=args.cors_origin,
         max_body=args.max_body,
@@ -126,6 +144,7 @@ async def _serve(args: argparse.Namespace) -> int:
         cancel_on_disconnect=args.cancel_on_disconnect,
         trace=not args.no_trace,
     )
+    made.append(await _factory(args))
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     server = uvicorn.Server(config)
     startup = server.startup

@@ -182,3 +182,14 @@ def test_the_command_listens_on_loopback_unless_told_otherwise() -> None:
     assert "--token" in done.stderr
     assert "--insecure" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_the_command_checks_its_options_before_loading_a_model() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hookloop", "serve", "--max-body", "0"],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+    )
+    assert done.returncode == 2
+    assert done.stderr == "hookloop: max_body must be a positive int, got 0\n"
