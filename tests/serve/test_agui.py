@@ -9,8 +9,9 @@ import httpx2
 import pydantic
 import pytest
 
-from hookloop import Agent
-from hookloop.testing import ScriptedModel, ScriptStep, text_response, tool_call
+from hookloop import Agent, RateLimitError
+from hookloop.retry import DefaultRetryStrategy
+from hookloop.testing import FakeClock, ScriptedModel, ScriptStep, text_response, tool_call
 from tests.serve._support import (
     GUARD,
     Served,
@@ -194,3 +195,24 @@ def test_a_typed_answer_is_the_runs_result_and_streams_as_custom_events() -> Non
     assert partial
     assert partial[-1] == {"name": "Lyon", "population": 522000}
     assert events[-1].data["result"] == {"name": "Lyon", "population": 522000}
+
+
+def test_hookloop_events_without_an_agui_name_are_custom_events() -> None:
+    clock = FakeClock()
+
+    def flaky() -> Agent:
+        model = ScriptedModel([RateLimitError("slow down", status=429, retry_after=2.0), "ok"])
+        return Agent(model, retry=DefaultRetryStrategy(sleep=clock.sleep, clock=clock))
+
+    with served(flaky) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        status, events = post_agui(client, run_input("t", "r", "hi"))
+    assert status == 200
+    custom = [(e.data["name"], e.data["value"]) for e in events if e.type == "CUSTOM"]
+    names = [name for name, _ in custom]
+    # the wait is announced before it starts, the retry when the next attempt begins
+    assert names == ["hookloop.backoff_wait", "hookloop.model_retry", "hookloop.usage"]
+    wait = custom[0][1]
+    assert wait["seconds"] == 2.0
+    assert wait["attempt"] == 1
+    assert wait["error"].startswith("RateLimitError")
+    assert events[-1].data["result"] == "ok"

@@ -89,12 +89,21 @@ from .._stream_events import (
     PartialOutput,
     ToolCallFinished,
 )
+from ..hooks._contexts import (
+    BackoffWaitContext,
+    CompactionContext,
+    GuardrailVerdictContext,
+    TrimContext,
+)
 from ..models._base import TextDelta, ToolCallDelta
 
 __all__ = [
     "APPROVAL_REASON",
     "EventTranslator",
     "agui_messages",
+    "backoff_value",
+    "compaction_value",
+    "custom",
     "decisions_for",
     "error_event",
     "interrupts",
@@ -102,7 +111,9 @@ __all__ = [
     "pending_json",
     "run_started",
     "spend_json",
+    "trim_value",
     "usage_json",
+    "verdict_value",
 ]
 
 APPROVAL_REASON = "tool_approval"
@@ -276,6 +287,61 @@ class EventTranslator:
             out.append(ToolCallEndEvent(tool_call_id=call.id))
         self._calls.clear()
         return out
+
+
+# -- hook events with no AG-UI name, sent as CUSTOM events named hookloop.<event> ------------
+
+
+def backoff_value(ctx: BackoffWaitContext) -> dict[str, Any]:
+    """``on_backoff_wait``: a failed model call is tried again after ``seconds``."""
+    return {
+        "iteration": ctx.iteration,
+        "attempt": ctx.attempt,
+        "seconds": ctx.seconds,
+        "reason": ctx.reason,
+        "error": f"{type(ctx.error).__name__}: {ctx.error}",
+    }
+
+
+def trim_value(ctx: TrimContext) -> dict[str, Any]:
+    """``on_trim``: the context policy left older messages out of a request."""
+    return {
+        "iteration": ctx.iteration,
+        "reason": ctx.reason,
+        "messagesBefore": ctx.messages_before,
+        "messagesAfter": ctx.messages_after,
+        "tokensBefore": ctx.tokens_before,
+        "tokensAfter": ctx.tokens_after,
+    }
+
+
+def compaction_value(ctx: CompactionContext) -> dict[str, Any]:
+    """``on_compaction``: the history was compacted."""
+    return {
+        "iteration": ctx.iteration,
+        "tier": ctx.tier,
+        "messagesBefore": ctx.messages_before,
+        "messagesAfter": ctx.messages_after,
+        "tokensBefore": ctx.tokens_before,
+        "tokensAfter": ctx.tokens_after,
+    }
+
+
+def verdict_value(ctx: GuardrailVerdictContext) -> dict[str, Any]:
+    """``on_guardrail_verdict``: a guardrail judged something."""
+    return {
+        "position": ctx.position,
+        "guardrail": ctx.guardrail,
+        "action": ctx.verdict.action,
+        "reason": ctx.verdict.reason,
+        "messageId": ctx.message_id,
+        "callId": ctx.call_id,
+    }
+
+
+def custom(event: str, value: dict[str, Any]) -> CustomEvent:
+    """The CUSTOM event of a hook event: ``on_trim`` is named ``hookloop.trim``."""
+    return CustomEvent(name="hookloop." + event.removeprefix("on_"), value=value)
 
 
 def interrupts(pending: Iterable[PendingApproval]) -> list[Interrupt]:

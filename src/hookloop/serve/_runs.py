@@ -32,7 +32,15 @@ from .._output import OutputSpec
 from .._run_context import NO_DEPS
 from .._stream_events import AgentEvent, AgentResponse
 from ..observe._jsonl import JsonLinesTracePlugin
-from ._agui import EventTranslator, run_started
+from ._agui import (
+    EventTranslator,
+    backoff_value,
+    compaction_value,
+    custom,
+    run_started,
+    trim_value,
+    verdict_value,
+)
 
 __all__ = [
     "AgentFactory",
@@ -171,6 +179,24 @@ class _Thread:
     trace: list[str] | None = None  # its hook events as JSON lines, when traced
 
 
+def _send_hook_events(thread: _Thread) -> None:
+    """The hook events with no AG-UI name go to the thread's run as CUSTOM events."""
+
+    def sender(event: str, value: Callable[[Any], dict[str, Any]]) -> Callable[[Any], None]:
+        def send(ctx: Any) -> None:
+            run = thread.run
+            if run is not None and not run.done:
+                run.add([custom(event, value(ctx))])
+
+        return send
+
+    agent = thread.agent
+    agent.add_hook("on_backoff_wait", sender("on_backoff_wait", backoff_value))
+    agent.add_hook("on_trim", sender("on_trim", trim_value))
+    agent.add_hook("on_compaction", sender("on_compaction", compaction_value))
+    agent.add_hook("on_guardrail_verdict", sender("on_guardrail_verdict", verdict_value))
+
+
 class Threads:
     """The threads' agents and runs of one server process.
 
@@ -232,6 +258,7 @@ class Threads:
         if thread_id in self._threads:  # another request made the thread's agent meanwhile
             return self._threads[thread_id].agent
         made = self._threads[thread_id] = _Thread(served)
+        _send_hook_events(made)
         if self._trace:
             made.trace = []
             served.use(JsonLinesTracePlugin(made.trace.append))
