@@ -85,7 +85,18 @@ def test_bad_requests_get_a_json_error() -> None:
         _error(c.get("/nowhere"), 404, "not_found")
         _error(c.get("/agui"), 405, "method_not_allowed")
         _error(c.post("/api/threads/t/runs", json={"message": ""}), 400, "invalid_input")
-        _error(c.get("/api/runs/x/events", headers={"Last-Event-ID": "-3"}), 404, "not_found")
+        line_break = run_input("t", "r1\ndata: {}", "hi")
+        assert "runId" in _error(c.post("/agui", json=line_break), 400, "invalid_input")
+        long_thread = run_input("t" * 257, "r1", "hi")
+        assert "threadId" in _error(c.post("/agui", json=long_thread), 400, "invalid_input")
+        body = {"message": "hi", "runId": "a\rb"}
+        _error(c.post("/api/threads/t/runs", json=body), 400, "invalid_input")
+        _error(c.get("/api/threads/a%0Ab/messages"), 400, "invalid_input")
+        bad_offset = c.post(
+            "/agui", json=run_input("t", "r9", "hi"), headers={"Last-Event-ID": "x"}
+        )
+        _error(bad_offset, 400, "invalid_input")
+        _error(c.get("/api/runs/r9"), 404, "not_found")  # no run was started
 
 
 def test_a_chunked_body_over_the_bound_is_refused_as_it_arrives() -> None:

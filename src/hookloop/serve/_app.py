@@ -202,10 +202,11 @@ class _Server:
         run_input = RunAgentInput.model_validate_json(await self._body(request))
         thread_id = _checked_id(run_input.thread_id, "threadId")
         run_id = _checked_id(run_input.run_id, "runId")
+        after = self._after(request)  # checked before a run starts
         run = self.threads.existing(run_id, thread_id)
         if run is None:
             run = await self._start(thread_id, run_id, run_input)
-        return self._stream(run, self._after(request))
+        return self._stream(run, after)
 
     async def _start(self, thread_id: str, run_id: str, run_input: RunAgentInput) -> Run:
         entries: Sequence[ResumeEntry] = run_input.resume or ()
