@@ -19,8 +19,9 @@ MODULES = sorted(SRC.rglob("*.py"))
 MAX_LINES = 900
 
 # Where ``Agent`` may be imported: its module, the root that exports it, and the `hookloop`
-# command, an application of the library that builds agents as a user's program does.
-MAY_NAME_AGENT = {"_agent.py", "__init__.py", "_cli.py"}
+# command (and its `serve`), an application of the library that builds agents as a user's
+# program does.
+MAY_NAME_AGENT = {"_agent.py", "__init__.py", "_cli.py", "_cli_serve.py"}
 
 
 def _name(path: Path) -> str:

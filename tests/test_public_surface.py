@@ -30,7 +30,8 @@ Every public name has one public path. Where it is:
   outside the plain turn (``hookloop.hooks``), stores (``hookloop.sessions``,
   ``hookloop.memory``), strategies (``hookloop.retry``), prices (``hookloop.limits``),
   observers (``hookloop.observe``),
-  durable turns (``hookloop.durable``), MCP (``hookloop.mcp``) and test doubles
+  durable turns (``hookloop.durable``), MCP (``hookloop.mcp``), serving over HTTP
+  (``hookloop.serve``) and test doubles
   (``hookloop.testing``).
 - **Not public at all**: what no program needs to name. ``Default`` (an argument left out
   is the default), ``NO_DEPS`` and ``DEFAULT_SCOPE`` (what ``deps`` and ``tools=`` mean when
@@ -344,6 +345,7 @@ FAMILIES = {
         "backoff_delay",
         "retry_after_seconds",
     ],
+    "hookloop.serve": ["create_app"],
     "hookloop.sessions": [
         "EXPORT_FORMAT",
         "MESSAGE_FORMAT",

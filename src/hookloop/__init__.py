@@ -18,6 +18,7 @@ The rest lives in its family's package only:
 - ``hookloop.observe``: OpenTelemetry, the JSON-lines trace and its page.
 - ``hookloop.durable``: durable chat turns and their workers.
 - ``hookloop.mcp``: MCP servers' tools as hookloop tools, and hookloop tools served over MCP.
+- ``hookloop.serve``: agents behind HTTP: AG-UI over SSE, a JSON API, a chat page.
 - ``hookloop.guardrails``: guardrails (input, output, tool call, tool result), their
   contexts, ready checks (personal data, length, tool arguments) and their session records.
 - ``hookloop.testing``: test doubles for your own agents.

@@ -570,6 +570,18 @@ class Agent(MemoryMethods, AgentHost):
         """
         output = self._output_for(output_type, output_mode, output_retries, self._chat_output)
         budget = chat_limits(self._limits, limits, repeat_limit, Default.DEFAULT)
+        run = await self._resumed(decisions, None, deps, output, budget)
+        return await self._slot.drive(run)
+
+    async def _resumed(
+        self,
+        decisions: Iterable[ApprovalDecision],
+        emit: Callable[[AgentEvent], Awaitable[None]] | None,
+        deps: object,
+        output: OutputSpec[Any] | None,
+        limits: ChatLimits,
+    ) -> ChatRun:
+        """The run :meth:`resume` drives, its decisions checked (``hookloop serve`` streams it)."""
         with self._slot.holding("resume"):
             state = await self._approval_state()
         if state.message is None:
@@ -581,8 +593,7 @@ class Agent(MemoryMethods, AgentHost):
         if deps is NO_DEPS and self.deps is NO_DEPS:
             check_deps(self.scopes, rulings, state.message)
         start = Resumption(message=state.message, decided=decided, rulings=rulings)
-        run = await self._start(start, None, deps, output, limits=budget)
-        return await self._slot.drive(run)
+        return await self._start(start, emit, deps, output, limits=limits)
 
     def resume_sync(
         self,

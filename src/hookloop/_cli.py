@@ -48,6 +48,7 @@ from ._agent import Agent
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import check_edit
 from ._builtin_tools import BUILTIN_TOOLS
+from ._cli_serve import add_serve_command
 from ._cli_trace import check_trace_targets, recording, trace_view
 from ._cli_worker import add_worker_command
 from ._errors import (
@@ -324,6 +325,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=_mcp_serve)
     add_worker_command(commands)
+    add_serve_command(commands)
     return parser
 
 

@@ -235,7 +235,7 @@ async def serve(
         # uvicorn's own handling re-raises the signal once shut down: a SIGTERM then kills
         # the process, and a SIGINT ignored at start is lost (exit 0). The loop's instead.
         web.capture_signals = contextlib.nullcontext
-        with _stopped_by_signals(web) as received:
+        with stopped_by_signals(web) as received:
             if on_ready is not None:
                 on_ready(url)
             await web.serve(sockets=[listener])
@@ -246,7 +246,7 @@ async def serve(
 
 
 @contextlib.contextmanager
-def _stopped_by_signals(web: Any) -> Iterator[list[int]]:
+def stopped_by_signals(web: Any) -> Iterator[list[int]]:
     """SIGINT and SIGTERM shut ``web`` (a uvicorn server) down; yields the signals seen."""
     loop = asyncio.get_running_loop()
     received: list[int] = []
