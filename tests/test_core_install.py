@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests._once import once_per_run
+
 ROOT = Path(__file__).resolve().parent.parent
 EXTRA_MESSAGES = {
     "OpenAIModel": "OpenAIModel needs the 'openai' extra: pip install 'hookloop[openai]'",
@@ -29,21 +31,23 @@ EXTRA_MESSAGES = {
 }
 
 
-# One xdist worker runs them all, so the environment is built once.
-pytestmark = pytest.mark.xdist_group("core_install")
-
-
 @pytest.fixture(scope="module")
 def core(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``bin`` directory of a fresh environment holding hookloop and its core only."""
-    venv = tmp_path_factory.mktemp("core") / "venv"
+    """The ``bin`` directory of a fresh environment holding hookloop and its core only.
+
+    Built once for the whole run, whichever workers run these tests (``tests/_once.py``).
+    """
+    return once_per_run(tmp_path_factory, "core-install", _make_core) / "venv" / "bin"
+
+
+def _make_core(directory: Path) -> None:
+    venv = directory / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
     install = [sys.executable, "-m", "pip", "--python", str(python), "install"]
     install += ["--quiet", "--disable-pip-version-check", "--no-input", str(ROOT)]
     done = subprocess.run(install, capture_output=True, text=True, env=_env(), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    return venv / "bin"
 
 
 def _env() -> dict[str, str]:

