@@ -681,10 +681,9 @@ def test_a_timeout_that_is_not_positive_is_a_usage_error(options: dict[str, floa
 
 
 async def test_a_client_you_pass_is_used_and_left_open(server: ProviderServer) -> None:
+    import httpx2
     from google import genai
     from google.genai import types
-
-    import httpx2
 
     # Its own httpx client: with aiohttp installed (the bedrock extra brings it), google-genai
     # would take aiohttp's path, whose session subclass aiohttp itself warns about.
