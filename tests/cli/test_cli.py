@@ -87,6 +87,32 @@ def test_a_bedrock_model_answers_the_command(
     assert server.received[0].path == "/model/amazon.nova-micro-v1%3A0/converse"
 
 
+def test_a_gemini_model_answers_the_command(
+    server: ProviderServer, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
+    monkeypatch.setenv("GEMINI_API_KEY", "cli-test-key")
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    server.add(answer("gemini", "Hello from Gemini."))
+
+    assert main(["run", "--model", "gemini:gemini-2.5-flash", "Hi"]) == 0
+
+    assert "Hello from Gemini." in capsys.readouterr().out
+    received = server.received[0]
+    assert received.path == "/v1beta/models/gemini-2.5-flash:generateContent"
+    # GEMINI_API_KEY goes to Google's host only, never to another server the URL names.
+    assert {k.lower(): v for k, v in received.headers.items()}["x-goog-api-key"] != "cli-test-key"
+
+
+def test_a_gemini_model_without_a_key_exits_2_and_says_which_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    assert main(["run", "--model", "gemini:gemini-2.5-flash", "Hi"]) == 2
+    assert "GEMINI_API_KEY" in capsys.readouterr().err
+
+
 def test_a_provider_failure_exits_1_with_the_typed_error(
     server: ProviderServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
