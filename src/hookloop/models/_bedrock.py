@@ -64,6 +64,7 @@ from ._client import (
     alternating_turns,
     arguments_object,
     encodable,
+    nested_too_deep,
     system_text,
 )
 from ._provider_errors import provider_error
@@ -390,6 +391,8 @@ class BedrockModel(Model):
             raise InvalidResponseError(
                 f"the response is not valid UTF-8: {exc}", model=self.name
             ) from exc
+        except RecursionError as exc:
+            raise nested_too_deep(exc, self.name, reading=reading) from exc
         except self._malformed as exc:
             raise InvalidResponseError(f"malformed response: {exc}", model=self.name) from exc
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
