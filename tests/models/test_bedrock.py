@@ -623,3 +623,22 @@ def test_chat_sync_calls_run_each_in_their_own_loop(server: ProviderServer) -> N
     assert agent.chat_sync("First").text == "one"
     assert agent.chat_sync("Second").text == "two"
     assert len(server.received) == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {**wire.whole_answer("Hi"), "usage": {"inputTokens": "many", "outputTokens": 1}},
+        [wire.whole_answer("Hi")],
+        {**wire.whole_answer("Hi"), "output": "Hi"},
+    ],
+    ids=["usage-not-a-number", "body-a-list", "output-a-string"],
+)
+async def test_a_body_of_the_wrong_shape_is_an_invalid_response(
+    body: Any, server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    # botocore's parser trips on these (int() of a string, .get() of a list) inside the call.
+    server.add(Reply.json(body))
+
+    with pytest.raises(InvalidResponseError, match="malformed response"):
+        await make_model(API).request(REQUEST)

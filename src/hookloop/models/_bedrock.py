@@ -241,10 +241,12 @@ class BedrockModel(Model):
             ProviderError: The matching class of hookloop's error tree.
         """
         timer = CallTimer(self._limits, self.name)
+        body = self._body(request)
         with self._translated(reading=False):
             client = await (await self._clients.get()).get()
-            answer = await timer.wait(client.converse(**self._body(request)))
+        # botocore parses the body inside the call: its Python errors there are the body's.
         with self._translated():
+            answer = await timer.wait(client.converse(**body))
             return _parse_answer(answer)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
@@ -262,9 +264,11 @@ class BedrockModel(Model):
         unargued: set[int] = set()  # toolUse blocks that have not streamed any input yet
         pairs = SplitPairs()
         timer = CallTimer(self._limits, self.name)
+        body = self._body(request)
         with self._translated(reading=False):
             client = await (await self._clients.get()).get()
-            answer = await timer.wait(client.converse_stream(**self._body(request)))
+        with self._translated():  # botocore parses the answer's start inside the call
+            answer = await timer.wait(client.converse_stream(**body))
         response_id = _request_id(answer)
         events = answer["stream"]
         try:
