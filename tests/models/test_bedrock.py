@@ -616,6 +616,20 @@ def test_an_unknown_profile_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) ->
         BedrockModel("m", profile="no-such-profile")
 
 
+def test_an_unknown_profile_is_a_usage_error_when_the_region_is_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # AWS_REGION is set (tests/conftest.py): the profile must be checked all the same, or
+    # botocore's ProfileNotFound escapes untyped from the first call.
+    with pytest.raises(UsageError, match="no-such-profile"):
+        BedrockModel("m", profile="no-such-profile")
+    with pytest.raises(UsageError, match="no-such-profile"):
+        BedrockModel("m", region="eu-west-1", profile="no-such-profile")
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    with pytest.raises(UsageError, match="no-such-profile"):
+        BedrockModel("m")
+
+
 def test_chat_sync_calls_run_each_in_their_own_loop(server: ProviderServer) -> None:
     server.add(answer(API, "one"), answer(API, "two"))
     agent = Agent(BedrockModel("m", endpoint_url=server.url, cache=None))

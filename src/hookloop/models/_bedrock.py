@@ -189,11 +189,16 @@ class BedrockModel(Model):
         self._limits = CallLimits(timeout, stream_idle_timeout)
         self.cache: BedrockCache | None = cache
         try:
+            # Read even when the region is given: an unknown profile is refused here, not
+            # at the first call (where botocore's ProfileNotFound would escape untyped).
+            configured = aiobotocore.session.AioSession(profile=profile).get_config_variable(
+                "region"
+            )
             region = (
                 region
                 or os.environ.get("AWS_REGION")
                 or os.environ.get("AWS_DEFAULT_REGION")
-                or aiobotocore.session.AioSession(profile=profile).get_config_variable("region")
+                or configured
             )
         except (botocore.exceptions.ProfileNotFound, botocore.exceptions.ConfigParseError) as exc:
             raise UsageError(f"Bedrock's AWS configuration: {exc}") from exc
