@@ -656,3 +656,33 @@ async def test_a_body_of_the_wrong_shape_is_an_invalid_response(
 
     with pytest.raises(InvalidResponseError, match="malformed response"):
         await make_model(API).request(REQUEST)
+
+
+async def test_an_emoji_split_between_two_input_pieces_reaches_the_tool_whole(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    # A service slicing UTF-16 strings cuts a toolUse input between the halves of a pair.
+    start = {"toolUse": {"toolUseId": "t1", "name": "get_weather"}}
+    pieces = ['{"city": "Par\ud83d', '\ude00is"}']
+    frames = [
+        wire.Frame("messageStart", {"role": "assistant"}),
+        wire.Frame("contentBlockStart", {"contentBlockIndex": 0, "start": start}),
+        *(
+            wire.Frame(
+                "contentBlockDelta",
+                {"contentBlockIndex": 0, "delta": {"toolUse": {"input": piece}}},
+            )
+            for piece in pieces
+        ),
+        wire.Frame("contentBlockStop", {"contentBlockIndex": 0}),
+        wire.Frame("messageStop", {"stopReason": "tool_use"}),
+    ]
+    server.add(Reply.sse(frames), answer(API, "Sunny.", stream=True))
+    agent, ran = weather_agent(make_model(API))
+
+    async with agent.chat_stream("Weather in Paris?") as stream:
+        async for _ in stream:
+            pass
+
+    assert ran == ["Par\U0001f600is"]
+    assert agent.messages[1].tool_calls[0].arguments == '{"city": "Par\U0001f600is"}'
