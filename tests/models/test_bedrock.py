@@ -630,6 +630,17 @@ def test_an_unknown_profile_is_a_usage_error_when_the_region_is_known(
         BedrockModel("m")
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"region": "us east 1"}, {"region": "../x"}, {"endpoint_url": "not a url"}],
+    ids=["region-with-spaces", "region-a-path", "endpoint-not-a-url"],
+)
+def test_a_region_or_endpoint_botocore_refuses_is_a_usage_error(options: dict[str, str]) -> None:
+    # botocore refuses them only when the first call makes its client, untyped.
+    with pytest.raises(UsageError, match="Bedrock"):
+        BedrockModel("m", **options)
+
+
 def test_chat_sync_calls_run_each_in_their_own_loop(server: ProviderServer) -> None:
     server.add(answer(API, "one"), answer(API, "two"))
     agent = Agent(BedrockModel("m", endpoint_url=server.url, cache=None))

@@ -150,9 +150,10 @@ class BedrockModel(Model):
 
     Raises:
         MissingExtraError: The ``bedrock`` extra is not installed.
-        UsageError: No region could be found, an unknown ``profile`` (or AWS config file
-            that does not parse), a timeout that is not positive, or a ``cache`` that is
-            not ``"auto"``, ``"5m"``, ``"1h"`` or ``None``.
+        UsageError: No region could be found, a region or ``endpoint_url`` botocore
+            refuses, an unknown ``profile`` (or AWS config file that does not parse), a
+            timeout that is not positive, or a ``cache`` that is not ``"auto"``, ``"5m"``,
+            ``"1h"`` or ``None``.
     """
 
     provider_name = "aws.bedrock"
@@ -178,6 +179,7 @@ class BedrockModel(Model):
             import botocore.eventstream  # type: ignore[import-untyped]
             import botocore.exceptions  # type: ignore[import-untyped]
             import botocore.parsers  # type: ignore[import-untyped]
+            import botocore.utils  # type: ignore[import-untyped]
         self._exceptions: ModuleType = botocore.exceptions
         # The event-stream framing (a bad CRC or length) and a body botocore cannot parse.
         self._malformed: tuple[type[Exception], ...] = (
@@ -207,6 +209,10 @@ class BedrockModel(Model):
                 "Bedrock needs an AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), "
                 "or pass region="
             )
+        try:  # botocore checks it only when the first call makes the client
+            botocore.utils.validate_region_name(region)
+        except botocore.exceptions.InvalidRegionError as exc:
+            raise UsageError(f"Bedrock's AWS region: {exc}") from exc
         self.region: str = region
         # botocore reads these too; read here so base_url says where requests go.
         endpoint_url = (
@@ -214,6 +220,11 @@ class BedrockModel(Model):
             or os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
             or os.environ.get("AWS_ENDPOINT_URL")
         )
+        if endpoint_url and not (
+            botocore.utils.is_valid_endpoint_url(endpoint_url)
+            or botocore.utils.is_valid_ipv6_endpoint_url(endpoint_url)
+        ):
+            raise UsageError(f"Bedrock's endpoint_url is not a URL: {endpoint_url!r}")
         self._endpoint_url = endpoint_url
         config = botocore.config.Config(
             # One attempt: hookloop's retry strategy is the one that retries.
