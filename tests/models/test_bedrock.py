@@ -616,6 +616,31 @@ def test_an_unknown_profile_is_a_usage_error(monkeypatch: pytest.MonkeyPatch) ->
         BedrockModel("m", profile="no-such-profile")
 
 
+def test_an_unknown_profile_is_a_usage_error_when_the_region_is_known(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # AWS_REGION is set (tests/conftest.py): the profile must be checked all the same, or
+    # botocore's ProfileNotFound escapes untyped from the first call.
+    with pytest.raises(UsageError, match="no-such-profile"):
+        BedrockModel("m", profile="no-such-profile")
+    with pytest.raises(UsageError, match="no-such-profile"):
+        BedrockModel("m", region="eu-west-1", profile="no-such-profile")
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    with pytest.raises(UsageError, match="no-such-profile"):
+        BedrockModel("m")
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"region": "us east 1"}, {"region": "../x"}, {"endpoint_url": "not a url"}],
+    ids=["region-with-spaces", "region-a-path", "endpoint-not-a-url"],
+)
+def test_a_region_or_endpoint_botocore_refuses_is_a_usage_error(options: dict[str, str]) -> None:
+    # botocore refuses them only when the first call makes its client, untyped.
+    with pytest.raises(UsageError, match="Bedrock"):
+        BedrockModel("m", **options)
+
+
 def test_chat_sync_calls_run_each_in_their_own_loop(server: ProviderServer) -> None:
     server.add(answer(API, "one"), answer(API, "two"))
     agent = Agent(BedrockModel("m", endpoint_url=server.url, cache=None))
@@ -623,3 +648,52 @@ def test_chat_sync_calls_run_each_in_their_own_loop(server: ProviderServer) -> N
     assert agent.chat_sync("First").text == "one"
     assert agent.chat_sync("Second").text == "two"
     assert len(server.received) == 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {**wire.whole_answer("Hi"), "usage": {"inputTokens": "many", "outputTokens": 1}},
+        [wire.whole_answer("Hi")],
+        {**wire.whole_answer("Hi"), "output": "Hi"},
+    ],
+    ids=["usage-not-a-number", "body-a-list", "output-a-string"],
+)
+async def test_a_body_of_the_wrong_shape_is_an_invalid_response(
+    body: Any, server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    # botocore's parser trips on these (int() of a string, .get() of a list) inside the call.
+    server.add(Reply.json(body))
+
+    with pytest.raises(InvalidResponseError, match="malformed response"):
+        await make_model(API).request(REQUEST)
+
+
+async def test_an_emoji_split_between_two_input_pieces_reaches_the_tool_whole(
+    server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    # A service slicing UTF-16 strings cuts a toolUse input between the halves of a pair.
+    start = {"toolUse": {"toolUseId": "t1", "name": "get_weather"}}
+    pieces = ['{"city": "Par\ud83d', '\ude00is"}']
+    frames = [
+        wire.Frame("messageStart", {"role": "assistant"}),
+        wire.Frame("contentBlockStart", {"contentBlockIndex": 0, "start": start}),
+        *(
+            wire.Frame(
+                "contentBlockDelta",
+                {"contentBlockIndex": 0, "delta": {"toolUse": {"input": piece}}},
+            )
+            for piece in pieces
+        ),
+        wire.Frame("contentBlockStop", {"contentBlockIndex": 0}),
+        wire.Frame("messageStop", {"stopReason": "tool_use"}),
+    ]
+    server.add(Reply.sse(frames), answer(API, "Sunny.", stream=True))
+    agent, ran = weather_agent(make_model(API))
+
+    async with agent.chat_stream("Weather in Paris?") as stream:
+        async for _ in stream:
+            pass
+
+    assert ran == ["Par\U0001f600is"]
+    assert agent.messages[1].tool_calls[0].arguments == '{"city": "Par\U0001f600is"}'

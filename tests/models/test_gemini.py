@@ -705,3 +705,24 @@ async def test_a_client_you_pass_is_used_and_left_open(server: ProviderServer) -
     assert headers["x-goog-api-key"] == "own-key"
     await client.aio.aclose()
     await http.aclose()
+
+
+@pytest.mark.parametrize("name", ["", "m?alt=json", "a&b", "../../v1/files", "m#part"])
+@pytest.mark.parametrize("where", ["model", "request"])
+async def test_a_model_name_that_cannot_be_a_url_path_is_a_usage_error(
+    name: str, where: str, server: ProviderServer
+) -> None:
+    # The client refuses the first four with a bare ValueError; "#" would cut the URL short
+    # (the request would go to /v1beta/models/m, another endpoint).
+    if where == "model":
+        with pytest.raises(UsageError, match="model name"):
+            GeminiModel(name, base_url=server.url, api_key="k")
+        return
+    if not name:
+        pytest.skip("a request's empty model name means the model's own")
+    model = GeminiModel("m", base_url=server.url, api_key="k")
+    request = ProviderRequest(model=name, system=None, messages=REQUEST.messages)
+    for stream in (False, True):
+        with pytest.raises(UsageError, match="model name"):
+            await ask(model, request, stream=stream)
+    assert server.received == []

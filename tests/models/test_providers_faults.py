@@ -192,6 +192,12 @@ UNAUTHORIZED = {
     ),
     "gemini": _gemini_wire.error_body(401, "Request had invalid authentication credentials."),
 }
+# A body nested deeper than Python's JSON decoder can follow (it raises RecursionError): a
+# hostile or broken server must not crash the caller with an untyped error.
+TOO_DEEP = Reply(
+    body='{"id": "x", "a": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    headers={"content-type": "application/json"},
+)
 PROXY_503 = Reply(
     status=503,
     body="upstream connect error or disconnect/reset before headers. reset reason: overflow",
@@ -287,6 +293,7 @@ PERMANENT = [
     Fault("broken-json-body", lambda api: BROKEN_JSON, InvalidResponseError),
     Fault("broken-sse-line", with_broken_line, InvalidResponseError, stream=True),
     Fault("missing-fields", lambda api: Reply.json(MISSING_FIELDS[api]), InvalidResponseError),
+    Fault("json-nested-too-deep", lambda api: TOO_DEEP, InvalidResponseError),
 ]
 
 

@@ -64,6 +64,7 @@ from ._client import (
     alternating_turns,
     arguments_object,
     encodable,
+    nested_too_deep,
     system_text,
 )
 from ._provider_errors import provider_error
@@ -149,9 +150,10 @@ class BedrockModel(Model):
 
     Raises:
         MissingExtraError: The ``bedrock`` extra is not installed.
-        UsageError: No region could be found, an unknown ``profile`` (or AWS config file
-            that does not parse), a timeout that is not positive, or a ``cache`` that is
-            not ``"auto"``, ``"5m"``, ``"1h"`` or ``None``.
+        UsageError: No region could be found, a region or ``endpoint_url`` botocore
+            refuses, an unknown ``profile`` (or AWS config file that does not parse), a
+            timeout that is not positive, or a ``cache`` that is not ``"auto"``, ``"5m"``,
+            ``"1h"`` or ``None``.
     """
 
     provider_name = "aws.bedrock"
@@ -177,6 +179,7 @@ class BedrockModel(Model):
             import botocore.eventstream  # type: ignore[import-untyped]
             import botocore.exceptions  # type: ignore[import-untyped]
             import botocore.parsers  # type: ignore[import-untyped]
+            import botocore.utils  # type: ignore[import-untyped]
         self._exceptions: ModuleType = botocore.exceptions
         # The event-stream framing (a bad CRC or length) and a body botocore cannot parse.
         self._malformed: tuple[type[Exception], ...] = (
@@ -188,11 +191,16 @@ class BedrockModel(Model):
         self._limits = CallLimits(timeout, stream_idle_timeout)
         self.cache: BedrockCache | None = cache
         try:
+            # Read even when the region is given: an unknown profile is refused here, not
+            # at the first call (where botocore's ProfileNotFound would escape untyped).
+            configured = aiobotocore.session.AioSession(profile=profile).get_config_variable(
+                "region"
+            )
             region = (
                 region
                 or os.environ.get("AWS_REGION")
                 or os.environ.get("AWS_DEFAULT_REGION")
-                or aiobotocore.session.AioSession(profile=profile).get_config_variable("region")
+                or configured
             )
         except (botocore.exceptions.ProfileNotFound, botocore.exceptions.ConfigParseError) as exc:
             raise UsageError(f"Bedrock's AWS configuration: {exc}") from exc
@@ -201,6 +209,10 @@ class BedrockModel(Model):
                 "Bedrock needs an AWS region: set AWS_REGION (or AWS_DEFAULT_REGION), "
                 "or pass region="
             )
+        try:  # botocore checks it only when the first call makes the client
+            botocore.utils.validate_region_name(region)
+        except botocore.exceptions.InvalidRegionError as exc:
+            raise UsageError(f"Bedrock's AWS region: {exc}") from exc
         self.region: str = region
         # botocore reads these too; read here so base_url says where requests go.
         endpoint_url = (
@@ -208,6 +220,11 @@ class BedrockModel(Model):
             or os.environ.get("AWS_ENDPOINT_URL_BEDROCK_RUNTIME")
             or os.environ.get("AWS_ENDPOINT_URL")
         )
+        if endpoint_url and not (
+            botocore.utils.is_valid_endpoint_url(endpoint_url)
+            or botocore.utils.is_valid_ipv6_endpoint_url(endpoint_url)
+        ):
+            raise UsageError(f"Bedrock's endpoint_url is not a URL: {endpoint_url!r}")
         self._endpoint_url = endpoint_url
         config = botocore.config.Config(
             # One attempt: hookloop's retry strategy is the one that retries.
@@ -240,10 +257,12 @@ class BedrockModel(Model):
             ProviderError: The matching class of hookloop's error tree.
         """
         timer = CallTimer(self._limits, self.name)
+        body = self._body(request)
         with self._translated(reading=False):
             client = await (await self._clients.get()).get()
-            answer = await timer.wait(client.converse(**self._body(request)))
+        # botocore parses the body inside the call: its Python errors there are the body's.
         with self._translated():
+            answer = await timer.wait(client.converse(**body))
             return _parse_answer(answer)
 
     async def stream(self, request: ProviderRequest) -> AsyncIterator[StreamPart]:
@@ -260,10 +279,13 @@ class BedrockModel(Model):
         finished = False
         unargued: set[int] = set()  # toolUse blocks that have not streamed any input yet
         pairs = SplitPairs()
+        inputs: dict[int, SplitPairs] = {}  # each toolUse block's input, mended as the text
         timer = CallTimer(self._limits, self.name)
+        body = self._body(request)
         with self._translated(reading=False):
             client = await (await self._clients.get()).get()
-            answer = await timer.wait(client.converse_stream(**self._body(request)))
+        with self._translated():  # botocore parses the answer's start inside the call
+            answer = await timer.wait(client.converse_stream(**body))
         response_id = _request_id(answer)
         events = answer["stream"]
         try:
@@ -277,7 +299,11 @@ class BedrockModel(Model):
                             yield TextDelta(text=text)
                         elif "toolUse" in delta and delta["toolUse"].get("input"):
                             unargued.discard(index)
-                            yield ToolCallDelta(index=index, arguments=delta["toolUse"]["input"])
+                            piece = inputs.setdefault(index, SplitPairs()).text(
+                                delta["toolUse"]["input"]
+                            )
+                            if piece:
+                                yield ToolCallDelta(index=index, arguments=piece)
                     elif "contentBlockStart" in event:
                         start_event = event["contentBlockStart"]
                         tool = start_event["start"].get("toolUse")
@@ -292,6 +318,8 @@ class BedrockModel(Model):
                         if index in unargued:  # a toolUse block without input: an empty object
                             unargued.discard(index)
                             yield ToolCallDelta(index=index, arguments="{}")
+                        elif index in inputs and (rest := inputs.pop(index).rest()):
+                            yield ToolCallDelta(index=index, arguments=rest)
                     elif "messageStop" in event:
                         finished = True
                         stop = _STOP.get(event["messageStop"].get("stopReason", ""), "stop")
@@ -305,6 +333,9 @@ class BedrockModel(Model):
             )
         if rest := pairs.rest():
             yield TextDelta(text=rest)
+        for index, held in inputs.items():  # blocks the stream did not stop
+            if rest := held.rest():
+                yield ToolCallDelta(index=index, arguments=rest)
         yield StreamEnd(finish_reason=stop, usage=usage, model=None, id=response_id)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
@@ -390,6 +421,8 @@ class BedrockModel(Model):
             raise InvalidResponseError(
                 f"the response is not valid UTF-8: {exc}", model=self.name
             ) from exc
+        except RecursionError as exc:
+            raise nested_too_deep(exc, self.name, reading=reading) from exc
         except self._malformed as exc:
             raise InvalidResponseError(f"malformed response: {exc}", model=self.name) from exc
         except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:

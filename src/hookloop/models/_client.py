@@ -50,6 +50,7 @@ __all__ = [
     "encodable",
     "hashed_cache_key",
     "key_for",
+    "nested_too_deep",
     "sent_cache_key",
     "system_text",
     "translated_errors",
@@ -176,6 +177,8 @@ def transport_errors(model: str, *, reading: bool = True) -> Iterator[None]:
         raise InvalidResponseError(f"malformed response: {exc}", model=model) from exc
     except UnicodeDecodeError as exc:  # a body that is not UTF-8: the client decodes it in the call
         raise InvalidResponseError(f"the response is not valid UTF-8: {exc}", model=model) from exc
+    except RecursionError as exc:
+        raise nested_too_deep(exc, model, reading=reading) from exc
     except httpx2.TimeoutException as exc:  # anthropic does not wrap errors of a stream read
         raise ProviderTimeoutError(f"the request timed out: {exc!r}", model=model) from exc
     except httpx2.TransportError as exc:
@@ -188,6 +191,17 @@ def transport_errors(model: str, *, reading: bool = True) -> Iterator[None]:
         raise InvalidResponseError(
             f"malformed response: {type(exc).__name__}: {exc}", model=model
         ) from exc
+
+
+def nested_too_deep(exc: RecursionError, model: str, *, reading: bool) -> Exception:
+    """The error for a ``RecursionError`` met while a call ran.
+
+    JSON nested deeper than Python's decoder can follow (a broken or hostile server) is an
+    :class:`InvalidResponseError`; any other recursion is re-raised unless ``reading``.
+    """
+    if not reading and "JSON" not in str(exc):  # the decoder's own words
+        return exc
+    return InvalidResponseError(f"malformed response: {exc}", model=model)
 
 
 def arguments_object(call: ToolCall) -> dict[str, Any]:

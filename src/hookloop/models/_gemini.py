@@ -163,8 +163,9 @@ class GeminiModel(Model):
 
     Raises:
         MissingExtraError: The ``gemini`` extra is not installed.
-        UsageError: No key for Gemini's own API (and no ``client``), or a timeout that is
-            not positive.
+        UsageError: No key for Gemini's own API (and no ``client``), a timeout that is
+            not positive, or a ``name`` that cannot go in the URL (empty, or with ``..``,
+            ``?``, ``&`` or ``#``; a request's ``model`` is checked the same way).
 
     Example:
         >>> model = GeminiModel("gemini-2.5-flash", api_key="...")
@@ -192,7 +193,7 @@ class GeminiModel(Model):
             from google.genai import errors, types
         self._types: ModuleType = types
         self._errors: ModuleType = errors
-        self.name = name
+        self.name = _model_name(name)
         self.context_window = context_window
         self._limits = CallLimits(timeout, stream_idle_timeout)
         url = (base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or GEMINI_URL).rstrip("/")
@@ -251,7 +252,7 @@ class GeminiModel(Model):
             client = await self._clients.get()
             answer = await timer.wait(
                 client.genai.aio.models.generate_content(
-                    model=request.model or self.name, contents=contents, config=config
+                    model=_model_name(request.model or self.name), contents=contents, config=config
                 )
             )
         with self._translated():
@@ -277,7 +278,7 @@ class GeminiModel(Model):
             client = await self._clients.get()
             stream = await timer.wait(
                 client.genai.aio.models.generate_content_stream(
-                    model=request.model or self.name, contents=contents, config=config
+                    model=_model_name(request.model or self.name), contents=contents, config=config
                 )
             )
         # An async generator: closed below if the consumer stops early.
@@ -535,6 +536,16 @@ def _decoded(data: str) -> bytes:
         return base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise UsageError(f"an image's data is not base64: {exc}") from exc
+
+
+def _model_name(name: str) -> str:
+    """``name``, if it can be the model's part of the URL (the client refuses some)."""
+    if not name or any(mark in name for mark in ("..", "?", "&", "#")):
+        raise UsageError(
+            f"{name!r} is not a Gemini model name: it must be non-empty, without '..', "
+            "'?', '&' or '#' (it goes in the request's URL)"
+        )
+    return name
 
 
 def _tool_choice(choice: str) -> dict[str, Any]:
