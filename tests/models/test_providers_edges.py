@@ -33,6 +33,7 @@ from hookloop.models import (
 )
 from hookloop.models._client import SplitPairs, encodable, is_host
 from hookloop.models._spec import ModelSpecError
+from tests.models._chats import weather_agent
 from tests.models._provider_server import (
     APIS,
     ProviderServer,
@@ -108,6 +109,29 @@ async def test_a_split_emoji_streams_whole(
     assert "".join(texts) == stream.response.text
     for text in texts:
         text.encode("utf-8")  # each piece can be printed as it comes
+
+
+@pytest.mark.parametrize("api", APIS)
+async def test_an_emoji_split_in_streamed_tool_arguments_reaches_the_tool_whole(
+    api: str, server: ProviderServer, make_model: Callable[..., Any]
+) -> None:
+    # The arguments stream in pieces of 4 characters (Gemini's whole): the pair's halves,
+    # at 11 and 12, land in two pieces.
+    arguments = '{"city":  "\ud83d\ude00"}'
+    server.add(
+        Reply.sse(
+            answer_events(api, "", (("call_1", "get_weather", arguments),)),
+            done=api == "chat.completions",
+        ),
+        answer(api, "Sunny.", stream=True),
+    )
+    agent, ran = weather_agent(make_model(api))
+    async with agent.chat_stream("Weather?") as stream:
+        async for _ in stream:
+            pass
+    assert ran == ["\U0001f600"]
+    stored = agent.messages[1].tool_calls[0].arguments  # (Gemini writes its object anew)
+    assert json.loads(stored.encode("utf-8")) == {"city": "\U0001f600"}
 
 
 @pytest.mark.parametrize("api", APIS)

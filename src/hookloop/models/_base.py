@@ -230,6 +230,8 @@ class ResponseAccumulator:
             if not name:
                 raise InvalidResponseError(f"streamed tool call #{index} has no name")
             arguments = "".join(pieces)
+            if not arguments.isascii():
+                arguments = whole_pairs(arguments)
             if call_id:
                 calls.append(ToolCall(name=name, arguments=arguments, id=call_id))
             else:
@@ -244,6 +246,21 @@ class ResponseAccumulator:
             model=end.model,
             id=end.id,
         )
+
+
+def whole_pairs(text: str) -> str:
+    """``text`` encodable as UTF-8: split surrogate pairs joined, any other surrogate U+FFFD.
+
+    A service that slices UTF-16 strings can cut an emoji between two stream chunks; each
+    chunk then holds half of it, and the halves put together are still two characters that
+    UTF-8 cannot carry (a tool's arguments so joined would fail validation).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # UTF-16 stores a pair as its two halves: this joins them, and replaces the rest.
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
 
 
 class Model(abc.ABC):

@@ -35,7 +35,7 @@ from .._errors import (
 )
 from .._loopbound import LoopBound
 from .._messages import Message, SystemMessage, ToolCall
-from ._base import ProviderRequest
+from ._base import ProviderRequest, whole_pairs
 from ._provider_errors import provider_error
 
 __all__ = [
@@ -251,14 +251,7 @@ def encodable(value: _T) -> _T:
 
 def _encodable(value: Any) -> Any:
     if isinstance(value, str):
-        if value.isascii():
-            return value
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            # UTF-16 stores a pair as its two halves: this joins them, and replaces the rest.
-            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-        return value
+        return value if value.isascii() else whole_pairs(value)
     if isinstance(value, dict):
         return {_encodable(key): _encodable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
