@@ -231,7 +231,7 @@ class _Server:
         run.readers += 1
         sent = min(after, len(run.events))
         try:
-            yield b": hookloop run " + run.run_id.encode() + b"\n\n"
+            yield b": hookloop run " + json.dumps(run.run_id).encode() + b"\n\n"
             while True:
                 while sent < len(run.events):
                     data = run.events[sent]

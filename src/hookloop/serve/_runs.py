@@ -51,6 +51,7 @@ __all__ = [
     "ServedAgent",
     "Threads",
     "UnknownError",
+    "sse_safe",
 ]
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,17 @@ class UnknownError(UsageError, LookupError):
     """No such thread or run (HTTP 404)."""
 
 
+# JSON leaves these raw in strings, and many SSE clients (any that split lines as Python's
+# str.splitlines() does, httpx's among them) break a line at them: escaped, a JSON text is
+# one line for every client, and reads back the same.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def sse_safe(text: str) -> str:
+    """A JSON text with U+0085, U+2028 and U+2029 escaped, so it stays one line on the wire."""
+    return text.translate(_LINE_BREAKS)
+
+
 class Run:
     """One run: its events so far (numbered from 1), its status, and who waits for more.
 
@@ -140,7 +152,7 @@ class Run:
     def add(self, events: Sequence[BaseEvent]) -> None:
         """Keep ``events`` and wake the readers."""
         for event in events:
-            self.events.append(event.model_dump_json(by_alias=True))
+            self.events.append(sse_safe(event.model_dump_json(by_alias=True)))
         if events:
             self._wake()
 
