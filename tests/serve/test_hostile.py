@@ -33,3 +33,40 @@ def test_unicode_line_separators_never_split_an_sse_frame() -> None:
         # the JSON API reads the same events back unchanged
         read = client.get(f"/api/runs/{run_id}/events").json()["events"]
         assert [e["event"] for e in read] == [e.data for e in events]
+
+
+def _answers() -> Agent:
+    return Agent(ScriptedModel(["Hello."] * 4))
+
+
+def test_a_page_of_another_site_cannot_start_or_cancel_a_run() -> None:
+    # A form or a no-cors fetch with text/plain needs no CORS preflight: the browser sends it,
+    # only its answer is hidden from the page. Without a token, it would run the agent.
+    evil = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
+    body = json.dumps(run_input("victim", "r1", "rm -rf"))
+    with served(_answers) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        answer = client.post("/agui", content=body, headers=evil)
+        assert answer.status_code == 403
+        assert answer.json()["type"] == "forbidden_origin"
+        answer = client.post("/api/threads/victim/runs", content='{"message": "hi"}', headers=evil)
+        assert answer.status_code == 403
+        assert client.get("/api/threads/victim/messages").status_code == 404  # nothing ran
+        # the server's own page (its origin) and requests with no Origin (scripts) go through
+        own = {"Origin": s.url, "Content-Type": "application/json"}
+        assert client.post("/agui", content=body, headers=own).status_code == 200
+        assert client.post("/api/runs/r1/cancel", headers={"Origin": "null"}).status_code == 403
+        assert client.post("/api/runs/r1/cancel").status_code == 200
+
+
+def test_a_listed_origin_may_call_it() -> None:
+    app = {"Origin": "http://app.example"}
+    with (
+        served(_answers, cors_origins=["http://app.example"]) as s,
+        httpx2.Client(base_url=s.url, timeout=GUARD) as client,
+    ):
+        answer = client.post("/api/threads/t/runs", json={"message": "hi"}, headers=app)
+        assert answer.status_code == 202
+        assert answer.headers["access-control-allow-origin"] == "http://app.example"
+        other = {"Origin": "http://evil.example"}
+        answer = client.post("/api/threads/t2/runs", json={"message": "hi"}, headers=other)
+        assert answer.status_code == 403

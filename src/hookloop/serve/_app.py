@@ -27,6 +27,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import pydantic
 from ag_ui.core import ResumeEntry, RunAgentInput
@@ -129,12 +130,41 @@ class _Server:
     def api(self, handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
             try:
+                self._check_origin(request)
                 self._authorize(request)
                 return await handler(request)
             except Exception as exc:
                 return _error_response(_as_http(exc))
 
         return guarded
+
+    def _check_origin(self, request: Request) -> None:
+        """Refuse a browser's POST from a page of another site (cross-site request forgery).
+
+        A form, or a ``fetch`` with a ``text/plain`` body, needs no CORS preflight: the browser
+        sends it and only hides the answer. Browsers name the page's origin in ``Origin``; it
+        must be this server's own (its ``Host``) or one of ``cors_origins``.
+        """
+        if request.method in ("GET", "HEAD"):
+            return
+        origin = request.headers.get("origin")
+        if origin is None:
+            return  # not a browser's cross-site request: scripts, curl
+        allowed = self.settings.cors_origins
+        if origin in allowed or "*" in allowed:
+            return
+        host = request.headers.get("host", "")
+        try:
+            netloc = urlsplit(origin).netloc
+        except ValueError:  # not a URL
+            netloc = ""
+        if host and netloc.lower() == host.lower():
+            return
+        raise HttpError(
+            403,
+            "forbidden_origin",
+            f"requests from pages of {origin!r:.100} are refused: list it with --cors-origin",
+        )
 
     def _authorize(self, request: Request) -> None:
         token = self.settings.token
