@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import httpx2
 
 from hookloop import Agent
-from hookloop.testing import ScriptedModel, tool_call
-from tests.serve._support import GUARD, add, post_agui, run_input, served, types
+from hookloop.sessions import SQLiteSessionStore
+from hookloop.testing import FunctionModel, ScriptedModel, tool_call
+from tests.serve._support import GUARD, add, parse_sse, post_agui, run_input, served, types
+
+ROOT = Path(__file__).resolve().parents[2]
 
 # Python's str.splitlines() (so httpx's iter_lines and many SSE clients) breaks lines at these,
 # where SSE breaks only at CR and LF: raw in a data line, they cut a JSON text in two.
@@ -70,3 +79,60 @@ def test_a_listed_origin_may_call_it() -> None:
         other = {"Origin": "http://evil.example"}
         answer = client.post("/api/threads/t2/runs", json={"message": "hi"}, headers=other)
         assert answer.status_code == 403
+
+
+async def _never_answers(request: object) -> str:
+    await asyncio.Event().wait()  # until the run is cancelled
+    return "never"
+
+
+def stuck_agent() -> Agent:
+    """For ``hookloop serve``: a model that never answers, the session in SQLite."""
+    agent = Agent(FunctionModel(_never_answers))
+    agent.use(SQLiteSessionStore(Path(os.environ["HOOKLOOP_TEST_DB"])).session())
+    return agent
+
+
+def test_sigterm_ends_open_streams_and_keeps_the_history(tmp_path: Path) -> None:
+    db = tmp_path / "sessions.db"
+    # no keepalive comment while the test waits: a stream that never ends times the read out
+    command = ["serve", f"{__name__}:stuck_agent", "--port", "0", "--keepalive", "600"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hookloop", *command],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "HOOKLOOP_TEST_DB": str(db)},
+    )
+    try:
+        assert process.stderr is not None
+        url = process.stderr.readline().split(" at ")[1].strip()
+        with (
+            httpx2.Client(base_url=url, timeout=GUARD) as client,
+            client.stream("POST", "/agui", json=run_input("t", "r1", "hello")) as stream,
+        ):
+            lines = stream.iter_lines()
+            assert [e.type for e in parse_sse(lines, stop_after=1)] == ["RUN_STARTED"]
+            process.send_signal(signal.SIGTERM)
+            # the stream ends (it kept the server from stopping): the run was cancelled
+            rest = parse_sse(lines)
+        _, errors = process.communicate(timeout=GUARD)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, errors
+    assert rest[-1].type == "RUN_FINISHED"
+    assert rest[-1].data["outcome"]["type"] == "cancelled"
+    messages = asyncio.run(_stored(db))
+    assert [(m.role, m.content) for m in messages] == [("user", "hello")]
+
+
+async def _stored(db: Path) -> list[object]:
+    agent = Agent(FunctionModel(_never_answers))
+    agent.use(SQLiteSessionStore(db).session())
+    await agent.switch_session("t")
+    await agent.pending_approvals()  # restores the session
+    messages = list(agent.messages)
+    await agent.aclose()
+    return messages

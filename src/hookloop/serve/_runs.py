@@ -401,11 +401,16 @@ class Threads:
         while len(self._ended) > self.keep_runs:
             self._runs.pop(self._ended.popleft(), None)
 
-    async def aclose(self) -> None:
-        """Cancel the runs going on and close every agent (the server is stopping)."""
+    def cancel_all(self) -> list[asyncio.Task[None]]:
+        """Cancel the runs going on (their streams end with the cancelled outcome)."""
         tasks = [r.task for r in self._runs.values() if r.task is not None and not r.done]
         for task in tasks:
             task.cancel()
+        return tasks
+
+    async def aclose(self) -> None:
+        """Cancel the runs going on and close every agent (the server is stopping)."""
+        tasks = self.cancel_all()
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
