@@ -136,3 +136,18 @@ async def _stored(db: Path) -> list[object]:
     messages = list(agent.messages)
     await agent.aclose()
     return messages
+
+
+def test_a_reconnect_to_a_run_the_server_does_not_have_starts_nothing() -> None:
+    # A client that saw events of run r1 (on a server since restarted, or long ago) comes
+    # back with Last-Event-ID: running its message again would add it to the thread twice.
+    with served(_answers) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        body = run_input("t", "r1", "hello")
+        answer = client.post("/agui", json=body, headers={"Last-Event-ID": "5"})
+        assert answer.status_code == 404
+        assert answer.json()["type"] == "not_found"
+        assert client.get("/api/threads/t/messages").status_code == 404
+        # a first request may say it saw nothing
+        status, events = post_agui(client, body, **{"Last-Event-ID": "0"})
+        assert status == 200
+        assert [e.id for e in events][:1] == [1]

@@ -235,6 +235,13 @@ class _Server:
         after = self._after(request)  # checked before a run starts
         run = self.threads.existing(run_id, thread_id)
         if run is None:
+            if after > 0:  # a reconnect: its run's message must not run a second time
+                raise HttpError(
+                    404,
+                    "not_found",
+                    f"no run {run_id!r} here to reconnect to (it ended long ago, or the server "
+                    "restarted): the thread's messages say where it stands",
+                )
             run = await self._start(thread_id, run_id, run_input)
         return self._stream(run, after)
 
