@@ -151,3 +151,16 @@ def test_a_reconnect_to_a_run_the_server_does_not_have_starts_nothing() -> None:
         status, events = post_agui(client, body, **{"Last-Event-ID": "0"})
         assert status == 200
         assert [e.id for e in events][:1] == [1]
+
+
+def test_a_token_that_is_not_ascii_works() -> None:
+    token = "pässwörd"
+    with (
+        served(_answers, token=token) as s,
+        httpx2.Client(base_url=s.url, timeout=GUARD) as client,
+    ):
+        right = {"Authorization": b"Bearer " + token.encode()}
+        assert client.post("/api/threads/t/runs", json={"message": "hi"}, headers=right).is_success
+        wrong = {"Authorization": b"Bearer " + "passwörd".encode()}
+        answer = client.post("/api/threads/t/runs", json={"message": "hi"}, headers=wrong)
+        assert answer.status_code == 401

@@ -172,8 +172,10 @@ class _Server:
             return
         given = request.headers.get("authorization", "")
         scheme, _, value = given.partition(" ")
+        # Starlette reads a header's bytes as latin-1: encoded back, they are the bytes sent
+        # (a token that is not ASCII arrives as its UTF-8)
         ok = scheme.lower() == "bearer" and hmac.compare_digest(
-            value.strip().encode(), token.encode()
+            value.strip().encode("latin-1"), token.encode()
         )
         if not ok:
             raise HttpError(
