@@ -29,7 +29,7 @@ def test_unicode_line_separators_never_split_an_sse_frame() -> None:
         script = [tool_call("add", {"a": 1, "b": 2, "note": SEPARATORS}, id="c1"), SEPARATORS]
         return Agent(ScriptedModel(script), tools=[add])
 
-    run_id = "run" + SEPARATORS
+    run_id = "run-1"
     with served(build) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
         status, events = post_agui(client, run_input("t", run_id, SEPARATORS))
         assert status == 200
@@ -164,3 +164,22 @@ def test_a_token_that_is_not_ascii_works() -> None:
         wrong = {"Authorization": b"Bearer " + "passwörd".encode()}
         answer = client.post("/api/threads/t/runs", json={"message": "hi"}, headers=wrong)
         assert answer.status_code == 401
+
+
+def test_ids_a_session_store_would_refuse_are_refused_before_anything_runs() -> None:
+    # A thread id is a session id, and the user message's id is stored with the message:
+    # PostgreSQL refuses a NUL in text, so a message with one poisoned its thread for good.
+    bad = [
+        run_input("t\u2028", "r1", "hi"),
+        run_input("t", "r\x85", "hi"),
+        {**run_input("t", "r1"), "messages": [{"id": "m\x00", "role": "user", "content": "hi"}]},
+        {**run_input("t", "r1"), "messages": [{"id": "m" * 300, "role": "user", "content": "hi"}]},
+    ]
+    with served(_answers) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        for body in bad:
+            answer = client.post("/agui", json=body)
+            assert answer.status_code == 400, body
+            assert answer.json()["type"] == "invalid_input"
+        assert client.get("/api/threads/t/messages").status_code == 404  # nothing ran
+        status, events = post_agui(client, run_input("t", "r1", "hi"))
+        assert types(events)[-1] == "RUN_FINISHED"

@@ -23,7 +23,6 @@ import contextlib
 import hmac
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +47,7 @@ from .._messages import UserMessage, new_id
 from .._session_limits import session_spend
 from ..observe._page import render_trace_page
 from ..observe._read import read_trace
+from ..sessions._base import check_session_id
 from ._agui import agui_messages, decisions_for, new_user_message, pending_json, spend_json
 from ._page import chat_page
 from ._runs import AgentFactory, BusyError, OverloadedError, Run, Threads, UnknownError
@@ -252,6 +252,7 @@ class _Server:
         message = None
         if not entries:
             message = new_user_message(run_input)
+            _checked_id(message.id, "the user message's id")
             self._check_message(message)
         if entries:
             return await self.threads.start(
@@ -383,19 +384,18 @@ def _run_id(body: dict[str, Any]) -> str:
     return new_id("run") if given is None else _checked_id(given, "runId")
 
 
-_ID = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
-
-
 def _checked_id(value: object, what: str) -> str:
-    """A thread or run id: 1 to 256 characters, none of them a control character.
+    """A thread, run or message id: what a session id may be (1 to 256 printable characters).
 
-    Ids go into SSE lines, logs and session stores: a line break in one must never get there.
+    Ids go into SSE lines, logs and session stores: a line break or a NUL in one must never
+    get there, and a thread id is its session's id.
     """
-    if not isinstance(value, str) or not _ID.fullmatch(value):
+    try:
+        return check_session_id(value, what)
+    except UsageError:
         raise HttpError(
-            400, "invalid_input", f"{what} must be 1 to 256 characters, no control characters"
-        )
-    return value
+            400, "invalid_input", f"{what} must be 1 to 256 printable characters"
+        ) from None
 
 
 def _path_id(request: Request, name: str) -> str:
