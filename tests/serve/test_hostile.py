@@ -182,4 +182,14 @@ def test_ids_a_session_store_would_refuse_are_refused_before_anything_runs() -> 
             assert answer.json()["type"] == "invalid_input"
         assert client.get("/api/threads/t/messages").status_code == 404  # nothing ran
         status, events = post_agui(client, run_input("t", "r1", "hi"))
-        assert types(events)[-1] == "RUN_FINISHED"
+        assert (status, types(events)[-1]) == (200, "RUN_FINISHED")
+
+
+def test_json_nested_too_deep_is_malformed_input_not_a_server_failure() -> None:
+    deep = "[" * 100_000 + "]" * 100_000  # under the body bound; Python's parser recurses
+    with served(_answers) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        answer = client.post("/api/threads/t/runs", content='{"message": "hi", "x": ' + deep + "}")
+        assert answer.status_code == 400
+        assert answer.json()["type"] == "invalid_input"
+        answer = client.post("/agui", content='{"threadId": "t", "state": ' + deep + "}")
+        assert answer.status_code == 400

@@ -201,8 +201,9 @@ class _Server:
         raw = await self._body(request)
         try:
             value = json.loads(raw)
-        except ValueError:
-            raise HttpError(400, "invalid_input", "the body is not JSON") from None
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            message = "the body is not JSON (or nests too deep)"
+            raise HttpError(400, "invalid_input", message) from None
         if not isinstance(value, dict):
             raise HttpError(400, "invalid_input", "the body must be a JSON object")
         return value
