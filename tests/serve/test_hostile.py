@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx2
 
@@ -193,3 +194,16 @@ def test_json_nested_too_deep_is_malformed_input_not_a_server_failure() -> None:
         assert answer.json()["type"] == "invalid_input"
         answer = client.post("/agui", content='{"threadId": "t", "state": ' + deep + "}")
         assert answer.status_code == 400
+
+
+def test_once_the_server_is_stopping_no_run_starts() -> None:
+    with served(_answers) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        threads = s.app.state.hookloop.threads
+        asyncio.run_coroutine_threadsafe(_cancel_all(threads), s.loop).result(GUARD)
+        answer = client.post("/agui", json=run_input("t", "r1", "hi"))
+        assert answer.status_code == 503
+        assert answer.json()["message"] == "the server is stopping"
+
+
+async def _cancel_all(threads: Any) -> None:
+    threads.cancel_all()

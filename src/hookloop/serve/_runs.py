@@ -232,6 +232,7 @@ class Threads:
         self.max_runs = max_runs
         self.keep_runs = keep_runs
         self.running = 0
+        self._closing = False  # the server is stopping: no run starts
 
     def run(self, run_id: str) -> Run:
         """The run named ``run_id``.
@@ -332,6 +333,8 @@ class Threads:
                 f"thread {thread_id!r} is busy with run {thread.run.run_id!r}: wait for its end "
                 "or cancel it"
             )
+        if self._closing:
+            raise OverloadedError("the server is stopping")
         if self.running >= self.max_runs:
             raise OverloadedError(
                 f"{self.running} runs are going on, the most this server runs at once"
@@ -385,6 +388,8 @@ class Threads:
                 self._end(run, "interrupted" if response.pending_approvals else "finished")
 
         run.task = asyncio.get_running_loop().create_task(drive(), name=f"hookloop run {run_id}")
+        if self._closing:  # the server began to stop while this run was being started
+            self.cancel(run)
         return run
 
     def cancel(self, run: Run) -> bool:
@@ -402,7 +407,8 @@ class Threads:
             self._runs.pop(self._ended.popleft(), None)
 
     def cancel_all(self) -> list[asyncio.Task[None]]:
-        """Cancel the runs going on (their streams end with the cancelled outcome)."""
+        """Cancel the runs going on (their streams end with the cancelled outcome); none starts."""
+        self._closing = True
         tasks = [r.task for r in self._runs.values() if r.task is not None and not r.done]
         for task in tasks:
             task.cancel()
