@@ -207,3 +207,19 @@ def test_once_the_server_is_stopping_no_run_starts() -> None:
 
 async def _cancel_all(threads: Any) -> None:
     threads.cancel_all()
+
+
+def test_a_thread_or_run_id_with_a_slash_is_reachable_through_the_json_api() -> None:
+    # Session ids such as "user/1" are usual; AG-UI takes them, the JSON API must find them.
+    with served(_answers) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        status, _ = post_agui(client, run_input("user/1", "run/1", "hi"))
+        assert status == 200
+        messages = client.get("/api/threads/user%2F1/messages")
+        assert messages.status_code == 200
+        assert messages.json()["threadId"] == "user/1"
+        assert client.get("/api/threads/user%2F1/approvals").json() == {"pending": []}
+        assert client.get("/api/runs/run%2F1").json()["status"] == "finished"
+        assert client.get("/api/runs/run%2F1/events").json()["runId"] == "run/1"
+        assert client.post("/api/runs/run%2F1/cancel").json()["cancelled"] is False
+        started = client.post("/api/threads/user%2F1/runs", json={"message": "again"})
+        assert started.json()["threadId"] == "user/1"

@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 import pydantic
 from ag_ui.core import ResumeEntry, RunAgentInput
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -403,21 +404,42 @@ def _path_id(request: Request, name: str) -> str:
     return _checked_id(request.path_params[name], name)
 
 
+class _IdConvertor(Convertor[str]):
+    """A thread or run id in a route: any characters, "/" too (sent as %2F, seen decoded).
+
+    Session ids such as ``user/1`` are usual; :func:`_checked_id` judges the rest (a line
+    break is a 400, not a route that does not match).
+    """
+
+    regex = "(?s:.+)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("hookloop_id", _IdConvertor())
+
+
 def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
     """The application: routes, CORS when origins are listed, the runs closed at shutdown."""
     server = _Server(factory, settings)
     api = server.api
+    thread = "/api/threads/{thread:hookloop_id}"
+    run = "/api/runs/{run:hookloop_id}"
     routes = [
         Route("/", server.page, methods=["GET"]),
         Route("/agui", api(server.agui), methods=["POST"]),
-        Route("/api/threads/{thread}/runs", api(server.start_run), methods=["POST"]),
-        Route("/api/threads/{thread}/messages", api(server.messages), methods=["GET"]),
-        Route("/api/threads/{thread}/approvals", api(server.approvals), methods=["GET"]),
-        Route("/api/threads/{thread}/approvals", api(server.decide), methods=["POST"]),
-        Route("/api/runs/{run}", api(server.run_status), methods=["GET"]),
-        Route("/api/runs/{run}/events", api(server.run_events), methods=["GET"]),
-        Route("/api/runs/{run}/cancel", api(server.cancel), methods=["POST"]),
-        Route("/api/threads/{thread}/trace", api(server.trace), methods=["GET"]),
+        Route(thread + "/runs", api(server.start_run), methods=["POST"]),
+        Route(thread + "/messages", api(server.messages), methods=["GET"]),
+        Route(thread + "/approvals", api(server.approvals), methods=["GET"]),
+        Route(thread + "/approvals", api(server.decide), methods=["POST"]),
+        Route(thread + "/trace", api(server.trace), methods=["GET"]),
+        Route(run + "/events", api(server.run_events), methods=["GET"]),
+        Route(run + "/cancel", api(server.cancel), methods=["POST"]),
+        Route(run, api(server.run_status), methods=["GET"]),  # last: it matches the others too
     ]
     middleware = []
     if settings.cors_origins:
