@@ -333,7 +333,7 @@ class Threads:
                 f"thread {thread_id!r} is busy with run {thread.run.run_id!r}: wait for its end "
                 "or cancel it"
             )
-        if self._closing:
+        if self.closing():
             raise OverloadedError("the server is stopping")
         if self.running >= self.max_runs:
             raise OverloadedError(
@@ -388,7 +388,7 @@ class Threads:
                 self._end(run, "interrupted" if response.pending_approvals else "finished")
 
         run.task = asyncio.get_running_loop().create_task(drive(), name=f"hookloop run {run_id}")
-        if self._closing:  # the server began to stop while this run was being started
+        if self.closing():  # the server began to stop while this run was being started
             self.cancel(run)
         return run
 
@@ -405,6 +405,10 @@ class Threads:
         self._ended.append(run.run_id)
         while len(self._ended) > self.keep_runs:
             self._runs.pop(self._ended.popleft(), None)
+
+    def closing(self) -> bool:
+        """Whether the server is stopping (:meth:`cancel_all` was called): no run starts."""
+        return self._closing
 
     def cancel_all(self) -> list[asyncio.Task[None]]:
         """Cancel the runs going on (their streams end with the cancelled outcome); none starts."""
