@@ -157,6 +157,15 @@ async def _serve(args: argparse.Namespace) -> int:
             print(f"hookloop: serving at http://{shown}:{port}/", file=sys.stderr, flush=True)
 
     server.startup = announced
+    shutdown = server.shutdown
+
+    async def stopping(sockets: object = None) -> None:
+        # uvicorn waits for open responses before the app's shutdown, and a run's stream
+        # stays open until the run ends: the runs are cancelled first, so the streams end.
+        app.state.hookloop.threads.cancel_all()
+        await shutdown(sockets)
+
+    server.shutdown = stopping
     # As `hookloop mcp serve --http`: SIGTERM or Ctrl-C shut it down (runs cancelled, their
     # messages in the session log) and the command ends with its own status, not the signal.
     server.capture_signals = contextlib.nullcontext

@@ -30,6 +30,7 @@ class Served:
 
     url: str
     loop: asyncio.AbstractEventLoop
+    app: Any  # the Starlette application
 
 
 @contextmanager
@@ -54,7 +55,7 @@ def served(factory: Callable[[], Agent], **options: Any) -> Iterator[Served]:
     assert server.started, "the server did not start"
     port = server.servers[0].sockets[0].getsockname()[1]
     try:
-        yield Served(url=f"http://127.0.0.1:{port}", loop=loops[0])
+        yield Served(url=f"http://127.0.0.1:{port}", loop=loops[0], app=app)
     finally:
         server.should_exit = True
         thread.join(GUARD)

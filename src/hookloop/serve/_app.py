@@ -23,14 +23,15 @@ import contextlib
 import hmac
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import pydantic
 from ag_ui.core import ResumeEntry, RunAgentInput
 from starlette.applications import Starlette
+from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -47,6 +48,7 @@ from .._messages import UserMessage, new_id
 from .._session_limits import session_spend
 from ..observe._page import render_trace_page
 from ..observe._read import read_trace
+from ..sessions._base import check_session_id
 from ._agui import agui_messages, decisions_for, new_user_message, pending_json, spend_json
 from ._page import chat_page
 from ._runs import AgentFactory, BusyError, OverloadedError, Run, Threads, UnknownError
@@ -129,6 +131,7 @@ class _Server:
     def api(self, handler: Handler) -> Handler:
         async def guarded(request: Request) -> Response:
             try:
+                self._check_origin(request)
                 self._authorize(request)
                 return await handler(request)
             except Exception as exc:
@@ -136,14 +139,44 @@ class _Server:
 
         return guarded
 
+    def _check_origin(self, request: Request) -> None:
+        """Refuse a browser's POST from a page of another site (cross-site request forgery).
+
+        A form, or a ``fetch`` with a ``text/plain`` body, needs no CORS preflight: the browser
+        sends it and only hides the answer. Browsers name the page's origin in ``Origin``; it
+        must be this server's own (its ``Host``) or one of ``cors_origins``.
+        """
+        if request.method in ("GET", "HEAD"):
+            return
+        origin = request.headers.get("origin")
+        if origin is None:
+            return  # not a browser's cross-site request: scripts, curl
+        allowed = self.settings.cors_origins
+        if origin in allowed or "*" in allowed:
+            return
+        host = request.headers.get("host", "")
+        try:
+            netloc = urlsplit(origin).netloc
+        except ValueError:  # not a URL
+            netloc = ""
+        if host and netloc.lower() == host.lower():
+            return
+        raise HttpError(
+            403,
+            "forbidden_origin",
+            f"requests from pages of {origin!r:.100} are refused: list it with --cors-origin",
+        )
+
     def _authorize(self, request: Request) -> None:
         token = self.settings.token
         if token is None:
             return
         given = request.headers.get("authorization", "")
         scheme, _, value = given.partition(" ")
+        # Starlette reads a header's bytes as latin-1: encoded back, they are the bytes sent
+        # (a token that is not ASCII arrives as its UTF-8)
         ok = scheme.lower() == "bearer" and hmac.compare_digest(
-            value.strip().encode(), token.encode()
+            value.strip().encode("latin-1"), token.encode()
         )
         if not ok:
             raise HttpError(
@@ -169,8 +202,9 @@ class _Server:
         raw = await self._body(request)
         try:
             value = json.loads(raw)
-        except ValueError:
-            raise HttpError(400, "invalid_input", "the body is not JSON") from None
+        except (ValueError, RecursionError):  # RecursionError: nested too deep
+            message = "the body is not JSON (or nests too deep)"
+            raise HttpError(400, "invalid_input", message) from None
         if not isinstance(value, dict):
             raise HttpError(400, "invalid_input", "the body must be a JSON object")
         return value
@@ -205,6 +239,13 @@ class _Server:
         after = self._after(request)  # checked before a run starts
         run = self.threads.existing(run_id, thread_id)
         if run is None:
+            if after > 0:  # a reconnect: its run's message must not run a second time
+                raise HttpError(
+                    404,
+                    "not_found",
+                    f"no run {run_id!r} here to reconnect to (it ended long ago, or the server "
+                    "restarted): the thread's messages say where it stands",
+                )
             run = await self._start(thread_id, run_id, run_input)
         return self._stream(run, after)
 
@@ -213,6 +254,7 @@ class _Server:
         message = None
         if not entries:
             message = new_user_message(run_input)
+            _checked_id(message.id, "the user message's id")
             self._check_message(message)
         if entries:
             return await self.threads.start(
@@ -231,7 +273,7 @@ class _Server:
         run.readers += 1
         sent = min(after, len(run.events))
         try:
-            yield b": hookloop run " + run.run_id.encode() + b"\n\n"
+            yield b": hookloop run " + json.dumps(run.run_id).encode() + b"\n\n"
             while True:
                 while sent < len(run.events):
                     data = run.events[sent]
@@ -344,40 +386,60 @@ def _run_id(body: dict[str, Any]) -> str:
     return new_id("run") if given is None else _checked_id(given, "runId")
 
 
-_ID = re.compile(r"[^\x00-\x1f\x7f]{1,256}")
-
-
 def _checked_id(value: object, what: str) -> str:
-    """A thread or run id: 1 to 256 characters, none of them a control character.
+    """A thread, run or message id: what a session id may be (1 to 256 printable characters).
 
-    Ids go into SSE lines, logs and session stores: a line break in one must never get there.
+    Ids go into SSE lines, logs and session stores: a line break or a NUL in one must never
+    get there, and a thread id is its session's id.
     """
-    if not isinstance(value, str) or not _ID.fullmatch(value):
+    try:
+        return check_session_id(value, what)
+    except UsageError:
         raise HttpError(
-            400, "invalid_input", f"{what} must be 1 to 256 characters, no control characters"
-        )
-    return value
+            400, "invalid_input", f"{what} must be 1 to 256 printable characters"
+        ) from None
 
 
 def _path_id(request: Request, name: str) -> str:
     return _checked_id(request.path_params[name], name)
 
 
+class _IdConvertor(Convertor[str]):
+    """A thread or run id in a route: any characters, "/" too (sent as %2F, seen decoded).
+
+    Session ids such as ``user/1`` are usual; :func:`_checked_id` judges the rest (a line
+    break is a 400, not a route that does not match).
+    """
+
+    regex = "(?s:.+)"
+
+    def convert(self, value: str) -> str:
+        return value
+
+    def to_string(self, value: str) -> str:
+        return value
+
+
+register_url_convertor("hookloop_id", _IdConvertor())
+
+
 def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
     """The application: routes, CORS when origins are listed, the runs closed at shutdown."""
     server = _Server(factory, settings)
     api = server.api
+    thread = "/api/threads/{thread:hookloop_id}"
+    run = "/api/runs/{run:hookloop_id}"
     routes = [
         Route("/", server.page, methods=["GET"]),
         Route("/agui", api(server.agui), methods=["POST"]),
-        Route("/api/threads/{thread}/runs", api(server.start_run), methods=["POST"]),
-        Route("/api/threads/{thread}/messages", api(server.messages), methods=["GET"]),
-        Route("/api/threads/{thread}/approvals", api(server.approvals), methods=["GET"]),
-        Route("/api/threads/{thread}/approvals", api(server.decide), methods=["POST"]),
-        Route("/api/runs/{run}", api(server.run_status), methods=["GET"]),
-        Route("/api/runs/{run}/events", api(server.run_events), methods=["GET"]),
-        Route("/api/runs/{run}/cancel", api(server.cancel), methods=["POST"]),
-        Route("/api/threads/{thread}/trace", api(server.trace), methods=["GET"]),
+        Route(thread + "/runs", api(server.start_run), methods=["POST"]),
+        Route(thread + "/messages", api(server.messages), methods=["GET"]),
+        Route(thread + "/approvals", api(server.approvals), methods=["GET"]),
+        Route(thread + "/approvals", api(server.decide), methods=["POST"]),
+        Route(thread + "/trace", api(server.trace), methods=["GET"]),
+        Route(run + "/events", api(server.run_events), methods=["GET"]),
+        Route(run + "/cancel", api(server.cancel), methods=["POST"]),
+        Route(run, api(server.run_status), methods=["GET"]),  # last: it matches the others too
     ]
     middleware = []
     if settings.cors_origins:

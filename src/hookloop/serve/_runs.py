@@ -51,6 +51,7 @@ __all__ = [
     "ServedAgent",
     "Threads",
     "UnknownError",
+    "sse_safe",
 ]
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,17 @@ class UnknownError(UsageError, LookupError):
     """No such thread or run (HTTP 404)."""
 
 
+# JSON leaves these raw in strings, and many SSE clients (any that split lines as Python's
+# str.splitlines() does, httpx's among them) break a line at them: escaped, a JSON text is
+# one line for every client, and reads back the same.
+_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def sse_safe(text: str) -> str:
+    """A JSON text with U+0085, U+2028 and U+2029 escaped, so it stays one line on the wire."""
+    return text.translate(_LINE_BREAKS)
+
+
 class Run:
     """One run: its events so far (numbered from 1), its status, and who waits for more.
 
@@ -140,7 +152,7 @@ class Run:
     def add(self, events: Sequence[BaseEvent]) -> None:
         """Keep ``events`` and wake the readers."""
         for event in events:
-            self.events.append(event.model_dump_json(by_alias=True))
+            self.events.append(sse_safe(event.model_dump_json(by_alias=True)))
         if events:
             self._wake()
 
@@ -220,6 +232,7 @@ class Threads:
         self.max_runs = max_runs
         self.keep_runs = keep_runs
         self.running = 0
+        self._closing = False  # the server is stopping: no run starts
 
     def run(self, run_id: str) -> Run:
         """The run named ``run_id``.
@@ -320,6 +333,8 @@ class Threads:
                 f"thread {thread_id!r} is busy with run {thread.run.run_id!r}: wait for its end "
                 "or cancel it"
             )
+        if self.closing():
+            raise OverloadedError("the server is stopping")
         if self.running >= self.max_runs:
             raise OverloadedError(
                 f"{self.running} runs are going on, the most this server runs at once"
@@ -373,6 +388,8 @@ class Threads:
                 self._end(run, "interrupted" if response.pending_approvals else "finished")
 
         run.task = asyncio.get_running_loop().create_task(drive(), name=f"hookloop run {run_id}")
+        if self.closing():  # the server began to stop while this run was being started
+            self.cancel(run)
         return run
 
     def cancel(self, run: Run) -> bool:
@@ -389,11 +406,21 @@ class Threads:
         while len(self._ended) > self.keep_runs:
             self._runs.pop(self._ended.popleft(), None)
 
-    async def aclose(self) -> None:
-        """Cancel the runs going on and close every agent (the server is stopping)."""
+    def closing(self) -> bool:
+        """Whether the server is stopping (:meth:`cancel_all` was called): no run starts."""
+        return self._closing
+
+    def cancel_all(self) -> list[asyncio.Task[None]]:
+        """Cancel the runs going on (their streams end with the cancelled outcome); none starts."""
+        self._closing = True
         tasks = [r.task for r in self._runs.values() if r.task is not None and not r.done]
         for task in tasks:
             task.cancel()
+        return tasks
+
+    async def aclose(self) -> None:
+        """Cancel the runs going on and close every agent (the server is stopping)."""
+        tasks = self.cancel_all()
         for task in tasks:
             with contextlib.suppress(BaseException):
                 await task
