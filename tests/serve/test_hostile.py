@@ -223,3 +223,35 @@ def test_a_thread_or_run_id_with_a_slash_is_reachable_through_the_json_api() -> 
         assert client.post("/api/runs/run%2F1/cancel").json()["cancelled"] is False
         started = client.post("/api/threads/user%2F1/runs", json={"message": "again"})
         assert started.json()["threadId"] == "user/1"
+
+
+class _Closes:
+    """A plugin holding a connection (as an MCP toolset does): closed with its agent."""
+
+    name = "closes"
+
+    def __init__(self, closed: list[str]) -> None:
+        self.closed = closed
+
+    def init_agent(self, agent: Any) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        self.closed.append("closed")
+
+
+def test_a_lookup_of_an_unknown_thread_closes_the_agent_it_made() -> None:
+    # Reading an unknown thread makes an agent to look in its session store; refusing the
+    # thread must not leave that agent's connections open (one per request otherwise).
+    closed: list[str] = []
+
+    def factory() -> Agent:
+        return Agent(ScriptedModel(["Hello."]), plugins=[_Closes(closed)])
+
+    with served(factory) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        assert client.get("/api/threads/nobody/messages").status_code == 404
+        assert client.get("/api/threads/nobody/approvals").status_code == 404
+        assert closed == ["closed", "closed"]
+        status, _ = post_agui(client, run_input("somebody", "r1", "hi"))
+        assert status == 200
+        assert closed == ["closed", "closed"]  # a thread that is kept keeps its agent open

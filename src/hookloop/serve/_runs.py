@@ -267,8 +267,10 @@ class Threads:
         if not create:
             await served.pending_approvals()  # with a session recorder: restores the session
             if not served.messages:
+                await served.aclose()  # not kept: its connections go with it
                 raise UnknownError(f"no thread {thread_id!r}")
         if thread_id in self._threads:  # another request made the thread's agent meanwhile
+            await served.aclose()
             return self._threads[thread_id].agent
         made = self._threads[thread_id] = _Thread(served)
         _send_hook_events(made)
