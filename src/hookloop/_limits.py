@@ -357,7 +357,6 @@ class Budget:
         "_estimates",
         "_history",
         "_input_tokens",
-        "_last_price",
         "_output_tokens",
         "_overhead",
         "_pricing",
@@ -418,7 +417,6 @@ class Budget:
             None,
             0,
         )
-        self._last_price: tuple[Model, str, Price] | None = None  # before_call's, per model
         self._estimates = not _ESTIMATED.isdisjoint(caps)
         self.checks_after = not _AFTER_CALL.isdisjoint(caps)
         # Every budget counts its tool calls: a session's spend records and a parent's
@@ -453,20 +451,12 @@ class Budget:
             if (cap := self._input_tokens) is not None and usage.input_tokens + tokens > cap:
                 used = usage.input_tokens + tokens
                 raise self._exceeded("input_tokens", used, _BEFORE, usage)
-            # (usage.total_tokens, summed here: this runs before every model call)
-            if (cap := self._total_tokens) is not None and (
-                used := usage.input_tokens + usage.output_tokens + tokens
-            ) > cap:
+            if (cap := self._total_tokens) is not None and usage.total_tokens + tokens > cap:
+                used = usage.total_tokens + tokens
                 raise self._exceeded("total_tokens", used, _BEFORE, usage)
             if (cost_cap := self._cost) is not None:
                 cost = usage.cost
-                last = self._last_price
-                if last is not None and model is last[0] and model.name == last[1]:
-                    price = last[2]
-                else:
-                    price = self.price(model)
-                    self._last_price = (model, model.name, price)
-                estimate = None if cost is None else cost + price.input_cost(tokens)
+                estimate = None if cost is None else cost + self.price(model).input_cost(tokens)
                 if estimate is None or estimate > cost_cap:
                     raise self._exceeded("cost", estimate, _BEFORE, usage)
         self.requests = requests
@@ -491,10 +481,8 @@ class Budget:
             raise self._exceeded("input_tokens", usage.input_tokens, _AFTER, usage)
         if (cap := self._output_tokens) is not None and usage.output_tokens > cap:
             raise self._exceeded("output_tokens", usage.output_tokens, _AFTER, usage)
-        if (cap := self._total_tokens) is not None and (
-            total := usage.input_tokens + usage.output_tokens
-        ) > cap:
-            raise self._exceeded("total_tokens", total, _AFTER, usage)
+        if (cap := self._total_tokens) is not None and usage.total_tokens > cap:
+            raise self._exceeded("total_tokens", usage.total_tokens, _AFTER, usage)
         if (cost_cap := self._cost) is not None and (
             (cost := usage.cost) is None or cost > cost_cap
         ):

@@ -279,7 +279,6 @@ class BedrockModel(Model):
         finished = False
         unargued: set[int] = set()  # toolUse blocks that have not streamed any input yet
         pairs = SplitPairs()
-        inputs: dict[int, SplitPairs] = {}  # each toolUse block's input, mended as the text
         timer = CallTimer(self._limits, self.name)
         body = self._body(request)
         with self._translated(reading=False):
@@ -299,11 +298,7 @@ class BedrockModel(Model):
                             yield TextDelta(text=text)
                         elif "toolUse" in delta and delta["toolUse"].get("input"):
                             unargued.discard(index)
-                            piece = inputs.setdefault(index, SplitPairs()).text(
-                                delta["toolUse"]["input"]
-                            )
-                            if piece:
-                                yield ToolCallDelta(index=index, arguments=piece)
+                            yield ToolCallDelta(index=index, arguments=delta["toolUse"]["input"])
                     elif "contentBlockStart" in event:
                         start_event = event["contentBlockStart"]
                         tool = start_event["start"].get("toolUse")
@@ -318,8 +313,6 @@ class BedrockModel(Model):
                         if index in unargued:  # a toolUse block without input: an empty object
                             unargued.discard(index)
                             yield ToolCallDelta(index=index, arguments="{}")
-                        elif index in inputs and (rest := inputs.pop(index).rest()):
-                            yield ToolCallDelta(index=index, arguments=rest)
                     elif "messageStop" in event:
                         finished = True
                         stop = _STOP.get(event["messageStop"].get("stopReason", ""), "stop")
@@ -333,9 +326,6 @@ class BedrockModel(Model):
             )
         if rest := pairs.rest():
             yield TextDelta(text=rest)
-        for index, held in inputs.items():  # blocks the stream did not stop
-            if rest := held.rest():
-                yield ToolCallDelta(index=index, arguments=rest)
         yield StreamEnd(finish_reason=stop, usage=usage, model=None, id=response_id)
 
     def _body(self, request: ProviderRequest) -> dict[str, Any]:
