@@ -50,6 +50,7 @@ from ..observe._page import render_trace_page
 from ..observe._read import read_trace
 from ..sessions._base import check_session_id
 from ._agui import agui_messages, decisions_for, new_user_message, pending_json, spend_json
+from ._durable import DurableRuns
 from ._page import chat_page
 from ._runs import AgentFactory, BusyError, OverloadedError, Run, Threads, UnknownError
 
@@ -71,6 +72,7 @@ class ServeSettings:
     cancel_on_disconnect: bool
     trace: bool
     title: str
+    durable: str | None = None  # the workers' database: the turns run on hookloop workers
 
 
 class HttpError(Exception):
@@ -122,9 +124,15 @@ Handler = Callable[[Request], Awaitable[Response]]
 class _Server:
     """The routes' handlers over one :class:`Threads`."""
 
-    def __init__(self, factory: AgentFactory, settings: ServeSettings) -> None:
+    def __init__(self, factory: AgentFactory | str, settings: ServeSettings) -> None:
         self.settings = settings
-        self.threads = Threads(factory, max_runs=settings.max_runs, trace=settings.trace)
+        self.threads: Threads | DurableRuns
+        if settings.durable is not None:
+            self.threads = DurableRuns(factory, settings.durable, max_runs=settings.max_runs)
+        elif callable(factory):
+            self.threads = Threads(factory, max_runs=settings.max_runs, trace=settings.trace)
+        else:
+            raise UsageError("an agent given by its import path is served in the durable mode")
 
     # -- the guard around every API handler -------------------------------------------------
 
@@ -239,6 +247,8 @@ class _Server:
         after = self._after(request)  # checked before a run starts
         run = self.threads.existing(run_id, thread_id)
         if run is None:
+            run = await self.threads.reattach(thread_id, run_id)
+        if run is None:
             if after > 0:  # a reconnect: its run's message must not run a second time
                 raise HttpError(
                     404,
@@ -279,7 +289,7 @@ class _Server:
                     data = run.events[sent]
                     sent += 1
                     yield f"id: {sent}\ndata: {data}\n\n".encode()
-                if run.done:
+                if run.done or run.detached:
                     return
                 try:
                     async with asyncio.timeout(self.settings.keepalive):
@@ -307,28 +317,29 @@ class _Server:
 
     async def messages(self, request: Request) -> Response:
         thread_id = _path_id(request, "thread")
-        agent = await self.threads.agent(thread_id, create=False)
-        pending = [] if agent.is_running else await agent.pending_approvals()
-        running = self.threads.running_on(thread_id)
-        body = {
-            "threadId": thread_id,
-            "messages": [
-                m.model_dump(mode="json", by_alias=True) for m in agui_messages(agent.messages)
-            ],
-            "pending": [pending_json(p) for p in pending],
-            "running": None if running is None else running.summary(),
-            "spent": spend_json(await session_spend(agent)),
-        }
+        async with self.threads.reading(thread_id) as agent:
+            pending = [] if agent.is_running else await agent.pending_approvals()
+            running = self.threads.running_on(thread_id)
+            body = {
+                "threadId": thread_id,
+                "messages": [
+                    m.model_dump(mode="json", by_alias=True) for m in agui_messages(agent.messages)
+                ],
+                "pending": [pending_json(p) for p in pending],
+                "running": None if running is None else running.summary(),
+                "spent": spend_json(await session_spend(agent)),
+            }
         return JSONResponse(body)
 
     async def approvals(self, request: Request) -> Response:
-        agent = await self.threads.agent(_path_id(request, "thread"), create=False)
-        pending = [] if agent.is_running else await agent.pending_approvals()
+        async with self.threads.reading(_path_id(request, "thread")) as agent:
+            pending = [] if agent.is_running else await agent.pending_approvals()
         return JSONResponse({"pending": [pending_json(p) for p in pending]})
 
     async def decide(self, request: Request) -> Response:
         thread_id = _path_id(request, "thread")
-        await self.threads.agent(thread_id, create=False)
+        async with self.threads.reading(thread_id):
+            pass  # an unknown thread is a 404
         body = await self._json(request)
         given = body.get("decisions")
         if not isinstance(given, list) or not all(isinstance(d, dict) for d in given):
@@ -375,7 +386,8 @@ class _Server:
         return JSONResponse({"runId": run.run_id, "cancelled": self.threads.cancel(run)})
 
     async def page(self, request: Request) -> Response:
-        return HTMLResponse(chat_page(self.settings.title, trace=self.settings.trace))
+        traced = self.settings.trace and self.settings.durable is None
+        return HTMLResponse(chat_page(self.settings.title, trace=traced))
 
 
 _WAIT_MOST = 300.0  # seconds ``?wait=true`` waits for a run's end at most
@@ -423,7 +435,7 @@ class _IdConvertor(Convertor[str]):
 register_url_convertor("hookloop_id", _IdConvertor())
 
 
-def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
+def build_app(factory: AgentFactory | str, settings: ServeSettings) -> Starlette:
     """The application: routes, CORS when origins are listed, the runs closed at shutdown."""
     server = _Server(factory, settings)
     api = server.api
@@ -454,6 +466,7 @@ def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await server.threads.open()
         try:
             yield
         finally:

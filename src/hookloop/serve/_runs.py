@@ -16,7 +16,7 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
@@ -143,6 +143,7 @@ class Run:
         self.task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()  # set, and replaced, when something happens
         self.readers = 0  # open streams, for cancel-on-disconnect
+        self.detached = False  # the server stops following it: its streams end, it goes on
 
     @property
     def done(self) -> bool:
@@ -161,11 +162,20 @@ class Run:
         woken.set()
 
     async def wait(self, after: int) -> None:
-        """Wait until an event after ``after`` exists or the run ends."""
+        """Wait until an event after ``after`` exists, or the run ends or is detached."""
         changed = self._changed
-        if len(self.events) > after or self.done:
+        if len(self.events) > after or self.done or self.detached:
             return
         await changed.wait()
+
+    def detach(self) -> None:
+        """End the run's streams without an end event; the run goes on elsewhere.
+
+        The durable mode's server stops, and the turn goes on in the workers: the clients
+        reconnect, to this server or another.
+        """
+        self.detached = True
+        self._wake()
 
     def end(self, status: RunStatus) -> None:
         """Mark the run ended; readers see the end after its last event."""
@@ -278,6 +288,22 @@ class Threads:
             made.trace = []
             served.use(JsonLinesTracePlugin(made.trace.append))
         return served
+
+    async def open(self) -> None:
+        """Nothing to open: the agents are made as threads come."""
+
+    async def reattach(self, thread_id: str, run_id: str) -> Run | None:
+        """None: a run of this process that it does not hold is gone (see DurableRuns)."""
+        return None
+
+    @contextlib.asynccontextmanager
+    async def reading(self, thread_id: str) -> AsyncIterator[ServedAgent]:
+        """The thread's agent, to read its conversation.
+
+        Raises:
+            UnknownError: The thread has no messages anywhere.
+        """
+        yield await self.agent(thread_id, create=False)
 
     def trace(self, thread_id: str) -> list[str]:
         """The hook events of a thread as JSON lines (its trace page's).
