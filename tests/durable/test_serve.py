@@ -3,13 +3,24 @@ real server over HTTP, an SSE client that stays connected while a worker is kill
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
 import pytest
 
-from tests.durable._workers_support import DEAD_AFTER, GUARD, HEARTBEAT, Workers, wait_for
+from tests.durable._workers_support import (
+    DEAD_AFTER,
+    GUARD,
+    HEARTBEAT,
+    ROOT,
+    OwnPostgres,
+    Workers,
+    wait_for,
+)
 from tests.serve._support import SseEvent, parse_sse, post_agui, run_input, served, types
 
 AGENT = "tests.durable._serve_turn:build"
@@ -109,3 +120,181 @@ def test_a_run_goes_on_when_its_worker_is_killed_and_the_client_sees_each_event_
         status, again = post_agui(client, run_input("s1", "r1", "s1 1"), **{"last-event-id": "2"})
         assert status == 200
         assert [(e.id, e.data["type"]) for e in again] == [(e.id, e.type) for e in seen[2:]]
+
+
+def test_a_worker_killed_in_a_tool_call_gets_it_answered_once_as_lost(
+    database_url: str, workers: Workers
+) -> None:
+    workers.start("w1", "w2")
+    hold = workers.hold("tool", "s2")
+    seen: list[SseEvent] = []
+    with (
+        served(AGENT, durable=database_url) as server,
+        httpx2.Client(base_url=server.url, timeout=GUARD) as client,
+    ):
+        for event in stream(client, run_input("s2", "r1", "s2 1")):
+            seen.append(event)
+            if event.type == "TOOL_CALL_END":
+                [running] = wait_for("the tool", lambda: workers.ran("tool", "s2", 1))
+                workers.kill(workers.by_pid(running.pid))
+                hold.unlink()
+    check_ids(seen)
+    [result] = [e for e in seen if e.type == "TOOL_CALL_RESULT"]
+    assert result.data["content"].startswith("result lost in a crash: the worker running tool")
+    assert types(seen).count("TOOL_CALL_START") == 1
+    assert seen[-1].type == "RUN_FINISHED"
+    assert seen[-1].data["result"].startswith("charged 1: result lost")
+    assert workers.ran("tool-done", "s2", 1) == []  # not run a second time
+
+
+def test_cancel_a_durable_run_and_bad_requests(database_url: str, workers: Workers) -> None:
+    workers.start("w1")
+    hold = workers.hold("tool", "s3")
+    with (
+        served(AGENT, durable=database_url) as server,
+        httpx2.Client(base_url=server.url, timeout=GUARD) as client,
+    ):
+        started = client.post("/api/threads/s3/runs", json={"message": "s3 1"})
+        assert started.status_code == 202
+        run_id = started.json()["runId"]
+        wait_for("the tool", lambda: workers.ran("tool", "s3", 1))
+        # A second run on the busy thread is refused; so is a decision (nothing waits).
+        busy = client.post("/api/threads/s3/runs", json={"message": "s3 2"})
+        assert busy.status_code == 409
+        decide = client.post("/api/threads/s3/approvals", json={"decisions": []})
+        assert decide.status_code == 400
+        cancel = client.post(f"/api/runs/{run_id}/cancel")
+        assert cancel.json() == {"runId": run_id, "cancelled": True}
+        ended = client.get(f"/api/runs/{run_id}/events?wait=true").json()
+        hold.unlink()
+        assert ended["status"] == "cancelled"
+        outcome = ended["events"][-1]["event"]
+        assert (outcome["type"], outcome["outcome"]["type"]) == ("RUN_FINISHED", "cancelled")
+
+        # A run with a line separator in its text: each event one SSE line all the same.
+        status, events = post_agui(client, run_input("s4", "r1", "s4 1 a\u2028b\u2029c\x85d"))
+        assert status == 200
+        assert events[-1].data["result"] == "charged 1: ok a\u2028b\u2029c\x85d"
+
+        # Reconnecting with a Last-Event-ID that is no number, or to no such run.
+        bad = client.post(
+            "/agui", json=run_input("s4", "r1", "s4 1"), headers={"last-event-id": "x"}
+        )
+        assert (bad.status_code, bad.json()["type"]) == (400, "invalid_input")
+        gone = client.post(
+            "/agui", json=run_input("s4", "nope", "s4 1"), headers={"last-event-id": "3"}
+        )
+        assert (gone.status_code, gone.json()["type"]) == (404, "not_found")
+        # Past the run's last event: nothing more, the stream ends.
+        status, after_end = post_agui(
+            client, run_input("s4", "r1", "s4 1"), **{"last-event-id": "9999"}
+        )
+        assert (status, after_end) == (200, [])
+        messages = client.get("/api/threads/s4/messages").json()["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant"]
+        assert client.get("/api/threads/nobody/messages").status_code == 404
+
+
+def start_server(database_url: str) -> tuple[subprocess.Popen[str], str]:
+    """``hookloop serve AGENT --durable URL`` on a free port; the process and its URL."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hookloop",
+            "serve",
+            AGENT,
+            "--durable",
+            database_url,
+            "--port",
+            "0",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stderr is not None
+    for line in server.stderr:
+        if "serving at" in line:
+            return server, line.split("serving at ")[1].strip().rstrip("/")
+    pytest.fail(f"the server stopped with status {stop_server(server)}")
+
+
+def stop_server(server: subprocess.Popen[str], sig: int = signal.SIGTERM) -> int:
+    """Signal the server (if it runs) and reap it; its exit status."""
+    if server.poll() is None:
+        server.send_signal(sig)
+    try:
+        return server.wait(GUARD)
+    finally:
+        assert server.stderr is not None
+        server.stderr.close()
+
+
+def test_a_stopped_server_leaves_its_runs_to_the_workers_and_a_new_one_serves_them(
+    database_url: str, workers: Workers
+) -> None:
+    workers.start("w1")
+    hold = workers.hold("answer", "s5")
+    seen: list[SseEvent] = []
+    server, url = start_server(database_url)
+    try:
+        with httpx2.Client(base_url=url, timeout=GUARD) as client:
+            for event in stream(client, run_input("s5", "r1", "s5 1")):
+                seen.append(event)
+                if event.type == "TOOL_CALL_RESULT":
+                    server.send_signal(signal.SIGTERM)
+        # The stream ended without an end: the run goes on in the worker.
+        assert stop_server(server) == 0
+        assert seen[-1].type == "TOOL_CALL_RESULT"
+        assert workers.ran("answer", "s5", 1)
+        assert not workers.ran("answer-done", "s5", 1)
+    finally:
+        stop_server(server, signal.SIGKILL)
+    server, url = start_server(database_url)
+    try:
+        hold.unlink()
+        with httpx2.Client(base_url=url, timeout=GUARD) as client:
+            last = str(seen[-1].id)
+            rest = list(stream(client, run_input("s5", "r1", "s5 1"), **{"last-event-id": last}))
+    finally:
+        stop_server(server)
+    check_ids(seen + rest)
+    assert rest[-1].type == "RUN_FINISHED"
+    assert rest[-1].data["result"] == "charged 1: ok"
+
+
+def test_a_run_outlives_a_restart_of_its_database(
+    own_postgres: OwnPostgres, tmp_path: Path
+) -> None:
+    url = own_postgres.url
+
+    def argv(executor_id: str) -> list[str]:
+        timings = ("--heartbeat", str(HEARTBEAT), "--dead-after", str(DEAD_AFTER))
+        return [
+            *("worker", "--database", url, "--agent", AGENT),
+            *("--executor-id", executor_id, *timings, "--pool-size", "4", "--sessions-pool", "2"),
+        ]
+
+    workers = Workers("hookloop", url, tmp_path, command=argv, ready="taking turns")
+    try:
+        workers.start("w1")
+        hold = workers.hold("answer", "s6")
+        seen: list[SseEvent] = []
+        with (
+            served(AGENT, durable=url) as server,
+            httpx2.Client(base_url=server.url, timeout=GUARD) as client,
+        ):
+            for event in stream(client, run_input("s6", "r1", "s6 1")):
+                seen.append(event)
+                if event.type == "TOOL_CALL_RESULT":
+                    own_postgres.stop()
+                    own_postgres.start()
+                    hold.unlink()
+        check_ids(seen)
+        assert seen[-1].type == "RUN_FINISHED", types(seen)
+        assert seen[-1].data["result"] == "charged 1: ok"
+        assert types(seen).count("TOOL_CALL_RESULT") == 1
+        assert workers.procs["w1"].poll() is None
+    finally:
+        workers.close()
