@@ -281,6 +281,7 @@ class _Server:
     async def _events(self, run: Run, after: int) -> AsyncIterator[bytes]:
         """The run's events after ``after``, then the live ones; comments while it is quiet."""
         run.readers += 1
+        run.release()  # the run's first events go out before its work: see Threads.start
         sent = min(after, len(run.events))
         try:
             yield b": hookloop run " + json.dumps(run.run_id).encode() + b"\n\n"
@@ -313,6 +314,7 @@ class _Server:
         message = UserMessage(content=text)
         self._check_message(message)
         run = await self.threads.start(thread_id, run_id, message=message)
+        run.release()  # nobody streams it here
         return JSONResponse(run.summary(), status_code=202)
 
     async def messages(self, request: Request) -> Response:
@@ -354,6 +356,7 @@ class _Server:
         run = await self.threads.start(
             thread_id, _run_id(body), decisions=lambda pending: decisions_for(pending, entries)
         )
+        run.release()  # nobody streams it here
         return JSONResponse(run.summary(), status_code=202)
 
     async def run_status(self, request: Request) -> Response:

@@ -100,6 +100,9 @@ class ServedAgent(ChatHost, Protocol):
 RunStatus = Literal["running", "finished", "interrupted", "failed", "cancelled"]
 
 
+_RELEASE_AFTER = 1.0  # seconds: see Threads.start
+
+
 class BusyError(UsageError):
     """A run is already going on this thread (HTTP 409)."""
 
@@ -143,6 +146,9 @@ class Run:
         self.task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()  # set, and replaced, when something happens
         self.readers = 0  # open streams, for cancel-on-disconnect
+        # The run's chat waits for this: set when its first stream begins (or its starter
+        # answers without a stream), so that the first event goes out before the run's work.
+        self.released = asyncio.Event()
         self.detached = False  # the server stops following it: its streams end, it goes on
 
     @property
@@ -167,6 +173,10 @@ class Run:
         if len(self.events) > after or self.done or self.detached:
             return
         await changed.wait()
+
+    def release(self) -> None:
+        """Let the run's chat go on (its first stream began, or nobody streams it)."""
+        self.released.set()
 
     def detach(self) -> None:
         """End the run's streams without an end event; the run goes on elsewhere.
@@ -199,6 +209,7 @@ class _Thread:
     agent: ServedAgent
     run: Run | None = None  # the run going on, or the last one
     trace: list[str] | None = None  # its hook events as JSON lines, when traced
+    traced: bool = False  # whether the trace plugin is attached (at the first run's start)
 
 
 def _send_hook_events(thread: _Thread) -> None:
@@ -285,8 +296,7 @@ class Threads:
         made = self._threads[thread_id] = _Thread(served)
         _send_hook_events(made)
         if self._trace:
-            made.trace = []
-            served.use(JsonLinesTracePlugin(made.trace.append))
+            made.trace = []  # the plugin is attached when the first run starts: see start()
         return served
 
     async def open(self) -> None:
@@ -397,6 +407,14 @@ class Threads:
 
         async def drive() -> None:
             try:
+                await run.released.wait()
+                if thread.trace is not None and not thread.traced:
+                    # Attached here, after the run's first event went out, not before it: its
+                    # 38 hooks take longer to register than a whole run takes to start. The
+                    # chat fires no hook before it is driven.
+                    thread.traced = True
+                    agent.use(JsonLinesTracePlugin(thread.trace.append))
+                    await asyncio.sleep(0)  # requests waiting for their first event go first
                 response: AgentResponse[Any] = await agent._slot.drive(chat)
             except ChatCancelledError:
                 run.add(translate.cancelled(agent.messages))
@@ -415,7 +433,11 @@ class Threads:
                 run.add(translate.finished(response, agent.messages))
                 self._end(run, "interrupted" if response.pending_approvals else "finished")
 
-        run.task = asyncio.get_running_loop().create_task(drive(), name=f"hookloop run {run_id}")
+        loop = asyncio.get_running_loop()
+        run.task = loop.create_task(drive(), name=f"hookloop run {run_id}")
+        # A run nobody streams (its starter answered with JSON, or its client went before its
+        # stream began) is released by its starter, or at the latest after this.
+        loop.call_later(_RELEASE_AFTER, run.release)
         if self.closing():  # the server began to stop while this run was being started
             self.cancel(run)
         return run
