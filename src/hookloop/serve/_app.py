@@ -32,6 +32,7 @@ import pydantic
 from ag_ui.core import ResumeEntry, RunAgentInput
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -43,7 +44,12 @@ from .._approval import (
     ApprovalMismatchError,
     UnknownApprovalError,
 )
-from .._errors import ConcurrentChatError, HookloopError, UsageError
+from .._errors import (
+    ConcurrentChatError,
+    DuplicateMessageIdError,
+    HookloopError,
+    UsageError,
+)
 from .._messages import UserMessage, new_id
 from .._session_limits import session_spend
 from ..observe._page import render_trace_page
@@ -101,7 +107,7 @@ def _as_http(exc: Exception) -> HttpError:
         return HttpError(503, "overloaded", str(exc), {"Retry-After": "1"})
     if isinstance(exc, UnknownError):
         return HttpError(404, "not_found", str(exc))
-    if isinstance(exc, (BusyError, ConcurrentChatError)):
+    if isinstance(exc, (BusyError, ConcurrentChatError, DuplicateMessageIdError)):
         return HttpError(409, "conflict", str(exc))
     if isinstance(exc, (UnknownApprovalError, ApprovalMismatchError, ApprovalEditError)):
         return HttpError(422, type(exc).__name__, str(exc))
@@ -245,7 +251,7 @@ class _Server:
         thread_id = _checked_id(run_input.thread_id, "threadId")
         run_id = _checked_id(run_input.run_id, "runId")
         after = self._after(request)  # checked before a run starts
-        run = self.threads.existing(run_id, thread_id)
+        run = await self.threads.existing(run_id, thread_id)
         if run is None:
             run = await self.threads.reattach(thread_id, run_id)
         if run is None:
@@ -438,6 +444,22 @@ class _IdConvertor(Convertor[str]):
 register_url_convertor("hookloop_id", _IdConvertor())
 
 
+class _JsonCORSMiddleware(CORSMiddleware):
+    """Starlette's CORS middleware, whose refused preflight answers JSON like every error."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        kept = {
+            k: v
+            for k, v in response.headers.items()
+            if k.lower() not in ("content-length", "content-type")
+        }
+        body = {"type": "cors_refused", "message": bytes(response.body).decode()}
+        return JSONResponse(body, status_code=response.status_code, headers=kept)
+
+
 def build_app(factory: AgentFactory | str, settings: ServeSettings) -> Starlette:
     """The application: routes, CORS when origins are listed, the runs closed at shutdown."""
     server = _Server(factory, settings)
@@ -460,7 +482,7 @@ def build_app(factory: AgentFactory | str, settings: ServeSettings) -> Starlette
     if settings.cors_origins:
         middleware.append(
             Middleware(
-                CORSMiddleware,
+                _JsonCORSMiddleware,
                 allow_origins=list(settings.cors_origins),
                 allow_methods=["GET", "POST"],
                 allow_headers=["authorization", "content-type", "last-event-id"],

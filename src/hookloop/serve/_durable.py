@@ -76,6 +76,7 @@ class DurableRuns:
         self._ended: collections.deque[str] = collections.deque()
         self._cancelled: set[str] = set()  # runs cancelled over HTTP
         self._tasks: set[asyncio.Task[None]] = set()
+        self._starting: dict[str, asyncio.Future[None]] = {}  # runs being submitted, by id
         self._caught_up: dict[str, asyncio.Future[None]] = {}  # set once the first read is in
         self.max_runs = max_runs
         self.keep_runs = keep_runs
@@ -116,12 +117,18 @@ class DurableRuns:
             raise UnknownError(f"no run {run_id!r} here")
         return found
 
-    def existing(self, run_id: str, thread_id: str) -> Run | None:
+    async def existing(self, run_id: str, thread_id: str) -> Run | None:
         """The run ``run_id`` of ``thread_id`` if this server follows it already.
+
+        A run being submitted by another request is waited for: two first requests of one
+        run at once are one run.
 
         Raises:
             BusyError: The id names a run of another thread.
         """
+        starting = self._starting.get(run_id)
+        if starting is not None:
+            await asyncio.shield(starting)
         found = self._runs.get(run_id)
         if found is not None and found.thread_id != thread_id:
             raise BusyError(f"run {run_id!r} belongs to another thread")
@@ -137,7 +144,7 @@ class DurableRuns:
         if await self._queue.status(wid) is None:
             return None
         if run_id in self._runs:  # another request attached it meanwhile
-            return self.existing(run_id, thread_id)
+            return await self.existing(run_id, thread_id)
         run = self._follow(thread_id, run_id, None)
         # Its stored events are read before its streams start, so that a Last-Event-ID names
         # an event the run has (a stream starts at most at the run's last event).
@@ -171,7 +178,7 @@ class DurableRuns:
                 "turn): there is nothing to decide"
             )
         assert message is not None
-        if run_id in self._runs:
+        if run_id in self._runs or run_id in self._starting:
             raise BusyError(f"run {run_id!r} exists already")
         busy = self._busy.get(thread_id)
         if busy is not None:
@@ -188,15 +195,17 @@ class DurableRuns:
         # Taken before the first await: two requests at once cannot both start.
         placeholder = Run(run_id, thread_id)
         self._busy[thread_id] = placeholder
-        self._runs[run_id] = placeholder
+        starting = self._starting[run_id] = asyncio.get_running_loop().create_future()
         try:
             await self._chats.submit(thread_id, message, turn_id=run_id)
         except BaseException:
             del self._busy[thread_id]
-            del self._runs[run_id]
             raise
-        del self._runs[run_id]
-        return self._follow(thread_id, run_id, message, placeholder)
+        else:
+            return self._follow(thread_id, run_id, message, placeholder)
+        finally:
+            del self._starting[run_id]
+            starting.set_result(None)
 
     def _follow(
         self, thread_id: str, run_id: str, message: UserMessage | None, run: Run | None = None

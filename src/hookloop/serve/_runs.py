@@ -24,7 +24,7 @@ from ag_ui.core import BaseEvent
 
 from .._approval import ApprovalDecision, PendingApproval
 from .._chat_slot import ChatHost
-from .._errors import ChatCancelledError, UsageError
+from .._errors import ChatCancelledError, DuplicateMessageIdError, UsageError
 from .._limits import ChatLimits
 from .._loop import ChatRun
 from .._messages import Message, UserMessage
@@ -249,6 +249,7 @@ class Threads:
         self._checked: set[type] = set()  # the agents' classes found to be agents
         self._threads: dict[str, _Thread] = {}
         self._runs: dict[str, Run] = {}
+        self._starting: dict[str, asyncio.Future[None]] = {}  # runs being started, by id
         self._ended: collections.deque[str] = collections.deque()
         self.max_runs = max_runs
         self.keep_runs = keep_runs
@@ -332,12 +333,18 @@ class Threads:
         run = None if thread is None else thread.run
         return run if run is not None and not run.done else None
 
-    def existing(self, run_id: str, thread_id: str) -> Run | None:
+    async def existing(self, run_id: str, thread_id: str) -> Run | None:
         """The run ``run_id`` of ``thread_id`` if it was started already (a client retrying).
+
+        A run being started by another request is waited for: two first requests of one run
+        at once are one run.
 
         Raises:
             BusyError: The id names a run of another thread.
         """
+        starting = self._starting.get(run_id)
+        if starting is not None:
+            await asyncio.shield(starting)
         found = self._runs.get(run_id)
         if found is not None and found.thread_id != thread_id:
             raise BusyError(f"run {run_id!r} belongs to another thread")
@@ -362,10 +369,39 @@ class Threads:
             OverloadedError: ``max_runs`` runs are going on.
             UsageError: What ``chat()`` or ``resume()`` refuses.
         """
-        if run_id in self._runs:
+        if run_id in self._runs or run_id in self._starting:
             raise BusyError(f"run {run_id!r} exists already")
+        starting = self._starting[run_id] = asyncio.get_running_loop().create_future()
+        created = thread_id not in self._threads
+        try:
+            return await self._start(thread_id, run_id, message, decisions)
+        except BaseException:
+            thread = self._threads.get(thread_id)
+            if created and thread is not None and thread.run is None:
+                # a thread made for this start, which was refused: not kept
+                del self._threads[thread_id]
+                with contextlib.suppress(Exception):
+                    await thread.agent.aclose()
+            raise
+        finally:
+            del self._starting[run_id]
+            starting.set_result(None)
+
+    async def _start(
+        self,
+        thread_id: str,
+        run_id: str,
+        message: UserMessage | None,
+        decisions: Callable[[Sequence[PendingApproval]], list[ApprovalDecision]] | None,
+    ) -> Run:
         agent = await self.agent(thread_id, create=True)
         thread = self._threads[thread_id]
+        if message is not None and any(m.id == message.id for m in agent.messages):
+            raise DuplicateMessageIdError(
+                f"message {message.id!r} is in thread {thread_id!r} already: a new message "
+                "needs a new id (a client retrying a run sends its runId again)",
+                message_id=message.id,
+            )
         if thread.run is not None and not thread.run.done:
             raise BusyError(
                 f"thread {thread_id!r} is busy with run {thread.run.run_id!r}: wait for its end "
