@@ -10,7 +10,7 @@ its ``hold-STEP-SESSION`` file exists, so a test can kill a worker there.
 
 from __future__ import annotations
 
-from hookloop import Agent, ToolMessage, UserMessage
+from hookloop import Agent, ToolMessage, UserMessage, tool
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, text_response, tool_call
 from tests.durable._dbos_worker import step_body
@@ -31,3 +31,25 @@ def answer(request: ProviderRequest) -> ProviderResponse:
 def build() -> Agent:
     """A new agent for one turn."""
     return Agent(FunctionModel(answer, chunk_size=4), tools=[charge])
+
+
+@tool(requires_approval=True)
+def delete(path: str) -> str:
+    """Delete a file: a person approves each call.
+
+    Args:
+        path: The file.
+    """
+    return f"deleted {path}"
+
+
+def approve(request: ProviderRequest) -> ProviderResponse:
+    last = request.messages[-1]
+    if isinstance(last, ToolMessage):
+        return text_response(f"Done: {last.content}")
+    return tool_call("delete", {"path": str(last.content)}, id="call-delete")
+
+
+def build_approval() -> Agent:
+    """An agent whose one tool needs approval: it deletes the path the user names."""
+    return Agent(FunctionModel(approve, chunk_size=4), tools=[delete])

@@ -26,18 +26,23 @@ from tests.serve._support import SseEvent, parse_sse, post_agui, run_input, serv
 AGENT = "tests.durable._serve_turn:build"
 
 
-@pytest.fixture
-def workers(database_url: str, tmp_path: Path) -> Iterator[Workers]:
-    """``hookloop worker`` processes running AGENT (not started yet)."""
+def worker_processes(database_url: str, runs: Path, agent: str = AGENT) -> Workers:
+    """``hookloop worker`` processes running ``agent`` (not started yet)."""
 
     def argv(executor_id: str) -> list[str]:
         timings = ("--heartbeat", str(HEARTBEAT), "--dead-after", str(DEAD_AFTER))
         return [
-            *("worker", "--database", database_url, "--agent", AGENT),
+            *("worker", "--database", database_url, "--agent", agent),
             *("--executor-id", executor_id, *timings, "--pool-size", "4", "--sessions-pool", "2"),
         ]
 
-    found = Workers("hookloop", database_url, tmp_path, command=argv, ready="taking turns")
+    return Workers("hookloop", database_url, runs, command=argv, ready="taking turns")
+
+
+@pytest.fixture
+def workers(database_url: str, tmp_path: Path) -> Iterator[Workers]:
+    """``hookloop worker`` processes running AGENT (not started yet)."""
+    found = worker_processes(database_url, tmp_path)
     try:
         yield found
     finally:
@@ -158,11 +163,11 @@ def test_cancel_a_durable_run_and_bad_requests(database_url: str, workers: Worke
         assert started.status_code == 202
         run_id = started.json()["runId"]
         wait_for("the tool", lambda: workers.ran("tool", "s3", 1))
-        # A second run on the busy thread is refused; so is a decision (nothing waits).
+        # A second run on the busy thread is refused, and so is a decision.
         busy = client.post("/api/threads/s3/runs", json={"message": "s3 2"})
         assert busy.status_code == 409
         decide = client.post("/api/threads/s3/approvals", json={"decisions": []})
-        assert decide.status_code == 400
+        assert decide.status_code == 409
         cancel = client.post(f"/api/runs/{run_id}/cancel")
         assert cancel.json() == {"runId": run_id, "cancelled": True}
         ended = client.get(f"/api/runs/{run_id}/events?wait=true").json()
@@ -268,15 +273,7 @@ def test_a_run_outlives_a_restart_of_its_database(
     own_postgres: OwnPostgres, tmp_path: Path
 ) -> None:
     url = own_postgres.url
-
-    def argv(executor_id: str) -> list[str]:
-        timings = ("--heartbeat", str(HEARTBEAT), "--dead-after", str(DEAD_AFTER))
-        return [
-            *("worker", "--database", url, "--agent", AGENT),
-            *("--executor-id", executor_id, *timings, "--pool-size", "4", "--sessions-pool", "2"),
-        ]
-
-    workers = Workers("hookloop", url, tmp_path, command=argv, ready="taking turns")
+    workers = worker_processes(url, tmp_path)
     try:
         workers.start("w1")
         hold = workers.hold("answer", "s6")
@@ -296,5 +293,67 @@ def test_a_run_outlives_a_restart_of_its_database(
         assert seen[-1].data["result"] == "charged 1: ok"
         assert types(seen).count("TOOL_CALL_RESULT") == 1
         assert workers.procs["w1"].poll() is None
+    finally:
+        workers.close()
+
+
+def test_a_call_that_needs_approval_is_an_interrupt_and_the_next_run_decides_it(
+    database_url: str, tmp_path: Path
+) -> None:
+    agent = "tests.durable._serve_turn:build_approval"
+    workers = worker_processes(database_url, tmp_path, agent)
+    try:
+        workers.start("w1")
+        with (
+            served(agent, durable=database_url) as server,
+            httpx2.Client(base_url=server.url, timeout=GUARD) as client,
+        ):
+            status, events = post_agui(client, run_input("t", "r1", "/tmp/report.txt"))
+            assert status == 200
+            finished = events[-1].data
+            assert finished["outcome"]["type"] == "interrupt"
+            [interrupt] = finished["outcome"]["interrupts"]
+            assert interrupt["id"] == "call-delete"
+            assert interrupt["metadata"]["arguments"] == '{"path": "/tmp/report.txt"}'
+            assert client.get("/api/runs/r1").json()["status"] == "interrupted"
+            pending = client.get("/api/threads/t/approvals").json()["pending"]
+            assert [p["callId"] for p in pending] == ["call-delete"]
+
+            # A decision for no waiting call is refused before anything starts.
+            wrong = run_input(
+                "t",
+                "r2",
+                resume=[
+                    {"interruptId": "nope", "status": "resolved", "payload": {"action": "approve"}}
+                ],
+            )
+            refused = client.post("/agui", json=wrong)
+            assert (refused.status_code, refused.json()["type"]) == (422, "UnknownApprovalError")
+            # A new message while a call waits is refused too, and a message id sent again.
+            assert client.post("/agui", json=run_input("t", "r3", "hi")).status_code == 400
+            again = run_input("t", "r5", "hi") | {
+                "messages": [{"id": "r1-user", "role": "user", "content": "again"}]
+            }
+            assert client.post("/agui", json=again).status_code == 409
+
+            decision = {"action": "approve", "digest": interrupt["metadata"]["digest"]}
+            resume = run_input(
+                "t",
+                "r4",
+                resume=[{"interruptId": "call-delete", "status": "resolved", "payload": decision}],
+            )
+            status, events = post_agui(client, resume)
+            assert status == 200
+            [result] = [e for e in events if e.type == "TOOL_CALL_RESULT"]
+            assert result.data["content"] == "deleted /tmp/report.txt"
+            assert events[-1].data["result"] == "Done: deleted /tmp/report.txt"
+            messages = client.get("/api/threads/t/messages").json()
+            assert [m["role"] for m in messages["messages"]] == [
+                "user",
+                "assistant",
+                "tool",
+                "assistant",
+            ]
+            assert messages["pending"] == []
     finally:
         workers.close()

@@ -29,14 +29,23 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final, cast
 
 from .._approval import ApprovalDecision, PendingApproval
-from .._errors import StoreError, UsageError
+from .._errors import StoreError
 from .._messages import Message, UserMessage
+from .._run_context import NO_DEPS
 from ..durable._events import POLLING, TurnEventLog
 from ..durable._queue import SessionQueue
 from ..durable._turn import DurableChats, workflow_id
 from ..sessions._recorder import SessionRecorder
 from ._agui import EventTranslator, run_started
-from ._runs import BusyError, OverloadedError, Run, RunStatus, ServedAgent, UnknownError
+from ._runs import (
+    BusyError,
+    OverloadedError,
+    Run,
+    RunStatus,
+    ServedAgent,
+    UnknownError,
+    check_new_message,
+)
 
 __all__ = ["DurableRuns"]
 
@@ -167,17 +176,15 @@ class DurableRuns:
         A turn with this id in the database already (a client retrying after a restart) is
         joined, not run again.
 
+        With ``decisions`` (given the thread's pending calls, it returns the decisions on
+        them), the turn runs them, as ``agent.resume()``; they are checked here first, as
+        ``resume()`` checks them, so a refused one starts nothing.
+
         Raises:
             BusyError: A run is going on on the thread here, or ``run_id`` is taken.
             OverloadedError: ``max_runs`` runs are followed, or the server is stopping.
-            UsageError: ``decisions``: durable turns do not wait for approvals.
+            UsageError: What ``resume()`` refuses.
         """
-        if decisions is not None:
-            raise UsageError(
-                "durable turns do not wait for approvals (a tool that needs one fails the "
-                "turn): there is nothing to decide"
-            )
-        assert message is not None
         if run_id in self._runs or run_id in self._starting:
             raise BusyError(f"run {run_id!r} exists already")
         busy = self._busy.get(thread_id)
@@ -197,7 +204,13 @@ class DurableRuns:
         self._busy[thread_id] = placeholder
         starting = self._starting[run_id] = asyncio.get_running_loop().create_future()
         try:
-            await self._chats.submit(thread_id, message, turn_id=run_id)
+            if decisions is not None:
+                decided = await self._checked(thread_id, decisions)
+                await self._chats.resume(thread_id, decided, turn_id=run_id)
+            else:
+                assert message is not None
+                await self._check_message(thread_id, message)
+                await self._chats.submit(thread_id, message, turn_id=run_id)
         except BaseException:
             del self._busy[thread_id]
             raise
@@ -207,8 +220,30 @@ class DurableRuns:
             del self._starting[run_id]
             starting.set_result(None)
 
+    async def _check_message(self, thread_id: str, message: UserMessage) -> None:
+        """Before the turn is submitted: refuse what ``chat()`` refuses, and a known id."""
+        async with self.reading(thread_id) as agent:
+            check_new_message(thread_id, message, agent.messages)
+            await agent._start(message, None)  # chat()'s checks; the agent is thrown away
+
+    async def _checked(
+        self,
+        thread_id: str,
+        decisions: Callable[[Sequence[PendingApproval]], list[ApprovalDecision]],
+    ) -> list[ApprovalDecision]:
+        """The decisions on the thread's pending calls, checked as ``resume()`` checks them."""
+        async with self.reading(thread_id) as agent:
+            decided = decisions(await agent.pending_approvals())
+            # resume()'s own checks, on an agent that is then thrown away (never driven)
+            await agent._resumed(decided, None, NO_DEPS, None, agent._limits)
+        return decided
+
     def _follow(
-        self, thread_id: str, run_id: str, message: UserMessage | None, run: Run | None = None
+        self,
+        thread_id: str,
+        run_id: str,
+        message: UserMessage | None,
+        run: Run | None = None,
     ) -> Run:
         run = run or Run(run_id, thread_id)
         self._caught_up[run_id] = asyncio.get_running_loop().create_future()
@@ -265,8 +300,10 @@ class DurableRuns:
                         ending = asyncio.ensure_future(self._queue.result(wid))
                         continue
                     woken = asyncio.ensure_future(wait(POLLING))
-                    await asyncio.wait((woken, ending), return_when=asyncio.FIRST_COMPLETED)
-                    woken.cancel()
+                    try:
+                        await asyncio.wait((woken, ending), return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        woken.cancel()
             await self._end(run, ending, translate)
         except asyncio.CancelledError:
             ending.cancel()
@@ -301,7 +338,7 @@ class DurableRuns:
         run.result = response.text
         messages = await self._messages(run.thread_id, response.message.id)
         run.add(translate.finished(response, messages))
-        self._finish(run, "finished")
+        self._finish(run, "interrupted" if response.pending_approvals else "finished")
 
     def _failed(self, run: Run, translate: EventTranslator, exc: BaseException) -> None:
         logger.warning("run %s of thread %s failed: %r", run.run_id, run.thread_id, exc)

@@ -16,7 +16,7 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
@@ -25,8 +25,6 @@ from ag_ui.core import BaseEvent
 from .._approval import ApprovalDecision, PendingApproval
 from .._chat_slot import ChatHost
 from .._errors import ChatCancelledError, DuplicateMessageIdError, UsageError
-from .._limits import ChatLimits
-from .._loop import ChatRun
 from .._messages import Message, UserMessage
 from .._output import OutputSpec
 from .._run_context import NO_DEPS
@@ -51,6 +49,7 @@ __all__ = [
     "ServedAgent",
     "Threads",
     "UnknownError",
+    "check_new_message",
     "sse_safe",
 ]
 
@@ -85,17 +84,6 @@ class ServedAgent(ChatHost, Protocol):
         """End the running chat."""
         ...
 
-    async def _resumed(
-        self,
-        decisions: Iterable[ApprovalDecision],
-        emit: Callable[[AgentEvent], Awaitable[None]] | None,
-        deps: object,
-        output: OutputSpec[Any] | None,
-        limits: ChatLimits,
-    ) -> ChatRun:
-        """The run ``resume()`` drives, its decisions checked."""
-        ...
-
 
 RunStatus = Literal["running", "finished", "interrupted", "failed", "cancelled"]
 
@@ -124,6 +112,20 @@ _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": 
 def sse_safe(text: str) -> str:
     """A JSON text with U+0085, U+2028 and U+2029 escaped, so it stays one line on the wire."""
     return text.translate(_LINE_BREAKS)
+
+
+def check_new_message(thread_id: str, message: UserMessage, messages: Sequence[Message]) -> None:
+    """Refuse a user message whose id the thread holds already (a client's second send).
+
+    Raises:
+        DuplicateMessageIdError: The thread holds a message with that id (HTTP 409).
+    """
+    if any(m.id == message.id for m in messages):
+        raise DuplicateMessageIdError(
+            f"message {message.id!r} is in thread {thread_id!r} already: a new message needs "
+            "a new id (a client retrying a run sends its runId again)",
+            message_id=message.id,
+        )
 
 
 class Run:
@@ -396,12 +398,8 @@ class Threads:
     ) -> Run:
         agent = await self.agent(thread_id, create=True)
         thread = self._threads[thread_id]
-        if message is not None and any(m.id == message.id for m in agent.messages):
-            raise DuplicateMessageIdError(
-                f"message {message.id!r} is in thread {thread_id!r} already: a new message "
-                "needs a new id (a client retrying a run sends its runId again)",
-                message_id=message.id,
-            )
+        if message is not None:
+            check_new_message(thread_id, message, agent.messages)
         if thread.run is not None and not thread.run.done:
             raise BusyError(
                 f"thread {thread_id!r} is busy with run {thread.run.run_id!r}: wait for its end "
