@@ -65,25 +65,37 @@ def check_ids(events: list[SseEvent]) -> None:
     assert [e.id for e in events] == list(range(1, len(events) + 1))
 
 
-def test_a_run_goes_on_when_its_worker_is_killed_and_the_client_sees_each_event_once(
-    database_url: str, workers: Workers
-) -> None:
+def killed_mid_turn(
+    database_url: str, workers: Workers, session: str, step: str, at: str
+) -> list[SseEvent]:
+    """One run's events, read by a client that stays connected while the worker running the
+    turn is killed in ``step`` (held there until then), once the client has seen ``at``."""
     workers.start("w1", "w2")
-    hold = workers.hold("answer", "s1")
+    hold = workers.hold(step, session)
     seen: list[SseEvent] = []
     with (
         served(AGENT, durable=database_url) as server,
         httpx2.Client(base_url=server.url, timeout=GUARD) as client,
     ):
-        for event in stream(client, run_input("s1", "r1", "s1 1")):
+        for event in stream(client, run_input(session, "r1", f"{session} 1")):
             seen.append(event)
-            if event.type == "TOOL_CALL_RESULT":
-                # The worker is now in the answer's model call: killed there, while the client
-                # stays connected; the other one takes the turn over.
-                [answering] = wait_for("the answer", lambda: workers.ran("answer", "s1", 1))
-                workers.kill(workers.by_pid(answering.pid))
+            if event.type == at:
+                [running] = wait_for(step, lambda: workers.ran(step, session, 1))
+                workers.kill(workers.by_pid(running.pid))
                 hold.unlink()
-        check_ids(seen)
+    check_ids(seen)
+    return seen
+
+
+def test_a_run_goes_on_when_its_worker_is_killed_and_the_client_sees_each_event_once(
+    database_url: str, workers: Workers
+) -> None:
+    # Killed in the answer's model call; the other worker takes the turn over.
+    seen = killed_mid_turn(database_url, workers, "s1", "answer", "TOOL_CALL_RESULT")
+    with (
+        served(AGENT, durable=database_url) as server,
+        httpx2.Client(base_url=server.url, timeout=GUARD) as client,
+    ):
         assert types(seen) == [
             "RUN_STARTED",
             "TOOL_CALL_START",
@@ -130,20 +142,7 @@ def test_a_run_goes_on_when_its_worker_is_killed_and_the_client_sees_each_event_
 def test_a_worker_killed_in_a_tool_call_gets_it_answered_once_as_lost(
     database_url: str, workers: Workers
 ) -> None:
-    workers.start("w1", "w2")
-    hold = workers.hold("tool", "s2")
-    seen: list[SseEvent] = []
-    with (
-        served(AGENT, durable=database_url) as server,
-        httpx2.Client(base_url=server.url, timeout=GUARD) as client,
-    ):
-        for event in stream(client, run_input("s2", "r1", "s2 1")):
-            seen.append(event)
-            if event.type == "TOOL_CALL_END":
-                [running] = wait_for("the tool", lambda: workers.ran("tool", "s2", 1))
-                workers.kill(workers.by_pid(running.pid))
-                hold.unlink()
-    check_ids(seen)
+    seen = killed_mid_turn(database_url, workers, "s2", "tool", "TOOL_CALL_END")
     [result] = [e for e in seen if e.type == "TOOL_CALL_RESULT"]
     assert result.data["content"].startswith("result lost in a crash: the worker running tool")
     assert types(seen).count("TOOL_CALL_START") == 1

@@ -22,7 +22,6 @@ What the mode adds to the in-process one:
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -41,6 +40,7 @@ from ._runs import (
     BusyError,
     OverloadedError,
     Run,
+    RunBook,
     RunStatus,
     ServedAgent,
     UnknownError,
@@ -54,7 +54,7 @@ logger = logging.getLogger(__name__)
 _RESUBMITS: Final = 3  # a turn stopped by a store error is started again this many times
 
 
-class DurableRuns:
+class DurableRuns(RunBook):
     """The runs of a server in the durable mode; the same face as :class:`Threads`.
 
     Args:
@@ -79,16 +79,13 @@ class DurableRuns:
         self._queue = SessionQueue(database_url)
         self._sessions = PostgresSessionStore(database_url)
         self._chats = DurableChats(self._queue, cast(Any, agent), sessions=self._sessions)
+        super().__init__(keep_runs)
         self._log = TurnEventLog(database_url)
-        self._runs: dict[str, Run] = {}
         self._busy: dict[str, Run] = {}  # thread id -> its run going on
-        self._ended: collections.deque[str] = collections.deque()
         self._cancelled: set[str] = set()  # runs cancelled over HTTP
         self._tasks: set[asyncio.Task[None]] = set()
-        self._starting: dict[str, asyncio.Future[None]] = {}  # runs being submitted, by id
         self._caught_up: dict[str, asyncio.Future[None]] = {}  # set once the first read is in
         self.max_runs = max_runs
-        self.keep_runs = keep_runs
         self.running = 0
         self._closing = False
 
@@ -114,34 +111,6 @@ class DurableRuns:
         await self._sessions.close()
 
     # -- the runs ---------------------------------------------------------------------------
-
-    def run(self, run_id: str) -> Run:
-        """The run named ``run_id`` that this server follows or followed.
-
-        Raises:
-            UnknownError: No such run here.
-        """
-        found = self._runs.get(run_id)
-        if found is None:
-            raise UnknownError(f"no run {run_id!r} here")
-        return found
-
-    async def existing(self, run_id: str, thread_id: str) -> Run | None:
-        """The run ``run_id`` of ``thread_id`` if this server follows it already.
-
-        A run being submitted by another request is waited for: two first requests of one
-        run at once are one run.
-
-        Raises:
-            BusyError: The id names a run of another thread.
-        """
-        starting = self._starting.get(run_id)
-        if starting is not None:
-            await asyncio.shield(starting)
-        found = self._runs.get(run_id)
-        if found is not None and found.thread_id != thread_id:
-            raise BusyError(f"run {run_id!r} belongs to another thread")
-        return found
 
     async def reattach(self, thread_id: str, run_id: str) -> Run | None:
         """The run ``run_id`` of ``thread_id`` if its turn is in the database; else None.
@@ -367,9 +336,7 @@ class DurableRuns:
         self._release(run)
         self._cancelled.discard(run.run_id)
         run.end(status)
-        self._ended.append(run.run_id)
-        while len(self._ended) > self.keep_runs:
-            self._runs.pop(self._ended.popleft(), None)
+        self._ended_now(run)
 
     def cancel(self, run: Run) -> bool:
         """Cancel the run's turn (it ends at its next step); ``False`` if it has ended."""

@@ -45,6 +45,7 @@ __all__ = [
     "BusyError",
     "OverloadedError",
     "Run",
+    "RunBook",
     "RunStatus",
     "ServedAgent",
     "Threads",
@@ -232,7 +233,51 @@ def _send_hook_events(thread: _Thread) -> None:
     agent.add_hook("on_guardrail_verdict", sender("on_guardrail_verdict", verdict_value))
 
 
-class Threads:
+class RunBook:
+    """The runs a server holds by id, and those being started (the face both modes share)."""
+
+    def __init__(self, keep_runs: int) -> None:
+        self._runs: dict[str, Run] = {}
+        self._starting: dict[str, asyncio.Future[None]] = {}  # runs being started, by id
+        self._ended: collections.deque[str] = collections.deque()
+        self.keep_runs = keep_runs
+
+    def run(self, run_id: str) -> Run:
+        """The run named ``run_id``.
+
+        Raises:
+            UnknownError: No such run (or it ended long ago and was let go).
+        """
+        found = self._runs.get(run_id)
+        if found is None:
+            raise UnknownError(f"no run {run_id!r}")
+        return found
+
+    async def existing(self, run_id: str, thread_id: str) -> Run | None:
+        """The run ``run_id`` of ``thread_id`` if it was started already (a client retrying).
+
+        A run being started by another request is waited for: two first requests of one run
+        at once are one run.
+
+        Raises:
+            BusyError: The id names a run of another thread.
+        """
+        starting = self._starting.get(run_id)
+        if starting is not None:
+            await asyncio.shield(starting)
+        found = self._runs.get(run_id)
+        if found is not None and found.thread_id != thread_id:
+            raise BusyError(f"run {run_id!r} belongs to another thread")
+        return found
+
+    def _ended_now(self, run: Run) -> None:
+        """Keep the ended run readable; let the oldest ended ones go."""
+        self._ended.append(run.run_id)
+        while len(self._ended) > self.keep_runs:
+            self._runs.pop(self._ended.popleft(), None)
+
+
+class Threads(RunBook):
     """The threads' agents and runs of one server process.
 
     Args:
@@ -246,28 +291,14 @@ class Threads:
     def __init__(
         self, factory: AgentFactory, *, max_runs: int, trace: bool = True, keep_runs: int = 1000
     ) -> None:
+        super().__init__(keep_runs)
         self._factory = factory
         self._trace = trace
         self._checked: set[type] = set()  # the agents' classes found to be agents
         self._threads: dict[str, _Thread] = {}
-        self._runs: dict[str, Run] = {}
-        self._starting: dict[str, asyncio.Future[None]] = {}  # runs being started, by id
-        self._ended: collections.deque[str] = collections.deque()
         self.max_runs = max_runs
-        self.keep_runs = keep_runs
         self.running = 0
         self._closing = False  # the server is stopping: no run starts
-
-    def run(self, run_id: str) -> Run:
-        """The run named ``run_id``.
-
-        Raises:
-            UnknownError: No such run (or it ended long ago and was let go).
-        """
-        found = self._runs.get(run_id)
-        if found is None:
-            raise UnknownError(f"no run {run_id!r}")
-        return found
 
     async def agent(self, thread_id: str, *, create: bool) -> ServedAgent:
         """The thread's agent; a thread seen for the first time gets one from the factory.
@@ -334,23 +365,6 @@ class Threads:
         thread = self._threads.get(thread_id)
         run = None if thread is None else thread.run
         return run if run is not None and not run.done else None
-
-    async def existing(self, run_id: str, thread_id: str) -> Run | None:
-        """The run ``run_id`` of ``thread_id`` if it was started already (a client retrying).
-
-        A run being started by another request is waited for: two first requests of one run
-        at once are one run.
-
-        Raises:
-            BusyError: The id names a run of another thread.
-        """
-        starting = self._starting.get(run_id)
-        if starting is not None:
-            await asyncio.shield(starting)
-        found = self._runs.get(run_id)
-        if found is not None and found.thread_id != thread_id:
-            raise BusyError(f"run {run_id!r} belongs to another thread")
-        return found
 
     async def start(
         self,
@@ -486,9 +500,7 @@ class Threads:
     def _end(self, run: Run, status: RunStatus) -> None:
         self.running -= 1
         run.end(status)
-        self._ended.append(run.run_id)
-        while len(self._ended) > self.keep_runs:
-            self._runs.pop(self._ended.popleft(), None)
+        self._ended_now(run)
 
     def closing(self) -> bool:
         """Whether the server is stopping (:meth:`cancel_all` was called): no run starts."""
