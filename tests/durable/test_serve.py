@@ -3,9 +3,11 @@ real server over HTTP, an SSE client that stays connected while a worker is kill
 
 from __future__ import annotations
 
+import select
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -59,6 +61,21 @@ def stream(client: httpx2.Client, body: dict[str, object], **headers: str) -> It
             if not events:
                 return
             yield events[0]
+
+
+def said_by(process: subprocess.Popen[str], words: str) -> list[str]:
+    """The lines ``process`` writes on its standard error until one holds ``words``."""
+    stream = process.stderr
+    assert stream is not None
+    said: list[str] = []
+    deadline = time.monotonic() + GUARD
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([stream], [], [], deadline - time.monotonic())
+        line = stream.readline() if ready else ""
+        said.append(line)
+        if words in line or not line:
+            break
+    return said
 
 
 def check_ids(events: list[SseEvent]) -> None:
@@ -354,5 +371,36 @@ def test_a_call_that_needs_approval_is_an_interrupt_and_the_next_run_decides_it(
                 "assistant",
             ]
             assert messages["pending"] == []
+    finally:
+        workers.close()
+
+
+def test_a_database_away_while_the_answer_streams_loses_no_text(
+    own_postgres: OwnPostgres, tmp_path: Path
+) -> None:
+    workers = worker_processes(own_postgres.url, tmp_path)
+    try:
+        workers.start("w1")
+        hold = workers.hold("answer", "s7")
+        seen: list[SseEvent] = []
+        with (
+            served(AGENT, durable=own_postgres.url) as server,
+            httpx2.Client(base_url=server.url, timeout=GUARD) as client,
+        ):
+            for event in stream(client, run_input("s7", "r1", "s7 1")):
+                seen.append(event)
+                if event.type == "TOOL_CALL_RESULT":
+                    own_postgres.stop()
+                    hold.unlink()
+                    # The answer streams while the database is away: its pieces cannot be
+                    # stored (the worker says so); they are kept back, and stored later.
+                    said = said_by(workers.procs["w1"], "kept back")
+                    own_postgres.start()
+                    assert any("kept back" in line for line in said), said
+        check_ids(seen)
+        assert seen[-1].type == "RUN_FINISHED", types(seen)
+        assert seen[-1].data["result"] == "charged 1: ok"
+        text = "".join(e.data["delta"] for e in seen if e.type == "TEXT_MESSAGE_CONTENT")
+        assert text == "charged 1: ok"
     finally:
         workers.close()

@@ -81,6 +81,7 @@ POLLING: Final = 1.0
 _PRUNE_EVERY: Final = 600.0  # seconds between two deletions of old rows by one writer
 _ATTEMPTS: Final = 5  # a write tried again on a new connection (a server restart)
 _BACKOFF: Final = 0.2  # seconds before the first retry, doubled each time
+_KEPT_BACK: Final = 10_000  # events of a turn kept back while the database is away, at most
 
 # The notification carries the turn's workflow id; pg_notify refuses 8,000 bytes or more (the
 # readers of a longer id read it at their polling).
@@ -247,7 +248,10 @@ class TurnEventWriter:
     ``on_event`` is what ``DurableChats(on_event=...)`` takes: each event of the turn running
     in its context is stored before the turn goes on (so a resumed turn finds it). A lost
     connection is made again (a database restart), a few times over some seconds; after that
-    the event raises :class:`~hookloop.StoreError`, which stops the turn as resumable.
+    a committed message or a tool call's start or end raises :class:`~hookloop.StoreError`,
+    which stops the turn as resumable (they are sent between the turn's steps), and a delta
+    is kept back with a warning (it is sent from inside a model call's step, whose record the
+    error would become) and stored before the turn's next event.
 
     Args:
         database_url: The workers' PostgreSQL database.
@@ -258,6 +262,7 @@ class TurnEventWriter:
         self._conn: Any = None
         self._lock = asyncio.Lock()
         self._pruned = 0.0
+        self._unsent: dict[str, list[dict[str, Any]]] = {}  # kept back, by turn
 
     def __repr__(self) -> str:
         return f"TurnEventWriter({without_password(self._url)!r})"
@@ -281,21 +286,49 @@ class TurnEventWriter:
         if encoded is None:
             return None
         key, text = encoded
-        params = {"turn": turn, "key": key, "event": text}
         async with self._lock:
-            for attempt in range(_ATTEMPTS):
-                try:
-                    return await self._insert(params)
-                except Exception as exc:
-                    if not _lost(exc) or attempt == _ATTEMPTS - 1:
-                        await self._drop()
-                        if _lost(exc):
-                            where = without_password(self._url)
-                            raise cannot_reach("turn events' database", where, exc) from exc
-                        raise
-                    logger.info("turn events: the connection was lost (%s); again", exc)
-                    await self._drop()
-                    await asyncio.sleep(_BACKOFF * 2**attempt)
+            # Events kept back while the database was away go first, in their order.
+            queue = self._unsent.setdefault(turn, [])
+            queue.append({"turn": turn, "key": key, "event": text})
+            try:
+                return await self._store(queue)
+            except Exception as exc:
+                await self._drop()
+                if not _lost(exc):
+                    queue.pop()
+                    raise
+                if key is None:
+                    # A delta (or a retry, a restart) is sent from inside a model call's
+                    # step, whose record an error would become: it is kept back, to be stored
+                    # before the turn's next event.
+                    logger.warning("turn events: %s of %s kept back: %s", event.type, turn, exc)
+                    del queue[:-_KEPT_BACK]
+                    return None
+                queue.pop()  # sent again when the turn resumes
+                where = without_password(self._url)
+                raise cannot_reach("turn events' database", where, exc) from exc
+            finally:
+                if not queue:
+                    del self._unsent[turn]
+
+    async def _store(self, queue: list[dict[str, Any]]) -> int | None:
+        """Store the queue's events in order (each removed once stored); the last's number.
+
+        A lost connection is made again, a few times over some seconds.
+        """
+        seq = None
+        for attempt in range(_ATTEMPTS):
+            try:
+                while queue:
+                    seq = await self._insert(queue[0])
+                    del queue[0]
+                return seq
+            except Exception as exc:
+                if not _lost(exc) or attempt == _ATTEMPTS - 1:
+                    raise
+                logger.info("turn events: the connection was lost (%s); again", exc)
+                await self._drop()
+                await asyncio.sleep(_BACKOFF * 2**attempt)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _insert(self, params: dict[str, Any]) -> int | None:
