@@ -158,6 +158,8 @@ async def _serve(args: argparse.Namespace) -> int:
     )
     if args.durable is None:
         made.append(await _factory(args))
+    else:  # the database is reached now: a one-line error, not the server's startup failing
+        await app.state.hookloop.threads.open()
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     server = uvicorn.Server(config)
     startup = server.startup

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -18,6 +19,8 @@ from hookloop.testing import ScriptedModel, tool_call
 from tests.serve._support import GUARD, post_agui, run_input, served
 
 gate = threading.Event()
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @tool
@@ -204,3 +207,31 @@ def test_the_command_checks_its_options_before_loading_a_model() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == "hookloop: max_body must be a positive int, got 0\n"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "status", "said"),
+    [
+        (["--durable", "postgresql://u@127.0.0.1:1/db"], 2, "give their --agent as TARGET"),
+        (["tests.durable._serve_turn:build", "--durable", "sqlite:///x.db"], 2, "postgresql://"),
+        (
+            ["tests.durable._serve_turn:build", "--durable", "postgresql://u@127.0.0.1:1/db"],
+            1,
+            "hookloop: StoreError: the durable turns' database postgresql://u@127.0.0.1:1/db "
+            "cannot be used",
+        ),
+    ],
+)
+def test_the_durable_mode_refuses_what_cannot_work_in_one_line(
+    arguments: list[str], status: int, said: str
+) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hookloop", "serve", *arguments],
+        capture_output=True,
+        text=True,
+        timeout=GUARD,
+        cwd=ROOT,
+    )
+    assert done.returncode == status
+    assert said in done.stderr
+    assert "Traceback" not in done.stderr
