@@ -226,6 +226,7 @@ FAMILIES = {
         "DurableChats",
         "DurableEngine",
         "SessionQueue",
+        "TemporalEngine",
         "TurnHandle",
         "Worker",
         "WorkerTimings",

@@ -191,13 +191,29 @@ class DurableChats:
                 records = await self.sessions.records(session_id)
                 steps.watch_commits(agent, {r.message.id for r in records})
             try:
-                run = await agent._start(user, self._on_event, steps=steps)
+                run = await agent._start(user, self._events(steps), steps=steps)
                 response = await agent._slot.drive(run)
             finally:
                 await agent.aclose()  # its background tasks (async memory hooks) end here
         finally:
             steps.end(token)
         return encode_response(response)
+
+    def _events(self, steps: TurnSteps) -> Callable[[AgentEvent], Awaitable[None]] | None:
+        """Where the turn's events go: ``on_event``, but not those an engine sends again.
+
+        An engine whose every call replays the turn's earlier part (Temporal) would send
+        that part's events once per call: those made while :func:`replaying` are dropped.
+        """
+        on_event = self._on_event
+        if on_event is None or not getattr(self.engine, "replays_each_call", False):
+            return on_event
+
+        async def fresh(event: AgentEvent) -> None:
+            if not steps.replaying:
+                await on_event(event)
+
+        return fresh
 
     def _build(self, session_id: str) -> ChatHost:
         agent = self._factory()

@@ -1,0 +1,443 @@
+"""The Temporal engine: a durable turn is a Temporal workflow, each call an activity.
+
+Temporal's workflow code must be deterministic and do no I/O, while a turn's code between
+its calls runs hooks and writes the session. So the turn's code runs in the activities:
+each activity replays the turn from the top with the records of the calls so far (no call
+runs again: each recorded one gives back its output, as on DBOS), runs the next call, and
+returns its record at once. The workflow (``_temporal_workflow.py``) only keeps the records
+and schedules the next activity. A crash in an activity shows as a second attempt of it:
+the call that was running runs again, except a tool that is not idempotent, answered
+"result lost".
+
+The only modules of hookloop that import ``temporalio`` (the ``temporal`` extra).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import contextvars
+import dataclasses
+import json
+import logging
+import pickle
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final
+
+from .._background import run_sync
+from .._errors import (
+    ChatCancelledError,
+    DurableRecordError,
+    RunError,
+    StoreError,
+    UsageError,
+    error_line,
+)
+from .._extras import extra_needed
+from ._engine import WorkflowBody
+from ._replay import BEGIN_STEP, MODEL_STEP, TOOL_STARTED_STEP, TOOL_STEP
+
+if TYPE_CHECKING:
+    from temporalio.client import Client
+    from temporalio.worker import Worker
+
+__all__ = ["TemporalEngine"]
+
+logger = logging.getLogger(__name__)
+
+_MODEL, _TOOL, _FINISH = "hookloop.model", "hookloop.tool", "hookloop.finish"
+_RETRY_LATER, _TURN_FAILED = "hookloop.RetryLater", "hookloop.TurnFailed"
+# The activity each step runs in; a begin step runs in whichever comes first.
+_KIND: Final = {MODEL_STEP: _MODEL, TOOL_STARTED_STEP: _TOOL, TOOL_STEP: _TOOL}
+# Steps that come before their call in the same activity: after a crash of that activity
+# (a second attempt) they count as having run.
+_PRELUDES: Final = frozenset({BEGIN_STEP, TOOL_STARTED_STEP})
+
+
+def _temporal_modules() -> tuple[Any, Any, Any]:
+    with extra_needed("temporal", by="TemporalEngine"):
+        from temporalio import activity, client, worker
+
+    return activity, client, worker
+
+
+class _Stop(BaseException):
+    """Raised by :meth:`TemporalEngine.step` once the activity's call is recorded.
+
+    A ``BaseException``: it must leave the turn's code untouched by its ``except Exception``
+    blocks and without the cancellation path, which would answer the open calls.
+    """
+
+
+@dataclasses.dataclass(slots=True, kw_only=True)
+class _Activity:
+    """What one activity of a turn knows and records."""
+
+    kind: str
+    workflow_id: str
+    records: list[tuple[str, str]]
+    crashed: bool  # an earlier attempt of this activity died
+    new: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    index: int = 0
+    next: str | None = None  # the activity to run next, once this one stops
+
+
+_running: contextvars.ContextVar[_Activity | None] = contextvars.ContextVar(
+    "hookloop_temporal_activity", default=None
+)
+
+
+class TemporalEngine:
+    """A :class:`~hookloop.durable.DurableEngine` on Temporal (``hookloop[temporal]``).
+
+    A turn is the workflow ``hookloop.turn``; each model call is the activity
+    ``hookloop.model``, each tool call ``hookloop.tool``, and the code after the last call
+    ``hookloop.finish``. Every worker of a deployment uses the same ``task_queue`` and
+    registers the same agent paths (``DurableChats``).
+
+    Args:
+        address: The Temporal server, ``"host:port"``.
+        task_queue: The task queue the turns run on.
+        namespace: The Temporal namespace.
+        worker: Run a Temporal worker in this process at :meth:`launch` (``False``: only
+            start turns and wait for them, as a web server that hands turns to workers).
+        heartbeat: Seconds of silence after which Temporal takes a running call's worker for
+            dead and runs the call again on another worker.
+        retry: Seconds before a call runs again (first pause; doubled up to 30 s).
+        call_timeout: Seconds one call's activity may take at most.
+        connect_timeout: Seconds :meth:`launch` tries to reach the server.
+        grace: Seconds running calls get to finish at :meth:`shutdown`.
+
+    Raises:
+        MissingExtraError: ``temporalio`` is not installed.
+        UsageError: A bad argument.
+    """
+
+    replays_each_call = True
+    """Each call's activity replays the turn's earlier part (its events are not sent again)."""
+
+    def __init__(
+        self,
+        address: str = "localhost:7233",
+        *,
+        task_queue: str = "hookloop",
+        namespace: str = "default",
+        worker: bool = True,
+        heartbeat: float = 10.0,
+        retry: float = 1.0,
+        call_timeout: float = 3600.0,
+        connect_timeout: float = 10.0,
+        grace: float = 30.0,
+    ) -> None:
+        for label, text in (("address", address), ("task_queue", task_queue)):
+            if not isinstance(text, str) or not text.strip():
+                raise UsageError(f"{label} must be a non-empty str, got {text!r}")
+        for label, seconds in (
+            ("heartbeat", heartbeat),
+            ("retry", retry),
+            ("call_timeout", call_timeout),
+            ("connect_timeout", connect_timeout),
+            ("grace", grace),
+        ):
+            if type(seconds) not in (int, float) or not seconds > 0:
+                raise UsageError(f"{label} must be a positive number of seconds, got {seconds!r}")
+        _temporal_modules()
+        self.address = address
+        self.task_queue = task_queue
+        self.namespace = namespace
+        self._run_worker = worker
+        self._options = json.dumps(
+            {"heartbeat": heartbeat, "retry": retry, "call_timeout": call_timeout}
+        )
+        self._heartbeat = float(heartbeat)
+        self._connect_timeout = float(connect_timeout)
+        self._grace = float(grace)
+        self._bodies: dict[str, WorkflowBody] = {}
+        self._client: Client | None = None
+        self._worker: Worker | None = None
+        self._polling: asyncio.Future[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"TemporalEngine({self.address!r}, task_queue={self.task_queue!r})"
+
+    def register(self, name: str, body: WorkflowBody) -> None:
+        """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
+
+        Raises:
+            UsageError: The engine is launched already, or ``name`` is taken.
+        """
+        if self._client is not None:
+            raise UsageError("register durable workflows before the engine is launched")
+        if name in self._bodies:
+            raise UsageError(f"a durable workflow named {name!r} is registered already")
+        self._bodies[name] = body
+
+    async def launch(self) -> None:
+        """Connect to the server and (``worker=True``) start polling the task queue.
+
+        Raises:
+            UsageError: The engine is launched already.
+            StoreError: The server cannot be reached within ``connect_timeout``.
+        """
+        if self._client is not None:
+            raise UsageError("the engine is launched already")
+        _, client_module, worker_module = _temporal_modules()
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                client = await client_module.Client.connect(self.address, namespace=self.namespace)
+        except (RuntimeError, OSError, TimeoutError, ValueError) as exc:
+            reason = "no answer in time" if isinstance(exc, TimeoutError) else error_line(exc)
+            raise StoreError(
+                f"the Temporal server at {self.address} cannot be used: {reason}",
+                store=self.address,
+            ) from None
+        if self._run_worker:
+            from temporalio.worker.workflow_sandbox import (
+                SandboxedWorkflowRunner,
+                SandboxRestrictions,
+            )
+
+            from ._temporal_workflow import TurnWorkflow
+
+            runner = SandboxedWorkflowRunner(
+                restrictions=SandboxRestrictions.default.with_passthrough_modules("hookloop")
+            )
+            self._worker = worker_module.Worker(
+                client,
+                task_queue=self.task_queue,
+                workflows=[TurnWorkflow],
+                activities=[self._activity(kind) for kind in (_MODEL, _TOOL, _FINISH)],
+                workflow_runner=runner,
+                # A dead worker's sticky queue holds the turn's next workflow task this long.
+                sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
+                graceful_shutdown_timeout=timedelta(seconds=self._grace),
+            )
+            self._polling = asyncio.ensure_future(self._worker.run())
+        self._client = client
+
+    async def shutdown(self) -> None:
+        """Stop polling; calls still running after ``grace`` run again on another worker."""
+        worker, self._worker = self._worker, None
+        polling, self._polling = self._polling, None
+        self._client = None
+        if worker is not None:
+            await worker.shutdown()
+        if polling is not None:
+            with contextlib.suppress(Exception):  # its error was logged by the SDK
+                await polling
+
+    def launch_sync(self) -> None:
+        """Blocking :meth:`launch`, for code without an event loop."""
+        run_sync(self.launch(), "launch_sync")
+
+    def shutdown_sync(self) -> None:
+        """Blocking :meth:`shutdown`, for code without an event loop."""
+        run_sync(self.shutdown(), "shutdown_sync")
+
+    async def __aenter__(self) -> TemporalEngine:
+        await self.launch()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()
+
+    async def start(self, name: str, workflow_id: str, payload: str) -> None:
+        """Start workflow ``name`` as ``workflow_id``, or join the one that has that id.
+
+        A finished turn is joined too: its id is never run again.
+        """
+        client = self._require_client()
+        if name not in self._bodies:
+            raise UsageError(f"no durable workflow named {name!r} is registered in this engine")
+        from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
+        from temporalio.exceptions import WorkflowAlreadyStartedError
+
+        from ._temporal_workflow import TURN_WORKFLOW
+
+        with contextlib.suppress(WorkflowAlreadyStartedError):  # finished: join it
+            await client.start_workflow(
+                TURN_WORKFLOW,
+                args=[name, payload, self._options],
+                id=workflow_id,
+                task_queue=self.task_queue,
+                id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            )
+
+    async def result(self, workflow_id: str) -> str:
+        """Wait for the workflow to end; its output, or the exception it raised.
+
+        Raises:
+            ChatCancelledError: The turn was cancelled (:meth:`cancel`) or terminated.
+        """
+        from temporalio.client import WorkflowFailureError
+
+        handle = self._require_client().get_workflow_handle(workflow_id)
+        try:
+            output: object = await handle.result()
+        except WorkflowFailureError as exc:
+            raise _turn_error(workflow_id, exc.cause) from None
+        if not isinstance(output, str):
+            reason = f"a {type(output).__name__}, not JSON text"
+            raise DurableRecordError(workflow_id=workflow_id, step="output", reason=reason)
+        return output
+
+    async def cancel(self, workflow_id: str) -> None:
+        """Cancel the turn: its running call is cancelled, its waiters get ``ChatCancelledError``.
+
+        What the turn committed to its session stays.
+        """
+        await self._require_client().get_workflow_handle(workflow_id).cancel()
+
+    async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
+        """Run ``body`` as the turn's next step, or return that step's recorded output.
+
+        In an activity, a step that is recorded gives back its record; the activity's own
+        call runs (with the steps before it in the same activity); at the step after, the
+        activity ends, returning the records it made.
+
+        Raises:
+            DurableRecordError: The record at this place is another step's.
+            UsageError: Not called from inside a turn's activity.
+        """
+        run = _running.get()
+        if run is None:
+            raise UsageError("step() is only known inside a durable turn's activity")
+        index = run.index
+        if index < len(run.records):
+            recorded, output = run.records[index]
+            if recorded != name:
+                reason = f"step {index} is recorded as {recorded!r}"
+                raise DurableRecordError(workflow_id=run.workflow_id, step=name, reason=reason)
+            run.index += 1
+            return output
+        kind = _KIND.get(name)
+        if kind is not None and kind != run.kind:  # the next call is another activity's
+            run.next = kind
+            raise _Stop
+        run.index += 1
+        if name in _PRELUDES and run.crashed:  # it ran in the attempt that died
+            run.new.append((name, ""))
+            return ""
+        output = await body()
+        run.new.append((name, output))
+        if name in (MODEL_STEP, TOOL_STEP):
+            run.next = _next_kind([*run.records, *run.new])
+            raise _Stop
+        return output
+
+    def workflow_id(self) -> str:
+        """The id of the turn whose activity runs now.
+
+        Raises:
+            UsageError: Not called from inside a turn's activity.
+        """
+        run = _running.get()
+        if run is None:
+            raise UsageError("workflow_id() is only known inside a durable turn's activity")
+        return run.workflow_id
+
+    async def wait_earlier(self, prefix: str) -> None:
+        """Nothing: a turn's activities run wherever Temporal sends them (see docs/durable.md)."""
+
+    def _require_client(self) -> Client:
+        if self._client is None:
+            raise UsageError("launch the engine first: await engine.launch()")
+        return self._client
+
+    def _activity(self, kind: str) -> Callable[[str], Awaitable[str]]:
+        activity, _, _ = _temporal_modules()
+
+        async def run(task: str) -> str:
+            return await self._run_activity(kind, task)
+
+        run.__name__ = run.__qualname__ = kind.replace(".", "_")
+        defined: Callable[[str], Awaitable[str]] = activity.defn(name=kind)(run)
+        return defined
+
+    async def _run_activity(self, kind: str, task: str) -> str:
+        """One activity: the turn replayed from its records up to its call, which runs."""
+        from temporalio import activity
+        from temporalio.exceptions import ApplicationError
+
+        info = activity.info()
+        data = json.loads(task)
+        run = _Activity(
+            kind=kind,
+            workflow_id=info.workflow_id or "",
+            records=[(str(n), str(o)) for n, o in data["records"]],
+            crashed=info.attempt > 1,
+        )
+        body = self._bodies.get(data["workflow"])
+        if body is None:
+            raise ApplicationError(
+                f"no durable workflow named {data['workflow']!r} is registered in this worker",
+                "[]",
+                type=_RETRY_LATER,
+                non_retryable=True,
+            )
+        token = _running.set(run)
+        beating = asyncio.ensure_future(self._beat(activity.heartbeat))
+        try:
+            output: str | None = await body(data["payload"])
+        except _Stop:
+            output = None
+        except StoreError as exc:
+            logger.warning("durable turn %s: %s; running it again later", run.workflow_id, exc)
+            raise ApplicationError(
+                error_line(exc), json.dumps(run.new), type=_RETRY_LATER, non_retryable=True
+            ) from None
+        except Exception as exc:
+            raise ApplicationError(
+                error_line(exc), _pickled(exc), type=_TURN_FAILED, non_retryable=True
+            ) from None
+        finally:
+            _running.reset(token)
+            beating.cancel()
+        return json.dumps({"records": run.new, "next": run.next, "output": output})
+
+    async def _beat(self, heartbeat: Callable[..., None]) -> None:
+        while True:
+            heartbeat()
+            await asyncio.sleep(self._heartbeat / 4)
+
+
+def _next_kind(records: list[tuple[str, str]]) -> str:
+    """The activity of the call that likely comes next (an activity told wrong says so)."""
+    last = max((i for i, (name, _) in enumerate(records) if name == MODEL_STEP), default=None)
+    if last is None:
+        return _MODEL
+    calls = json.loads(records[last][1])["message"].get("tool_calls") or []
+    answered = sum(1 for name, _ in records[last + 1 :] if name == TOOL_STEP)
+    if answered < len(calls):
+        return _TOOL
+    return _FINISH if not calls else _MODEL
+
+
+def _pickled(exc: Exception) -> str:
+    try:
+        return base64.b64encode(pickle.dumps(exc)).decode()
+    except Exception:  # an exception that cannot be pickled: its text stands for it
+        return ""
+
+
+def _turn_error(workflow_id: str, cause: BaseException | None) -> Exception:
+    """The exception a caller of a failed or cancelled turn gets."""
+    from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
+
+    if isinstance(cause, CancelledError | TerminatedError):
+        return ChatCancelledError(f"durable turn {workflow_id!r} was cancelled")
+    if isinstance(cause, ApplicationError) and cause.type == _TURN_FAILED and cause.details:
+        with contextlib.suppress(Exception):  # unreadable: the message stands for it
+            error = pickle.loads(base64.b64decode(str(cause.details[0])))
+            if isinstance(error, Exception):
+                return error
+    return RunError(f"durable turn {workflow_id!r} failed: {cause}")
