@@ -96,3 +96,15 @@ async def gated_answer(request: ProviderRequest) -> ProviderResponse | str:
 
 def gated_agent() -> Agent:
     return Agent(FunctionModel(gated_answer))
+
+
+def odd_answer(request: ProviderRequest) -> ProviderResponse | str:
+    """Echoes the user's text through the ``echo`` tool, then answers with the tool's result."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return last.content
+    return tool_call("echo", {"text": last.content}, id="call-odd")
+
+
+def odd_agent() -> Agent:
+    return Agent(FunctionModel(odd_answer), tools=[echo])

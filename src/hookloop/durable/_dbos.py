@@ -16,7 +16,7 @@ from types import ModuleType, TracebackType
 from typing import Any, Final
 
 from .._background import run_sync
-from .._errors import DurableRecordError, StoreError, UsageError
+from .._errors import ChatCancelledError, DurableRecordError, StoreError, UsageError
 from .._extras import import_extra
 from .._stores._reach import without_password
 from ._dbos_shared import (
@@ -119,6 +119,7 @@ class DBOSEngine:
         # (a handle found by id polls the database).
         self._handles: dict[str, Any] = {}
         self._launched = False
+        self._cancelled: set[str] = set()  # the turns cancel() was called for here
         self._lock: int | None = None  # the SQLite file's lock, held while launched
 
     def __repr__(self) -> str:
@@ -243,12 +244,25 @@ class DBOSEngine:
         except _UNREADABLE as exc:  # its recorded output, or its input when it was resumed
             raise _unreadable(workflow_id, "output", exc) from exc
         except self._dbos.error.DBOSAwaitedWorkflowCancelledError as exc:
+            if workflow_id in self._cancelled:
+                raise ChatCancelledError(f"durable turn {workflow_id!r} was cancelled") from None
             raise stopped_turn(workflow_id) from exc
         finally:
             if _stopped.get(workflow_id) is stopped:
                 del _stopped[workflow_id]
             self._handles.pop(workflow_id, None)
         return text_output(output, workflow_id, "output")
+
+    async def cancel(self, workflow_id: str) -> None:
+        """Cancel the turn: it stops at its next step.
+
+        Its waiters in this process get ``ChatCancelledError``; DBOS records a cancelled turn
+        as it records one a store error stopped, so a waiter in another process gets
+        ``StoreError``, and a start with the turn's id resumes it (see docs/durable.md).
+        """
+        self._require_launched()
+        self._cancelled.add(workflow_id)
+        await self._dbos.DBOS.cancel_workflow_async(workflow_id)
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Run ``body`` as the next DBOS step of the running workflow, or replay it.

@@ -1,13 +1,14 @@
 """The small interface a durable-execution engine implements for hookloop's durable turns.
 
-DBOS implements it (:class:`~hookloop.durable.DBOSEngine`). The loop and
-:class:`~hookloop.durable.DurableChats` only talk to this protocol, but it assumes what DBOS
-gives: :meth:`DurableEngine.step` runs an in-process closure as a step, and the workflow's
-own code may do I/O between steps (the session store, hooks). Temporal allows neither (no
-I/O in workflow code; activities are registered functions with serializable arguments): a
-Temporal engine would need the loop's calls and the session writes made activities, which
-this protocol does not express. Every value crossing it is a ``str`` (JSON made by
-hookloop), so an engine needs no serializer of its own.
+DBOS (:class:`~hookloop.durable.DBOSEngine`) and Temporal
+(:class:`~hookloop.durable.TemporalEngine`) implement it. The loop and
+:class:`~hookloop.durable.DurableChats` only talk to this protocol. It assumes that the
+turn's own code may do I/O between steps (the session store, hooks) and that
+:meth:`DurableEngine.step` runs an in-process closure: DBOS gives both. Temporal's workflow
+code may do no I/O, so its engine runs the turn's code in activities instead, each one
+replaying the turn from the records of the calls before it and running one call (see
+``_temporal.py``); its workflow only keeps the records. Every value crossing the protocol is a
+``str`` (JSON made by hookloop), so an engine needs no serializer of its own.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ class DurableEngine(Protocol):
 
     async def result(self, workflow_id: str) -> str:
         """Wait for the workflow to end; its output, or the exception it raised."""
+        ...
+
+    async def cancel(self, workflow_id: str) -> None:
+        """Cancel the workflow, wherever it runs (:meth:`result` raises ``ChatCancelledError``)."""
         ...
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:

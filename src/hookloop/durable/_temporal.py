@@ -83,6 +83,16 @@ class _Activity:
     new: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     index: int = 0
     next: str | None = None  # the activity to run next, once this one stops
+    stopped: bool = False  # its call is recorded (or is another activity's): no more steps
+
+    def stop(self, next_kind: str) -> _Stop:
+        """End the activity's work: every later step of the turn's code raises too.
+
+        The other calls of a batch wait for the one that stops (one step at a time); one of
+        them would otherwise take the next step in this activity once the lock is free.
+        """
+        self.next, self.stopped = next_kind, True
+        return _Stop()
 
 
 _running: contextvars.ContextVar[_Activity | None] = contextvars.ContextVar(
@@ -311,6 +321,8 @@ class TemporalEngine:
         run = _running.get()
         if run is None:
             raise UsageError("step() is only known inside a durable turn's activity")
+        if run.stopped:
+            raise _Stop
         index = run.index
         if index < len(run.records):
             recorded, output = run.records[index]
@@ -321,8 +333,7 @@ class TemporalEngine:
             return output
         kind = _KIND.get(name)
         if kind is not None and kind != run.kind:  # the next call is another activity's
-            run.next = kind
-            raise _Stop
+            raise run.stop(kind)
         run.index += 1
         if name in _PRELUDES and run.crashed:  # it ran in the attempt that died
             run.new.append((name, ""))
@@ -330,8 +341,7 @@ class TemporalEngine:
         output = await body()
         run.new.append((name, output))
         if name in (MODEL_STEP, TOOL_STEP):
-            run.next = _next_kind([*run.records, *run.new])
-            raise _Stop
+            raise run.stop(_next_kind([*run.records, *run.new]))
         return output
 
     def workflow_id(self) -> str:
@@ -366,7 +376,9 @@ class TemporalEngine:
     async def _run_activity(self, kind: str, task: str) -> str:
         """One activity: the turn replayed from its records up to its call, which runs."""
         from temporalio import activity
-        from temporalio.exceptions import ApplicationError
+        from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
+
+        benign = ApplicationErrorCategory.BENIGN  # an outcome of the turn, not the worker's
 
         info = activity.info()
         data = json.loads(task)
@@ -383,6 +395,7 @@ class TemporalEngine:
                 "[]",
                 type=_RETRY_LATER,
                 non_retryable=True,
+                category=benign,
             )
         token = _running.set(run)
         beating = asyncio.ensure_future(self._beat(activity.heartbeat))
@@ -393,11 +406,19 @@ class TemporalEngine:
         except StoreError as exc:
             logger.warning("durable turn %s: %s; running it again later", run.workflow_id, exc)
             raise ApplicationError(
-                error_line(exc), json.dumps(run.new), type=_RETRY_LATER, non_retryable=True
+                error_line(exc),
+                json.dumps(run.new),
+                type=_RETRY_LATER,
+                non_retryable=True,
+                category=benign,
             ) from None
         except Exception as exc:
             raise ApplicationError(
-                error_line(exc), _pickled(exc), type=_TURN_FAILED, non_retryable=True
+                error_line(exc),
+                _pickled(exc),
+                type=_TURN_FAILED,
+                non_retryable=True,
+                category=benign,
             ) from None
         finally:
             _running.reset(token)

@@ -14,7 +14,7 @@ from .._chat_slot import ChatHost
 from .._errors import UsageError
 from .._extras import import_attribute
 from .._messages import UserInput, UserMessage, user_message
-from .._stream_events import AgentEvent, AgentResponse
+from .._stream_events import AgentEvent, AgentResponse, MessageCommitted, ToolCallFinished
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
 from ._engine import DurableEngine
@@ -62,6 +62,13 @@ class TurnHandle:
             DurableRecordError: The turn's recorded output cannot be read.
         """
         return await self._chats._result(self.workflow_id)
+
+    async def cancel(self) -> None:
+        """Cancel the turn, wherever it runs; its waiters get ``ChatCancelledError``.
+
+        What the turn committed to its session before stays there.
+        """
+        await self._chats.engine.cancel(self.workflow_id)
 
 
 class DurableChats:
@@ -187,11 +194,13 @@ class DurableChats:
             # The conversation as it was when the turn began: a turn run again finds its
             # own messages in the session, which it commits again (stored once).
             await recorder.restore(before=user.id)
+            stored: set[str] = set()
             if steps.replaying:
                 records = await self.sessions.records(session_id)
-                steps.watch_commits(agent, {r.message.id for r in records})
+                stored = {r.message.id for r in records}
+                steps.watch_commits(agent, stored)
             try:
-                run = await agent._start(user, self._events(steps), steps=steps)
+                run = await agent._start(user, self._events(steps, stored), steps=steps)
                 response = await agent._slot.drive(run)
             finally:
                 await agent.aclose()  # its background tasks (async memory hooks) end here
@@ -199,18 +208,24 @@ class DurableChats:
             steps.end(token)
         return encode_response(response)
 
-    def _events(self, steps: TurnSteps) -> Callable[[AgentEvent], Awaitable[None]] | None:
+    def _events(
+        self, steps: TurnSteps, stored: set[str]
+    ) -> Callable[[AgentEvent], Awaitable[None]] | None:
         """Where the turn's events go: ``on_event``, but not those an engine sends again.
 
         An engine whose every call replays the turn's earlier part (Temporal) would send
-        that part's events once per call: those made while :func:`replaying` are dropped.
+        that part's events once per call: an event of a message is dropped when the session
+        held the message already (``stored``), any other while :func:`replaying`.
         """
         on_event = self._on_event
         if on_event is None or not getattr(self.engine, "replays_each_call", False):
             return on_event
 
         async def fresh(event: AgentEvent) -> None:
-            if not steps.replaying:
+            if isinstance(event, MessageCommitted | ToolCallFinished):
+                if event.message.id not in stored:
+                    await on_event(event)
+            elif not steps.replaying:
                 await on_event(event)
 
         return fresh
