@@ -42,7 +42,7 @@ from ._replay import BEGIN_STEP, MODEL_STEP, TOOL_STARTED_STEP, TOOL_STEP
 
 if TYPE_CHECKING:
     from temporalio.client import Client
-    from temporalio.worker import Worker
+    from temporalio.worker import Worker, WorkflowRunner
 
 __all__ = ["TemporalEngine"]
 
@@ -205,22 +205,14 @@ class TemporalEngine:
                 store=self.address,
             ) from None
         if self._run_worker:
-            from temporalio.worker.workflow_sandbox import (
-                SandboxedWorkflowRunner,
-                SandboxRestrictions,
-            )
-
             from ._temporal_workflow import TurnWorkflow
 
-            runner = SandboxedWorkflowRunner(
-                restrictions=SandboxRestrictions.default.with_passthrough_modules("hookloop")
-            )
             self._worker = worker_module.Worker(
                 client,
                 task_queue=self.task_queue,
                 workflows=[TurnWorkflow],
                 activities=[self._activity(kind) for kind in (_MODEL, _TOOL, _FINISH)],
-                workflow_runner=runner,
+                workflow_runner=workflow_runner(),
                 # A dead worker's sticky queue holds the turn's next workflow task this long.
                 sticky_queue_schedule_to_start_timeout=timedelta(seconds=1),
                 graceful_shutdown_timeout=timedelta(seconds=self._grace),
@@ -429,6 +421,18 @@ class TemporalEngine:
         while True:
             heartbeat()
             await asyncio.sleep(self._heartbeat / 4)
+
+
+def workflow_runner() -> WorkflowRunner:
+    """Temporal's sandbox for the turn's workflow, hookloop passed through (not reloaded).
+
+    The workflow module imports nothing of hookloop's, but its package's ``__init__`` does:
+    passed through, it is imported once, not again for each turn.
+    """
+    from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+    restrictions = SandboxRestrictions.default.with_passthrough_modules("hookloop")
+    return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
 def _next_kind(records: list[tuple[str, str]]) -> str:

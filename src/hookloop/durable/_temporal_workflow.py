@@ -64,6 +64,8 @@ class TurnWorkflow:
                     start_to_close_timeout=timedelta(seconds=float(settings["call_timeout"])),
                     heartbeat_timeout=timedelta(seconds=float(settings["heartbeat"])),
                     retry_policy=policy,
+                    # A cancelled turn ends once its running call stopped (its writes done).
+                    cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
             except ActivityError as exc:
                 cause = exc.cause
