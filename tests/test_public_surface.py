@@ -232,6 +232,7 @@ FAMILIES = {
         "WorkerTimings",
         "WorkflowBody",
         "replaying",
+        "run_temporal_worker",
         "run_worker",
         "workflow_id",
     ],

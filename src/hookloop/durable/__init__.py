@@ -12,6 +12,7 @@ from ._engine import DurableEngine, WorkflowBody
 from ._queue import SessionQueue
 from ._replay import replaying
 from ._temporal import TemporalEngine
+from ._temporal_worker import run_temporal_worker
 from ._turn import DurableChats, TurnHandle, workflow_id
 from ._workers import Worker, WorkerTimings, run_worker
 
@@ -27,6 +28,7 @@ __all__ = [
     "WorkerTimings",
     "WorkflowBody",
     "replaying",
+    "run_temporal_worker",
     "run_worker",
     "workflow_id",
 ]

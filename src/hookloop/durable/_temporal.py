@@ -169,6 +169,7 @@ class TemporalEngine:
         self._client: Client | None = None
         self._worker: Worker | None = None
         self._polling: asyncio.Future[None] | None = None
+        self._polled = False  # a worker was seen polling the task queue
 
     def __repr__(self) -> str:
         return f"TemporalEngine({self.address!r}, task_queue={self.task_queue!r})"
@@ -273,6 +274,33 @@ class TemporalEngine:
                 id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             )
+        if not self._run_worker and not self._polled:
+            await self._warn_if_unpolled(client)
+
+    async def _warn_if_unpolled(self, client: Client) -> None:
+        """Log a warning when no worker polls the task queue (a typo in its name, say).
+
+        A turn on such a queue waits until a worker of that queue starts, which is not an
+        error; but a caller waiting for it would see nothing happen. Checked once per engine.
+        """
+        from temporalio.api.enums.v1 import TaskQueueType
+        from temporalio.api.taskqueue.v1 import TaskQueue
+        from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+        request = DescribeTaskQueueRequest(
+            namespace=self.namespace,
+            task_queue=TaskQueue(name=self.task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        )
+        answer = await client.workflow_service.describe_task_queue(request)
+        self._polled = bool(answer.pollers)
+        if not self._polled:
+            logger.warning(
+                "no worker polls the task queue %r at %s: its turns wait until one does "
+                "(is the queue's name the workers' --task-queue?)",
+                self.task_queue,
+                self.address,
+            )
 
     async def result(self, workflow_id: str) -> str:
         """Wait for the workflow to end; its output, or the exception it raised.
@@ -331,6 +359,8 @@ class TemporalEngine:
             run.new.append((name, ""))
             return ""
         output = await body()
+        if run.stopped:  # the worker stopped meanwhile: the call runs again elsewhere
+            raise _Stop
         run.new.append((name, output))
         if name in (MODEL_STEP, TOOL_STEP):
             raise run.stop(_next_kind([*run.records, *run.new]))
@@ -390,9 +420,11 @@ class TemporalEngine:
                 category=benign,
             )
         token = _running.set(run)
+        turn = asyncio.ensure_future(body(data["payload"]))  # it sees ``run``
+        _running.reset(token)
         beating = asyncio.ensure_future(self._beat(activity.heartbeat))
         try:
-            output: str | None = await body(data["payload"])
+            output: str | None = await _outcome(turn, run, activity.is_worker_shutdown)
         except _Stop:
             output = None
         except StoreError as exc:
@@ -413,7 +445,6 @@ class TemporalEngine:
                 category=benign,
             ) from None
         finally:
-            _running.reset(token)
             beating.cancel()
         return json.dumps({"records": run.new, "next": run.next, "output": output})
 
@@ -421,6 +452,35 @@ class TemporalEngine:
         while True:
             heartbeat()
             await asyncio.sleep(self._heartbeat / 4)
+
+
+async def _outcome(turn: asyncio.Future[str], run: _Activity, stopping: Callable[[], bool]) -> str:
+    """The turn's output; when the activity is cancelled, what the cancellation means.
+
+    Cancelled because the turn is (:meth:`TemporalEngine.cancel`), the turn is cancelled
+    too: its open calls are answered "cancelled" in its session. Cancelled because this
+    worker stops (its grace is over), the turn is left to end by itself, recording nothing
+    more: its call finishes (a tool's effect happens once) and the activity runs again on
+    another worker, as after a crash (a tool that is not idempotent is answered "result
+    lost"), without the answers a cancellation would write into the session.
+    """
+    try:
+        return await asyncio.shield(turn)
+    except asyncio.CancelledError:
+        if stopping():
+            run.stopped = True
+            turn.add_done_callback(_retrieve)
+        else:
+            turn.cancel()
+            await asyncio.wait((turn,))
+            _retrieve(turn)
+        raise
+
+
+def _retrieve(turn: asyncio.Future[str]) -> None:
+    """Mark the ending of a turn nobody awaits as seen (no "never retrieved" warning)."""
+    if not turn.cancelled():
+        turn.exception()
 
 
 def workflow_runner() -> WorkflowRunner:
