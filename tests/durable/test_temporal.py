@@ -121,6 +121,45 @@ async def test_a_new_turn_continues_the_session(
     assert [r.seq for r in records] == list(range(1, 7))
 
 
+async def test_turns_of_one_session_run_one_at_a_time_in_their_order(
+    engine: TemporalEngine, store: SQLiteSessionStore
+) -> None:
+    # The second turn starts while the first waits for its model: its first activity waits
+    # for the first turn to end, rather than putting its messages between the first's.
+    chats = DurableChats(engine, _agents.gated_agent, sessions=store)
+    await engine.launch()
+    session = f'odd "session\\ {engine.task_queue}'  # a quote and a backslash: the query
+    _agents.gate = asyncio.Event()
+    try:
+        first = await chats.submit(session, "first", turn_id="t-b")
+        await until(lambda: _agents.calls == ["model first"])
+        second = await chats.submit(session, "second", turn_id="t-a")
+        await started(engine, workflow_id(session, "t-a"))
+        _agents.gate.set()
+        answers = [(await h.result()).text for h in (first, second)]
+    finally:
+        _agents.gate = None
+    assert answers == ["answer to first", "answer to second"]
+    log = [r.message.content for r in await store.records(session)]
+    assert log == ["first", "answer to first", "second", "answer to second"]
+
+
+async def started(engine: TemporalEngine, wid: str) -> None:
+    """Wait until the turn's first activity runs (in the worker)."""
+    from temporalio.api.enums.v1 import PendingActivityState
+    from temporalio.client import Client
+
+    client = await Client.connect(engine.address)
+    handle = client.get_workflow_handle(wid)
+    running = PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+    async with asyncio.timeout(60):  # only a failure guard
+        while True:
+            pending = (await handle.describe()).raw_description.pending_activities
+            if any(a.state == running for a in pending):
+                return
+            await asyncio.sleep(0.01)
+
+
 def test_the_engine_is_a_durable_engine(temporal_address: str) -> None:
     assert isinstance(quick_engine(temporal_address), DurableEngine)
 

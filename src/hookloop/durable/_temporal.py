@@ -22,6 +22,7 @@ import dataclasses
 import json
 import logging
 import pickle
+import re
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from types import TracebackType
@@ -378,7 +379,38 @@ class TemporalEngine:
         return run.workflow_id
 
     async def wait_earlier(self, prefix: str) -> None:
-        """Nothing: a turn's activities run wherever Temporal sends them (see docs/durable.md)."""
+        """In a turn's first activity: wait for the running turns of ``prefix`` started earlier.
+
+        Those whose workflow ids start with ``prefix``, running, and started before this one
+        (by start time, then id), whichever worker runs them: so two turns of a session do
+        not mix their messages. Found through Temporal's visibility, which is updated within
+        moments of a start: two turns of one session started at the same instant may still
+        both run (the session's conflict check then fails the later writer).
+        """
+        run = _running.get()
+        if run is None or run.records:  # later activities: the earlier turns have ended
+            return
+        from temporalio import activity
+
+        from ._temporal_workflow import TURN_WORKFLOW
+
+        client = activity.client()
+        own = await client.get_workflow_handle(run.workflow_id).describe()
+        query = (
+            f'WorkflowType = "{TURN_WORKFLOW}" AND ExecutionStatus = "Running" '
+            f'AND WorkflowId STARTS_WITH "{_query_prefix(prefix)}"'
+        )
+        mine = (own.start_time, own.id)
+        earlier = sorted(
+            [
+                (w.start_time, w.id)
+                async for w in client.list_workflows(query)
+                if w.id.startswith(prefix) and (w.start_time, w.id) < mine
+            ]
+        )
+        for _, workflow_id in earlier:
+            with contextlib.suppress(Exception):  # its own caller gets its error
+                await client.get_workflow_handle(workflow_id).result()
 
     def _require_client(self) -> Client:
         if self._client is None:
@@ -505,6 +537,14 @@ def _next_kind(records: list[tuple[str, str]]) -> str:
     if answered < len(calls):
         return _TOOL
     return _FINISH if not calls else _MODEL
+
+
+def _query_prefix(prefix: str) -> str:
+    """``prefix`` up to its first ``"`` or backslash, which a visibility query cannot match.
+
+    The caller filters what the query finds by the whole prefix.
+    """
+    return re.split(r'["\\]', prefix, maxsplit=1)[0]
 
 
 def _pickled(exc: Exception) -> str:
