@@ -262,3 +262,15 @@ async def test_separators_emoji_and_nul_cross_the_activities_unchanged(
     assert [m.content for m in response.messages] == [text, "", text, text]
     stored = [r.message for r in await store.records(engine.task_queue)]
     assert stored == list(response.messages)
+
+
+async def test_a_turn_the_server_does_not_know_is_a_store_error(
+    engine: TemporalEngine, store: SQLiteSessionStore
+) -> None:
+    # What a caller sees after a dev server in memory restarted under its turn.
+    DurableChats(engine, _agents.echo_agent, sessions=store)
+    await engine.launch()
+    with pytest.raises(StoreError, match="it has no durable turn 'hookloop-turn:nobody:t-1'"):
+        await engine.result(workflow_id("nobody", "t-1"))
+    with pytest.raises(StoreError, match="it has no durable turn"):
+        await engine.cancel(workflow_id("nobody", "t-1"))

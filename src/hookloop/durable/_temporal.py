@@ -23,7 +23,7 @@ import json
 import logging
 import pickle
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
@@ -266,7 +266,7 @@ class TemporalEngine:
 
         from ._temporal_workflow import TURN_WORKFLOW
 
-        with contextlib.suppress(WorkflowAlreadyStartedError):  # finished: join it
+        with self._server_errors(workflow_id), contextlib.suppress(WorkflowAlreadyStartedError):
             await client.start_workflow(
                 TURN_WORKFLOW,
                 args=[name, payload, self._options],
@@ -276,7 +276,8 @@ class TemporalEngine:
                 id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
             )
         if not self._run_worker and not self._polled:
-            await self._warn_if_unpolled(client)
+            with self._server_errors(workflow_id):
+                await self._warn_if_unpolled(client)
 
     async def _warn_if_unpolled(self, client: Client) -> None:
         """Log a warning when no worker polls the task queue (a typo in its name, say).
@@ -313,7 +314,8 @@ class TemporalEngine:
 
         handle = self._require_client().get_workflow_handle(workflow_id)
         try:
-            output: object = await handle.result()
+            with self._server_errors(workflow_id):
+                output: object = await handle.result()
         except WorkflowFailureError as exc:
             raise _turn_error(workflow_id, exc.cause) from None
         if not isinstance(output, str):
@@ -326,7 +328,29 @@ class TemporalEngine:
 
         What the turn committed to its session stays.
         """
-        await self._require_client().get_workflow_handle(workflow_id).cancel()
+        handle = self._require_client().get_workflow_handle(workflow_id)
+        with self._server_errors(workflow_id):
+            await handle.cancel()
+
+    @contextlib.contextmanager
+    def _server_errors(self, workflow_id: str) -> Iterator[None]:
+        """The server's refusals as :class:`StoreError`: unreachable, or the turn unknown."""
+        from temporalio.service import RPCError, RPCStatusCode
+
+        try:
+            yield
+        except RPCError as exc:
+            if exc.status == RPCStatusCode.NOT_FOUND:
+                reason = (
+                    f"it has no durable turn {workflow_id!r} (never started, or the server "
+                    "lost its state: a dev server in memory that restarted)"
+                )
+            else:
+                reason = error_line(exc)
+            raise StoreError(
+                f"the Temporal server at {self.address} cannot be used: {reason}",
+                store=self.address,
+            ) from None
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Run ``body`` as the turn's next step, or return that step's recorded output.
