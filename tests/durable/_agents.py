@@ -108,3 +108,27 @@ def odd_answer(request: ProviderRequest) -> ProviderResponse | str:
 
 def odd_agent() -> Agent:
     return Agent(FunctionModel(odd_answer), tools=[echo])
+
+
+@tool
+async def slow_note(text: str) -> str:
+    """Write a note (not idempotent) once the gate opens.
+
+    Args:
+        text: The note.
+    """
+    calls.append(f"slow_note {text}")
+    if gate is not None:
+        await gate.wait()
+    calls.append(f"slow_note {text} done")
+    return "noted"
+
+
+def slow_note_answer(request: ProviderRequest) -> ProviderResponse | str:
+    if request.messages[-1].role == "tool":
+        return f"after: {request.messages[-1].content}"
+    return tool_call("slow_note", {"text": "x"}, id="call-note")
+
+
+def slow_note_agent() -> Agent:
+    return Agent(FunctionModel(slow_note_answer), tools=[slow_note])

@@ -23,6 +23,7 @@ from tests._processes import GUARD
 from tests.conftest import unique_name
 from tests.durable import _agents
 from tests.durable._temporal_support import QUICK
+from tests.durable.test_turns import until
 from tests.sessions._backends import ROOT
 
 AGENT = "tests.durable._agents:echo_agent"
@@ -143,3 +144,43 @@ async def test_a_task_queue_nobody_polls_is_logged_at_the_first_start(
         f"no worker polls the task queue {queue!r} at {temporal_address}: its turns wait "
         "until one does (is the queue's name the workers' --task-queue?)"
     ]
+
+
+async def test_a_worker_stopped_during_a_call_leaves_it_to_another_worker(
+    temporal_address: str, tmp_path: Path
+) -> None:
+    # The tool (not idempotent) outlasts the first worker's grace: that worker stops
+    # without recording or cancelling it (no "cancelled" answer in the session); the second
+    # worker answers the call "result lost", and the tool, left to end, runs once.
+    queue = unique_name("stop")
+    store = SQLiteSessionStore(tmp_path / "s.db")
+    agent = "tests.durable._agents:slow_note_agent"
+    first, second = (
+        TemporalEngine(temporal_address, task_queue=queue, **{**QUICK, "grace": 0.1})
+        for _ in range(2)
+    )
+    chats = DurableChats(first, agent, sessions=store)
+    joining = DurableChats(second, agent, sessions=store)
+    _agents.calls.clear()
+    _agents.gate = asyncio.Event()
+    try:
+        await first.launch()
+        await chats.submit(queue, "note it", turn_id="t-1")
+        await until(lambda: _agents.calls == ["slow_note x"])
+        await first.shutdown()  # the grace ends while the tool waits
+        async with second:  # joins the turn, whose call it runs again
+            response = await (await joining.submit(queue, "note it", turn_id="t-1")).result()
+        _agents.gate.set()
+        await until(lambda: _agents.calls == ["slow_note x", "slow_note x done"])
+    finally:
+        _agents.gate = None
+    lost = "result lost in a crash: the worker running tool 'slow_note' stopped"
+    assert response.text.startswith(f"after: {lost}")
+    assert [m.content[:20] for m in response.messages] == [
+        "note it",
+        "",
+        lost[:20],
+        "after: result lost i",
+    ]
+    assert [r.message for r in await store.records(queue)] == list(response.messages)
+    await store.close()
