@@ -132,7 +132,7 @@ def make_engine(url: str) -> DurableEngine:
     """DBOS on ``url``, or Temporal for ``temporal://host:port/queue`` (quick to notice a kill)."""
     if url.startswith("temporal://"):
         address, _, queue = url.removeprefix("temporal://").partition("/")
-        return TemporalEngine(address, task_queue=queue, heartbeat=1.0, retry=0.1, grace=0.5)
+        return TemporalEngine(address, task_queue=queue, heartbeat=0.5, retry=0.1, grace=0.5)
     return DBOSEngine(url, executor_id="worker-1")
 
 

@@ -204,7 +204,9 @@ async def test_what_the_turn_raises_reaches_its_caller_typed(
         await chats.chat(engine.task_queue, "delete", turn_id="t-1")
     # Not retried: the turn failed once, for good.
     wid = workflow_id(engine.task_queue, "t-1")
-    assert await activities(engine, wid) == ["hookloop.model", "hookloop.tool"]
+    # The tool's error is recorded; the next activity raises it again in its place, where
+    # the turn answers the open calls and fails (as a replay after a crash would).
+    assert await activities(engine, wid) == ["hookloop.model", "hookloop.tool", "hookloop.finish"]
 
 
 async def test_a_wrong_address_is_a_store_error_at_launch_fast(store: SQLiteSessionStore) -> None:

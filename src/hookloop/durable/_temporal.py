@@ -73,15 +73,19 @@ class _Stop(BaseException):
     """
 
 
+Record = tuple[str, str] | tuple[str, str, bool]
+"""A step's record: its name and output, or its name, its exception (pickled) and ``True``."""
+
+
 @dataclasses.dataclass(slots=True, kw_only=True)
 class _Activity:
     """What one activity of a turn knows and records."""
 
     kind: str
     workflow_id: str
-    records: list[tuple[str, str]]
+    records: list[Record]
     crashed: bool  # an earlier attempt of this activity died
-    new: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    new: list[Record] = dataclasses.field(default_factory=list)
     index: int = 0
     next: str | None = None  # the activity to run next, once this one stops
     stopped: bool = False  # its call is recorded (or is another activity's): no more steps
@@ -370,12 +374,14 @@ class TemporalEngine:
             raise _Stop
         index = run.index
         if index < len(run.records):
-            recorded, output = run.records[index]
-            if recorded != name:
-                reason = f"step {index} is recorded as {recorded!r}"
+            record = run.records[index]
+            if record[0] != name:
+                reason = f"step {index} is recorded as {record[0]!r}"
                 raise DurableRecordError(workflow_id=run.workflow_id, step=name, reason=reason)
             run.index += 1
-            return output
+            if len(record) == 3:  # what its body raised, raised again
+                raise _unpickled(record[1], run.workflow_id, name)
+            return record[1]
         kind = _KIND.get(name)
         if kind is not None and kind != run.kind:  # the next call is another activity's
             raise run.stop(kind)
@@ -383,7 +389,17 @@ class TemporalEngine:
         if name in _PRELUDES and run.crashed:  # it ran in the attempt that died
             run.new.append((name, ""))
             return ""
-        output = await body()
+        try:
+            output = await body()
+        except StoreError:  # not the call's outcome: the activity runs again later
+            raise
+        except Exception as exc:
+            if run.stopped:
+                raise _Stop from None
+            # Recorded, as DBOS records it: the next activity raises it again in its place,
+            # so what the turn does with it (its answers, on_chat_error) happens once.
+            run.new.append((name, _pickled(exc), True))
+            raise run.stop(_FINISH) from None
         if run.stopped:  # the worker stopped meanwhile: the call runs again elsewhere
             raise _Stop
         run.new.append((name, output))
@@ -463,7 +479,7 @@ class TemporalEngine:
         run = _Activity(
             kind=kind,
             workflow_id=info.workflow_id or "",
-            records=[(str(n), str(o)) for n, o in data["records"]],
+            records=[_record(r) for r in data["records"]],
             crashed=info.attempt > 1,
         )
         body = self._bodies.get(data["workflow"])
@@ -551,13 +567,20 @@ def workflow_runner() -> WorkflowRunner:
     return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
-def _next_kind(records: list[tuple[str, str]]) -> str:
+def _record(item: list[object]) -> Record:
+    """A record as JSON gives it back."""
+    if len(item) == 3:
+        return (str(item[0]), str(item[1]), True)
+    return (str(item[0]), str(item[1]))
+
+
+def _next_kind(records: list[Record]) -> str:
     """The activity of the call that likely comes next (an activity told wrong says so)."""
-    last = max((i for i, (name, _) in enumerate(records) if name == MODEL_STEP), default=None)
+    last = max((i for i, r in enumerate(records) if r[0] == MODEL_STEP), default=None)
     if last is None:
         return _MODEL
     calls = json.loads(records[last][1])["message"].get("tool_calls") or []
-    answered = sum(1 for name, _ in records[last + 1 :] if name == TOOL_STEP)
+    answered = sum(1 for r in records[last + 1 :] if r[0] == TOOL_STEP)
     if answered < len(calls):
         return _TOOL
     return _FINISH if not calls else _MODEL
@@ -572,10 +595,30 @@ def _query_prefix(prefix: str) -> str:
 
 
 def _pickled(exc: Exception) -> str:
+    """``exc`` pickled, in base64; one that cannot be pickled becomes a ``RunError`` of its text."""
     try:
-        return base64.b64encode(pickle.dumps(exc)).decode()
-    except Exception:  # an exception that cannot be pickled: its text stands for it
-        return ""
+        data = pickle.dumps(exc)
+        pickle.loads(data)  # one whose __init__ takes other arguments fails only here
+    except Exception:
+        data = pickle.dumps(RunError(f"{type(exc).__name__}: {error_line(exc)}"))
+    return base64.b64encode(data).decode()
+
+
+def _unpickled(text: str, workflow_id: str, step: str) -> Exception:
+    """The exception a step's record holds.
+
+    Raises:
+        DurableRecordError: The record cannot be read (not an exception hookloop pickled).
+    """
+    try:
+        error = pickle.loads(base64.b64decode(text, validate=True))
+    except Exception as exc:
+        reason = f"its recorded exception cannot be read: {error_line(exc)}"
+        raise DurableRecordError(workflow_id=workflow_id, step=step, reason=reason) from None
+    if not isinstance(error, Exception):
+        reason = f"its record holds a {type(error).__name__}, not an exception"
+        raise DurableRecordError(workflow_id=workflow_id, step=step, reason=reason)
+    return error
 
 
 def _turn_error(workflow_id: str, cause: BaseException | None) -> Exception:
