@@ -132,3 +132,8 @@ def slow_note_answer(request: ProviderRequest) -> ProviderResponse | str:
 
 def slow_note_agent() -> Agent:
     return Agent(FunctionModel(slow_note_answer), tools=[slow_note])
+
+
+def big_agent() -> Agent:
+    """``odd_agent`` without a context window: for messages of megabytes."""
+    return Agent(FunctionModel(odd_answer), tools=[echo], context=None)

@@ -27,9 +27,10 @@ from hookloop import (
     UserMessage,
 )
 from hookloop.durable import DurableChats, DurableEngine, TemporalEngine, workflow_id
+from hookloop.durable._temporal_payloads import PAYLOAD_SESSION_PREFIX as PREFIX
 from hookloop.sessions import SQLiteSessionStore
 from tests.durable import _agents
-from tests.durable._temporal_support import activities, quick_engine
+from tests.durable._temporal_support import activities, history_json, quick_engine
 from tests.durable.test_turns import until
 
 
@@ -276,3 +277,32 @@ async def test_a_turn_the_server_does_not_know_is_a_store_error(
         await engine.result(workflow_id("nobody", "t-1"))
     with pytest.raises(StoreError, match="it has no durable turn"):
         await engine.cancel(workflow_id("nobody", "t-1"))
+
+
+async def test_payloads_over_the_limit_are_kept_in_the_session_store(
+    temporal_address: str, store: SQLiteSessionStore
+) -> None:
+    # A message over 2 MB, echoed by a tool and by the answer: each record is over
+    # Temporal's 2 MB limit on one payload. They go to the session store; the history
+    # holds references.
+    engine = quick_engine(temporal_address, payloads=store)
+    chats = DurableChats(engine, _agents.big_agent, sessions=store)
+    text = "x" * 2_100_000  # over 2 MB
+    async with engine:
+        response = await chats.chat(engine.task_queue, text, turn_id="t-1")
+        history = await history_json(engine, workflow_id(engine.task_queue, "t-1"))
+    assert [m.content for m in response.messages] == [text, "", text, text]
+    assert [r.message for r in await store.records(engine.task_queue)] == list(response.messages)
+    assert len(history) < 300_000
+    kept = [s.session_id for s in await store.list_sessions() if s.session_id.startswith(PREFIX)]
+    assert kept  # the payloads, one session each
+
+
+async def test_without_a_payload_store_a_message_over_the_limit_is_refused_at_its_start(
+    engine: TemporalEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.big_agent, sessions=store)
+    await engine.launch()
+    with pytest.raises(StoreError, match=r"give TemporalEngine\(payloads=\) the session store"):
+        await chats.submit(engine.task_queue, "x" * 2_100_000, turn_id="t-1")
+    assert await store.records(engine.task_queue) == []

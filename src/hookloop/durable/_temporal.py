@@ -38,6 +38,7 @@ from .._errors import (
     error_line,
 )
 from .._extras import extra_needed
+from ..sessions._base import SessionStore
 from ._engine import WorkflowBody
 from ._replay import BEGIN_STEP, MODEL_STEP, TOOL_STARTED_STEP, TOOL_STEP
 
@@ -125,6 +126,10 @@ class TemporalEngine:
         call_timeout: Seconds one call's activity may take at most.
         connect_timeout: Seconds :meth:`launch` tries to reach the server.
         grace: Seconds running calls get to finish at :meth:`shutdown`.
+        payloads: Where payloads over 256 KiB go (a long tool result, a large message),
+            the history keeping a reference: the turns' session store, say. The same in
+            every worker and submitter. ``None``: they stay inline, up to the server's
+            limit on one payload (2 MB by default).
 
     Raises:
         MissingExtraError: ``temporalio`` is not installed.
@@ -146,6 +151,7 @@ class TemporalEngine:
         call_timeout: float = 3600.0,
         connect_timeout: float = 10.0,
         grace: float = 30.0,
+        payloads: SessionStore | None = None,
     ) -> None:
         for label, text in (("address", address), ("task_queue", task_queue)):
             if not isinstance(text, str) or not text.strip():
@@ -170,6 +176,9 @@ class TemporalEngine:
         self._heartbeat = float(heartbeat)
         self._connect_timeout = float(connect_timeout)
         self._grace = float(grace)
+        if payloads is not None and not isinstance(payloads, SessionStore):
+            raise UsageError(f"payloads must be a SessionStore, got {type(payloads).__name__}")
+        self._payloads = payloads
         self._bodies: dict[str, WorkflowBody] = {}
         self._client: Client | None = None
         self._worker: Worker | None = None
@@ -201,9 +210,15 @@ class TemporalEngine:
         if self._client is not None:
             raise UsageError("the engine is launched already")
         _, client_module, worker_module = _temporal_modules()
+        from ._temporal_payloads import data_converter
+
         try:
             async with asyncio.timeout(self._connect_timeout):
-                client = await client_module.Client.connect(self.address, namespace=self.namespace)
+                client = await client_module.Client.connect(
+                    self.address,
+                    namespace=self.namespace,
+                    data_converter=data_converter(self._payloads),
+                )
         except (RuntimeError, OSError, TimeoutError, ValueError) as exc:
             reason = "no answer in time" if isinstance(exc, TimeoutError) else error_line(exc)
             raise StoreError(
@@ -351,6 +366,11 @@ class TemporalEngine:
                 )
             else:
                 reason = error_line(exc)
+                if "size exceeds limit" in reason and self._payloads is None:
+                    reason += (
+                        " (a payload over the server's limit: give TemporalEngine(payloads=) "
+                        "the session store, which then keeps the payloads over 256 KiB)"
+                    )
             raise StoreError(
                 f"the Temporal server at {self.address} cannot be used: {reason}",
                 store=self.address,

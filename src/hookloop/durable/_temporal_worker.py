@@ -36,7 +36,8 @@ async def run_temporal_worker(
     Args:
         address: The Temporal server, ``"host:port"``.
         agent: The turns' agent factory, ``"module:function"`` (see ``DurableChats``).
-        sessions: Where the sessions are kept (every worker of the queue uses the same).
+        sessions: Where the sessions are kept (every worker of the queue uses the same),
+            and the payloads over 256 KiB (see ``TemporalEngine(payloads=)``).
         task_queue: The task queue, the same in every worker and submitter.
         namespace: The Temporal namespace.
         heartbeat: Seconds after which a silent worker's call runs elsewhere.
@@ -49,7 +50,12 @@ async def run_temporal_worker(
         UsageError: A bad ``agent`` or argument.
     """
     engine = TemporalEngine(
-        address, task_queue=task_queue, namespace=namespace, heartbeat=heartbeat, grace=grace
+        address,
+        task_queue=task_queue,
+        namespace=namespace,
+        heartbeat=heartbeat,
+        grace=grace,
+        payloads=sessions,
     )
     DurableChats(engine, agent, sessions=sessions)
     await engine.launch()
