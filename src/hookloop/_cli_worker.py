@@ -13,6 +13,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 from ._errors import WorkerFencedError
@@ -116,6 +117,28 @@ def add_worker_command(commands: argparse._SubParsersAction[argparse.ArgumentPar
     worker.set_defaults(handler=_worker)
 
 
+def _stop_on_signals(grace: float, again: Callable[[], None]) -> asyncio.Event:
+    """An event SIGTERM or Ctrl-C sets (saying so); a second one calls ``again``."""
+    stop = asyncio.Event()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            again()
+            return
+        stop.set()
+        print(
+            f"hookloop worker: stopping, running turns get {grace} s to finish "
+            "(SIGTERM or Ctrl-C again: at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal)
+    return stop
+
+
 def _end_process(message: str, status: int) -> NoReturn:
     """Print ``message`` and end the process now: no exit handler shuts DBOS down under turns."""
     print(message, file=sys.stderr, flush=True)
@@ -141,22 +164,8 @@ async def _temporal_worker(args: argparse.Namespace) -> int:
 
     if not args.sessions:
         raise UsageError("hookloop worker --engine temporal needs --sessions URL")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_signal() -> None:  # the second one ends the process at once
-        if stop.is_set():
-            _end_process("hookloop worker: stopped at once", EXIT_OK)
-        stop.set()
-        print(
-            f"hookloop worker: stopping, running calls get {args.grace} s to finish "
-            "(SIGTERM or Ctrl-C again: at once)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal)
+    # The second signal ends the process at once: a call still running runs again elsewhere.
+    stop = _stop_on_signals(args.grace, lambda: _end_process("hookloop worker: stopped", EXIT_OK))
 
     def ready(engine: TemporalEngine) -> None:
         print(
@@ -191,23 +200,8 @@ async def _dbos_worker(args: argparse.Namespace) -> int:
     from .durable._workers import Worker, WorkerTimings, run_worker
 
     timings = WorkerTimings(heartbeat=args.heartbeat, dead_after=args.dead_after)
-    stop, hurry = asyncio.Event(), asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def on_signal() -> None:  # the second one cuts the grace short
-        if stop.is_set():
-            hurry.set()
-            return
-        stop.set()
-        print(
-            f"hookloop worker: stopping, running turns get {args.grace} s to finish "
-            "(SIGTERM or Ctrl-C again: at once)",
-            file=sys.stderr,
-            flush=True,
-        )
-
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, on_signal)
+    hurry = asyncio.Event()
+    stop = _stop_on_signals(args.grace, hurry.set)  # the second one cuts the grace short
 
     def ready(worker: Worker) -> None:
         print(

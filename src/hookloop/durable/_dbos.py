@@ -12,10 +12,9 @@ import contextlib
 import os
 import pickle
 from collections.abc import Awaitable, Callable
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Final
 
-from .._background import run_sync
 from .._errors import ChatCancelledError, DurableRecordError, StoreError, UsageError
 from .._extras import import_extra
 from .._stores._reach import without_password
@@ -27,7 +26,7 @@ from ._dbos_shared import (
     text_output,
     unreachable,
 )
-from ._engine import WorkflowBody
+from ._engine import EngineLifecycle, WorkflowBody
 
 __all__ = ["APPLICATION_VERSION", "DBOSEngine"]
 
@@ -68,7 +67,7 @@ def _registered_workflow(dbos: Any, name: str) -> Callable[[str, str], Awaitable
     return workflow
 
 
-class DBOSEngine:
+class DBOSEngine(EngineLifecycle):
     """A :class:`~hookloop.durable.DurableEngine` on DBOS (``pip install 'hookloop[dbos]'``).
 
     Args:
@@ -126,17 +125,10 @@ class DBOSEngine:
         # Without the password: a repr ends up in logs and tracebacks.
         return f"DBOSEngine({without_password(self._config['system_database_url'])!r})"
 
-    def register(self, name: str, body: WorkflowBody) -> None:
-        """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
-
-        Raises:
-            UsageError: The engine is launched already, or ``name`` is taken.
-        """
-        if self._launched:
-            raise UsageError("register durable workflows before the engine is launched")
-        if name in self._bodies:
-            raise UsageError(f"a durable workflow named {name!r} is registered already")
-        self._bodies[name] = body
+    @property
+    def launched(self) -> bool:
+        """Whether :meth:`launch` ran (and :meth:`shutdown` did not since)."""
+        return self._launched
 
     async def launch(self) -> None:
         """Start DBOS; the turns this worker (its ``executor_id``) left unfinished resume.
@@ -171,14 +163,6 @@ class DBOSEngine:
         self._lock = lock
         self._launched = True
 
-    def launch_sync(self) -> None:
-        """Blocking :meth:`launch`, for code without an event loop."""
-        run_sync(self.launch(), "launch_sync")
-
-    def shutdown_sync(self) -> None:
-        """Blocking :meth:`shutdown`, for code without an event loop."""
-        run_sync(self.shutdown(), "shutdown_sync")
-
     async def shutdown(self) -> None:
         """Stop DBOS; turns still running resume at the next launch of this worker."""
         if not self._launched:
@@ -192,18 +176,6 @@ class DBOSEngine:
             lock, self._lock = self._lock, None
             if lock is not None:
                 os.close(lock)
-
-    async def __aenter__(self) -> DBOSEngine:
-        await self.launch()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
 
     async def start(self, name: str, workflow_id: str, payload: str) -> None:
         """Start workflow ``name`` as ``workflow_id``, or join the one that has that id."""

@@ -14,9 +14,13 @@ replaying the turn from the records of the calls before it and running one call 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["DurableEngine", "WorkflowBody"]
+from .._background import run_sync
+from .._errors import UsageError
+
+__all__ = ["DurableEngine", "EngineLifecycle", "WorkflowBody"]
 
 WorkflowBody = Callable[[str], Awaitable[str]]
 """A workflow's code: its recorded input in, its recorded output out."""
@@ -81,3 +85,56 @@ class DurableEngine(Protocol):
         for earlier ones, so two never wait for each other.
         """
         ...
+
+
+class EngineLifecycle:
+    """What the engines share: registering bodies, and the forms of ``launch``/``shutdown``.
+
+    The workflow bodies are registered before the launch; ``launch_sync``, ``shutdown_sync``
+    and ``async with`` are the blocking and scoped forms of ``launch`` and ``shutdown``.
+    """
+
+    _bodies: dict[str, WorkflowBody]
+
+    @property
+    def launched(self) -> bool:
+        """Whether :meth:`launch` ran (and :meth:`shutdown` did not since)."""
+        raise NotImplementedError
+
+    def register(self, name: str, body: WorkflowBody) -> None:
+        """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
+
+        Raises:
+            UsageError: The engine is launched already, or ``name`` is taken.
+        """
+        if self.launched:
+            raise UsageError("register durable workflows before the engine is launched")
+        if name in self._bodies:
+            raise UsageError(f"a durable workflow named {name!r} is registered already")
+        self._bodies[name] = body
+
+    async def launch(self) -> None:
+        raise NotImplementedError
+
+    async def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def launch_sync(self) -> None:
+        """Blocking :meth:`launch`, for code without an event loop."""
+        run_sync(self.launch(), "launch_sync")
+
+    def shutdown_sync(self) -> None:
+        """Blocking :meth:`shutdown`, for code without an event loop."""
+        run_sync(self.shutdown(), "shutdown_sync")
+
+    async def __aenter__(self) -> Self:
+        await self.launch()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()

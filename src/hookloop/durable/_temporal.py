@@ -25,10 +25,8 @@ import pickle
 import re
 from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
 
-from .._background import run_sync
 from .._errors import (
     ChatCancelledError,
     DurableRecordError,
@@ -39,7 +37,7 @@ from .._errors import (
 )
 from .._extras import extra_needed
 from ..sessions._base import SessionStore
-from ._engine import WorkflowBody
+from ._engine import EngineLifecycle, WorkflowBody
 from ._replay import BEGIN_STEP, MODEL_STEP, TOOL_STARTED_STEP, TOOL_STEP
 
 if TYPE_CHECKING:
@@ -106,7 +104,7 @@ _running: contextvars.ContextVar[_Activity | None] = contextvars.ContextVar(
 )
 
 
-class TemporalEngine:
+class TemporalEngine(EngineLifecycle):
     """A :class:`~hookloop.durable.DurableEngine` on Temporal (``hookloop[temporal]``).
 
     A turn is the workflow ``hookloop.turn``; each model call is the activity
@@ -188,17 +186,10 @@ class TemporalEngine:
     def __repr__(self) -> str:
         return f"TemporalEngine({self.address!r}, task_queue={self.task_queue!r})"
 
-    def register(self, name: str, body: WorkflowBody) -> None:
-        """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
-
-        Raises:
-            UsageError: The engine is launched already, or ``name`` is taken.
-        """
-        if self._client is not None:
-            raise UsageError("register durable workflows before the engine is launched")
-        if name in self._bodies:
-            raise UsageError(f"a durable workflow named {name!r} is registered already")
-        self._bodies[name] = body
+    @property
+    def launched(self) -> bool:
+        """Whether :meth:`launch` ran (and :meth:`shutdown` did not since)."""
+        return self._client is not None
 
     async def launch(self) -> None:
         """Connect to the server and (``worker=True``) start polling the task queue.
@@ -251,26 +242,6 @@ class TemporalEngine:
         if polling is not None:
             with contextlib.suppress(Exception):  # its error was logged by the SDK
                 await polling
-
-    def launch_sync(self) -> None:
-        """Blocking :meth:`launch`, for code without an event loop."""
-        run_sync(self.launch(), "launch_sync")
-
-    def shutdown_sync(self) -> None:
-        """Blocking :meth:`shutdown`, for code without an event loop."""
-        run_sync(self.shutdown(), "shutdown_sync")
-
-    async def __aenter__(self) -> TemporalEngine:
-        await self.launch()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
 
     async def start(self, name: str, workflow_id: str, payload: str) -> None:
         """Start workflow ``name`` as ``workflow_id``, or join the one that has that id.
