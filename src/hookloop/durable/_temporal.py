@@ -567,7 +567,9 @@ def _record(item: list[object]) -> Record:
 
 def _next_kind(records: list[Record]) -> str:
     """The activity of the call that likely comes next (an activity told wrong says so)."""
-    last = max((i for i, r in enumerate(records) if r[0] == MODEL_STEP), default=None)
+    last = max(
+        (i for i, r in enumerate(records) if r[0] == MODEL_STEP and len(r) == 2), default=None
+    )
     if last is None:
         return _MODEL
     calls = json.loads(records[last][1])["message"].get("tool_calls") or []
