@@ -242,6 +242,9 @@ async def test_a_turn_cancelled_from_outside_ends_with_chat_cancelled(
     ("options", "message"),
     [
         ({"address": ""}, "address must be a non-empty str"),
+        ({"address": "localhost"}, "address must be 'host:port' \\(localhost:7233\\), got 'lo"),
+        ({"address": "http://localhost:7233"}, "address must be 'host:port'"),
+        ({"address": "a host:7233"}, "address must be 'host:port'"),
         ({"task_queue": " "}, "task_queue must be a non-empty str"),
         ({"heartbeat": 0}, "heartbeat must be a positive number"),
         ({"retry": True}, "retry must be a positive number"),

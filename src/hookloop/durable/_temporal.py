@@ -154,6 +154,9 @@ class TemporalEngine(EngineLifecycle):
         for label, text in (("address", address), ("task_queue", task_queue)):
             if not isinstance(text, str) or not text.strip():
                 raise UsageError(f"{label} must be a non-empty str, got {text!r}")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit() or "/" in address or any(c.isspace() for c in address):
+            raise UsageError(f"address must be 'host:port' (localhost:7233), got {address!r}")
         for label, seconds in (
             ("heartbeat", heartbeat),
             ("retry", retry),
