@@ -59,3 +59,17 @@ async def test_a_workflow_that_issues_other_commands_fails_the_replay() -> None:
     replayer = Replayer(workflows=[ToolFirst])
     with pytest.raises(NondeterminismError):
         await replayer.replay_workflow(history("tools"))
+
+
+def test_the_engine_and_the_workflow_agree_on_the_names() -> None:
+    from hookloop.durable import _temporal, _temporal_workflow
+
+    assert (_temporal._MODEL, _temporal._TOOL, _temporal._FINISH) == (
+        _temporal_workflow.MODEL,
+        _temporal_workflow.TOOL,
+        _temporal_workflow.FINISH,
+    )
+    assert (_temporal._RETRY_LATER, _temporal._TURN_FAILED) == (
+        _temporal_workflow.RETRY_LATER,
+        _temporal_workflow.TURN_FAILED,
+    )

@@ -48,6 +48,7 @@ __all__ = ["TemporalEngine"]
 
 logger = logging.getLogger(__name__)
 
+# The names of _temporal_workflow.py, which imports temporalio: this module may not at once.
 _MODEL, _TOOL, _FINISH = "hookloop.model", "hookloop.tool", "hookloop.finish"
 _RETRY_LATER, _TURN_FAILED = "hookloop.RetryLater", "hookloop.TurnFailed"
 # The activity each step runs in; a begin step runs in whichever comes first.
