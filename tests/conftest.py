@@ -61,6 +61,7 @@ settings.load_profile("hookloop")
 
 POSTGRES_ENV = "HOOKLOOP_TEST_POSTGRES_DSN"
 REDIS_ENV = "HOOKLOOP_TEST_REDIS_URL"
+TEMPORAL_ENV = "HOOKLOOP_TEST_TEMPORAL_ADDRESS"
 _SERVICES_ENV_FILE = Path(__file__).resolve().parent.parent / ".services" / "env"
 
 
@@ -134,6 +135,30 @@ def redis_url() -> str:
 
     _check_reachable("Redis", probe(), _driver("redis.exceptions").ConnectionError)
     return url
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> str:
+    """``host:port`` of the test Temporal dev server (one per test session, in memory).
+
+    Tests on it keep apart by task queue and workflow id (:func:`unique_name`), not by server.
+    """
+    address = _service_address(TEMPORAL_ENV)
+    _driver("temporalio")
+
+    async def probe() -> None:
+        from temporalio.client import Client
+
+        async with asyncio.timeout(10):
+            await Client.connect(address)
+
+    _check_reachable("Temporal", probe(), RuntimeError)
+    return address
+
+
+def unique_name(prefix: str) -> str:
+    """``prefix`` and a fresh suffix: a task queue or id no other test on a shared server uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def with_search_path(dsn: str, schema: str) -> str:

@@ -99,3 +99,44 @@ async def gated_answer(request: ProviderRequest) -> ProviderResponse | str:
 
 def gated_agent() -> Agent:
     return Agent(FunctionModel(gated_answer))
+
+
+def odd_answer(request: ProviderRequest) -> ProviderResponse | str:
+    """Echoes the user's text through the ``echo`` tool, then answers with the tool's result."""
+    last = request.messages[-1]
+    if last.role == "tool":
+        return last.content
+    return tool_call("echo", {"text": last.content}, id="call-odd")
+
+
+def odd_agent() -> Agent:
+    return Agent(FunctionModel(odd_answer), tools=[echo])
+
+
+@tool
+async def slow_note(text: str) -> str:
+    """Write a note (not idempotent) once the gate opens.
+
+    Args:
+        text: The note.
+    """
+    calls.append(f"slow_note {text}")
+    if gate is not None:
+        await gate.wait()
+    calls.append(f"slow_note {text} done")
+    return "noted"
+
+
+def slow_note_answer(request: ProviderRequest) -> ProviderResponse | str:
+    if request.messages[-1].role == "tool":
+        return f"after: {request.messages[-1].content}"
+    return tool_call("slow_note", {"text": "x"}, id="call-note")
+
+
+def slow_note_agent() -> Agent:
+    return Agent(FunctionModel(slow_note_answer), tools=[slow_note])
+
+
+def big_agent() -> Agent:
+    """``odd_agent`` without a context window: for messages of megabytes."""
+    return Agent(FunctionModel(odd_answer), tools=[echo], context=None)

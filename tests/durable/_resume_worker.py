@@ -1,6 +1,7 @@
 """A durable-turn worker for the resume tests: python -m tests.durable._resume_worker SPEC.
 
-SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL),
+SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL, or
+``temporal://host:port/queue``), ``session`` (the session id, ``"s-1"``),
 ``sessions`` (a SQLite file), ``agent`` (a factory below), ``stop`` (``"on_chat_error"``,
 ``"tool:lookup"``, ``"model:<tool results>"``, ``"append:<text>"`` or ``"none"``) and
 optionally ``then`` (the text of a turn ``"t-2"`` run first, while turn ``"t-1"`` is
@@ -31,11 +32,11 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.durable import DBOSEngine, DurableChats, replaying, workflow_id
+from hookloop.durable import DurableChats, replaying, workflow_id
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.sessions import SQLiteSessionStore
 from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
-from tests.durable._turn_worker import _dir, log, stop_here
+from tests.durable._turn_worker import _dir, log, make_engine, stop_here
 
 SESSION = "s-1"
 
@@ -158,18 +159,19 @@ async def main(spec: dict[str, str]) -> None:
     os.environ["HOOKLOOP_TURN_DIR"] = spec["dir"]
     os.environ["HOOKLOOP_TURN_STOP"] = spec["stop"]
     store = StoppingStore(spec["sessions"])
-    engine = DBOSEngine(spec["engine"], executor_id="worker-1")
+    engine = make_engine(spec["engine"])
+    session = spec.get("session", SESSION)
     chats = DurableChats(engine, f"tests.durable._resume_worker:{spec['agent']}", sessions=store)
     await engine.launch()
     try:
         if spec.get("watch"):  # only see what DBOS's recovery does with turn "t-1"
-            await watch(workflow_id(SESSION, "t-1"))
+            await watch(workflow_id(session, "t-1"))
             return
         if spec.get("then"):  # a new turn at once, while the killed one is being resumed
-            await chats.chat(SESSION, spec["then"], turn_id="t-2")
+            await chats.chat(session, spec["then"], turn_id="t-2")
         message = UserMessage(content="hi", id="m-1")
         try:
-            response = await chats.chat(SESSION, message, turn_id="t-1")
+            response = await chats.chat(session, message, turn_id="t-1")
         except Exception as exc:  # the outcome is what the test checks
             outcome = {"error": type(exc).__name__}
         else:
@@ -182,3 +184,5 @@ async def main(spec: dict[str, str]) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main(json.loads(sys.argv[1])))
+    sys.stdout.flush()
+    os._exit(0)  # on purpose: the Temporal SDK can abort at interpreter exit

@@ -1,6 +1,7 @@
 """A durable-turn worker for the recovery tests: python -m tests.durable._turn_worker SPEC.
 
-SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL),
+SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL, or
+``temporal://host:port/task-queue`` for Temporal), ``turn`` (the turn id, ``"t-1"``),
 ``sessions`` (the session store's spec, see ``tests/sessions/_backends.py``), ``stop`` (where
 to stop: ``"model:<iteration>"``, ``"tool:lookup"``, ``"tool:charge"`` or ``"none"``).
 
@@ -33,7 +34,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.durable import DBOSEngine, DurableChats, replaying
+from hookloop.durable import DBOSEngine, DurableChats, DurableEngine, TemporalEngine, replaying
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.sessions import dump_messages
 from hookloop.testing import FunctionModel, tool_call
@@ -127,18 +128,26 @@ async def on_event(event: AgentEvent) -> None:
         log("event", event.type, getattr(event, "iteration", ""))
 
 
+def make_engine(url: str) -> DurableEngine:
+    """DBOS on ``url``, or Temporal for ``temporal://host:port/queue`` (quick to notice a kill)."""
+    if url.startswith("temporal://"):
+        address, _, queue = url.removeprefix("temporal://").partition("/")
+        return TemporalEngine(address, task_queue=queue, heartbeat=0.5, retry=0.1, grace=0.5)
+    return DBOSEngine(url, executor_id="worker-1")
+
+
 async def main(spec: dict[str, object]) -> None:
     os.environ["HOOKLOOP_TURN_DIR"] = str(spec["dir"])
     os.environ["HOOKLOOP_TURN_STOP"] = str(spec["stop"])
     store = open_store(spec["sessions"])  # type: ignore[arg-type]
-    engine = DBOSEngine(str(spec["engine"]), executor_id="worker-1")
+    engine = make_engine(str(spec["engine"]))
     chats = DurableChats(
         engine, "tests.durable._turn_worker:build", sessions=store, on_event=on_event
     )
     await engine.launch()
     try:
         message = UserMessage(content="buy tea", id=MESSAGE_ID)
-        handle = await chats.submit(SESSION, message, turn_id=TURN)
+        handle = await chats.submit(SESSION, message, turn_id=str(spec.get("turn", TURN)))
         response = await handle.result()
     finally:
         await engine.shutdown()
@@ -154,3 +163,6 @@ async def main(spec: dict[str, object]) -> None:
 
 if __name__ == "__main__":
     asyncio.run(main(json.loads(sys.argv[1])))
+    # Ended on purpose: the Temporal SDK can abort at interpreter exit (docs/durable.md).
+    sys.stdout.flush()
+    os._exit(0)

@@ -26,6 +26,7 @@ from hookloop.sessions import SessionRecorder, dump_messages, load_messages
 from hookloop.testing import FunctionModel
 from tests._once import once_per_run
 from tests._processes import finish, kill_at_stop
+from tests.conftest import unique_name
 from tests.sessions._backends import ROOT, open_store
 
 USAGE = {
@@ -38,8 +39,10 @@ USAGE = {
 }
 
 
-def spec(directory: Path, engine: str, sessions: dict[str, str], stop: str) -> str:
-    return json.dumps({"dir": str(directory), "engine": engine, "sessions": sessions, "stop": stop})
+def spec(directory: Path, engine: str, sessions: dict[str, str], stop: str, turn: str) -> str:
+    return json.dumps(
+        {"dir": str(directory), "engine": engine, "sessions": sessions, "stop": stop, "turn": turn}
+    )
 
 
 def start(arguments: str) -> subprocess.Popen[str]:
@@ -52,13 +55,19 @@ def start(arguments: str) -> subprocess.Popen[str]:
     )
 
 
-def run_turn(directory: Path, engine: str, sessions: dict[str, str], stop: str) -> float:
-    """Run the turn, killed at ``stop`` and restarted; returns seconds from kill to the end."""
+def run_turn(
+    directory: Path, engine: str, sessions: dict[str, str], stop: str, turn: str = "t-1"
+) -> float:
+    """Run the turn, killed at ``stop`` and restarted; returns seconds from kill to the end.
+
+    The restarted worker is another process: on DBOS the same ``executor_id``, on Temporal
+    any worker of the task queue.
+    """
     directory.mkdir()
     if stop != "none":
-        kill_at_stop(start(spec(directory, engine, sessions, stop)), directory / "reached")
+        kill_at_stop(start(spec(directory, engine, sessions, stop, turn)), directory / "reached")
     killed = time.monotonic()
-    finish(start(spec(directory, engine, sessions, "none")))
+    finish(start(spec(directory, engine, sessions, "none", turn)))
     return time.monotonic() - killed
 
 
@@ -143,10 +152,10 @@ def lost(baseline: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def check_counts(stop: str, lines: list[str]) -> None:
+def check_counts(stop: str, lines: list[str], turn: str = "t-1", temporal: bool = False) -> None:
     """Finished calls ran once; the one running at the kill as the tool rules say."""
     counts = Counter(lines)
-    key = "hookloop-turn:s-1:t-1:call-"
+    key = f"hookloop-turn:s-1:{turn}:call-"
     expected = {
         "model 0": 1,
         "model 1": 2 if stop == "model:1" else 1,
@@ -166,7 +175,11 @@ def check_counts(stop: str, lines: list[str]) -> None:
     assert {k: counts[k] for k in expected} == expected
     # Hooks outside the calls fire again on the replay, and can tell.
     starts = [line for line in lines if line.startswith("hook on_chat_start")]
-    assert starts == ["hook on_chat_start replaying False", "hook on_chat_start replaying True"]
+    if temporal:  # each call's activity replays the turn's start
+        assert starts[0] == "hook on_chat_start replaying False"
+        assert set(starts[1:]) == {"hook on_chat_start replaying True"}
+    else:
+        assert starts == ["hook on_chat_start replaying False", "hook on_chat_start replaying True"]
 
 
 STOPS = ["model:1", "tool:lookup", "tool:charge"]
@@ -195,4 +208,17 @@ def test_postgres_worker_killed_mid_turn_resumes_it(
     directory = tmp_path / "run"
     run_turn(directory, database_url, sessions, stop)
     check_counts(stop, log(directory))
+    check_turn(directory, sessions, lost(baseline) if stop == "tool:charge" else baseline)
+
+
+@pytest.mark.parametrize("stop", STOPS)
+def test_temporal_worker_killed_mid_turn_resumes_it_on_another_worker(
+    stop: str, tmp_path: Path, baseline: list[dict[str, Any]], temporal_address: str
+) -> None:
+    sessions = {"kind": "sqlite", "address": str(tmp_path / "s.db"), "prefix": ""}
+    directory = tmp_path / "run"
+    turn = unique_name("t")  # the dev server is shared by the whole test session
+    engine = f"temporal://{temporal_address}/{unique_name('recovery')}"
+    run_turn(directory, engine, sessions, stop, turn)
+    check_counts(stop, log(directory), turn, temporal=True)
     check_turn(directory, sessions, lost(baseline) if stop == "tool:charge" else baseline)

@@ -260,10 +260,10 @@ def test_the_sync_wrappers_run_a_turn_without_an_event_loop(tmp_path: Path) -> N
         engine.shutdown_sync()
 
 
-def test_importing_the_package_does_not_import_dbos() -> None:
-    code = "import sys, hookloop.durable; print('dbos' in sys.modules)"
+def test_importing_the_package_does_not_import_dbos_or_temporalio() -> None:
+    code = "import sys, hookloop.durable; print('dbos' in sys.modules, 'temporalio' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout == "False\n"
+    assert done.stdout == "False False\n"
 
 
 def test_the_engine_is_a_durable_engine(engine: DBOSEngine) -> None:

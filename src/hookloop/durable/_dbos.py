@@ -12,11 +12,10 @@ import contextlib
 import os
 import pickle
 from collections.abc import Awaitable, Callable
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any, Final
 
-from .._background import run_sync
-from .._errors import DurableRecordError, StoreError, UsageError
+from .._errors import ChatCancelledError, DurableRecordError, StoreError, UsageError
 from .._extras import import_extra
 from .._stores._reach import without_password
 from ._dbos_shared import (
@@ -27,7 +26,7 @@ from ._dbos_shared import (
     text_output,
     unreachable,
 )
-from ._engine import WorkflowBody
+from ._engine import EngineLifecycle, WorkflowBody
 
 __all__ = ["APPLICATION_VERSION", "DBOSEngine"]
 
@@ -68,7 +67,7 @@ def _registered_workflow(dbos: Any, name: str) -> Callable[[str, str], Awaitable
     return workflow
 
 
-class DBOSEngine:
+class DBOSEngine(EngineLifecycle):
     """A :class:`~hookloop.durable.DurableEngine` on DBOS (``pip install 'hookloop[dbos]'``).
 
     Args:
@@ -119,23 +118,17 @@ class DBOSEngine:
         # (a handle found by id polls the database).
         self._handles: dict[str, Any] = {}
         self._launched = False
+        self._cancelled: set[str] = set()  # the turns cancel() was called for here
         self._lock: int | None = None  # the SQLite file's lock, held while launched
 
     def __repr__(self) -> str:
         # Without the password: a repr ends up in logs and tracebacks.
         return f"DBOSEngine({without_password(self._config['system_database_url'])!r})"
 
-    def register(self, name: str, body: WorkflowBody) -> None:
-        """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
-
-        Raises:
-            UsageError: The engine is launched already, or ``name`` is taken.
-        """
-        if self._launched:
-            raise UsageError("register durable workflows before the engine is launched")
-        if name in self._bodies:
-            raise UsageError(f"a durable workflow named {name!r} is registered already")
-        self._bodies[name] = body
+    @property
+    def launched(self) -> bool:
+        """Whether :meth:`launch` ran (and :meth:`shutdown` did not since)."""
+        return self._launched
 
     async def launch(self) -> None:
         """Start DBOS; the turns this worker (its ``executor_id``) left unfinished resume.
@@ -170,14 +163,6 @@ class DBOSEngine:
         self._lock = lock
         self._launched = True
 
-    def launch_sync(self) -> None:
-        """Blocking :meth:`launch`, for code without an event loop."""
-        run_sync(self.launch(), "launch_sync")
-
-    def shutdown_sync(self) -> None:
-        """Blocking :meth:`shutdown`, for code without an event loop."""
-        run_sync(self.shutdown(), "shutdown_sync")
-
     async def shutdown(self) -> None:
         """Stop DBOS; turns still running resume at the next launch of this worker."""
         if not self._launched:
@@ -191,18 +176,6 @@ class DBOSEngine:
             lock, self._lock = self._lock, None
             if lock is not None:
                 os.close(lock)
-
-    async def __aenter__(self) -> DBOSEngine:
-        await self.launch()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.shutdown()
 
     async def start(self, name: str, workflow_id: str, payload: str) -> None:
         """Start workflow ``name`` as ``workflow_id``, or join the one that has that id."""
@@ -243,12 +216,25 @@ class DBOSEngine:
         except _UNREADABLE as exc:  # its recorded output, or its input when it was resumed
             raise _unreadable(workflow_id, "output", exc) from exc
         except self._dbos.error.DBOSAwaitedWorkflowCancelledError as exc:
+            if workflow_id in self._cancelled:
+                raise ChatCancelledError(f"durable turn {workflow_id!r} was cancelled") from None
             raise stopped_turn(workflow_id) from exc
         finally:
             if _stopped.get(workflow_id) is stopped:
                 del _stopped[workflow_id]
             self._handles.pop(workflow_id, None)
         return text_output(output, workflow_id, "output")
+
+    async def cancel(self, workflow_id: str) -> None:
+        """Cancel the turn: it stops at its next step.
+
+        Its waiters in this process get ``ChatCancelledError``; DBOS records a cancelled turn
+        as it records one a store error stopped, so a waiter in another process gets
+        ``StoreError``, and a start with the turn's id resumes it (see docs/durable.md).
+        """
+        self._require_launched()
+        self._cancelled.add(workflow_id)
+        await self._dbos.DBOS.cancel_workflow_async(workflow_id)
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Run ``body`` as the next DBOS step of the running workflow, or replay it.

@@ -1,21 +1,26 @@
 """The small interface a durable-execution engine implements for hookloop's durable turns.
 
-DBOS implements it (:class:`~hookloop.durable.DBOSEngine`). The loop and
-:class:`~hookloop.durable.DurableChats` only talk to this protocol, but it assumes what DBOS
-gives: :meth:`DurableEngine.step` runs an in-process closure as a step, and the workflow's
-own code may do I/O between steps (the session store, hooks). Temporal allows neither (no
-I/O in workflow code; activities are registered functions with serializable arguments): a
-Temporal engine would need the loop's calls and the session writes made activities, which
-this protocol does not express. Every value crossing it is a ``str`` (JSON made by
-hookloop), so an engine needs no serializer of its own.
+DBOS (:class:`~hookloop.durable.DBOSEngine`) and Temporal
+(:class:`~hookloop.durable.TemporalEngine`) implement it. The loop and
+:class:`~hookloop.durable.DurableChats` only talk to this protocol. It assumes that the
+turn's own code may do I/O between steps (the session store, hooks) and that
+:meth:`DurableEngine.step` runs an in-process closure: DBOS gives both. Temporal's workflow
+code may do no I/O, so its engine runs the turn's code in activities instead, each one
+replaying the turn from the records of the calls before it and running one call (see
+``_temporal.py``); its workflow only keeps the records. Every value crossing the protocol is a
+``str`` (JSON made by hookloop), so an engine needs no serializer of its own.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Protocol, Self, runtime_checkable
 
-__all__ = ["DurableEngine", "WorkflowBody"]
+from .._background import run_sync
+from .._errors import UsageError
+
+__all__ = ["DurableEngine", "EngineLifecycle", "WorkflowBody"]
 
 WorkflowBody = Callable[[str], Awaitable[str]]
 """A workflow's code: its recorded input in, its recorded output out."""
@@ -57,6 +62,10 @@ class DurableEngine(Protocol):
         """Wait for the workflow to end; its output, or the exception it raised."""
         ...
 
+    async def cancel(self, workflow_id: str) -> None:
+        """Cancel the workflow, wherever it runs (:meth:`result` raises ``ChatCancelledError``)."""
+        ...
+
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Run ``body`` as the workflow's next step, or return that step's recorded output.
 
@@ -76,3 +85,56 @@ class DurableEngine(Protocol):
         for earlier ones, so two never wait for each other.
         """
         ...
+
+
+class EngineLifecycle:
+    """What the engines share: registering bodies, and the forms of ``launch``/``shutdown``.
+
+    The workflow bodies are registered before the launch; ``launch_sync``, ``shutdown_sync``
+    and ``async with`` are the blocking and scoped forms of ``launch`` and ``shutdown``.
+    """
+
+    _bodies: dict[str, WorkflowBody]
+
+    @property
+    def launched(self) -> bool:
+        """Whether :meth:`launch` ran (and :meth:`shutdown` did not since)."""
+        raise NotImplementedError
+
+    def register(self, name: str, body: WorkflowBody) -> None:
+        """Make ``body`` the code of workflows named ``name``; before :meth:`launch`.
+
+        Raises:
+            UsageError: The engine is launched already, or ``name`` is taken.
+        """
+        if self.launched:
+            raise UsageError("register durable workflows before the engine is launched")
+        if name in self._bodies:
+            raise UsageError(f"a durable workflow named {name!r} is registered already")
+        self._bodies[name] = body
+
+    async def launch(self) -> None:
+        raise NotImplementedError
+
+    async def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def launch_sync(self) -> None:
+        """Blocking :meth:`launch`, for code without an event loop."""
+        run_sync(self.launch(), "launch_sync")
+
+    def shutdown_sync(self) -> None:
+        """Blocking :meth:`shutdown`, for code without an event loop."""
+        run_sync(self.shutdown(), "shutdown_sync")
+
+    async def __aenter__(self) -> Self:
+        await self.launch()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.shutdown()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from .._errors import UsageError
+from .._errors import ChatCancelledError, UsageError
 from .._extras import import_extra
 from .._stores._reach import without_password
 from ._dbos_shared import (
@@ -89,6 +89,7 @@ class SessionQueue:
         self._app_name = app_name
         self._version = application_version
         self._client: Any = None
+        self._cancelled: set[str] = set()  # the turns cancel() was called for here
         self._ends = Notices(libpq_url(database_url), CHANNEL, ended_turn)
 
     def __repr__(self) -> str:
@@ -150,6 +151,8 @@ class SessionQueue:
         try:
             output = await handle.get_result(polling_interval_sec=RESULT_POLLING)
         except self._dbos.error.DBOSAwaitedWorkflowCancelledError as exc:
+            if workflow_id in self._cancelled:
+                raise ChatCancelledError(f"durable turn {workflow_id!r} was cancelled") from None
             raise stopped_turn(workflow_id) from exc
         return text_output(output, workflow_id, "output")
 
@@ -163,8 +166,10 @@ class SessionQueue:
     async def cancel(self, workflow_id: str) -> None:
         """Cancel the turn: it ends at its next step, in whichever worker runs it.
 
-        Its messages so far stay in the session. (A start with its id resumes it.)
+        Its waiters here get ``ChatCancelledError``; its messages so far stay in the
+        session. (A start with its id resumes it.)
         """
+        self._cancelled.add(workflow_id)
         await self._require_client().cancel_workflow_async(workflow_id)
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:

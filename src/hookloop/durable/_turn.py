@@ -16,7 +16,7 @@ from .._errors import UsageError
 from .._extras import import_attribute
 from .._messages import UserInput, UserMessage, user_message
 from .._run_context import NO_DEPS
-from .._stream_events import AgentEvent, AgentResponse
+from .._stream_events import AgentEvent, AgentResponse, MessageCommitted, ToolCallFinished
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
 from ._engine import DurableEngine
@@ -64,6 +64,13 @@ class TurnHandle:
             DurableRecordError: The turn's recorded output cannot be read.
         """
         return await self._chats._result(self.workflow_id)
+
+    async def cancel(self) -> None:
+        """Cancel the turn, wherever it runs; its waiters get ``ChatCancelledError``.
+
+        What the turn committed to its session before stays there.
+        """
+        await self._chats.engine.cancel(self.workflow_id)
 
 
 class DurableChats:
@@ -209,15 +216,18 @@ class DurableChats:
             # The conversation as it was when the turn began: a turn run again finds its
             # own messages in the session, which it commits again (stored once).
             await recorder.restore(before=user.id if isinstance(user, UserMessage) else None)
+            stored: set[str] = set()
             if steps.replaying:
                 records = await self.sessions.records(session_id)
-                steps.watch_commits(agent, {r.message.id for r in records})
+                stored = {r.message.id for r in records}
+                steps.watch_commits(agent, stored)
             try:
+                on_event = self._events(steps, stored)
                 if isinstance(user, UserMessage):
-                    run = await agent._start(user, self._on_event, steps=steps)
+                    run = await agent._start(user, on_event, steps=steps)
                 else:  # decisions on the calls waiting for approval
                     run = await agent._resumed(
-                        user, self._on_event, NO_DEPS, None, agent._limits, steps=steps
+                        user, on_event, NO_DEPS, None, agent._limits, steps=steps
                     )
                 response = await agent._slot.drive(run)
             finally:
@@ -225,6 +235,28 @@ class DurableChats:
         finally:
             steps.end(token)
         return encode_response(response)
+
+    def _events(
+        self, steps: TurnSteps, stored: set[str]
+    ) -> Callable[[AgentEvent], Awaitable[None]] | None:
+        """Where the turn's events go: ``on_event``, but not those an engine sends again.
+
+        An engine whose every call replays the turn's earlier part (Temporal) would send
+        that part's events once per call: an event of a message is dropped when the session
+        held the message already (``stored``), any other while :func:`replaying`.
+        """
+        on_event = self._on_event
+        if on_event is None or not getattr(self.engine, "replays_each_call", False):
+            return on_event
+
+        async def fresh(event: AgentEvent) -> None:
+            if isinstance(event, MessageCommitted | ToolCallFinished):
+                if event.message.id not in stored:
+                    await on_event(event)
+            elif not steps.replaying:
+                await on_event(event)
+
+        return fresh
 
     def _build(self, session_id: str) -> ChatHost:
         agent = self._factory()

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any, Final, cast
 
 from .._approval import ApprovalDecision, PendingApproval
-from .._errors import StoreError
+from .._errors import ChatCancelledError, StoreError
 from .._messages import Message, UserMessage
 from .._run_context import NO_DEPS
 from ..durable._events import POLLING, TurnEventLog
@@ -82,7 +82,6 @@ class DurableRuns(RunBook):
         super().__init__(keep_runs)
         self._log = TurnEventLog(database_url)
         self._busy: dict[str, Run] = {}  # thread id -> its run going on
-        self._cancelled: set[str] = set()  # runs cancelled over HTTP
         self._tasks: set[asyncio.Task[None]] = set()
         self._caught_up: dict[str, asyncio.Future[None]] = {}  # set once the first read is in
         self.max_runs = max_runs
@@ -285,18 +284,14 @@ class DurableRuns(RunBook):
 
     def _stopped_by_store(self, run: Run, ending: asyncio.Future[Any]) -> bool:
         """Whether the turn stopped on a store error (it is then resumable), not cancelled."""
-        exc = ending.exception()
-        return isinstance(exc, StoreError) and run.run_id not in self._cancelled
+        return isinstance(ending.exception(), StoreError)
 
     async def _end(self, run: Run, ending: asyncio.Future[Any], translate: EventTranslator) -> None:
         try:
             text = ending.result()
-        except StoreError as exc:
-            if run.run_id in self._cancelled:
-                run.add(translate.cancelled(await self._messages(run.thread_id, None)))
-                self._finish(run, "cancelled")
-            else:
-                self._failed(run, translate, exc)
+        except ChatCancelledError:
+            run.add(translate.cancelled(await self._messages(run.thread_id, None)))
+            self._finish(run, "cancelled")
             return
         except Exception as exc:
             self._failed(run, translate, exc)
@@ -334,7 +329,6 @@ class DurableRuns(RunBook):
 
     def _finish(self, run: Run, status: RunStatus) -> None:
         self._release(run)
-        self._cancelled.discard(run.run_id)
         run.end(status)
         self._ended_now(run)
 
@@ -342,7 +336,6 @@ class DurableRuns(RunBook):
         """Cancel the run's turn (it ends at its next step); ``False`` if it has ended."""
         if run.done:
             return False
-        self._cancelled.add(run.run_id)
         task = asyncio.get_running_loop().create_task(
             self._queue.cancel(workflow_id(run.thread_id, run.run_id))
         )
