@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from hookloop import Agent, RunContext, ToolCall, tool
+from hookloop import Agent, PreToolCallContext, RunContext, ToolCall, UsageError, tool
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, tool_call, tool_calls
 
@@ -63,6 +63,17 @@ def batch_agent() -> Agent:
 
 def echo_agent() -> Agent:
     return Agent(FunctionModel(answer), tools=[echo])
+
+
+def refusing_agent() -> Agent:
+    """Calls ``echo``, whose ``pre_tool_call`` handler raises: the turn fails in the tool step."""
+    agent = echo_agent()
+
+    def refuse(ctx: PreToolCallContext) -> None:
+        raise UsageError("echo is refused here")
+
+    agent.add_hook("pre_tool_call", refuse)
+    return agent
 
 
 def approval_agent() -> Agent:

@@ -301,6 +301,7 @@ def test_a_run_outlives_a_restart_of_its_database(
             for event in stream(client, run_input("s6", "r1", "s6 1")):
                 seen.append(event)
                 if event.type == "TOOL_CALL_RESULT":
+                    wait_for("the answer", lambda: workers.ran("answer", "s6", 1))
                     own_postgres.stop()
                     own_postgres.start()
                     hold.unlink()
@@ -390,10 +391,13 @@ def test_a_database_away_while_the_answer_streams_loses_no_text(
             for event in stream(client, run_input("s7", "r1", "s7 1")):
                 seen.append(event)
                 if event.type == "TOOL_CALL_RESULT":
+                    # Once the worker is in the answer's model call (held there), the
+                    # database goes away; the answer then streams while it is away: its
+                    # pieces cannot be stored (the worker says so), are kept back, and are
+                    # stored later.
+                    wait_for("the answer", lambda: workers.ran("answer", "s7", 1))
                     own_postgres.stop()
                     hold.unlink()
-                    # The answer streams while the database is away: its pieces cannot be
-                    # stored (the worker says so); they are kept back, and stored later.
                     said = said_by(workers.procs["w1"], "kept back")
                     own_postgres.start()
                     assert any("kept back" in line for line in said), said

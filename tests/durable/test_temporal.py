@@ -199,15 +199,31 @@ async def test_each_event_reaches_on_event_once(
 async def test_what_the_turn_raises_reaches_its_caller_typed(
     engine: TemporalEngine, store: SQLiteSessionStore
 ) -> None:
-    chats = DurableChats(engine, _agents.approval_agent, sessions=store)
+    chats = DurableChats(engine, _agents.refusing_agent, sessions=store)
     await engine.launch()
-    with pytest.raises(UsageError, match="approval"):
-        await chats.chat(engine.task_queue, "delete", turn_id="t-1")
+    with pytest.raises(UsageError, match="echo is refused here"):
+        await chats.chat(engine.task_queue, "say hi", turn_id="t-1")
     # Not retried: the turn failed once, for good.
     wid = workflow_id(engine.task_queue, "t-1")
     # The tool's error is recorded; the next activity raises it again in its place, where
     # the turn answers the open calls and fails (as a replay after a crash would).
     assert await activities(engine, wid) == ["hookloop.model", "hookloop.tool", "hookloop.finish"]
+
+
+async def test_a_call_that_needs_approval_ends_the_turn_with_it_pending(
+    engine: TemporalEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.approval_agent, sessions=store)
+    await engine.launch()
+    session = engine.task_queue
+    waiting = await chats.chat(session, "delete", turn_id="t-1")
+    [pending] = waiting.pending_approvals
+    assert pending.call_id == "call-1"
+    # Resuming in a durable turn is DBOS's only, for now: refused at once, nothing started.
+    with pytest.raises(UsageError, match="cannot resume a durable turn yet"):
+        await chats.resume(session, [pending.approve()], turn_id="t-2")
+    messages = [r.message for r in await store.records(session)]
+    assert [m.role for m in messages] == ["user", "assistant"]
 
 
 async def test_a_wrong_address_is_a_store_error_at_launch_fast(store: SQLiteSessionStore) -> None:

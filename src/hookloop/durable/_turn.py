@@ -163,8 +163,16 @@ class DurableChats:
         ``agent.resume()``'s error.
 
         Raises:
-            UsageError: A bad session or turn id.
+            UsageError: A bad session or turn id, or an engine that replays the turn in each
+                call (Temporal): a replay there would check the decisions again and find them
+                recorded by its own first call.
         """
+        if getattr(self.engine, "replays_each_call", False):
+            raise UsageError(
+                f"{type(self.engine).__name__} cannot resume a durable turn yet: decide with "
+                "agent.resume() on an agent of the session (its session recorder on the same "
+                "store), or run the turns on DBOS"
+            )
         check_session_id(session_id)
         turn = check_session_id(turn_id, "turn_id")
         wid = workflow_id(session_id, turn)
