@@ -247,6 +247,25 @@ async def test_a_plain_hook_on_the_row_is_a_guardrail_too() -> None:
     assert caught.value.guardrail.endswith("handler")
 
 
+@pytest.mark.parametrize("returned", [None, "allow"])
+async def test_a_guardrail_check_is_its_rows_handler_held_to_a_verdict(returned: object) -> None:
+    # The check itself is the row's handler (nothing around it: it runs for every tool call),
+    # named after the guardrail; the row holds it to returning a Verdict.
+    agent, _ = agent_on("never sent")
+
+    def check(ctx: InputGuardrailContext) -> Verdict:
+        return returned  # type: ignore[return-value]
+
+    agent.use(input_guardrail(check, name="held"))
+    (handler,) = agent.hooks.handlers["on_input_guardrail"]
+    assert (handler.fn, handler.label) == (check, "held")
+    with pytest.raises(GuardrailTripped, match="unknown verdict") as caught:
+        await agent.chat("hello")
+    assert caught.value.guardrail == "held"
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert "not a Verdict" in str(caught.value.__cause__)
+
+
 # --- beside the first model call ---------------------------------------------------------
 
 

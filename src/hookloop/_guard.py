@@ -321,6 +321,10 @@ def check_tool_call(
     """
     if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool call
         return None
+    if approval != "none":  # a guardrail checks a call that needs approval at one stage
+        handlers = tuple(h for h in handlers if h.skips != approval)
+        if not handlers:
+            return None
     ctx = ToolCallGuardrailContext(
         call=call, tool=tool, scope=scope, arguments=arguments, approval=approval
     )
