@@ -31,6 +31,7 @@ from .hooks._contexts import (
     OutputGuardrailContext,
     ToolCallGuardrailContext,
     ToolResultGuardrailContext,
+    maker,
 )
 from .hooks._dispatch import GuardStop, Handler, Phase, notify, run_guards
 from .hooks._events import (
@@ -56,6 +57,10 @@ __all__ = [
 
 
 _OBSERVE: Final = int(Phase.OBSERVE)  # an int compares faster than the IntEnum member
+
+# A context per tool call and per result, made from its fields in order (maker()).
+_tool_call_context: Final = maker(ToolCallGuardrailContext)
+_tool_result_context: Final = maker(ToolResultGuardrailContext)
 
 
 def _checks(handlers: tuple[Handler, ...] | None) -> bool:
@@ -325,9 +330,7 @@ def check_tool_call(
         handlers = tuple(h for h in handlers if h.skips != approval)
         if not handlers:
             return None
-    ctx = ToolCallGuardrailContext(
-        call=call, tool=tool, scope=scope, arguments=arguments, approval=approval
-    )
+    ctx = _tool_call_context(call, tool, scope, arguments, approval)
     stopped = run_guards(handlers, ctx)
     if stopped is None:
         return None
@@ -368,7 +371,7 @@ def check_tool_result(
     """
     if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool result
         return result
-    ctx = ToolResultGuardrailContext(call=call, tool=tool, scope=scope, result=result)
+    ctx = _tool_result_context(call, tool, scope, result)
     stopped = run_guards(handlers, ctx)
     if stopped is None:
         return result
