@@ -431,9 +431,10 @@ def run_guards(
     handler on (or a sync one that returned an awaitable), the result is an awaitable of
     the same, which the caller awaits.
     """
-    for index, handler in enumerate(handlers):
+    for handler in handlers:  # (no enumerate: the index is looked up when it is needed)
         if handler.is_async:
-            return dispatch(handlers[index:], ctx, "guard")  # type: ignore[return-value]
+            rest = handlers[handlers.index(handler) :]
+            return dispatch(rest, ctx, "guard")  # type: ignore[return-value]
         try:
             result = handler.fn(ctx)
         except asyncio.CancelledError:
@@ -447,7 +448,7 @@ def run_guards(
         if result is None and handler.guardrail is None:  # no opinion
             continue
         if inspect.isawaitable(result):
-            return _guards_after(handlers, index, ctx, result)
+            return _guards_after(handlers, handlers.index(handler), ctx, result)
         return _stopped(handler, result, ctx)
     return None
 
