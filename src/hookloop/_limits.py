@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._pricing import Price, Pricing
     from ._setup import ChatSetup
     from .context._history import ChatHistory
+    from .context._sliding_window import SlidingWindow
     from .models._base import Model, ProviderRequest, ToolDefinition
 
 __all__ = [
@@ -371,6 +372,7 @@ class Budget:
         "_tokens_per_request",
         "_tool_calls",
         "_total_tokens",
+        "_window",
         "checks_after",
         "checks_batches",
         "repeat",
@@ -388,6 +390,7 @@ class Budget:
         model: Model,
         pricing: Pricing,
         history: ChatHistory,
+        window: SlidingWindow | None = None,
     ) -> None:
         # A chat's own limits are its caps as they are (every chat start makes a budget);
         # a session's are folded in, less what the session spent before.
@@ -405,6 +408,7 @@ class Budget:
         ) = caps
         self._pricing = pricing
         self._history = history
+        self._window = window  # the chat's, which counts the requests it builds
         self._overhead: tuple[str | None, tuple[ToolDefinition, ...], object, int] = (
             None,
             (),
@@ -538,9 +542,14 @@ class Budget:
     def _estimate(self, request: ProviderRequest) -> int:
         """The input tokens of ``request``, counted with the history's counter.
 
-        A request whose messages are the newest of the stored history (the window's, every
-        iteration) takes their counts from the history, which keeps them.
+        The request the chat's window built (every iteration's) is counted already: the
+        window says. Another request whose messages are the newest of the stored history
+        takes their counts from the history, which keeps them.
         """
+        if (window := self._window) is not None and (
+            tokens := window.request_tokens(request)
+        ) is not None:
+            return tokens
         history = self._history
         messages = request.messages
         stored = history._messages
@@ -677,6 +686,7 @@ def budget_for(setup: ChatSetup) -> Budget | None:
         setup.model,
         pricing,
         setup.history,
+        setup.window,
     )
 
 
