@@ -479,8 +479,12 @@ class Budget:
         requests = self.requests + 1
         if (cap := self._requests) is not None and requests > cap:
             raise self._exceeded("requests", requests, _BEFORE, usage)
-        if self._estimates:
-            tokens = self._estimate(request)  # only when a token or cost limit needs it
+        if self._estimates:  # a token or cost limit: the request's tokens are needed
+            # The window's request (every iteration's) is counted already: the window says.
+            window = self._window
+            tokens = window.request_tokens(request) if window is not None else None
+            if tokens is None:
+                tokens = self._estimate(request)
             if (cap := self._tokens_per_request) is not None and tokens > cap:
                 raise self._exceeded("tokens_per_request", tokens, _BEFORE, usage, each=True)
             if (cap := self._input_tokens) is not None and usage.input_tokens + tokens > cap:
@@ -490,8 +494,12 @@ class Budget:
                 used = usage.total_tokens + tokens
                 raise self._exceeded("total_tokens", used, _BEFORE, usage)
             if (cost_cap := self._cost) is not None:
-                cost = usage.cost
-                estimate = None if cost is None else cost + self.price(model).input_cost(tokens)
+                estimate = cost = usage.cost  # an unknown cost so far: nothing is known left
+                if cost is not None:
+                    price = self._pricing.price_of(model)
+                    if price is None:
+                        price = self.price(model)  # (it raises: no price)
+                    estimate = cost + price.input_cost(tokens)
                 if estimate is None or estimate > cost_cap:
                     raise self._exceeded("cost", estimate, _BEFORE, usage)
         self.requests = requests
@@ -542,14 +550,9 @@ class Budget:
     def _estimate(self, request: ProviderRequest) -> int:
         """The input tokens of ``request``, counted with the history's counter.
 
-        The request the chat's window built (every iteration's) is counted already: the
-        window says. Another request whose messages are the newest of the stored history
-        takes their counts from the history, which keeps them.
+        A request whose messages are the newest of the stored history takes their counts
+        from the history, which keeps them.
         """
-        if (window := self._window) is not None and (
-            tokens := window.request_tokens(request)
-        ) is not None:
-            return tokens
         history = self._history
         messages = request.messages
         stored = history._messages
