@@ -349,14 +349,12 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                 continue
             _annotate(exc, handler)
             raise
+        if result is None and handler.guardrail is None:  # (a guardrail's check: a trip)
+            continue
         if mode == "guard":
             if type(result) is Verdict and result.action == "allow":
                 continue
-            if result is None and handler.guardrail is None:  # no opinion
-                continue
             return _stopped(handler, result, ctx)
-        if result is None:
-            continue
         if mode == "collect":
             if not isinstance(result, str):
                 raise _bad_return(handler, result, (str,), ())
