@@ -22,6 +22,7 @@ from hookloop import (
     AssistantMessage,
     ChatCancelledError,
     GuardrailTripped,
+    HookRegistrationError,
     ToolCall,
     ToolMessage,
     TracePlugin,
@@ -826,3 +827,17 @@ def test_a_verdict_and_a_trip_pickle_as_a_durable_engine_stores_an_error() -> No
     with pytest.raises(TypeError):
         again.verdict.data["word"] = "x"  # type: ignore[index]  # read-only again
     assert pickle.loads(pickle.dumps(Verdict.allow())) == Verdict.allow()
+
+
+@pytest.mark.parametrize(
+    ("event", "name", "skips"),
+    [
+        ("on_message", "g", None),
+        ("on_input_guardrail", "", None),
+        ("on_tool_call_guardrail", "g", "later"),
+    ],
+)
+def test_a_guardrail_registration_is_checked(event: str, name: str, skips: str | None) -> None:
+    agent, _ = agent_on("never sent")
+    with pytest.raises(HookRegistrationError):
+        agent.hooks.add_guardrail(event, lambda ctx: Verdict.allow(), name=name, skips=skips)

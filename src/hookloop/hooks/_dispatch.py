@@ -172,8 +172,18 @@ class HookRegistry:
         call and result.
 
         Raises:
-            HookRegistrationError: As :meth:`add`.
+            HookRegistrationError: As :meth:`add`; or ``event`` is not a guard row, ``name``
+                not a non-empty str, ``skips`` another value.
         """
+        spec = EVENT_TABLE.get(event)
+        if spec is not None and spec.kind != "guard":
+            raise HookRegistrationError(f"{event!r} is not a guard row: a guardrail goes on one")
+        if not isinstance(name, str) or not name:
+            raise HookRegistrationError(f"a guardrail's name must be a non-empty str, got {name!r}")
+        if skips not in (None, "pending", "approved"):
+            raise HookRegistrationError(
+                f"skips must be None, 'pending' or 'approved', got {skips!r}"
+            )
         return self._add(event, check, order, name, skips)
 
     def _add(
