@@ -841,3 +841,19 @@ def test_a_guardrail_registration_is_checked(event: str, name: str, skips: str |
     agent, _ = agent_on("never sent")
     with pytest.raises(HookRegistrationError):
         agent.hooks.add_guardrail(event, lambda ctx: Verdict.allow(), name=name, skips=skips)
+
+
+async def test_a_check_after_an_async_one_is_held_to_a_verdict_too() -> None:
+    # From the first async handler on, the row's dispatch calls the rest: the same rule.
+    async def allows(ctx: InputGuardrailContext) -> Verdict:
+        return Verdict.allow()
+
+    agent, model = agent_on("never sent")
+    agent.use(input_guardrail(allows))
+    agent.use(input_guardrail(lambda ctx: None, name="late"))  # type: ignore[arg-type, return-value]
+    agent.add_hook("on_input_guardrail", lambda ctx: None)  # a plain hook: no opinion
+    with pytest.raises(GuardrailTripped, match="unknown verdict") as caught:
+        await agent.chat("hello")
+    assert caught.value.guardrail == "late"
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert model.requests == []
