@@ -22,6 +22,7 @@ from hookloop import (
     AssistantMessage,
     ChatCancelledError,
     GuardrailTripped,
+    HookRegistrationError,
     ToolCall,
     ToolMessage,
     TracePlugin,
@@ -245,6 +246,25 @@ async def test_a_plain_hook_on_the_row_is_a_guardrail_too() -> None:
     with pytest.raises(GuardrailTripped) as caught:
         await agent.chat("a bad word")
     assert caught.value.guardrail.endswith("handler")
+
+
+@pytest.mark.parametrize("returned", [None, "allow"])
+async def test_a_guardrail_check_is_its_rows_handler_held_to_a_verdict(returned: object) -> None:
+    # The check itself is the row's handler (nothing around it: it runs for every tool call),
+    # named after the guardrail; the row holds it to returning a Verdict.
+    agent, _ = agent_on("never sent")
+
+    def check(ctx: InputGuardrailContext) -> Verdict:
+        return returned  # type: ignore[return-value]
+
+    agent.use(input_guardrail(check, name="held"))
+    (handler,) = agent.hooks.handlers["on_input_guardrail"]
+    assert (handler.fn, handler.label) == (check, "held")
+    with pytest.raises(GuardrailTripped, match="unknown verdict") as caught:
+        await agent.chat("hello")
+    assert caught.value.guardrail == "held"
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert "not a Verdict" in str(caught.value.__cause__)
 
 
 # --- beside the first model call ---------------------------------------------------------
@@ -807,3 +827,33 @@ def test_a_verdict_and_a_trip_pickle_as_a_durable_engine_stores_an_error() -> No
     with pytest.raises(TypeError):
         again.verdict.data["word"] = "x"  # type: ignore[index]  # read-only again
     assert pickle.loads(pickle.dumps(Verdict.allow())) == Verdict.allow()
+
+
+@pytest.mark.parametrize(
+    ("event", "name", "skips"),
+    [
+        ("on_message", "g", None),
+        ("on_input_guardrail", "", None),
+        ("on_tool_call_guardrail", "g", "later"),
+    ],
+)
+def test_a_guardrail_registration_is_checked(event: str, name: str, skips: str | None) -> None:
+    agent, _ = agent_on("never sent")
+    with pytest.raises(HookRegistrationError):
+        agent.hooks.add_guardrail(event, lambda ctx: Verdict.allow(), name=name, skips=skips)
+
+
+async def test_a_check_after_an_async_one_is_held_to_a_verdict_too() -> None:
+    # From the first async handler on, the row's dispatch calls the rest: the same rule.
+    async def allows(ctx: InputGuardrailContext) -> Verdict:
+        return Verdict.allow()
+
+    agent, model = agent_on("never sent")
+    agent.use(input_guardrail(allows))
+    agent.use(input_guardrail(lambda ctx: None, name="late"))  # type: ignore[arg-type, return-value]
+    agent.add_hook("on_input_guardrail", lambda ctx: None)  # a plain hook: no opinion
+    with pytest.raises(GuardrailTripped, match="unknown verdict") as caught:
+        await agent.chat("hello")
+    assert caught.value.guardrail == "late"
+    assert isinstance(caught.value.__cause__, TypeError)
+    assert model.requests == []

@@ -31,6 +31,7 @@ from .hooks._contexts import (
     OutputGuardrailContext,
     ToolCallGuardrailContext,
     ToolResultGuardrailContext,
+    maker,
 )
 from .hooks._dispatch import GuardStop, Handler, Phase, notify, run_guards
 from .hooks._events import (
@@ -57,6 +58,10 @@ __all__ = [
 
 _OBSERVE: Final = int(Phase.OBSERVE)  # an int compares faster than the IntEnum member
 
+# A context per tool call and per result, made from its fields in order (maker()).
+_tool_call_context: Final = maker(ToolCallGuardrailContext)
+_tool_result_context: Final = maker(ToolResultGuardrailContext)
+
 
 def _checks(handlers: tuple[Handler, ...] | None) -> bool:
     """Whether a guard row has a handler that checks, not only observers of it.
@@ -66,14 +71,6 @@ def _checks(handlers: tuple[Handler, ...] | None) -> bool:
     traces as before, and starts no task beside its first model call.
     """
     return handlers is not None and handlers[0].order < _OBSERVE
-
-
-async def _stop(handlers: tuple[Handler, ...], ctx: object) -> GuardStop | None:
-    """:func:`run_guards`, awaited when it did not finish at once."""
-    stopped = run_guards(handlers, ctx)
-    if stopped is None or isinstance(stopped, tuple):
-        return stopped
-    return await stopped
 
 
 _BESIDE_ACTIONS: Final = frozenset({"allow", "block"})
@@ -111,7 +108,7 @@ async def _settle(
     handlers: tuple[Handler, ...],
     ctx: Any,
     position: GuardrailPosition,
-    stopped: tuple[Handler, object],
+    pending: GuardStop | Awaitable[GuardStop | None],
     *,
     actions: frozenset[str] | None = None,
     message_id: str | None = None,
@@ -119,13 +116,18 @@ async def _settle(
 ) -> tuple[Verdict, str] | None:
     """Act on the handler that did not let ``ctx`` pass, then run the handlers after it.
 
-    The loop's checks dispatch to every handler first (one dispatch: the usual case is that
-    every one lets it pass) and come here with the first that did not. A replace is applied
-    to ``ctx`` and the next handler sees it. Returns a reject, with its guardrail's name.
+    The loop's checks run every handler first (:func:`run_guards`: the usual case is that
+    every one lets it pass, with no coroutine) and come here with what did not finish at
+    once: the first handler that did not let it pass, or the awaitable of the handlers from
+    the first async one on. A replace is applied to ``ctx`` and the next handler sees it.
+    Returns a reject, with its guardrail's name.
 
     Raises:
         GuardrailTripped: A handler blocked, or failed.
     """
+    stopped = pending if isinstance(pending, tuple) else await pending
+    if stopped is None:
+        return None
     taken = POSITION_ACTIONS[position] if actions is None else actions
     while True:
         handler, outcome = stopped
@@ -139,7 +141,9 @@ async def _settle(
                 return rejected
         if not handlers:
             return None
-        next_stop = await _stop(handlers, ctx)
+        next_stop = run_guards(handlers, ctx)
+        if next_stop is not None and not isinstance(next_stop, tuple):
+            next_stop = await next_stop
         if next_stop is None:
             return None
         stopped = next_stop
@@ -210,7 +214,7 @@ async def check_input(run: ChatRun, message: UserMessage) -> UserMessage:
     if hs is None or not _checks(hs):
         return message
     ctx = InputGuardrailContext(message=message)
-    if (stopped := await _stop(hs, ctx)) is not None:
+    if (stopped := run_guards(hs, ctx)) is not None:
         await _settle(run, hs, ctx, "input", stopped, message_id=message.id)
     return ctx.message
 
@@ -228,7 +232,7 @@ def start_beside(run: ChatRun, message: UserMessage) -> asyncio.Task[BaseExcepti
     async def check() -> BaseException | None:
         ctx = InputGuardrailContext(message=message)
         try:
-            if (stopped := await _stop(hs, ctx)) is not None:
+            if (stopped := run_guards(hs, ctx)) is not None:
                 await _settle(
                     run, hs, ctx, "input", stopped, actions=_BESIDE_ACTIONS, message_id=message.id
                 )
@@ -297,7 +301,7 @@ async def check_output(run: ChatRun, message: AssistantMessage) -> AssistantMess
         if not spec.plain_text:
             actions = _TYPED_OUTPUT_ACTIONS
     ctx = OutputGuardrailContext(message=message, output=value, text=text)
-    if (stopped := await _stop(hs, ctx)) is not None:
+    if (stopped := run_guards(hs, ctx)) is not None:
         await _settle(run, hs, ctx, "output", stopped, actions=actions, message_id=message.id)
     return ctx.message
 
@@ -321,9 +325,11 @@ def check_tool_call(
     """
     if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool call
         return None
-    ctx = ToolCallGuardrailContext(
-        call=call, tool=tool, scope=scope, arguments=arguments, approval=approval
-    )
+    if approval != "none":  # a guardrail checks a call that needs approval at one stage
+        handlers = tuple(h for h in handlers if h.skips != approval)
+        if not handlers:
+            return None
+    ctx = _tool_call_context(call, tool, scope, arguments, approval)
     stopped = run_guards(handlers, ctx)
     if stopped is None:
         return None
@@ -337,10 +343,7 @@ async def _tool_call_stopped(
     pending: GuardStop | Awaitable[GuardStop | None],
     original: ToolCall,
 ) -> ToolMessage | None:
-    stopped = pending if isinstance(pending, tuple) else await pending
-    if stopped is None:
-        return None
-    rejected = await _settle(run, handlers, ctx, "tool_call", stopped, call_id=original.id)
+    rejected = await _settle(run, handlers, ctx, "tool_call", pending, call_id=original.id)
     if rejected is None:
         return None
     verdict, name = rejected
@@ -364,7 +367,7 @@ def check_tool_result(
     """
     if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool result
         return result
-    ctx = ToolResultGuardrailContext(call=call, tool=tool, scope=scope, result=result)
+    ctx = _tool_result_context(call, tool, scope, result)
     stopped = run_guards(handlers, ctx)
     if stopped is None:
         return result
@@ -378,9 +381,7 @@ async def _tool_result_stopped(
     pending: GuardStop | Awaitable[GuardStop | None],
     result: ToolMessage,
 ) -> ToolMessage:
-    stopped = pending if isinstance(pending, tuple) else await pending
-    if stopped is not None:
-        await _settle(run, handlers, ctx, "tool_result", stopped, call_id=result.tool_call_id)
+    await _settle(run, handlers, ctx, "tool_result", pending, call_id=result.tool_call_id)
     return ctx.result
 
 

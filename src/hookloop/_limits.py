@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ._pricing import Price, Pricing
     from ._setup import ChatSetup
     from .context._history import ChatHistory
+    from .context._sliding_window import SlidingWindow
     from .models._base import Model, ProviderRequest, ToolDefinition
 
 __all__ = [
@@ -108,10 +109,12 @@ class UsageLimits:
     tokens_per_request: int | None = None
     cost: Decimal | float | None = None
     seconds: float | None = None
-    # The limits set, as (field, value): what a chat's budget is made from.
+    # The limits set, as (field, value), and every field's value in LIMIT_FIELDS' order:
+    # what a chat's budget is made from.
     _set: tuple[tuple[str, int | float | Decimal], ...] = dataclasses.field(
         init=False, repr=False, compare=False
     )
+    _caps: tuple[Any, ...] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         for name in _COUNTS:
@@ -134,7 +137,9 @@ class UsageLimits:
                     f"UsageLimits.seconds must be a finite number of 0 or more, got {seconds!r:.40}"
                 )
             object.__setattr__(self, "seconds", number)
-        given = tuple((n, v) for n in LIMIT_FIELDS if (v := getattr(self, n)) is not None)
+        caps = tuple(getattr(self, name) for name in LIMIT_FIELDS)
+        object.__setattr__(self, "_caps", caps)
+        given = tuple((n, v) for n, v in zip(LIMIT_FIELDS, caps, strict=True) if v is not None)
         object.__setattr__(self, "_set", given)
 
     @property
@@ -355,6 +360,7 @@ class Budget:
     __slots__ = (
         "_cost",
         "_estimates",
+        "_given",
         "_history",
         "_input_tokens",
         "_output_tokens",
@@ -363,10 +369,10 @@ class Budget:
         "_requests",
         "_seconds",
         "_seen",
-        "_sources",
         "_tokens_per_request",
         "_tool_calls",
         "_total_tokens",
+        "_window",
         "checks_after",
         "checks_batches",
         "repeat",
@@ -384,41 +390,38 @@ class Budget:
         model: Model,
         pricing: Pricing,
         history: ChatHistory,
+        window: SlidingWindow | None = None,
     ) -> None:
-        caps: dict[str, Any] = {}
-        sources: dict[str, tuple[int | float | Decimal, int | float | Decimal]] = {}
-        for given, spent in ((limits, None), (session_limits, spent_before or _NOTHING)):
-            if given is None:
-                continue
-            for name, maximum in given._set:
-                offset = _spent(spent, name) if spent is not None else 0
-                if offset is None:
-                    raise UsageError(
-                        "the session's cost limit cannot be checked: what it spent before "
-                        "has an unknown cost (a call without a price)"
-                    )
-                cap = maximum - offset  # type: ignore[operator]  # (the same kind: a field's)
-                if name not in caps or cap < caps[name]:
-                    caps[name], sources[name] = cap, (maximum, offset)
-        self._requests: int | None = caps.get("requests")
-        self._tool_calls: int | None = caps.get("tool_calls")
-        self._input_tokens: int | None = caps.get("input_tokens")
-        self._output_tokens: int | None = caps.get("output_tokens")
-        self._total_tokens: int | None = caps.get("total_tokens")
-        self._tokens_per_request: int | None = caps.get("tokens_per_request")
-        self._cost: Decimal | None = caps.get("cost")
-        self._seconds: float | None = caps.get("seconds")
-        self._sources = sources
+        # A chat's own limits are its caps as they are (every chat start makes a budget);
+        # a session's are folded in, less what the session spent before.
+        self._given = (limits, session_limits, spent_before or _NOTHING)
+        caps = (limits or _NO_LIMIT)._caps if session_limits is None else self._folded_caps()
+        (
+            self._requests,
+            self._tool_calls,
+            self._input_tokens,
+            self._output_tokens,
+            self._total_tokens,
+            self._tokens_per_request,
+            self._cost,
+            self._seconds,
+        ) = caps
         self._pricing = pricing
         self._history = history
+        self._window = window  # the chat's, which counts the requests it builds
         self._overhead: tuple[str | None, tuple[ToolDefinition, ...], object, int] = (
             None,
             (),
             None,
             0,
         )
-        self._estimates = not _ESTIMATED.isdisjoint(caps)
-        self.checks_after = not _AFTER_CALL.isdisjoint(caps)
+        self._estimates = not (
+            self._tokens_per_request is None
+            and self._input_tokens is None
+            and self._total_tokens is None
+            and self._cost is None
+        )
+        self.checks_after = self._estimates or self._output_tokens is not None
         # Every budget counts its tool calls: a session's spend records and a parent's
         # limits count a sub-agent's too.
         self.checks_batches = True
@@ -429,6 +432,38 @@ class Budget:
         self.started = monotonic()
         if self._cost is not None:
             self.price(model)
+
+    def _sources(self, name: str) -> tuple[Any, Any] | None:
+        """The limit that sets field ``name``'s cap, and what was spent before it counted.
+
+        The chat's own limit, or its session's less what the session spent before this
+        chat, whichever leaves less (the chat's on a tie).
+
+        Raises:
+            UsageError: The session's cost limit, and what it spent before has an unknown cost.
+        """
+        limits, session_limits, spent_before = self._given
+        source: tuple[Any, Any] | None = None
+        if limits is not None and (maximum := getattr(limits, name)) is not None:
+            source = (maximum, 0)
+        if session_limits is not None and (maximum := getattr(session_limits, name)) is not None:
+            offset = _spent(spent_before, name)
+            if offset is None:
+                raise UsageError(
+                    "the session's cost limit cannot be checked: what it spent before "
+                    "has an unknown cost (a call without a price)"
+                )
+            if source is None or maximum - offset < source[0]:
+                source = (maximum, offset)
+        return source
+
+    def _folded_caps(self) -> tuple[Any, ...]:
+        """Every field's cap, the chat's and its session's limits folded (see _sources)."""
+        caps = []
+        for name in LIMIT_FIELDS:
+            source = self._sources(name)
+            caps.append(None if source is None else source[0] - source[1])
+        return tuple(caps)
 
     # -- model calls ----------------------------------------------------------------------
 
@@ -444,8 +479,12 @@ class Budget:
         requests = self.requests + 1
         if (cap := self._requests) is not None and requests > cap:
             raise self._exceeded("requests", requests, _BEFORE, usage)
-        if self._estimates:
-            tokens = self._estimate(request)  # only when a token or cost limit needs it
+        if self._estimates:  # a token or cost limit: the request's tokens are needed
+            # The window's request (every iteration's) is counted already: the window says.
+            window = self._window
+            tokens = window.request_tokens(request) if window is not None else None
+            if tokens is None:
+                tokens = self._estimate(request)
             if (cap := self._tokens_per_request) is not None and tokens > cap:
                 raise self._exceeded("tokens_per_request", tokens, _BEFORE, usage, each=True)
             if (cap := self._input_tokens) is not None and usage.input_tokens + tokens > cap:
@@ -455,8 +494,12 @@ class Budget:
                 used = usage.total_tokens + tokens
                 raise self._exceeded("total_tokens", used, _BEFORE, usage)
             if (cost_cap := self._cost) is not None:
-                cost = usage.cost
-                estimate = None if cost is None else cost + self.price(model).input_cost(tokens)
+                estimate = cost = usage.cost  # an unknown cost so far: nothing is known left
+                if cost is not None:
+                    price = self._pricing.price_of(model)
+                    if price is None:
+                        price = self.price(model)  # (it raises: no price)
+                    estimate = cost + price.input_cost(tokens)
                 if estimate is None or estimate > cost_cap:
                     raise self._exceeded("cost", estimate, _BEFORE, usage)
         self.requests = requests
@@ -507,8 +550,8 @@ class Budget:
     def _estimate(self, request: ProviderRequest) -> int:
         """The input tokens of ``request``, counted with the history's counter.
 
-        A request whose messages are the newest of the stored history (the window's, every
-        iteration) takes their counts from the history, which keeps them.
+        A request whose messages are the newest of the stored history takes their counts
+        from the history, which keeps them.
         """
         history = self._history
         messages = request.messages
@@ -585,9 +628,11 @@ class Budget:
         *,
         each: bool = False,
     ) -> UsageLimitExceeded:
-        maximum, offset = self._sources[name]
+        source = self._sources(name)
+        assert source is not None  # a cap was crossed: a limit sets it
+        maximum, offset = source
         if used is not None and not each:  # a limit of each request has no offset
-            used = used + offset  # type: ignore[operator]
+            used = used + offset
         return UsageLimitExceeded(limit=name, maximum=maximum, used=used, when=when, usage=usage)
 
     def spent(self, usage: Usage) -> Spend:
@@ -604,10 +649,6 @@ _NO_LIMIT: Final = UsageLimits()
 _BEFORE: Final = "before the call"
 _AFTER: Final = "after the call"
 _BATCH: Final = "tool batch"
-
-
-_ESTIMATED: Final = frozenset({"tokens_per_request", "input_tokens", "total_tokens", "cost"})
-_AFTER_CALL: Final = _ESTIMATED | {"output_tokens"}
 
 
 def _spent(spent: Spend, name: str) -> int | float | Decimal | None:
@@ -648,6 +689,7 @@ def budget_for(setup: ChatSetup) -> Budget | None:
         setup.model,
         pricing,
         setup.history,
+        setup.window,
     )
 
 

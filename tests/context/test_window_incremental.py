@@ -236,3 +236,30 @@ async def test_the_window_built_after_the_conversation_outgrows_the_room_is_the_
     assert 0 < len(whole) < len(built)  # it held the whole conversation, then less
     for sent, expected in built:
         assert sent == expected
+
+
+async def test_the_window_counts_the_requests_it_builds_as_count_request_does() -> None:
+    """The usage limits take a request's tokens from the window that built it: the same
+    count as counting the request with the history's counter, whole, short or trimmed."""
+    policy = SlidingWindow(max_tokens=1_500, reserve=0)
+    told: list[tuple[int | None, int]] = []
+
+    def answer(request: ProviderRequest) -> ProviderResponse:
+        counted = count_request(request, counter=agent.history.token_counter)
+        told.append((policy.request_tokens(request), counted))
+        if len(told) % 6 == 0:
+            return text_response("done")
+        return tool_calls(ToolCall(name="fetch", arguments=f'{{"size": {20 + len(told)}}}'))
+
+    agent = Agent(FunctionModel(answer), tools=[tool(fetch)], context=policy, retry=None)
+    agent.system_prompt = "You fetch."
+    await agent.chat("fetch things")
+    agent.history.import_history(preloaded([30] * 40))
+    await agent.chat("and now?")
+
+    known = [(tokens, counted) for tokens, counted in told if tokens is not None]
+    assert all(tokens == counted for tokens, counted in known)
+    assert len(known) >= len(told) // 2  # most requests: the window says
+    # Any other request (a copy, say) is not the window's to count.
+    other = dataclasses.replace(agent.model.requests[-1])  # type: ignore[attr-defined]
+    assert policy.request_tokens(other) is None

@@ -149,3 +149,21 @@ async def test_a_report_handler_writing_a_fixed_field_is_logged_like_any_report_
         f"the 'on_session_switch' handler {forges.__qualname__} set ctx.new_session_id; "
         "the fields it may set are: none"
     )
+
+
+@pytest.mark.parametrize("spec", list(EVENT_TABLE.values()), ids=lambda spec: spec.name)
+def test_a_context_from_its_maker_is_the_one_its_init_makes(spec: Any) -> None:
+    # The loop makes the contexts it needs per tool call through maker(): the same fields,
+    # the same refusals.
+    from hookloop.hooks._contexts import FixedFieldError, maker
+
+    fields = [f.name for f in dataclasses.fields(spec.context)]
+    values = [object() for _ in fields]
+    made = maker(spec.context)(*values)
+    assert type(made) is spec.context
+    for name, value in zip(fields, values, strict=True):
+        assert getattr(made, name) is value
+    for name in set(fields) - set(spec.context.__settable__):
+        with pytest.raises(FixedFieldError):
+            setattr(made, name, None)
+    assert made == spec.context(**dict(zip(fields, values, strict=True)))

@@ -118,6 +118,7 @@ class SlidingWindow:
         "_agent",
         "_ceilings",
         "_frame",
+        "_frame_overhead",
         "_frame_room",
         "_pending",
         "_shown",
@@ -159,6 +160,7 @@ class SlidingWindow:
         # What the last request's room was worked out from, and the room (see _room).
         self._frame: tuple[object, ...] | None = None
         self._frame_room = 0
+        self._frame_overhead = 0  # the tokens of its system prompt, tools and priming
         self._shown: set[str] | None = None  # ids already passed to on_pre_compress
         self._state: _Window | None = None  # the window, kept from one request to the next
 
@@ -219,8 +221,9 @@ class SlidingWindow:
         )
         if frame == self._frame:
             return self._frame_room
-        room = self._budget(request, model).total - count_overhead(request, counter=counter)
-        self._frame, self._frame_room = frame, room
+        overhead = count_overhead(request, counter=counter)
+        room = self._budget(request, model).total - overhead
+        self._frame, self._frame_room, self._frame_overhead = frame, room, overhead
         return room
 
     def request_messages(
@@ -255,6 +258,7 @@ class SlidingWindow:
             room = self._room(request, history, model)
             if tokens <= room:
                 whole = state.sent = tuple(history._messages)
+                state.sent_tokens = tokens
                 state.seen, state.tokens, state.fitted, state.room = len(whole), tokens, room, room
                 state.bare, state.model = request, model
                 return whole
@@ -308,6 +312,7 @@ class SlidingWindow:
                 sent += 1
         state.sent = tuple(messages[sent:]) if sent else tuple(messages)
         state.sent_start = sent
+        state.sent_tokens = tokens if sent == start else None
         # Only a window that fits is exactly what the trim keeps; _trim finishes the others.
         state.room = room if tokens <= room else None
         state.bare, state.model = request, model
@@ -352,6 +357,24 @@ class SlidingWindow:
         return not (state.sent_start and ON_TRIM in handlers) and not (
             handlers.get(ON_PRE_COMPRESS) and state.announced < state.sent_start
         )
+
+    def request_tokens(self, request: ProviderRequest) -> int | None:
+        """The estimated input tokens of ``request`` if it is the request the window built.
+
+        Its messages' tokens and its system prompt's, tools' and priming's, which the window
+        counted to build it (the count :func:`~hookloop.context.count_request` gives, with
+        the history's counter); ``None`` for any other request. For the usage limits, which
+        check every request's tokens before it is sent.
+        """
+        state = self._state
+        if (
+            state is None
+            or request is not state.bare
+            or request.messages is not state.sent
+            or state.sent_tokens is None
+        ):
+            return None
+        return state.sent_tokens + self._frame_overhead
 
     def passes(self, handlers: tuple[Handler, ...], request: ProviderRequest, model: Model) -> bool:
         """Whether the ``pre_request`` chain ``handlers`` would leave ``request`` as it is.
@@ -649,6 +672,7 @@ class _Window:
         "seen",
         "sent",
         "sent_start",
+        "sent_tokens",
         "start",
         "tokens",
         "user_seen",
@@ -667,6 +691,7 @@ class _Window:
         self.user_seen = 0  # how many stored messages last_user was looked for in
         self.sent: tuple[Message, ...] = ()  # the messages the last request was built with
         self.sent_start = 0  # where they start in the history
+        self.sent_tokens: int | None = None  # their tokens, when counted exactly
         self.room: int | None = None  # their room, when they are exactly what the trim keeps
         self.announced = 0  # the stored messages before this were passed to on_pre_compress
         self.bare: ProviderRequest | None = None  # the request the window was made for

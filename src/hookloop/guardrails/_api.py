@@ -11,7 +11,6 @@ fails closed: a check that returns anything else (``None`` included) or raises i
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeAlias, cast, overload
 
@@ -20,7 +19,6 @@ from .._errors import UsageError
 from .._limits import Spend, UsageLimits
 from .._messages import ToolMessage
 from .._verdict import GuardrailPosition, Verdict
-from ..hooks._dispatch import is_async_callable
 from ..hooks._host import AgentHost
 
 if TYPE_CHECKING:
@@ -119,52 +117,18 @@ class Guardrail:
         return f"Guardrail({self.position!r}, {self.name!r})"
 
     def init_agent(self, agent: AgentHost) -> None:
-        """Register the guardrail's handler on its row."""
-        row = "on_input_guardrail_beside" if self.run_beside else _ROWS[self.position]
-        handler = self._handler()
-        agent.hooks.add(row, handler, order=self.order)
+        """Register the guardrail's check on its row, as it is (no wrapper around it).
 
-    def _handler(self) -> Callable[[Any], object]:
-        """The row's handler: the check, held to returning a Verdict (``None`` is not one).
-
-        Sync for a sync check (a handler call costs a call), async for an async one.
+        The row holds it to returning a :class:`~hookloop.Verdict` and names it after the
+        guardrail; a tool-call guardrail's check is not called at the approval stage it
+        leaves alone (``before_approval``).
         """
+        row = "on_input_guardrail_beside" if self.run_beside else _ROWS[self.position]
         check: Callable[[Any], object] = self._judge or self.check  # type: ignore[assignment]
-        tool_call = self.position == "tool_call"
-        skipped = "approved" if self.before_approval else "pending"
-
-        def checked(verdict: object) -> Verdict:
-            if isinstance(verdict, Verdict):
-                return verdict
-            raise TypeError(f"the check returned {type(verdict).__name__}, not a Verdict")
-
-        if is_async_callable(check):
-
-            async def guard_async(ctx: Any) -> Verdict | None:
-                if tool_call and ctx._approval == skipped:  # (the field's slot: per tool call)
-                    return None  # a call that needs approval is checked at the stage chosen
-                return checked(await cast("Awaitable[object]", check(ctx)))
-
-            handler: Callable[[Any], object] = guard_async
-        else:
-
-            def guard(ctx: Any) -> object:
-                if tool_call and ctx._approval == skipped:  # (the field's slot: per tool call)
-                    return None
-                verdict = check(ctx)
-                if type(verdict) is Verdict:
-                    return verdict
-                if inspect.isawaitable(verdict):  # a sync function that returned a coroutine
-                    return _awaited(verdict, checked)
-                return checked(verdict)
-
-            handler = guard
-        handler.__qualname__ = handler.__name__ = self.name  # the handler's label: the name
-        return handler
-
-
-async def _awaited(verdict: Awaitable[object], checked: Callable[[object], Verdict]) -> Verdict:
-    return checked(await verdict)
+        skips = None
+        if self.position == "tool_call":
+            skips = "approved" if self.before_approval else "pending"
+        agent.hooks.add_guardrail(row, check, name=self.name, order=self.order, skips=skips)
 
 
 class _Judge:

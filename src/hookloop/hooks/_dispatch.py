@@ -100,11 +100,16 @@ class Handler:
     order: int
     seq: int
     spec: EventSpec
+    # A guardrail's check (registered by HookRegistry.add_guardrail): the guardrail's name,
+    # the handler's label; its return must be a Verdict (None is a trip, not "no opinion").
+    guardrail: str | None = None
+    # A tool-call guardrail's check: the approval stage it leaves alone (_guard.py).
+    skips: str | None = None
 
     @property
     def label(self) -> str:
-        """The handler's qualified name, for messages."""
-        return getattr(self.fn, "__qualname__", None) or repr(self.fn)
+        """The handler's qualified name, for messages (a guardrail's: its name)."""
+        return self.guardrail or getattr(self.fn, "__qualname__", None) or repr(self.fn)
 
 
 def is_async_callable(fn: Callable[..., Any]) -> bool:
@@ -146,6 +151,49 @@ class HookRegistry:
             HookRegistrationError: Unknown event, a handler that is not callable, an order
                 that is not an int, or an async handler for a sync-only event.
         """
+        return self._add(event, fn, order, None, None)
+
+    def add_guardrail(
+        self,
+        event: str,
+        check: Callable[[Any], Any],
+        *,
+        name: str,
+        order: int = 0,
+        skips: str | None = None,
+    ) -> Disposer:
+        """Register a guardrail's ``check`` on the guard row ``event``, as it is.
+
+        Unlike a plain handler on the row, its return must be a
+        :class:`~hookloop.Verdict`: ``None`` or anything else is a trip (fail closed).
+        ``name`` is the guardrail's (the handler's label); ``skips``, for a tool-call
+        guardrail, the approval stage (``"pending"`` or ``"approved"``) it does not check.
+        The check is called directly, with no wrapper around it: it runs for every tool
+        call and result.
+
+        Raises:
+            HookRegistrationError: As :meth:`add`; or ``event`` is not a guard row, ``name``
+                not a non-empty str, ``skips`` another value.
+        """
+        spec = EVENT_TABLE.get(event)
+        if spec is not None and spec.kind != "guard":
+            raise HookRegistrationError(f"{event!r} is not a guard row: a guardrail goes on one")
+        if not isinstance(name, str) or not name:
+            raise HookRegistrationError(f"a guardrail's name must be a non-empty str, got {name!r}")
+        if skips not in (None, "pending", "approved"):
+            raise HookRegistrationError(
+                f"skips must be None, 'pending' or 'approved', got {skips!r}"
+            )
+        return self._add(event, check, order, name, skips)
+
+    def _add(
+        self,
+        event: str,
+        fn: Callable[[Any], Any],
+        order: int,
+        guardrail: str | None,
+        skips: str | None,
+    ) -> Disposer:
         spec = EVENT_TABLE.get(event)
         if spec is None:
             raise HookRegistrationError(f"unknown hook event {event!r}; known: {sorted(EVENTS)}")
@@ -160,7 +208,7 @@ class HookRegistry:
                 "so its handlers must be plain functions"
             )
         # A Phase is kept as it is: int(Phase.TRIM) would be a new int per registration.
-        handler = Handler(event, fn, is_async, order, self._seq, spec)
+        handler = Handler(event, fn, is_async, order, self._seq, spec, guardrail, skips)
         self._seq += 1
         if spec.kind == "guard":
             self.guards += 1
@@ -311,12 +359,12 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
                 continue
             _annotate(exc, handler)
             raise
-        if result is None:
+        if result is None and handler.guardrail is None:  # (a guardrail's check: a trip)
             continue
         if mode == "guard":
             if type(result) is Verdict and result.action == "allow":
                 continue
-            return handler, result
+            return _stopped(handler, result, ctx)
         if mode == "collect":
             if not isinstance(result, str):
                 raise _bad_return(handler, result, (str,), ())
@@ -391,24 +439,41 @@ def run_guards(
     handler on (or a sync one that returned an awaitable), the result is an awaitable of
     the same, which the caller awaits.
     """
-    for index, handler in enumerate(handlers):
+    for handler in handlers:  # (no enumerate: the index is looked up when it is needed)
         if handler.is_async:
-            return dispatch(handlers[index:], ctx, "guard")  # type: ignore[return-value]
+            rest = handlers[handlers.index(handler) :]
+            return dispatch(rest, ctx, "guard")  # type: ignore[return-value]
         try:
             result = handler.fn(ctx)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             return _tripped(exc, handler, ctx)
-        if result is None or (type(result) is Verdict and result.action == "allow"):
+        if type(result) is Verdict:
+            if result.action == "allow":
+                continue
+            return handler, result
+        if result is None and handler.guardrail is None:  # no opinion
             continue
-        if type(result) is not Verdict and inspect.isawaitable(result):
-            return _guards_after(handlers, index, ctx, result)
-        return handler, result
+        if inspect.isawaitable(result):
+            return _guards_after(handlers, handlers.index(handler), ctx, result)
+        return _stopped(handler, result, ctx)
     return None
 
 
 GuardStop: TypeAlias = "tuple[Handler, object]"
+
+
+def _stopped(handler: Handler, result: object, ctx: object) -> GuardStop:
+    """The outcome of a guard handler that did not let ``ctx`` pass.
+
+    A guardrail's check that returned anything but a :class:`~hookloop.Verdict` failed: its
+    outcome is a ``TypeError`` saying so (a trip, as if the check had raised it).
+    """
+    if handler.guardrail is not None and not isinstance(result, Verdict):
+        error = TypeError(f"the check returned {type(result).__name__}, not a Verdict")
+        return _tripped(error, handler, ctx)
+    return handler, result
 
 
 async def _guards_after(
@@ -422,8 +487,10 @@ async def _guards_after(
         raise
     except Exception as exc:
         return _tripped(exc, handler, ctx)
-    if not (result is None or (type(result) is Verdict and result.action == "allow")):
-        return handler, result
+    if not (type(result) is Verdict and result.action == "allow") and (
+        result is not None or handler.guardrail is not None
+    ):
+        return _stopped(handler, result, ctx)
     rest = handlers[index + 1 :]
     return await dispatch(rest, ctx, "guard") if rest else None  # type: ignore[return-value]
 
