@@ -408,3 +408,19 @@ def test_a_database_away_while_the_answer_streams_loses_no_text(
         assert text == "charged 1: ok"
     finally:
         workers.close()
+
+
+def test_a_server_started_before_any_worker_takes_runs_that_a_later_worker_runs(
+    database_url: str, workers: Workers
+) -> None:
+    # A fresh database no worker has used yet: the server makes the queue's tables itself
+    # (it answered every run with a 500 when DBOS's tables were missing).
+    with (
+        served(AGENT, durable=database_url) as server,
+        httpx2.Client(base_url=server.url, timeout=GUARD) as client,
+    ):
+        started = client.post("/api/threads/s9/runs", json={"message": "s9 1"})
+        assert started.status_code == 202, started.text
+        workers.start("w1")
+        ended = client.get(f"/api/runs/{started.json()['runId']}/events?wait=true").json()
+        assert ended["status"] == "finished"

@@ -8,6 +8,7 @@ its session runs waits in the queue.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -99,13 +100,16 @@ class SessionQueue:
         """Accept a workflow's name; its body runs in the workers, never here."""
 
     async def launch(self) -> None:
-        """Connect to the workers' database.
+        """Connect to the workers' database, making DBOS's tables there if no worker has yet.
 
         Raises:
             StoreError: The database cannot be reached.
         """
         if self._client is None:
             try:
+                # A DBOS client never makes the tables it writes to: without this, turns
+                # submitted before the first worker ever launched would fail.
+                await asyncio.to_thread(self._dbos.DBOS.migrate, self._url)
                 self._client = self._dbos.DBOSClient(
                     system_database_url=self._url, application_name=self._app_name
                 )
