@@ -19,14 +19,17 @@ Figures, per N (10, 100, 1,000):
   the floor's (the aim: a latency 1.5 times the floor's at most).
 
 ``hookloop`` is ``create_app``'s defaults, which record each thread's trace (its trace page);
-``no-trace`` is ``create_app(trace=False)``.
-
-The durable mode of the issue is not built, so it is not measured here. Run it from a
-checkout with the serve extra installed::
+``no-trace`` is ``create_app(trace=False)``; ``durable`` (with ``--durable URL``, or with
+``DATABASE_URL`` or scripts/test-services' database in the environment) is
+``create_app(..., durable=URL)`` with one ``hookloop worker`` process on that PostgreSQL
+database running the turns: its ``cpu_ms_per_run`` is the server's
+and the worker's together, and it runs the sizes up to ``--durable-max`` (100) only. Run it
+from a checkout with the serve extra installed::
 
     python bench/serve.py              # a table
     python bench/serve.py --json       # the same figures as one JSON object
     python bench/serve.py --sizes 10 100
+    scripts/test-services run .venv/bin/python bench/serve.py --durable-max 100   # + durable
 """
 
 from __future__ import annotations
@@ -48,6 +51,27 @@ import httpx2
 ROUNDS = 3
 KINDS = ("minimal", "hookloop", "no-trace")  # no-trace: hookloop with create_app(trace=False)
 HOLD_FILE = "hold"  # while this file exists in the server's folder, model calls wait
+HOLD_ENV = "HOOKLOOP_BENCH_HOLD"  # the durable mode's worker: the hold file's path
+DURABLE_AGENT = "serve:build_durable"  # this file, imported as `serve` by worker and server
+
+
+async def _held_answer(hold: Path) -> str:
+    while hold.exists():  # noqa: ASYNC110, ASYNC240 (set by another process)
+        await asyncio.sleep(0.05)
+    return "The answer is forty-two."
+
+
+def build_durable() -> Any:
+    """The agent of the durable mode's turns, built in the worker."""
+    from hookloop import Agent
+    from hookloop.testing import FunctionModel
+
+    hold = Path(os.environ[HOLD_ENV])
+
+    async def answer(request: object) -> str:
+        return await _held_answer(hold)
+
+    return Agent(FunctionModel(answer, chunk_size=6), retry=None, context=None)
 
 
 # --- the servers (run as `python bench/serve.py --serve KIND DIR`) ---------------------------
@@ -59,9 +83,7 @@ def _hookloop_app(folder: Path, *, trace: bool) -> Any:
     from hookloop.testing import FunctionModel
 
     async def answer(request: object) -> str:
-        while (folder / HOLD_FILE).exists():  # noqa: ASYNC110 (set by another process)
-            await asyncio.sleep(0.05)
-        return "The answer is forty-two."
+        return await _held_answer(folder / HOLD_FILE)
 
     def build() -> Agent:
         return Agent(FunctionModel(answer, chunk_size=6), retry=None, context=None)
@@ -112,6 +134,12 @@ def _serve(kind: str, folder: Path) -> None:
 
     if kind == "minimal":
         app = _minimal_app(folder)
+    elif kind == "durable":
+        from hookloop.serve import create_app
+
+        app = create_app(
+            DURABLE_AGENT, durable=os.environ["DATABASE_URL"], max_runs=100_000, keepalive=60
+        )
     else:
         app = _hookloop_app(folder, trace=kind == "hookloop")
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
@@ -166,18 +194,19 @@ async def _one(
     raise RuntimeError(f"the stream of run {n} ended before RUN_FINISHED")
 
 
-async def _round(url: str, folder: Path, pid: int, size: int) -> dict[str, float]:
+async def _round(url: str, folder: Path, pids: list[int], size: int) -> dict[str, float]:
+    pid = pids[0]  # the server; with a worker, the CPU is both's
     limits = httpx2.Limits(max_connections=size + 10, max_keepalive_connections=size + 10)
     timeout = httpx2.Timeout(120.0)
     async with httpx2.AsyncClient(base_url=url, limits=limits, timeout=timeout) as client:
         # latency and throughput: answers at once
         firsts: list[float] = []
         started = asyncio.Event()
-        cpu = _cpu_s(pid)
+        cpu = sum(_cpu_s(p) for p in pids)
         begin = time.perf_counter()
         await asyncio.gather(*(_one(client, n, firsts, started, size) for n in range(size)))
         wall = time.perf_counter() - begin
-        cpu = _cpu_s(pid) - cpu
+        cpu = sum(_cpu_s(p) for p in pids) - cpu
         # memory: N streams open, each run waiting in its model call
         idle = _rss_kb(pid)
         (folder / HOLD_FILE).touch()
@@ -203,9 +232,17 @@ class _Server:
     def __init__(self, kind: str, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder = folder
+        here = Path(__file__).resolve().parent
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(here.parent), str(here)]),
+            HOLD_ENV: str(folder / HOLD_FILE),
+        }
+        self.worker: subprocess.Popen[str] | None = None
+        if kind == "durable":
+            self.worker = _start_worker(env)
         self.process = subprocess.Popen(
-            [sys.executable, __file__, "--serve", kind, str(folder)],
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+            [sys.executable, __file__, "--serve", kind, str(folder)], env=env
         )
         port_file = folder / "port"
         deadline = time.monotonic() + 60
@@ -215,29 +252,52 @@ class _Server:
             time.sleep(0.05)
         self.url = f"http://127.0.0.1:{port_file.read_text()}"
 
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in (self.process, self.worker) if p is not None]
+
     def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(30)
+        for process in (self.process, self.worker):
+            if process is not None:
+                process.terminate()
+                process.wait(30)
+                if process.stderr is not None:
+                    process.stderr.close()
 
 
-async def _measure(sizes: list[int], base: Path) -> dict[str, Any]:
-    servers = {kind: _Server(kind, base / kind) for kind in KINDS}
+def _start_worker(env: dict[str, str]) -> subprocess.Popen[str]:
+    """One ``hookloop worker`` running the durable mode's turns; once it takes turns."""
+    command = ["worker", "--database", env["DATABASE_URL"], "--agent", DURABLE_AGENT]
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "hookloop", *command], env=env, stderr=subprocess.PIPE, text=True
+    )
+    assert worker.stderr is not None
+    for line in worker.stderr:
+        if "taking turns" in line:
+            return worker
+    raise RuntimeError(f"the worker stopped with status {worker.wait()}")
+
+
+async def _measure(sizes: list[int], base: Path, durable_max: int) -> dict[str, Any]:
+    kinds = [*KINDS, "durable"] if durable_max else list(KINDS)
+    servers = {kind: _Server(kind, base / kind) for kind in kinds}
     try:
         for server in servers.values():  # warm up: imports, first agent, first connections
-            await _round(server.url, server.folder, server.process.pid, 10)
+            await _round(server.url, server.folder, server.pids, 10)
         results: dict[str, Any] = {}
         for size in sizes:
-            rounds: dict[str, list[dict[str, float]]] = {kind: [] for kind in servers}
+            now = {k: v for k, v in servers.items() if k != "durable" or size <= durable_max}
+            rounds: dict[str, list[dict[str, float]]] = {kind: [] for kind in now}
             for _ in range(ROUNDS):
-                for kind, server in servers.items():
-                    figures = await _round(server.url, server.folder, server.process.pid, size)
+                for kind, server in now.items():
+                    figures = await _round(server.url, server.folder, server.pids, size)
                     rounds[kind].append(figures)
             row: dict[str, Any] = {}
-            for kind, figures in rounds.items():
+            for kind, taken in rounds.items():
                 row[kind] = {
-                    key: round(statistics.median(f[key] for f in figures), 2) for key in figures[0]
+                    key: round(statistics.median(f[key] for f in taken), 2) for key in taken[0]
                 }
-            for kind in ("hookloop", "no-trace"):
+            for kind in [k for k in row if k != "minimal"]:
                 floor = row["minimal"]
                 row[kind]["ttfe_ratio"] = round(row[kind]["ttfe_p50_ms"] / floor["ttfe_p50_ms"], 2)
                 row[kind]["cpu_ratio"] = round(
@@ -254,6 +314,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument(
+        "--durable",
+        metavar="URL",
+        default=os.environ.get("DATABASE_URL") or os.environ.get("HOOKLOOP_TEST_POSTGRES_DSN"),
+        help="measure the durable mode on this PostgreSQL database too (default: DATABASE_URL)",
+    )
+    parser.add_argument(
+        "--durable-max",
+        type=int,
+        default=100,
+        metavar="N",
+        help="the largest N the durable mode runs (100)",
+    )
     parser.add_argument("--serve", nargs=2, metavar=("KIND", "DIR"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -261,8 +334,12 @@ def main() -> None:
         return
     import tempfile
 
+    if args.durable:
+        os.environ["DATABASE_URL"] = args.durable
     with tempfile.TemporaryDirectory() as folder:
-        results = asyncio.run(_measure(args.sizes, Path(folder)))
+        results = asyncio.run(
+            _measure(args.sizes, Path(folder), args.durable_max if args.durable else 0)
+        )
     if args.json:
         print(json.dumps(results))
         return
@@ -271,8 +348,7 @@ def main() -> None:
         f"{'CPU ms/run':>10} {'p50 x':>6} {'CPU x':>6}"
     )
     for size, row in results.items():
-        for kind in KINDS:
-            f = row[kind]
+        for kind, f in row.items():
             print(
                 f"{size:>5} {kind:<9} {f['runs_per_s']:>8.1f} {f['ttfe_p50_ms']:>8.2f} "
                 f"{f['ttfe_p99_ms']:>8.2f} {f['stream_kb']:>10.1f} {f['cpu_ms_per_run']:>10.2f} "

@@ -580,8 +580,12 @@ class Agent(MemoryMethods, AgentHost):
         deps: object,
         output: OutputSpec[Any] | None,
         limits: ChatLimits,
+        steps: StepRunner | None = None,
     ) -> ChatRun:
-        """The run :meth:`resume` drives, its decisions checked (``hookloop serve`` streams it)."""
+        """The run :meth:`resume` drives, its decisions checked (``hookloop serve`` streams it).
+
+        ``steps`` records a durable turn's calls (a durable turn that resumes).
+        """
         with self._slot.holding("resume"):
             state = await self._approval_state()
         if state.message is None:
@@ -593,7 +597,7 @@ class Agent(MemoryMethods, AgentHost):
         if deps is NO_DEPS and self.deps is NO_DEPS:
             check_deps(self.scopes, rulings, state.message)
         start = Resumption(message=state.message, decided=decided, rulings=rulings)
-        return await self._start(start, emit, deps, output, limits=limits)
+        return await self._start(start, emit, deps, output, steps, limits=limits)
 
     def resume_sync(
         self,

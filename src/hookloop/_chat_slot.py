@@ -7,7 +7,7 @@ raises :class:`~hookloop.ConcurrentChatError` and changes nothing), runs through
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -17,6 +17,7 @@ from .hooks._host import AgentHost
 
 if TYPE_CHECKING:
     from ._agent import Default
+    from ._approval import ApprovalDecision
     from ._limits import ChatLimits
     from ._loop import ChatRun
     from ._messages import UserMessage
@@ -53,6 +54,18 @@ class ChatHost(AgentHost, Protocol):
 
         Raises ``UsageError`` while tool calls of an earlier chat wait for approval.
         """
+        ...
+
+    async def _resumed(
+        self,
+        decisions: Iterable[ApprovalDecision],
+        emit: Callable[[AgentEvent], Awaitable[None]] | None,
+        deps: object,
+        output: OutputSpec[Any] | None,
+        limits: ChatLimits,
+        steps: StepRunner | None = None,
+    ) -> ChatRun:
+        """The chat ``resume()`` drives, its decisions checked, holding the slot."""
         ...
 
     async def chat(self, message: str) -> AgentResponse[Any]:

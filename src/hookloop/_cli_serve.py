@@ -98,6 +98,13 @@ def add_serve_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="record no trace of the threads (the chat page then has no trace link)",
     )
     serve.add_argument(
+        "--durable",
+        metavar="DATABASE_URL",
+        help="run the turns on `hookloop worker` processes of this postgresql:// database "
+        "(their --database; TARGET is their --agent): a run survives its worker and this "
+        "server",
+    )
+    serve.add_argument(
         "--model",
         default="local",
         help="without TARGET: the model that answers (as for hookloop run; local by default)",
@@ -131,10 +138,14 @@ async def _serve(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be between 0 and 65535 (got {args.port})")
     uvicorn = import_extra("uvicorn", extra="serve", by="hookloop serve")
+    if args.durable is not None and not args.target:
+        raise UsageError(
+            "--durable serves the agent the workers build: give their --agent as TARGET"
+        )
     # The options are checked (by create_app) before a model is loaded, which takes seconds.
     made: list[Callable[[], Agent]] = []
     app = create_app(
-        lambda: made[0](),
+        args.target if args.durable is not None else lambda: made[0](),
         token=token,
         cors_origins=args.cors_origin,
         max_body=args.max_body,
@@ -143,8 +154,10 @@ async def _serve(args: argparse.Namespace) -> int:
         keepalive=args.keepalive,
         cancel_on_disconnect=args.cancel_on_disconnect,
         trace=not args.no_trace,
+        durable=args.durable,
     )
-    made.append(await _factory(args))
+    if args.durable is None:
+        made.append(await _factory(args))
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
     server = uvicorn.Server(config)
     startup = server.startup

@@ -65,14 +65,15 @@ class StepRunner(Protocol):
         self,
         call: ToolCall,
         idempotent: bool,
-        run: Callable[[], Awaitable[tuple[ToolMessage, Spend | None]]],
+        run: Callable[[], Awaitable[tuple[ToolMessage | PendingApproval, Spend | None]]],
         lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
-    ) -> tuple[ToolMessage, Spend | None]:
+    ) -> tuple[ToolMessage | PendingApproval, Spend | None]:
         """The call's result: ``run``'s, the recorded one, or ``lost``'s answer.
 
         ``run`` returns the message and the tokens the call used (a sub-agent's, counted
-        into the chat as they were used). ``lost`` answers a call that is not ``idempotent``
-        and was running when the worker died. Returns the message and, for a recorded call
+        into the chat as they were used), or the call's wait for approval (the turn then
+        ends with it). ``lost`` answers a call that is not ``idempotent`` and was running
+        when the worker died. Returns the message (or the wait) and, for a recorded call
         that did not run now, the tokens it used, for the chat to count again.
         """
         ...

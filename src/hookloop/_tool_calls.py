@@ -218,21 +218,19 @@ class ToolCalls:
                 )
         return outcome
 
-    async def _recorded_tool_call(self, steps: StepRunner, call: ToolCall) -> ToolMessage:
+    async def _recorded_tool_call(self, steps: StepRunner, call: ToolCall) -> ToolMessage | Waiting:
         """One tool call as a durable step (its hooks inside): a replay takes the record.
 
-        Raises:
-            UsageError: The call waits for approval, which a durable turn does not do.
+        A call that waits for approval is recorded as waiting: the turn ends with it, and a
+        later turn (``DurableChats.resume``) runs it once it is decided.
         """
         found = self._setup.scopes.lookup(call.name)
 
-        async def run() -> tuple[ToolMessage, Spend | None]:
+        async def run() -> tuple[ToolMessage | PendingApproval, Spend | None]:
             before = self.spend  # tool steps run one at a time: only this call adds
             outcome = await self._execute(call)
             if isinstance(outcome, Waiting):
-                raise UsageError(
-                    f"tool {call.name!r} needs approval, which a durable turn cannot wait for"
-                )
+                return outcome.pending, None
             return outcome, _spent_since(before, self.spend)
 
         async def lost(error: ToolResultLostError) -> ToolMessage:
@@ -241,6 +239,11 @@ class ToolCalls:
 
         idempotent = found is not None and found[0].idempotent
         message, spent = await steps.tool_call(call, idempotent, run, lost)
+        if isinstance(message, PendingApproval):
+            if found is None:  # a record that names a tool this agent does not have
+                raise UsageError(f"tool {call.name!r} waits for approval but is not registered")
+            tool, scope = found
+            return Waiting(message, call, tool, scope)
         if spent is not None:
             self.add_spent(spent)
         return message

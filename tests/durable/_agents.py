@@ -66,9 +66,12 @@ def echo_agent() -> Agent:
 
 
 def approval_agent() -> Agent:
-    return Agent(
-        FunctionModel(lambda r: tool_call("delete_all", {}, id="call-1")), tools=[delete_all]
-    )
+    def answer(request: ProviderRequest) -> ProviderResponse | str:
+        if request.messages[-1].role == "tool":
+            return "deleted everything"
+        return tool_call("delete_all", {}, id="call-1")
+
+    return Agent(FunctionModel(answer), tools=[delete_all])
 
 
 def typed_agent() -> Agent:

@@ -25,8 +25,10 @@ from hookloop import (
     ChatStartContext,
     Message,
     MessageContext,
+    PreToolCallContext,
     ToolCall,
     Usage,
+    UsageError,
     UserMessage,
     tool,
 )
@@ -61,9 +63,9 @@ async def lookup(item: str) -> str:
     return f"{item} costs 5"
 
 
-@tool(requires_approval=True)
+@tool
 def wipe() -> str:
-    """Wipe everything."""
+    """Wipe everything (refused: see ``unrun``)."""
     return "wiped"
 
 
@@ -85,12 +87,19 @@ def _logged(agent: Agent) -> Agent:
 
 
 def unrun() -> Agent:
-    """One answer calls ``lookup`` and ``wipe``, which a durable turn cannot run."""
+    """One answer calls ``lookup`` and ``wipe``, whose ``pre_tool_call`` handler raises."""
     answer = tool_calls(
         ToolCall.create("lookup", {"item": "tea"}, id="call-lookup"),
         ToolCall.create("wipe", {}, id="call-wipe"),
     )
-    return _logged(Agent(ScriptedModel([answer]), tools=[lookup, wipe]))
+    agent = _logged(Agent(ScriptedModel([answer]), tools=[lookup, wipe]))
+
+    def refuse(ctx: PreToolCallContext) -> None:
+        if ctx.call.name == "wipe":
+            raise UsageError("wipe is refused")  # ends the turn with an error
+
+    agent.add_hook("pre_tool_call", refuse)
+    return agent
 
 
 def answer() -> Agent:

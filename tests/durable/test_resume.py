@@ -98,7 +98,7 @@ def stored(tmp_path: Path, session: str = "s-1") -> list[tuple[int, dict[str, An
 
 @pytest.mark.parametrize("engine", ENGINES, indirect=True)
 def test_a_turn_resumed_after_its_error_answers_each_call_once(tmp_path: Path, engine: str) -> None:
-    # The turn fails (a tool needs approval) and its worker dies in on_chat_error, after
+    # The turn fails (a handler raises) and its worker dies in on_chat_error, after
     # the "not run" answer was stored: the resumed turn stores nothing again.
     directory = run(tmp_path, "unrun", "on_chat_error", engine=engine)
     assert outcome(directory) == {"error": "UsageError"}

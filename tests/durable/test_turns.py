@@ -329,7 +329,6 @@ def test_an_agent_that_cannot_be_found_is_refused_at_once(
     [
         (_agents.not_an_agent, "must return an Agent, got str"),
         (_agents.typed_agent, "with an output type"),
-        (_agents.approval_agent, "needs approval, which a durable turn cannot wait for"),
     ],
 )
 async def test_a_turn_whose_agent_cannot_run_durably_fails_with_a_usage_error(
@@ -341,6 +340,25 @@ async def test_a_turn_whose_agent_cannot_run_durably_fails_with_a_usage_error(
         await chats.chat("s", UserMessage(content="go", id="m-1"))
     messages = [r.message for r in await store.records("s")]
     assert [m.id for m in messages][:1] in ([], ["m-1"])  # at most the user's message, kept
+
+
+async def test_a_call_that_needs_approval_ends_the_turn_and_a_resumed_turn_runs_it(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    chats = DurableChats(engine, _agents.approval_agent, sessions=store)
+    await engine.launch()
+    waiting = await chats.chat("s", UserMessage(content="go", id="m-1"))
+    [pending] = waiting.pending_approvals
+    assert (pending.call_id, pending.tool_name) == ("call-1", "delete_all")
+    assert waiting.output is None
+    resumed = await (await chats.resume("s", [pending.approve()], turn_id="t-2")).result()
+    assert resumed.text == "deleted everything"
+    messages = [r.message for r in await store.records("s")]
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2].content == "deleted"
+    # A decision when no call waits fails its turn as resume() refuses it.
+    with pytest.raises(UsageError, match="nothing to resume"):
+        await (await chats.resume("s", [pending.approve()], turn_id="t-3")).result()
 
 
 async def test_bad_arguments_start_nothing(engine: DBOSEngine, store: SQLiteSessionStore) -> None:

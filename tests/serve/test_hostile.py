@@ -255,3 +255,85 @@ def test_a_lookup_of_an_unknown_thread_closes_the_agent_it_made() -> None:
         status, _ = post_agui(client, run_input("somebody", "r1", "hi"))
         assert status == 200
         assert closed == ["closed", "closed"]  # a thread that is kept keeps its agent open
+
+
+def test_a_message_id_sent_again_in_a_new_run_is_a_409_and_the_thread_goes_on() -> None:
+    with served(_answers) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
+        first = run_input("t", "r1", "hi")
+        assert types(post_agui(client, first)[1])[-1] == "RUN_FINISHED"
+        again = run_input("t", "r2", "hi") | {"messages": first["messages"]}
+        answer = client.post("/agui", json=again)
+        assert (answer.status_code, answer.json()["type"]) == (409, "conflict")
+        assert "r1-user" in answer.json()["message"]
+        status, events = post_agui(client, run_input("t", "r3", "hi again"))
+        assert (status, types(events)[-1]) == (200, "RUN_FINISHED")
+
+
+def test_a_refused_start_on_a_new_thread_keeps_nothing() -> None:
+    release = asyncio.Event()
+
+    async def slow(request: object) -> str:
+        await release.wait()
+        return "done"
+
+    with (
+        served(lambda: Agent(FunctionModel(slow)), max_runs=1) as s,
+        httpx2.Client(base_url=s.url, timeout=GUARD) as client,
+    ):
+        started = client.post("/api/threads/busy/runs", json={"message": "hi"})
+        assert started.status_code == 202
+        refused = client.post("/api/threads/new/runs", json={"message": "hi"})
+        assert refused.status_code == 503
+        # The refused thread was not kept: it is unknown, as before the request.
+        unknown = client.get("/api/threads/new/messages")
+        assert (unknown.status_code, unknown.json()["type"]) == (404, "not_found")
+        s.loop.call_soon_threadsafe(release.set)
+        done = client.get(f"/api/runs/{started.json()['runId']}/events?wait=true").json()
+        assert done["status"] == "finished"
+
+
+def test_two_first_posts_of_one_run_at_once_are_one_run(tmp_path: Path) -> None:
+    # With a session store, making a thread's agent waits for the store: the second POST
+    # comes in meanwhile, and joins the run instead of getting 409.
+    store = SQLiteSessionStore(tmp_path / "s.db")
+
+    def build() -> Agent:
+        agent = Agent(ScriptedModel(["Hello."]))
+        agent.use(store.session())
+        return agent
+
+    async def both(url: str) -> list[tuple[int, list[dict[str, Any]]]]:
+        async with httpx2.AsyncClient(base_url=url, timeout=GUARD) as client:
+
+            async def one() -> tuple[int, list[dict[str, Any]]]:
+                async with client.stream("POST", "/agui", json=run_input("t", "r1", "hi")) as r:
+                    lines = [line async for line in r.aiter_lines()]
+                    data = [json.loads(x[6:]) for x in lines if x.startswith("data: ")]
+                    return r.status_code, data
+
+            return list(await asyncio.gather(one(), one()))
+
+    with served(build) as s:
+        first, second = asyncio.run(both(s.url))
+    assert first == second
+    assert first[0] == 200
+    assert [e["type"] for e in first[1]][-1] == "RUN_FINISHED"
+
+
+def test_a_refused_cors_preflight_answers_json() -> None:
+    preflight = {
+        "Origin": "https://evil.example",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type",
+    }
+    with (
+        served(_answers, cors_origins=["https://app.example"]) as s,
+        httpx2.Client(base_url=s.url, timeout=GUARD) as client,
+    ):
+        answer = client.options("/agui", headers=preflight)
+        assert answer.status_code == 400
+        assert answer.headers["content-type"] == "application/json"
+        assert answer.json() == {
+            "type": "cors_refused",
+            "message": "Disallowed CORS origin",
+        }

@@ -24,7 +24,7 @@ from ._dbos_shared import (
 )
 from ._lease import libpq_url
 from ._records import decode_turn
-from ._wakeup import ENDED, TurnEnds
+from ._wakeup import CHANNEL, ENDED, Notices, ended_turn
 
 __all__ = [
     "QUEUE_POLLING",
@@ -89,7 +89,7 @@ class SessionQueue:
         self._app_name = app_name
         self._version = application_version
         self._client: Any = None
-        self._ends = TurnEnds(libpq_url(database_url))
+        self._ends = Notices(libpq_url(database_url), CHANNEL, ended_turn)
 
     def __repr__(self) -> str:
         return f"SessionQueue({without_password(self._url)!r})"
@@ -152,6 +152,20 @@ class SessionQueue:
         except self._dbos.error.DBOSAwaitedWorkflowCancelledError as exc:
             raise stopped_turn(workflow_id) from exc
         return text_output(output, workflow_id, "output")
+
+    async def status(self, workflow_id: str) -> str | None:
+        """The turn's status as DBOS records it (``"PENDING"``, ``"SUCCESS"``...), or None."""
+        found = await self._require_client().list_workflows_async(
+            workflow_ids=[workflow_id], load_input=False, load_output=False
+        )
+        return str(found[0].status) if found else None
+
+    async def cancel(self, workflow_id: str) -> None:
+        """Cancel the turn: it ends at its next step, in whichever worker runs it.
+
+        Its messages so far stay in the session. (A start with its id resumes it.)
+        """
+        await self._require_client().cancel_workflow_async(workflow_id)
 
     async def step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
         """Not here: turns run in the workers."""

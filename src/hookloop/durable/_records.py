@@ -6,10 +6,13 @@ very messages, ids and timestamps included, that the first run committed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from .._errors import DurableRecordError, InvalidMessageError
+from .._approval import ApprovalDecision, PendingApproval
+from .._errors import DurableRecordError, InvalidMessageError, UsageError
 from .._limits import Spend
 from .._messages import (
     AssistantMessage,
@@ -77,8 +80,10 @@ def decode_model_call(
         raise _unreadable(workflow_id, step, exc) from exc
 
 
-def encode_tool_call(message: ToolMessage, spent: Spend | None = None) -> str:
-    """A tool call's record: its tool message, and what it spent (a sub-agent's)."""
+def encode_tool_call(message: ToolMessage | PendingApproval, spent: Spend | None = None) -> str:
+    """A tool call's record: its message and what it spent (a sub-agent's), or its wait."""
+    if isinstance(message, PendingApproval):
+        return json_text({"pending": _pending_json(message), "usage": None})
     if spent is None:
         return json_text({"message": json.loads(encode_message(message)), "usage": None})
     return json_text(
@@ -91,8 +96,10 @@ def encode_tool_call(message: ToolMessage, spent: Spend | None = None) -> str:
     )
 
 
-def decode_tool_call(text: str, workflow_id: str, step: str) -> tuple[ToolMessage, Spend | None]:
-    """The tool message of a tool call's record, and what the call spent.
+def decode_tool_call(
+    text: str, workflow_id: str, step: str
+) -> tuple[ToolMessage | PendingApproval, Spend | None]:
+    """The tool message of a tool call's record (or its wait), and what the call spent.
 
     A record written before requests and tool calls were kept has its tokens only.
 
@@ -101,6 +108,8 @@ def decode_tool_call(text: str, workflow_id: str, step: str) -> tuple[ToolMessag
     """
     try:
         data = json.loads(text)
+        if "pending" in data:
+            return _pending(data["pending"]), None
         message, usage = _one(data["message"], ToolMessage), data["usage"]
         if usage is None:
             return message, None
@@ -112,13 +121,32 @@ def decode_tool_call(text: str, workflow_id: str, step: str) -> tuple[ToolMessag
         raise _unreadable(workflow_id, step, exc) from exc
 
 
-def encode_turn(session_id: str, message: UserMessage) -> str:
-    """A turn's input: the session and the user message (its id and timestamp fixed)."""
-    return json_text({"session_id": session_id, "message": json.loads(encode_message(message))})
+def _pending_json(pending: PendingApproval) -> dict[str, Any]:
+    return dataclasses.asdict(pending)
 
 
-def decode_turn(text: str, workflow_id: str) -> tuple[str, UserMessage]:
-    """The session and user message of a turn's input.
+def _pending(item: object) -> PendingApproval:
+    if not isinstance(item, dict) or not all(isinstance(k, str) for k in item):
+        raise TypeError("a pending approval is not an object")
+    return PendingApproval(**item)
+
+
+def encode_turn(session_id: str, message: UserMessage | Sequence[ApprovalDecision]) -> str:
+    """A turn's input: the session and the user message (its id and timestamp fixed).
+
+    A turn that resumes has the decisions on the calls the session's last turn left waiting
+    instead of a message.
+    """
+    if isinstance(message, UserMessage):
+        return json_text({"session_id": session_id, "message": json.loads(encode_message(message))})
+    decisions = [dataclasses.asdict(d) for d in message]
+    return json_text({"session_id": session_id, "decisions": decisions})
+
+
+def decode_turn(
+    text: str, workflow_id: str
+) -> tuple[str, UserMessage | tuple[ApprovalDecision, ...]]:
+    """The session and user message (or decisions) of a turn's input.
 
     Raises:
         DurableRecordError: The input cannot be read.
@@ -128,8 +156,11 @@ def decode_turn(text: str, workflow_id: str) -> tuple[str, UserMessage]:
         session_id = data["session_id"]
         if not isinstance(session_id, str):
             raise TypeError("the session id is not a str")
+        if "decisions" in data:
+            decisions = tuple(ApprovalDecision(**d) for d in data["decisions"])
+            return session_id, decisions
         return session_id, _one(data["message"], UserMessage)
-    except _UNREADABLE as exc:
+    except (*_UNREADABLE, UsageError) as exc:
         raise _unreadable(workflow_id, "input", exc) from exc
 
 
@@ -142,6 +173,7 @@ def encode_response(response: AgentResponse[Any]) -> str:
             "usage": dump_usage(response.usage),
             "iterations": response.iterations,
             "finish_reason": response.finish_reason,
+            "pending": [_pending_json(p) for p in response.pending_approvals],
         }
     )
 
@@ -164,7 +196,8 @@ def decode_response(text: str, workflow_id: str) -> AgentResponse[Any]:
             usage=load_usage(data["usage"]),
             iterations=data["iterations"],
             finish_reason=data["finish_reason"],
-            output=final.content,
+            output=None if data.get("pending") else final.content,
+            pending_approvals=tuple(_pending(p) for p in data.get("pending", ())),
         )
     except _UNREADABLE as exc:
         raise _unreadable(workflow_id, "output", exc) from exc

@@ -14,6 +14,7 @@ import hashlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from .._approval import PendingApproval
 from .._errors import ToolResultLostError
 from .._limits import Spend
 from .._messages import AssistantMessage, ToolCall, ToolMessage
@@ -116,9 +117,9 @@ class TurnSteps:
         self,
         call: ToolCall,
         idempotent: bool,
-        run: Callable[[], Awaitable[tuple[ToolMessage, Spend | None]]],
+        run: Callable[[], Awaitable[tuple[ToolMessage | PendingApproval, Spend | None]]],
         lost: Callable[[ToolResultLostError], Awaitable[ToolMessage]],
-    ) -> tuple[ToolMessage, Spend | None]:
+    ) -> tuple[ToolMessage | PendingApproval, Spend | None]:
         """One tool call as a step; see the loop's ``StepRunner``."""
         ran = False
         async with self._lock:

@@ -6,14 +6,16 @@ import asyncio
 import contextlib
 import dataclasses
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Final
 
+from .._approval import ApprovalDecision
 from .._background import run_sync
 from .._chat_slot import ChatHost
 from .._errors import UsageError
 from .._extras import import_attribute
 from .._messages import UserInput, UserMessage, user_message
+from .._run_context import NO_DEPS
 from .._stream_events import AgentEvent, AgentResponse, MessageCommitted, ToolCallFinished
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
@@ -87,8 +89,8 @@ class DurableChats:
         agent: What builds the agent of a turn, in any worker: an import path
             ``"module:function"``, or a module-level function (kept as its import path).
             It is called with no arguments for each turn and must return a new
-            :class:`~hookloop.Agent` with a text answer (no ``output_type``) and no tools
-            that need approval.
+            :class:`~hookloop.Agent` with a text answer (no ``output_type``). A call that
+            needs approval ends the turn with it pending: :meth:`resume` decides it.
         sessions: Where the sessions are kept.
         on_event: Receives the events of every turn this worker runs, as a chat stream
             would (the model is then asked to stream), including
@@ -151,6 +153,24 @@ class DurableChats:
         await self.engine.start(self._workflow, wid, encode_turn(session_id, user))
         return TurnHandle(workflow_id=wid, session_id=session_id, turn_id=turn, _chats=self)
 
+    async def resume(
+        self, session_id: str, decisions: Iterable[ApprovalDecision], *, turn_id: str
+    ) -> TurnHandle:
+        """Start a turn that runs the decisions on the session's calls waiting for approval.
+
+        As ``agent.resume()``, in a worker; returns at once. The decisions are checked in the
+        worker, against the session's pending calls: a refused one fails the turn with
+        ``agent.resume()``'s error.
+
+        Raises:
+            UsageError: A bad session or turn id.
+        """
+        check_session_id(session_id)
+        turn = check_session_id(turn_id, "turn_id")
+        wid = workflow_id(session_id, turn)
+        await self.engine.start(self._workflow, wid, encode_turn(session_id, tuple(decisions)))
+        return TurnHandle(workflow_id=wid, session_id=session_id, turn_id=turn, _chats=self)
+
     def chat_sync(
         self, session_id: str, message: UserInput, *, turn_id: str | None = None
     ) -> AgentResponse[Any]:
@@ -184,7 +204,9 @@ class DurableChats:
             if users > 1:
                 self._sessions[session_id] = (lock, users - 1)
 
-    async def _run_turn(self, wid: str, session_id: str, user: UserMessage) -> str:
+    async def _run_turn(
+        self, wid: str, session_id: str, user: UserMessage | tuple[ApprovalDecision, ...]
+    ) -> str:
         steps = TurnSteps(self.engine, wid)
         token = await steps.begin()
         try:
@@ -193,14 +215,20 @@ class DurableChats:
             agent.use(recorder)
             # The conversation as it was when the turn began: a turn run again finds its
             # own messages in the session, which it commits again (stored once).
-            await recorder.restore(before=user.id)
+            await recorder.restore(before=user.id if isinstance(user, UserMessage) else None)
             stored: set[str] = set()
             if steps.replaying:
                 records = await self.sessions.records(session_id)
                 stored = {r.message.id for r in records}
                 steps.watch_commits(agent, stored)
             try:
-                run = await agent._start(user, self._events(steps, stored), steps=steps)
+                on_event = self._events(steps, stored)
+                if isinstance(user, UserMessage):
+                    run = await agent._start(user, on_event, steps=steps)
+                else:  # decisions on the calls waiting for approval
+                    run = await agent._resumed(
+                        user, on_event, NO_DEPS, None, agent._limits, steps=steps
+                    )
                 response = await agent._slot.drive(run)
             finally:
                 await agent.aclose()  # its background tasks (async memory hooks) end here

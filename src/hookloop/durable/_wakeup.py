@@ -9,7 +9,7 @@ PostgreSQL's LISTEN/NOTIFY removes it:
   turn of the session queue is enqueued (submitted, or put back by a takeover) and when one
   ends (which frees its session for the next turn): ``"<status> <workflow id>"``;
 - each worker listens (:class:`QueueWaker`) and dequeues at once;
-- a :class:`~hookloop.durable.SessionQueue` listens (:class:`TurnEnds`) and wakes the callers
+- a :class:`~hookloop.durable.SessionQueue` listens (:class:`Notices`) and wakes the callers
   waiting for the turn that ended.
 
 A notification is only a hint: the dequeue is DBOS's own transaction, and a waiter reads the
@@ -28,7 +28,7 @@ from typing import Any, Final
 
 from ._dbos_shared import SESSION_QUEUE
 
-__all__ = ["CHANNEL", "QueueWaker", "TurnEnds", "install_trigger"]
+__all__ = ["CHANNEL", "ENDED", "Notices", "QueueWaker", "ended_turn", "install_trigger"]
 
 logger = logging.getLogger(__name__)
 
@@ -141,19 +141,25 @@ def _wakes_workers(payload: str) -> bool:
     return status == "ENQUEUED" or status in ENDED
 
 
-class TurnEnds:
-    """A submitting process's listener: it wakes the callers waiting for a turn that ended.
+class Notices:
+    """A process's listener on a notification channel: it wakes whoever waits for a key.
 
-    A task on the event loop of :meth:`start`, with a connection of its own. :meth:`wait`
-    returns when the turn's end is announced or after ``timeout`` seconds, whichever is
-    first; the caller then reads the turn's status (a notification is only a hint).
+    A task on the event loop of :meth:`start`, with a connection of its own, that LISTENs on
+    ``channel``; ``key`` reads a notification's payload into the key it wakes (None: no
+    one). A waiter (:meth:`watching`) returns when its key is notified or after ``timeout``
+    seconds, whichever is first, and then reads what it waits for (a notification is only a
+    hint).
 
     Args:
-        database_url: The workers' database (a libpq URL).
+        database_url: The database (a libpq URL).
+        channel: The channel to listen on.
+        key: The key a payload wakes, or None.
     """
 
-    def __init__(self, database_url: str) -> None:
+    def __init__(self, database_url: str, channel: str, key: Callable[[str], str | None]) -> None:
         self._url = database_url
+        self._channel = channel
+        self._key = key
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -171,32 +177,32 @@ class TurnEnds:
                 await task
 
     @contextlib.contextmanager
-    def watching(self, workflow_id: str) -> Any:
-        """Register interest in ``workflow_id`` for the block; yields a wait function.
+    def watching(self, key: str) -> Any:
+        """Register interest in ``key`` for the block; yields a wait function.
 
-        Register before reading the turn's status, so that an end announced between the read
+        Register before reading what is waited for, so that a notification between the read
         and the wait is not missed.
         """
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         holder = [future]
-        self._waiters.setdefault(workflow_id, set()).add(future)
+        self._waiters.setdefault(key, set()).add(future)
 
         async def wait(seconds: float) -> None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(holder[0]), seconds)
-            if holder[0].done():  # the next wait needs a new announcement
-                self._waiters[workflow_id].discard(holder[0])
+            if holder[0].done():  # the next wait needs a new notification
+                self._waiters[key].discard(holder[0])
                 holder[0] = asyncio.get_running_loop().create_future()
-                self._waiters[workflow_id].add(holder[0])
+                self._waiters[key].add(holder[0])
 
         try:
             yield wait
         finally:
-            waiting = self._waiters.get(workflow_id)
+            waiting = self._waiters.get(key)
             if waiting is not None:
                 waiting.discard(holder[0])
                 if not waiting:
-                    del self._waiters[workflow_id]
+                    del self._waiters[key]
 
     async def _listen(self) -> None:
         import psycopg
@@ -207,13 +213,30 @@ class TurnEnds:
                     self._url, autocommit=True, connect_timeout=10
                 )
                 async with conn:
-                    await conn.execute(f"LISTEN {CHANNEL}")
+                    await conn.execute(f"LISTEN {self._channel}")
+                    self._wake_all()  # what happened while nobody listened
                     async for notice in conn.notifies():
-                        status, _, workflow_id = notice.payload.partition(" ")
-                        if status in ENDED:
-                            for future in self._waiters.get(workflow_id, ()):
+                        key = self._key(notice.payload)
+                        if key is not None:
+                            for future in self._waiters.get(key, ()):
                                 if not future.done():
                                     future.set_result(None)
             except Exception:  # the database went away: waiters poll meanwhile
-                logger.info("the turn listener lost its connection; listening again", exc_info=True)
+                logger.info(
+                    "the %s listener lost its connection; listening again",
+                    self._channel,
+                    exc_info=True,
+                )
                 await asyncio.sleep(_RECONNECT)
+
+    def _wake_all(self) -> None:
+        for waiting in self._waiters.values():
+            for future in waiting:
+                if not future.done():
+                    future.set_result(None)
+
+
+def ended_turn(payload: str) -> str | None:
+    """The workflow id of a turn whose end the payload announces (``"<status> <id>"``)."""
+    status, _, workflow_id = payload.partition(" ")
+    return workflow_id if status in ENDED else None

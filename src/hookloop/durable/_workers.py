@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import UsageError, WorkerFencedError
 from ._dbos import APPLICATION_VERSION, DBOSEngine
+from ._events import TurnEventWriter, install_events_table
 from ._lease import ExecutorLease, libpq_url
 from ._queue import register_session_queue
 from ._turn import DurableChats
@@ -372,7 +373,10 @@ async def run_worker(
         application_version=application_version,
         pool_size=pool_size,
     )
-    DurableChats(engine, agent, sessions=store)
+    # Each turn's events go to the events table, for a server's readers (`hookloop serve
+    # --durable`): written before the turn goes on, so a worker resuming it finds them.
+    events = TurnEventWriter(database_url)
+    DurableChats(engine, agent, sessions=store, on_event=events.on_event)
     fenced = asyncio.Event()
 
     def on_fenced(_: WorkerFencedError) -> None:  # on the heartbeat thread
@@ -400,6 +404,7 @@ async def run_worker(
             try:
                 queue = await loop.run_in_executor(own, register_session_queue)
                 await loop.run_in_executor(own, install_trigger, libpq_url(database_url))
+                await loop.run_in_executor(own, install_events_table, database_url)
                 waker = QueueWaker(
                     libpq_url(database_url), lambda: _dequeue(queue), _stopped_taking_turns
                 )
@@ -425,6 +430,7 @@ async def run_worker(
                     waker.stop()
                 if not abandoned:
                     await engine.shutdown()
+                    await events.close()
         finally:
             if not abandoned:
                 await loop.run_in_executor(own, worker.stop)

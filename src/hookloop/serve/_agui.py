@@ -22,7 +22,7 @@ calls' own methods, and ``agent.resume()``'s checks then apply unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pydantic_core
@@ -135,9 +135,14 @@ def error_event(exc: BaseException) -> RunErrorEvent:
 class EventTranslator:
     """One run's events in AG-UI terms; :meth:`events` is called once per hookloop event."""
 
-    def __init__(self, thread_id: str, run_id: str) -> None:
+    def __init__(
+        self, thread_id: str, run_id: str, *, text_id: Callable[[], str] | None = None
+    ) -> None:
         self.thread_id = thread_id
         self.run_id = run_id
+        # A streamed text's message id: new ones by default; a run translated again from its
+        # stored events (the durable mode) needs the same ones every time.
+        self._new_text_id = text_id or (lambda: new_id("msg"))
         self._text_id: str | None = None  # the text message being streamed
         self._calls: dict[int, str] = {}  # streamed tool calls of this answer: index -> id
         self._started: set[str] = set()  # tool calls whose TOOL_CALL_START was sent
@@ -236,7 +241,7 @@ class EventTranslator:
             return []
         out: list[BaseEvent] = []
         if self._text_id is None:
-            self._text_id = new_id("msg")
+            self._text_id = self._new_text_id()
             out.append(TextMessageStartEvent(message_id=self._text_id, role="assistant"))
         out.append(TextMessageContentEvent(message_id=self._text_id, delta=text))
         return out

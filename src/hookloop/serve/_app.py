@@ -32,6 +32,7 @@ import pydantic
 from ag_ui.core import ResumeEntry, RunAgentInput
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
+from starlette.datastructures import Headers
 from starlette.middleware import Middleware
 from starlette.middleware.cors import CORSMiddleware
 from starlette.requests import Request
@@ -43,13 +44,19 @@ from .._approval import (
     ApprovalMismatchError,
     UnknownApprovalError,
 )
-from .._errors import ConcurrentChatError, HookloopError, UsageError
+from .._errors import (
+    ConcurrentChatError,
+    DuplicateMessageIdError,
+    HookloopError,
+    UsageError,
+)
 from .._messages import UserMessage, new_id
 from .._session_limits import session_spend
 from ..observe._page import render_trace_page
 from ..observe._read import read_trace
 from ..sessions._base import check_session_id
 from ._agui import agui_messages, decisions_for, new_user_message, pending_json, spend_json
+from ._durable import DurableRuns
 from ._page import chat_page
 from ._runs import AgentFactory, BusyError, OverloadedError, Run, Threads, UnknownError
 
@@ -71,6 +78,7 @@ class ServeSettings:
     cancel_on_disconnect: bool
     trace: bool
     title: str
+    durable: str | None = None  # the workers' database: the turns run on hookloop workers
 
 
 class HttpError(Exception):
@@ -99,7 +107,7 @@ def _as_http(exc: Exception) -> HttpError:
         return HttpError(503, "overloaded", str(exc), {"Retry-After": "1"})
     if isinstance(exc, UnknownError):
         return HttpError(404, "not_found", str(exc))
-    if isinstance(exc, (BusyError, ConcurrentChatError)):
+    if isinstance(exc, (BusyError, ConcurrentChatError, DuplicateMessageIdError)):
         return HttpError(409, "conflict", str(exc))
     if isinstance(exc, (UnknownApprovalError, ApprovalMismatchError, ApprovalEditError)):
         return HttpError(422, type(exc).__name__, str(exc))
@@ -122,9 +130,15 @@ Handler = Callable[[Request], Awaitable[Response]]
 class _Server:
     """The routes' handlers over one :class:`Threads`."""
 
-    def __init__(self, factory: AgentFactory, settings: ServeSettings) -> None:
+    def __init__(self, factory: AgentFactory | str, settings: ServeSettings) -> None:
         self.settings = settings
-        self.threads = Threads(factory, max_runs=settings.max_runs, trace=settings.trace)
+        self.threads: Threads | DurableRuns
+        if settings.durable is not None:
+            self.threads = DurableRuns(factory, settings.durable, max_runs=settings.max_runs)
+        elif callable(factory):
+            self.threads = Threads(factory, max_runs=settings.max_runs, trace=settings.trace)
+        else:
+            raise UsageError("an agent given by its import path is served in the durable mode")
 
     # -- the guard around every API handler -------------------------------------------------
 
@@ -237,7 +251,9 @@ class _Server:
         thread_id = _checked_id(run_input.thread_id, "threadId")
         run_id = _checked_id(run_input.run_id, "runId")
         after = self._after(request)  # checked before a run starts
-        run = self.threads.existing(run_id, thread_id)
+        run = await self.threads.existing(run_id, thread_id)
+        if run is None:
+            run = await self.threads.reattach(thread_id, run_id)
         if run is None:
             if after > 0:  # a reconnect: its run's message must not run a second time
                 raise HttpError(
@@ -271,6 +287,7 @@ class _Server:
     async def _events(self, run: Run, after: int) -> AsyncIterator[bytes]:
         """The run's events after ``after``, then the live ones; comments while it is quiet."""
         run.readers += 1
+        run.release()  # the run's first events go out before its work: see Threads.start
         sent = min(after, len(run.events))
         try:
             yield b": hookloop run " + json.dumps(run.run_id).encode() + b"\n\n"
@@ -279,7 +296,7 @@ class _Server:
                     data = run.events[sent]
                     sent += 1
                     yield f"id: {sent}\ndata: {data}\n\n".encode()
-                if run.done:
+                if run.done or run.detached:
                     return
                 try:
                     async with asyncio.timeout(self.settings.keepalive):
@@ -303,32 +320,34 @@ class _Server:
         message = UserMessage(content=text)
         self._check_message(message)
         run = await self.threads.start(thread_id, run_id, message=message)
+        run.release()  # nobody streams it here
         return JSONResponse(run.summary(), status_code=202)
 
     async def messages(self, request: Request) -> Response:
         thread_id = _path_id(request, "thread")
-        agent = await self.threads.agent(thread_id, create=False)
-        pending = [] if agent.is_running else await agent.pending_approvals()
-        running = self.threads.running_on(thread_id)
-        body = {
-            "threadId": thread_id,
-            "messages": [
-                m.model_dump(mode="json", by_alias=True) for m in agui_messages(agent.messages)
-            ],
-            "pending": [pending_json(p) for p in pending],
-            "running": None if running is None else running.summary(),
-            "spent": spend_json(await session_spend(agent)),
-        }
+        async with self.threads.reading(thread_id) as agent:
+            pending = [] if agent.is_running else await agent.pending_approvals()
+            running = self.threads.running_on(thread_id)
+            body = {
+                "threadId": thread_id,
+                "messages": [
+                    m.model_dump(mode="json", by_alias=True) for m in agui_messages(agent.messages)
+                ],
+                "pending": [pending_json(p) for p in pending],
+                "running": None if running is None else running.summary(),
+                "spent": spend_json(await session_spend(agent)),
+            }
         return JSONResponse(body)
 
     async def approvals(self, request: Request) -> Response:
-        agent = await self.threads.agent(_path_id(request, "thread"), create=False)
-        pending = [] if agent.is_running else await agent.pending_approvals()
+        async with self.threads.reading(_path_id(request, "thread")) as agent:
+            pending = [] if agent.is_running else await agent.pending_approvals()
         return JSONResponse({"pending": [pending_json(p) for p in pending]})
 
     async def decide(self, request: Request) -> Response:
         thread_id = _path_id(request, "thread")
-        await self.threads.agent(thread_id, create=False)
+        async with self.threads.reading(thread_id):
+            pass  # an unknown thread is a 404
         body = await self._json(request)
         given = body.get("decisions")
         if not isinstance(given, list) or not all(isinstance(d, dict) for d in given):
@@ -343,6 +362,7 @@ class _Server:
         run = await self.threads.start(
             thread_id, _run_id(body), decisions=lambda pending: decisions_for(pending, entries)
         )
+        run.release()  # nobody streams it here
         return JSONResponse(run.summary(), status_code=202)
 
     async def run_status(self, request: Request) -> Response:
@@ -375,7 +395,8 @@ class _Server:
         return JSONResponse({"runId": run.run_id, "cancelled": self.threads.cancel(run)})
 
     async def page(self, request: Request) -> Response:
-        return HTMLResponse(chat_page(self.settings.title, trace=self.settings.trace))
+        traced = self.settings.trace and self.settings.durable is None
+        return HTMLResponse(chat_page(self.settings.title, trace=traced))
 
 
 _WAIT_MOST = 300.0  # seconds ``?wait=true`` waits for a run's end at most
@@ -423,7 +444,23 @@ class _IdConvertor(Convertor[str]):
 register_url_convertor("hookloop_id", _IdConvertor())
 
 
-def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
+class _JsonCORSMiddleware(CORSMiddleware):
+    """Starlette's CORS middleware, whose refused preflight answers JSON like every error."""
+
+    def preflight_response(self, request_headers: Headers) -> Response:
+        response = super().preflight_response(request_headers)
+        if response.status_code < 400:
+            return response
+        kept = {
+            k: v
+            for k, v in response.headers.items()
+            if k.lower() not in ("content-length", "content-type")
+        }
+        body = {"type": "cors_refused", "message": bytes(response.body).decode()}
+        return JSONResponse(body, status_code=response.status_code, headers=kept)
+
+
+def build_app(factory: AgentFactory | str, settings: ServeSettings) -> Starlette:
     """The application: routes, CORS when origins are listed, the runs closed at shutdown."""
     server = _Server(factory, settings)
     api = server.api
@@ -445,7 +482,7 @@ def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
     if settings.cors_origins:
         middleware.append(
             Middleware(
-                CORSMiddleware,
+                _JsonCORSMiddleware,
                 allow_origins=list(settings.cors_origins),
                 allow_methods=["GET", "POST"],
                 allow_headers=["authorization", "content-type", "last-event-id"],
@@ -454,6 +491,7 @@ def build_app(factory: AgentFactory, settings: ServeSettings) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        await server.threads.open()
         try:
             yield
         finally:

@@ -15,7 +15,7 @@ __all__ = ["create_app"]
 
 
 def create_app(
-    agent: Callable[[], object],
+    agent: Callable[[], object] | str,
     *,
     token: str | None = None,
     cors_origins: Iterable[str] = (),
@@ -26,6 +26,7 @@ def create_app(
     cancel_on_disconnect: bool = False,
     trace: bool = True,
     title: str = "hookloop",
+    durable: str | None = None,
 ) -> Starlette:
     """The ASGI app serving an agent: AG-UI at ``/agui``, JSON at ``/api``, a page at ``/``.
 
@@ -49,12 +50,25 @@ def create_app(
             (``/api/threads/THREAD/trace``, linked from the chat page); ``False`` saves
             their time and memory.
         title: The chat page's title.
+        durable: The PostgreSQL database of ``hookloop worker`` processes
+            (``postgresql://...``): the turns are submitted to their session queue and run
+            there, and their events come back through the database, so a run survives its
+            worker and this server. ``agent`` must then be the workers' ``--agent``: an
+            import path ``"module:function"`` or a module-level function. No traces are
+            recorded, and tools that need approval fail the turn. See ``docs/serve.md``.
 
     Raises:
         MissingExtraError: The ``serve`` extra is not installed.
         UsageError: A bound is not a positive number, or ``agent`` is not callable.
     """
-    if not callable(agent):
+    if durable is not None:
+        if not (isinstance(durable, str) and durable.startswith(("postgresql://", "postgres://"))):
+            raise UsageError(
+                f"durable must be the workers' postgresql:// database URL, got {durable!r:.80}"
+            )
+        if not (isinstance(agent, str) or callable(agent)):
+            raise UsageError(f"agent must be 'module:function' or a function, got {agent!r:.80}")
+    elif not callable(agent):
         raise UsageError(f"agent must be a function that builds an Agent, got {agent!r:.80}")
     for name, value in (("max_body", max_body), ("max_message", max_message)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -79,5 +93,6 @@ def create_app(
         cancel_on_disconnect=cancel_on_disconnect,
         trace=trace,
         title=title,
+        durable=durable,
     )
     return build_app(agent, settings)

@@ -16,7 +16,7 @@ import asyncio
 import collections
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, cast, runtime_checkable
 
@@ -24,9 +24,7 @@ from ag_ui.core import BaseEvent
 
 from .._approval import ApprovalDecision, PendingApproval
 from .._chat_slot import ChatHost
-from .._errors import ChatCancelledError, UsageError
-from .._limits import ChatLimits
-from .._loop import ChatRun
+from .._errors import ChatCancelledError, DuplicateMessageIdError, UsageError
 from .._messages import Message, UserMessage
 from .._output import OutputSpec
 from .._run_context import NO_DEPS
@@ -47,10 +45,12 @@ __all__ = [
     "BusyError",
     "OverloadedError",
     "Run",
+    "RunBook",
     "RunStatus",
     "ServedAgent",
     "Threads",
     "UnknownError",
+    "check_new_message",
     "sse_safe",
 ]
 
@@ -85,19 +85,11 @@ class ServedAgent(ChatHost, Protocol):
         """End the running chat."""
         ...
 
-    async def _resumed(
-        self,
-        decisions: Iterable[ApprovalDecision],
-        emit: Callable[[AgentEvent], Awaitable[None]] | None,
-        deps: object,
-        output: OutputSpec[Any] | None,
-        limits: ChatLimits,
-    ) -> ChatRun:
-        """The run ``resume()`` drives, its decisions checked."""
-        ...
-
 
 RunStatus = Literal["running", "finished", "interrupted", "failed", "cancelled"]
+
+
+_RELEASE_AFTER = 1.0  # seconds: see Threads.start
 
 
 class BusyError(UsageError):
@@ -123,6 +115,20 @@ def sse_safe(text: str) -> str:
     return text.translate(_LINE_BREAKS)
 
 
+def check_new_message(thread_id: str, message: UserMessage, messages: Sequence[Message]) -> None:
+    """Refuse a user message whose id the thread holds already (a client's second send).
+
+    Raises:
+        DuplicateMessageIdError: The thread holds a message with that id (HTTP 409).
+    """
+    if any(m.id == message.id for m in messages):
+        raise DuplicateMessageIdError(
+            f"message {message.id!r} is in thread {thread_id!r} already: a new message needs "
+            "a new id (a client retrying a run sends its runId again)",
+            message_id=message.id,
+        )
+
+
 class Run:
     """One run: its events so far (numbered from 1), its status, and who waits for more.
 
@@ -143,6 +149,10 @@ class Run:
         self.task: asyncio.Task[None] | None = None
         self._changed = asyncio.Event()  # set, and replaced, when something happens
         self.readers = 0  # open streams, for cancel-on-disconnect
+        # The run's chat waits for this: set when its first stream begins (or its starter
+        # answers without a stream), so that the first event goes out before the run's work.
+        self.released = asyncio.Event()
+        self.detached = False  # the server stops following it: its streams end, it goes on
 
     @property
     def done(self) -> bool:
@@ -161,11 +171,24 @@ class Run:
         woken.set()
 
     async def wait(self, after: int) -> None:
-        """Wait until an event after ``after`` exists or the run ends."""
+        """Wait until an event after ``after`` exists, or the run ends or is detached."""
         changed = self._changed
-        if len(self.events) > after or self.done:
+        if len(self.events) > after or self.done or self.detached:
             return
         await changed.wait()
+
+    def release(self) -> None:
+        """Let the run's chat go on (its first stream began, or nobody streams it)."""
+        self.released.set()
+
+    def detach(self) -> None:
+        """End the run's streams without an end event; the run goes on elsewhere.
+
+        The durable mode's server stops, and the turn goes on in the workers: the clients
+        reconnect, to this server or another.
+        """
+        self.detached = True
+        self._wake()
 
     def end(self, status: RunStatus) -> None:
         """Mark the run ended; readers see the end after its last event."""
@@ -189,6 +212,7 @@ class _Thread:
     agent: ServedAgent
     run: Run | None = None  # the run going on, or the last one
     trace: list[str] | None = None  # its hook events as JSON lines, when traced
+    traced: bool = False  # whether the trace plugin is attached (at the first run's start)
 
 
 def _send_hook_events(thread: _Thread) -> None:
@@ -209,7 +233,51 @@ def _send_hook_events(thread: _Thread) -> None:
     agent.add_hook("on_guardrail_verdict", sender("on_guardrail_verdict", verdict_value))
 
 
-class Threads:
+class RunBook:
+    """The runs a server holds by id, and those being started (the face both modes share)."""
+
+    def __init__(self, keep_runs: int) -> None:
+        self._runs: dict[str, Run] = {}
+        self._starting: dict[str, asyncio.Future[None]] = {}  # runs being started, by id
+        self._ended: collections.deque[str] = collections.deque()
+        self.keep_runs = keep_runs
+
+    def run(self, run_id: str) -> Run:
+        """The run named ``run_id``.
+
+        Raises:
+            UnknownError: No such run (or it ended long ago and was let go).
+        """
+        found = self._runs.get(run_id)
+        if found is None:
+            raise UnknownError(f"no run {run_id!r}")
+        return found
+
+    async def existing(self, run_id: str, thread_id: str) -> Run | None:
+        """The run ``run_id`` of ``thread_id`` if it was started already (a client retrying).
+
+        A run being started by another request is waited for: two first requests of one run
+        at once are one run.
+
+        Raises:
+            BusyError: The id names a run of another thread.
+        """
+        starting = self._starting.get(run_id)
+        if starting is not None:
+            await asyncio.shield(starting)
+        found = self._runs.get(run_id)
+        if found is not None and found.thread_id != thread_id:
+            raise BusyError(f"run {run_id!r} belongs to another thread")
+        return found
+
+    def _ended_now(self, run: Run) -> None:
+        """Keep the ended run readable; let the oldest ended ones go."""
+        self._ended.append(run.run_id)
+        while len(self._ended) > self.keep_runs:
+            self._runs.pop(self._ended.popleft(), None)
+
+
+class Threads(RunBook):
     """The threads' agents and runs of one server process.
 
     Args:
@@ -223,27 +291,14 @@ class Threads:
     def __init__(
         self, factory: AgentFactory, *, max_runs: int, trace: bool = True, keep_runs: int = 1000
     ) -> None:
+        super().__init__(keep_runs)
         self._factory = factory
         self._trace = trace
         self._checked: set[type] = set()  # the agents' classes found to be agents
         self._threads: dict[str, _Thread] = {}
-        self._runs: dict[str, Run] = {}
-        self._ended: collections.deque[str] = collections.deque()
         self.max_runs = max_runs
-        self.keep_runs = keep_runs
         self.running = 0
         self._closing = False  # the server is stopping: no run starts
-
-    def run(self, run_id: str) -> Run:
-        """The run named ``run_id``.
-
-        Raises:
-            UnknownError: No such run (or it ended long ago and was let go).
-        """
-        found = self._runs.get(run_id)
-        if found is None:
-            raise UnknownError(f"no run {run_id!r}")
-        return found
 
     async def agent(self, thread_id: str, *, create: bool) -> ServedAgent:
         """The thread's agent; a thread seen for the first time gets one from the factory.
@@ -275,9 +330,24 @@ class Threads:
         made = self._threads[thread_id] = _Thread(served)
         _send_hook_events(made)
         if self._trace:
-            made.trace = []
-            served.use(JsonLinesTracePlugin(made.trace.append))
+            made.trace = []  # the plugin is attached when the first run starts: see start()
         return served
+
+    async def open(self) -> None:
+        """Nothing to open: the agents are made as threads come."""
+
+    async def reattach(self, thread_id: str, run_id: str) -> Run | None:
+        """None: a run of this process that it does not hold is gone (see DurableRuns)."""
+        return None
+
+    @contextlib.asynccontextmanager
+    async def reading(self, thread_id: str) -> AsyncIterator[ServedAgent]:
+        """The thread's agent, to read its conversation.
+
+        Raises:
+            UnknownError: The thread has no messages anywhere.
+        """
+        yield await self.agent(thread_id, create=False)
 
     def trace(self, thread_id: str) -> list[str]:
         """The hook events of a thread as JSON lines (its trace page's).
@@ -295,17 +365,6 @@ class Threads:
         thread = self._threads.get(thread_id)
         run = None if thread is None else thread.run
         return run if run is not None and not run.done else None
-
-    def existing(self, run_id: str, thread_id: str) -> Run | None:
-        """The run ``run_id`` of ``thread_id`` if it was started already (a client retrying).
-
-        Raises:
-            BusyError: The id names a run of another thread.
-        """
-        found = self._runs.get(run_id)
-        if found is not None and found.thread_id != thread_id:
-            raise BusyError(f"run {run_id!r} belongs to another thread")
-        return found
 
     async def start(
         self,
@@ -326,10 +385,35 @@ class Threads:
             OverloadedError: ``max_runs`` runs are going on.
             UsageError: What ``chat()`` or ``resume()`` refuses.
         """
-        if run_id in self._runs:
+        if run_id in self._runs or run_id in self._starting:
             raise BusyError(f"run {run_id!r} exists already")
+        starting = self._starting[run_id] = asyncio.get_running_loop().create_future()
+        created = thread_id not in self._threads
+        try:
+            return await self._start(thread_id, run_id, message, decisions)
+        except BaseException:
+            thread = self._threads.get(thread_id)
+            if created and thread is not None and thread.run is None:
+                # a thread made for this start, which was refused: not kept
+                del self._threads[thread_id]
+                with contextlib.suppress(Exception):
+                    await thread.agent.aclose()
+            raise
+        finally:
+            del self._starting[run_id]
+            starting.set_result(None)
+
+    async def _start(
+        self,
+        thread_id: str,
+        run_id: str,
+        message: UserMessage | None,
+        decisions: Callable[[Sequence[PendingApproval]], list[ApprovalDecision]] | None,
+    ) -> Run:
         agent = await self.agent(thread_id, create=True)
         thread = self._threads[thread_id]
+        if message is not None:
+            check_new_message(thread_id, message, agent.messages)
         if thread.run is not None and not thread.run.done:
             raise BusyError(
                 f"thread {thread_id!r} is busy with run {thread.run.run_id!r}: wait for its end "
@@ -371,6 +455,14 @@ class Threads:
 
         async def drive() -> None:
             try:
+                await run.released.wait()
+                if thread.trace is not None and not thread.traced:
+                    # Attached here, after the run's first event went out, not before it: its
+                    # 38 hooks take longer to register than a whole run takes to start. The
+                    # chat fires no hook before it is driven.
+                    thread.traced = True
+                    agent.use(JsonLinesTracePlugin(thread.trace.append))
+                    await asyncio.sleep(0)  # requests waiting for their first event go first
                 response: AgentResponse[Any] = await agent._slot.drive(chat)
             except ChatCancelledError:
                 run.add(translate.cancelled(agent.messages))
@@ -389,7 +481,11 @@ class Threads:
                 run.add(translate.finished(response, agent.messages))
                 self._end(run, "interrupted" if response.pending_approvals else "finished")
 
-        run.task = asyncio.get_running_loop().create_task(drive(), name=f"hookloop run {run_id}")
+        loop = asyncio.get_running_loop()
+        run.task = loop.create_task(drive(), name=f"hookloop run {run_id}")
+        # A run nobody streams (its starter answered with JSON, or its client went before its
+        # stream began) is released by its starter, or at the latest after this.
+        loop.call_later(_RELEASE_AFTER, run.release)
         if self.closing():  # the server began to stop while this run was being started
             self.cancel(run)
         return run
@@ -404,9 +500,7 @@ class Threads:
     def _end(self, run: Run, status: RunStatus) -> None:
         self.running -= 1
         run.end(status)
-        self._ended.append(run.run_id)
-        while len(self._ended) > self.keep_runs:
-            self._runs.pop(self._ended.popleft(), None)
+        self._ended_now(run)
 
     def closing(self) -> bool:
         """Whether the server is stopping (:meth:`cancel_all` was called): no run starts."""
