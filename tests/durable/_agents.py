@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from hookloop import Agent, RunContext, ToolCall, tool
+from hookloop import Agent, PreToolCallContext, RunContext, ToolCall, UsageError, tool
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, tool_call, tool_calls
 
@@ -74,6 +74,20 @@ def approval_agent() -> Agent:
     return Agent(FunctionModel(answer), tools=[delete_all])
 
 
+def refusing_agent() -> Agent:
+    """Its one call is refused by a ``pre_tool_call`` handler that raises: the turn fails."""
+
+    def refuse(ctx: PreToolCallContext) -> None:
+        raise UsageError(f"{ctx.call.name} is refused")
+
+    def answer(request: ProviderRequest) -> ProviderResponse | str:
+        return tool_call("delete_all", {}, id="call-1")
+
+    agent = Agent(FunctionModel(answer), tools=[delete_all])
+    agent.add_hook("pre_tool_call", refuse)
+    return agent
+
+
 def typed_agent() -> Agent:
     return Agent(FunctionModel(lambda r: "{}"), output_type=dict)
 
@@ -140,3 +154,29 @@ def slow_note_agent() -> Agent:
 def big_agent() -> Agent:
     """``odd_agent`` without a context window: for messages of megabytes."""
     return Agent(FunctionModel(odd_answer), tools=[echo], context=None)
+
+
+@tool(requires_approval=True)
+def remove(path: str) -> str:
+    """Remove a file (a person approves each call).
+
+    Args:
+        path: The file.
+    """
+    calls.append(f"remove {path}")
+    return f"removed {path}"
+
+
+def remove_answer(request: ProviderRequest) -> ProviderResponse | str:
+    """Asks to remove /a, then echoes (a second call after the decision), then answers."""
+    last = request.messages[-1]
+    if last.role == "user":
+        return tool_call("remove", {"path": "/a"}, id="call-rm")
+    if last.role == "tool" and last.tool_call_id == "call-rm":
+        return tool_call("echo", {"text": last.content}, id="call-echo")
+    return f"done: {last.content}"
+
+
+def remove_agent() -> Agent:
+    """An agent whose call needs approval, with a call and an answer after the decision."""
+    return Agent(FunctionModel(remove_answer), tools=[remove, echo])

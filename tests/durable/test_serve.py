@@ -356,3 +356,11 @@ def test_a_call_that_needs_approval_is_an_interrupt_and_the_next_run_decides_it(
             assert messages["pending"] == []
     finally:
         workers.close()
+
+
+def test_the_durable_mode_says_it_serves_dbos_workers_not_temporal_ones() -> None:
+    from hookloop import UsageError
+    from hookloop.serve import create_app
+
+    with pytest.raises(UsageError, match="not of Temporal workers"):
+        create_app(AGENT, durable="temporal://127.0.0.1:7233")

@@ -13,6 +13,8 @@ replay of recorded histories in ``test_temporal_replay.py``.
 from __future__ import annotations
 
 import asyncio
+import re
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -199,9 +201,9 @@ async def test_each_event_reaches_on_event_once(
 async def test_what_the_turn_raises_reaches_its_caller_typed(
     engine: TemporalEngine, store: SQLiteSessionStore
 ) -> None:
-    chats = DurableChats(engine, _agents.approval_agent, sessions=store)
+    chats = DurableChats(engine, _agents.refusing_agent, sessions=store)
     await engine.launch()
-    with pytest.raises(UsageError, match="approval"):
+    with pytest.raises(UsageError, match="delete_all is refused"):
         await chats.chat(engine.task_queue, "delete", turn_id="t-1")
     # Not retried: the turn failed once, for good.
     wid = workflow_id(engine.task_queue, "t-1")
@@ -297,8 +299,11 @@ async def test_payloads_over_the_limit_are_kept_in_the_session_store(
     assert [m.content for m in response.messages] == [text, "", text, text]
     assert [r.message for r in await store.records(engine.task_queue)] == list(response.messages)
     assert len(history) < 300_000
-    kept = [s.session_id for s in await store.list_sessions() if s.session_id.startswith(PREFIX)]
-    assert kept  # the payloads, one session each
+    # The payloads, one side session each: not conversations, so not listed.
+    assert [s.session_id for s in await store.list_sessions()] == [engine.task_queue]
+    with sqlite3.connect(store.path) as db:
+        ids = [row[0] for row in db.execute("SELECT session_id FROM hookloop_sessions")]
+    assert [i for i in ids if re.fullmatch(rf"{PREFIX}[0-9a-f]{{64}}", i)]
 
 
 async def test_without_a_payload_store_a_message_over_the_limit_is_refused_at_its_start(
