@@ -104,7 +104,7 @@ def test_a_turn_resumed_after_its_error_answers_each_call_once(tmp_path: Path, e
     # The turn fails (a handler raises) and its worker dies in on_chat_error, after
     # the "not run" answer was stored: the resumed turn stores nothing again.
     directory = run(tmp_path, "unrun", "on_chat_error", engine=engine)
-    assert outcome(directory) == {"error": "UsageError"}
+    assert outcome(directory)["error"] == "UsageError"
     log = [
         (seq, m["role"], m.get("tool_call_id")) for seq, m in stored(tmp_path, session_of(engine))
     ]

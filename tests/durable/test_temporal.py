@@ -147,6 +147,29 @@ async def test_turns_of_one_session_run_one_at_a_time_in_their_order(
     assert log == ["first", "answer to first", "second", "answer to second"]
 
 
+async def test_two_turns_of_a_session_started_back_to_back_run_one_after_the_other(
+    engine: TemporalEngine, store: SQLiteSessionStore
+) -> None:
+    # The second's first activity lists the session's running turns at once: visibility
+    # must show the first already (it did in every run on the dev server).
+    chats = DurableChats(engine, _agents.gated_agent, sessions=store)
+    await engine.launch()
+    session = engine.task_queue
+    _agents.gate = asyncio.Event()
+    try:
+        first = await chats.submit(session, "first", turn_id="t-1")
+        second = await chats.submit(session, "second", turn_id="t-2")
+        await started(engine, workflow_id(session, "t-2"))
+        await until(lambda: "model first" in _agents.calls)
+        _agents.gate.set()
+        answers = [(await h.result()).text for h in (first, second)]
+    finally:
+        _agents.gate = None
+    assert answers == ["answer to first", "answer to second"]
+    log = [r.message.content for r in await store.records(session)]
+    assert log == ["first", "answer to first", "second", "answer to second"]
+
+
 async def started(engine: TemporalEngine, wid: str) -> None:
     """Wait until the turn's first activity runs (in the worker)."""
     from temporalio.api.enums.v1 import PendingActivityState
