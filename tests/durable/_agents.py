@@ -180,3 +180,28 @@ def remove_answer(request: ProviderRequest) -> ProviderResponse | str:
 def remove_agent() -> Agent:
     """An agent whose call needs approval, with a call and an answer after the decision."""
     return Agent(FunctionModel(remove_answer), tools=[remove, echo])
+
+
+ends: list[bool] = []
+"""``replaying()`` as each ``on_chat_done`` / ``on_chat_error`` of the logged agents saw it."""
+
+
+def _logs_its_end(agent: Agent) -> Agent:
+    from hookloop.durable import replaying
+
+    def on_end(ctx: object) -> None:
+        ends.append(replaying())
+
+    agent.add_hook("on_chat_done", on_end)
+    agent.add_hook("on_chat_error", on_end)
+    return agent
+
+
+def remove_agent_logged() -> Agent:
+    """:func:`remove_agent`, logging ``replaying()`` at the chat's end."""
+    return _logs_its_end(remove_agent())
+
+
+def refusing_agent_logged() -> Agent:
+    """:func:`refusing_agent`, logging ``replaying()`` at the chat's end."""
+    return _logs_its_end(refusing_agent())

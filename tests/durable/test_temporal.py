@@ -13,11 +13,13 @@ replay of recorded histories in ``test_temporal_replay.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -337,3 +339,27 @@ async def test_without_a_payload_store_a_message_over_the_limit_is_refused_at_it
     with pytest.raises(StoreError, match=r"give TemporalEngine\(payloads=\) the session store"):
         await chats.submit(engine.task_queue, "x" * 2_100_000, turn_id="t-1")
     assert await store.records(engine.task_queue) == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "last"),
+    [(_agents.remove_agent_logged, "chat_done"), (_agents.refusing_agent_logged, "message")],
+)
+async def test_a_turn_that_ends_with_no_new_message_ends_as_a_first_run(
+    engine: TemporalEngine, store: SQLiteSessionStore, agent: Any, last: str
+) -> None:
+    # Its last activity commits nothing new (it ends waiting for approval, or raises a
+    # recorded error): what runs after the last record ran nowhere before, so the end's
+    # hooks see replaying() False, as on DBOS, and fire once.
+    seen: list[str] = []
+
+    async def on_event(event: AgentEvent) -> None:
+        seen.append(event.type)
+
+    chats = DurableChats(engine, agent, sessions=store, on_event=on_event)
+    await engine.launch()
+    _agents.ends.clear()
+    with contextlib.suppress(UsageError):
+        await chats.chat(engine.task_queue, "go", turn_id="t-1")
+    assert _agents.ends == [False]
+    assert seen[-1] == last  # the turn's last event is sent (the answers of a failed turn)

@@ -443,6 +443,15 @@ class TemporalEngine(EngineLifecycle):
             raise run.stop(_next_kind([*run.records, *run.new]))
         return output
 
+    def caught_up(self) -> bool:
+        """Whether the running activity has given back all its records (a first attempt).
+
+        The turn's code from there on never ran before: it is not a replay. After a crash
+        (a second attempt) it may have, and the turn tells it as on DBOS.
+        """
+        run = _running.get()
+        return run is not None and not run.crashed and run.index >= len(run.records)
+
     def workflow_id(self) -> str:
         """The id of the turn whose activity runs now.
 
