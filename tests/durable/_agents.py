@@ -65,17 +65,6 @@ def echo_agent() -> Agent:
     return Agent(FunctionModel(answer), tools=[echo])
 
 
-def refusing_agent() -> Agent:
-    """Calls ``echo``, whose ``pre_tool_call`` handler raises: the turn fails in the tool step."""
-    agent = echo_agent()
-
-    def refuse(ctx: PreToolCallContext) -> None:
-        raise UsageError("echo is refused here")
-
-    agent.add_hook("pre_tool_call", refuse)
-    return agent
-
-
 def approval_agent() -> Agent:
     def answer(request: ProviderRequest) -> ProviderResponse | str:
         if request.messages[-1].role == "tool":
@@ -83,6 +72,20 @@ def approval_agent() -> Agent:
         return tool_call("delete_all", {}, id="call-1")
 
     return Agent(FunctionModel(answer), tools=[delete_all])
+
+
+def refusing_agent() -> Agent:
+    """Its one call is refused by a ``pre_tool_call`` handler that raises: the turn fails."""
+
+    def refuse(ctx: PreToolCallContext) -> None:
+        raise UsageError(f"{ctx.call.name} is refused")
+
+    def answer(request: ProviderRequest) -> ProviderResponse | str:
+        return tool_call("delete_all", {}, id="call-1")
+
+    agent = Agent(FunctionModel(answer), tools=[delete_all])
+    agent.add_hook("pre_tool_call", refuse)
+    return agent
 
 
 def typed_agent() -> Agent:
@@ -151,3 +154,54 @@ def slow_note_agent() -> Agent:
 def big_agent() -> Agent:
     """``odd_agent`` without a context window: for messages of megabytes."""
     return Agent(FunctionModel(odd_answer), tools=[echo], context=None)
+
+
+@tool(requires_approval=True)
+def remove(path: str) -> str:
+    """Remove a file (a person approves each call).
+
+    Args:
+        path: The file.
+    """
+    calls.append(f"remove {path}")
+    return f"removed {path}"
+
+
+def remove_answer(request: ProviderRequest) -> ProviderResponse | str:
+    """Asks to remove /a, then echoes (a second call after the decision), then answers."""
+    last = request.messages[-1]
+    if last.role == "user":
+        return tool_call("remove", {"path": "/a"}, id="call-rm")
+    if last.role == "tool" and last.tool_call_id == "call-rm":
+        return tool_call("echo", {"text": last.content}, id="call-echo")
+    return f"done: {last.content}"
+
+
+def remove_agent() -> Agent:
+    """An agent whose call needs approval, with a call and an answer after the decision."""
+    return Agent(FunctionModel(remove_answer), tools=[remove, echo])
+
+
+ends: list[bool] = []
+"""``replaying()`` as each ``on_chat_done`` / ``on_chat_error`` of the logged agents saw it."""
+
+
+def _logs_its_end(agent: Agent) -> Agent:
+    from hookloop.durable import replaying
+
+    def on_end(ctx: object) -> None:
+        ends.append(replaying())
+
+    agent.add_hook("on_chat_done", on_end)
+    agent.add_hook("on_chat_error", on_end)
+    return agent
+
+
+def remove_agent_logged() -> Agent:
+    """:func:`remove_agent`, logging ``replaying()`` at the chat's end."""
+    return _logs_its_end(remove_agent())
+
+
+def refusing_agent_logged() -> Agent:
+    """:func:`refusing_agent`, logging ``replaying()`` at the chat's end."""
+    return _logs_its_end(refusing_agent())

@@ -2,6 +2,8 @@
 
 SPEC is a JSON object: ``dir`` (where the run's files go), ``engine`` (DBOS's database URL, or
 ``temporal://host:port/queue``), ``session`` (the session id, ``"s-1"``),
+``approve`` (when true, turn ``"t-1"``'s calls waiting for approval are approved by a resume
+``"t-2"``, whose outcome is the run's),
 ``sessions`` (a SQLite file), ``agent`` (a factory below), ``stop`` (``"on_chat_error"``,
 ``"tool:lookup"``, ``"model:<tool results>"``, ``"append:<text>"`` or ``"none"``) and
 optionally ``then`` (the text of a turn ``"t-2"`` run first, while turn ``"t-1"`` is
@@ -121,6 +123,30 @@ def looks_up() -> Agent:
     return Agent(FunctionModel(answer), tools=[lookup])
 
 
+@tool(requires_approval=True)
+async def charge(amount: int) -> str:
+    """Charge the card (a person approves each call).
+
+    Args:
+        amount: How much.
+    """
+    log("tool charge")
+    return f"charged {amount}"
+
+
+def charges() -> Agent:
+    """Charges after approval, then answers; the answer's model call may stop."""
+
+    async def answer(request: ProviderRequest) -> ProviderResponse | str:
+        results = sum(1 for m in request.messages if m.role == "tool")
+        if results == 0:
+            return tool_call("charge", {"amount": 5}, id="call-charge")
+        await stop_here(f"model:{results}")
+        return "charged"
+
+    return Agent(FunctionModel(answer), tools=[charge])
+
+
 def delegates() -> Agent:
     """Asks a sub-agent (1100 tokens), then answers (11 tokens a call)."""
 
@@ -172,8 +198,12 @@ async def main(spec: dict[str, str]) -> None:
         message = UserMessage(content="hi", id="m-1")
         try:
             response = await chats.chat(session, message, turn_id="t-1")
+            if spec.get("approve"):  # the calls waiting for approval approved, in turn "t-2"
+                decisions = [pending.approve() for pending in response.pending_approvals]
+                handle = await chats.resume(session, decisions, turn_id="t-2")
+                response = await handle.result()
         except Exception as exc:  # the outcome is what the test checks
-            outcome = {"error": type(exc).__name__}
+            outcome = {"error": type(exc).__name__, "message": str(exc)}
         else:
             outcome = {"text": response.text, "tokens": response.usage.total_tokens}
     finally:

@@ -5,9 +5,13 @@ default the one of ``scripts/test-services``) and writes each one's history to
 ``tests/durable/histories/<name>.json``:
 
 - ``tools``: a batch of three tool calls (two not idempotent), then the answer;
-- ``failed``: a turn that fails (a tool needing approval), not retried;
+- ``failed``: a turn that fails (a ``pre_tool_call`` handler raises), not retried;
 - ``retry_later``: the session store fails once, so the first activity runs again after a pause;
-- ``cancelled``: a turn cancelled from outside while its model call runs.
+- ``cancelled``: a turn cancelled from outside while its model call runs;
+- ``approval``: a call waits for approval in the workflow; a refused decision, then an
+  approval, arrive as signals, and the turn goes on.
+
+Further arguments name the histories to record (all by default).
 
 Record them again only on purpose: a change of the workflow that no longer replays them breaks
 the turns in flight of a deployment that upgrades.
@@ -17,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from hookloop import ChatCancelledError, Message, StoreError, UsageError
@@ -49,16 +55,20 @@ async def record(engine: TemporalEngine, name: str, session: str) -> None:
     (HISTORIES / f"{name}.json").write_text(text)
 
 
-async def main(address: str, directory: Path) -> None:
+NAMES = ("tools", "failed", "retry_later", "cancelled", "approval")
+
+
+async def main(address: str, directory: Path, names: Sequence[str] = NAMES) -> None:
     HISTORIES.mkdir(exist_ok=True)
-    for name in ("tools", "failed", "retry_later", "cancelled"):
+    for name in names:
         engine = quick_engine(address)
         session = engine.task_queue
         agent = {
             "tools": _agents.batch_agent,
-            "failed": _agents.approval_agent,
+            "failed": _agents.refusing_agent,
             "retry_later": _agents.echo_agent,
             "cancelled": _agents.gated_agent,
+            "approval": _agents.remove_agent,
         }[name]
         store_type = FailingOnce if name == "retry_later" else SQLiteSessionStore
         store = store_type(directory / f"{name}.db")
@@ -71,6 +81,14 @@ async def main(address: str, directory: Path) -> None:
                 await handle.cancel()
                 with contextlib.suppress(ChatCancelledError):
                     await handle.result()
+            elif name == "approval":
+                [pending] = (await chats.chat(session, "go", turn_id=name)).pending_approvals
+                stranger = dataclasses.replace(pending, call_id="call-other")
+                refused = await chats.resume(session, [stranger.approve()], turn_id="refused")
+                with contextlib.suppress(UsageError):
+                    await refused.result()
+                handle = await chats.resume(session, [pending.approve()], turn_id="approved")
+                await handle.result()
             else:
                 try:
                     await chats.chat(session, "go", turn_id=name)
@@ -85,6 +103,6 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as place:
-        asyncio.run(main(sys.argv[1], Path(place)))
+        asyncio.run(main(sys.argv[1], Path(place), sys.argv[2:] or NAMES))
     sys.stdout.flush()
     os._exit(0)  # the Temporal SDK can abort at interpreter exit

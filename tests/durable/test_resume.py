@@ -63,11 +63,14 @@ def run(
     then: str = "",
     restart: dict[str, object] | None = None,
     engine: str | None = None,
+    approve: bool = False,
 ) -> Path:
     """The turn killed at ``stop`` and run again (``then`` first, or as ``restart`` says)."""
     directory = tmp_path / "run"
     directory.mkdir()
-    on = {} if engine is None else {"engine": engine}
+    on: dict[str, object] = {} if engine is None else {"engine": engine}
+    if approve:
+        on["approve"] = True
     kill_at_stop(start(tmp_path, {"agent": agent, "stop": stop, **on}), directory / "reached")
     if restart is None:
         finish(start(tmp_path, {"agent": agent, "stop": "none", "then": then, **on}))
@@ -101,7 +104,7 @@ def test_a_turn_resumed_after_its_error_answers_each_call_once(tmp_path: Path, e
     # The turn fails (a handler raises) and its worker dies in on_chat_error, after
     # the "not run" answer was stored: the resumed turn stores nothing again.
     directory = run(tmp_path, "unrun", "on_chat_error", engine=engine)
-    assert outcome(directory) == {"error": "UsageError"}
+    assert outcome(directory)["error"] == "UsageError"
     log = [
         (seq, m["role"], m.get("tool_call_id")) for seq, m in stored(tmp_path, session_of(engine))
     ]
@@ -136,6 +139,25 @@ def test_a_message_first_stored_by_the_resumed_turn_is_not_a_replay(
         "on_message user replaying True",
         "on_message assistant replaying False",
     ]
+
+
+@pytest.mark.parametrize("engine", ENGINES, indirect=True)
+def test_a_resume_killed_after_its_decided_call_ran_goes_on_without_running_it_again(
+    tmp_path: Path, engine: str
+) -> None:
+    # Killed in the model call after the approved call ran: run again, the resume does not
+    # take its own tool message for the conversation it resumes (nor its own decision for
+    # an earlier one), and the call is not run again.
+    directory = run(tmp_path, "charges", "model:1", engine=engine, approve=True)
+    assert outcome(directory)["text"] == "charged"
+    log = [(m["role"], m.get("content")) for _, m in stored(tmp_path, session_of(engine))]
+    assert log == [
+        ("user", "hi"),
+        ("assistant", ""),
+        ("tool", "charged 5"),
+        ("assistant", "charged"),
+    ]
+    assert (directory / "log").read_text().splitlines().count("tool charge") == 1
 
 
 @pytest.mark.parametrize("engine", ENGINES, indirect=True)

@@ -424,3 +424,11 @@ def test_a_server_started_before_any_worker_takes_runs_that_a_later_worker_runs(
         workers.start("w1")
         ended = client.get(f"/api/runs/{started.json()['runId']}/events?wait=true").json()
         assert ended["status"] == "finished"
+
+
+def test_the_durable_mode_says_it_serves_dbos_workers_not_temporal_ones() -> None:
+    from hookloop import UsageError
+    from hookloop.serve import create_app
+
+    with pytest.raises(UsageError, match="not of Temporal workers"):
+        create_app(AGENT, durable="temporal://127.0.0.1:7233")

@@ -13,9 +13,13 @@ replay of recorded histories in ``test_temporal_replay.py``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
+import sqlite3
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -145,6 +149,29 @@ async def test_turns_of_one_session_run_one_at_a_time_in_their_order(
     assert log == ["first", "answer to first", "second", "answer to second"]
 
 
+async def test_two_turns_of_a_session_started_back_to_back_run_one_after_the_other(
+    engine: TemporalEngine, store: SQLiteSessionStore
+) -> None:
+    # The second's first activity lists the session's running turns at once: visibility
+    # must show the first already (it did in every run on the dev server).
+    chats = DurableChats(engine, _agents.gated_agent, sessions=store)
+    await engine.launch()
+    session = engine.task_queue
+    _agents.gate = asyncio.Event()
+    try:
+        first = await chats.submit(session, "first", turn_id="t-1")
+        second = await chats.submit(session, "second", turn_id="t-2")
+        await started(engine, workflow_id(session, "t-2"))
+        await until(lambda: "model first" in _agents.calls)
+        _agents.gate.set()
+        answers = [(await h.result()).text for h in (first, second)]
+    finally:
+        _agents.gate = None
+    assert answers == ["answer to first", "answer to second"]
+    log = [r.message.content for r in await store.records(session)]
+    assert log == ["first", "answer to first", "second", "answer to second"]
+
+
 async def started(engine: TemporalEngine, wid: str) -> None:
     """Wait until the turn's first activity runs (in the worker)."""
     from temporalio.api.enums.v1 import PendingActivityState
@@ -201,8 +228,8 @@ async def test_what_the_turn_raises_reaches_its_caller_typed(
 ) -> None:
     chats = DurableChats(engine, _agents.refusing_agent, sessions=store)
     await engine.launch()
-    with pytest.raises(UsageError, match="echo is refused here"):
-        await chats.chat(engine.task_queue, "say hi", turn_id="t-1")
+    with pytest.raises(UsageError, match="delete_all is refused"):
+        await chats.chat(engine.task_queue, "delete", turn_id="t-1")
     # Not retried: the turn failed once, for good.
     wid = workflow_id(engine.task_queue, "t-1")
     # The tool's error is recorded; the next activity raises it again in its place, where
@@ -313,8 +340,11 @@ async def test_payloads_over_the_limit_are_kept_in_the_session_store(
     assert [m.content for m in response.messages] == [text, "", text, text]
     assert [r.message for r in await store.records(engine.task_queue)] == list(response.messages)
     assert len(history) < 300_000
-    kept = [s.session_id for s in await store.list_sessions() if s.session_id.startswith(PREFIX)]
-    assert kept  # the payloads, one session each
+    # The payloads, one side session each: not conversations, so not listed.
+    assert [s.session_id for s in await store.list_sessions()] == [engine.task_queue]
+    with sqlite3.connect(store.path) as db:
+        ids = [row[0] for row in db.execute("SELECT session_id FROM hookloop_sessions")]
+    assert [i for i in ids if re.fullmatch(rf"{PREFIX}[0-9a-f]{{64}}", i)]
 
 
 async def test_without_a_payload_store_a_message_over_the_limit_is_refused_at_its_start(
@@ -325,3 +355,27 @@ async def test_without_a_payload_store_a_message_over_the_limit_is_refused_at_it
     with pytest.raises(StoreError, match=r"give TemporalEngine\(payloads=\) the session store"):
         await chats.submit(engine.task_queue, "x" * 2_100_000, turn_id="t-1")
     assert await store.records(engine.task_queue) == []
+
+
+@pytest.mark.parametrize(
+    ("agent", "last"),
+    [(_agents.remove_agent_logged, "chat_done"), (_agents.refusing_agent_logged, "message")],
+)
+async def test_a_turn_that_ends_with_no_new_message_ends_as_a_first_run(
+    engine: TemporalEngine, store: SQLiteSessionStore, agent: Any, last: str
+) -> None:
+    # Its last activity commits nothing new (it ends waiting for approval, or raises a
+    # recorded error): what runs after the last record ran nowhere before, so the end's
+    # hooks see replaying() False, as on DBOS, and fire once.
+    seen: list[str] = []
+
+    async def on_event(event: AgentEvent) -> None:
+        seen.append(event.type)
+
+    chats = DurableChats(engine, agent, sessions=store, on_event=on_event)
+    await engine.launch()
+    _agents.ends.clear()
+    with contextlib.suppress(UsageError):
+        await chats.chat(engine.task_queue, "go", turn_id="t-1")
+    assert _agents.ends == [False]
+    assert seen[-1] == last  # the turn's last event is sent (the answers of a failed turn)

@@ -4,7 +4,8 @@ Temporal replays a workflow's code against its history whenever a worker picks a
 again: a change of ``_temporal_workflow.py`` that issues other commands for the same history
 would break every turn in flight at an upgrade. These histories were recorded by
 ``tests/durable/_temporal_histories.py`` (a batch of tools, a failed turn, a store error
-waited out, a cancelled turn); the replay needs no server.
+waited out, a cancelled turn, a call that waits for approval until signals bring a refused
+decision, then an approval); the replay needs no server.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from hookloop.durable._temporal import workflow_runner
 from hookloop.durable._temporal_workflow import TurnWorkflow
 
 HISTORIES = Path(__file__).resolve().parent / "histories"
-NAMES = ["tools", "failed", "retry_later", "cancelled"]
+NAMES = ["tools", "failed", "retry_later", "cancelled", "approval"]
 
 
 def history(name: str) -> WorkflowHistory:

@@ -29,7 +29,9 @@ from tests.sessions._backends import ROOT
 AGENT = "tests.durable._agents:echo_agent"
 
 
-def start_worker(address: str, queue: str, sessions: Path) -> subprocess.Popen[str]:
+def start_worker(
+    address: str, queue: str, sessions: Path, agent: str = AGENT
+) -> subprocess.Popen[str]:
     """``hookloop worker --engine temporal``, returned once it says it takes turns."""
     process = subprocess.Popen(
         [
@@ -44,7 +46,7 @@ def start_worker(address: str, queue: str, sessions: Path) -> subprocess.Popen[s
             "--task-queue",
             queue,
             "--agent",
-            AGENT,
+            agent,
             "--sessions",
             str(sessions),
             "--grace",

@@ -37,6 +37,7 @@ from hookloop import (
     SessionConflictError,
     ToolCall,
     ToolMessage,
+    UnknownApprovalError,
     Usage,
     UsageError,
     UserMessage,
@@ -359,6 +360,22 @@ async def test_a_call_that_needs_approval_ends_the_turn_and_a_resumed_turn_runs_
     # A decision when no call waits fails its turn as resume() refuses it.
     with pytest.raises(UsageError, match="nothing to resume"):
         await (await chats.resume("s", [pending.approve()], turn_id="t-3")).result()
+
+
+async def test_two_resumes_sent_together_run_the_decided_call_once(
+    engine: DBOSEngine, store: SQLiteSessionStore
+) -> None:
+    # Both carry the decisions from before either ran: the second finds them taken.
+    chats = DurableChats(engine, _agents.remove_agent, sessions=store)
+    await engine.launch()
+    waiting = await chats.chat("s", UserMessage(content="go", id="m-1"))
+    [pending] = waiting.pending_approvals
+    first = await chats.resume("s", [pending.approve()], turn_id="t-2")
+    second = await chats.resume("s", [pending.approve()], turn_id="t-3")
+    assert (await first.result()).text == "done: removed /a"
+    with pytest.raises(UnknownApprovalError, match="decided already"):
+        await second.result()
+    assert _agents.calls.count("remove /a") == 1
 
 
 async def test_bad_arguments_start_nothing(engine: DBOSEngine, store: SQLiteSessionStore) -> None:

@@ -20,7 +20,7 @@ from typing import Protocol, Self, runtime_checkable
 from .._background import run_sync
 from .._errors import UsageError
 
-__all__ = ["DurableEngine", "EngineLifecycle", "WorkflowBody"]
+__all__ = ["DecidingEngine", "DurableEngine", "EngineLifecycle", "WorkflowBody"]
 
 WorkflowBody = Callable[[str], Awaitable[str]]
 """A workflow's code: its recorded input in, its recorded output out."""
@@ -84,6 +84,27 @@ class DurableEngine(Protocol):
         before the running one (those being recovered included). Each workflow waits only
         for earlier ones, so two never wait for each other.
         """
+        ...
+
+
+@runtime_checkable
+class DecidingEngine(Protocol):
+    """An engine whose turn waits for approval in its workflow (Temporal), not ending.
+
+    The decisions reach the waiting turn (:meth:`decide`), which goes on; :meth:`result`
+    with their key waits for what they do. An engine without it (DBOS) ends the turn, and
+    the decisions run in a turn of their own.
+    """
+
+    async def decide(self, prefix: str, key: str, payload: str) -> str | None:
+        """Send the decisions ``payload`` to the running turn of ``prefix``; its workflow id.
+
+        ``None``: no turn of ``prefix`` runs (the decisions then run in a turn of their own).
+        """
+        ...
+
+    async def result(self, workflow_id: str, key: str = "") -> str:
+        """The output of the turn's part ``key`` (``""``: its first) once it ends or waits."""
         ...
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
 from typing import Any, TypeVar
 
 from .._approval import ApprovalDecision, PendingApproval
@@ -30,6 +29,7 @@ from ..sessions._codec import encode_message, json_text
 _M = TypeVar("_M", bound=Message)
 
 __all__ = [
+    "Decisions",
     "decode_model_call",
     "decode_response",
     "decode_tool_call",
@@ -131,7 +131,22 @@ def _pending(item: object) -> PendingApproval:
     return PendingApproval(**item)
 
 
-def encode_turn(session_id: str, message: UserMessage | Sequence[ApprovalDecision]) -> str:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Decisions:
+    """The input of a turn that resumes: decisions on the calls waiting for approval.
+
+    Attributes:
+        decisions: One per waiting call.
+        after: The id of the session's last message when the decisions were sent: the
+            conversation before the turn ends there (its own commits come after, and a
+            replay of the turn must not take them for the conversation it resumes).
+    """
+
+    decisions: tuple[ApprovalDecision, ...]
+    after: str | None = None
+
+
+def encode_turn(session_id: str, message: UserMessage | Decisions) -> str:
     """A turn's input: the session and the user message (its id and timestamp fixed).
 
     A turn that resumes has the decisions on the calls the session's last turn left waiting
@@ -139,13 +154,11 @@ def encode_turn(session_id: str, message: UserMessage | Sequence[ApprovalDecisio
     """
     if isinstance(message, UserMessage):
         return json_text({"session_id": session_id, "message": json.loads(encode_message(message))})
-    decisions = [dataclasses.asdict(d) for d in message]
-    return json_text({"session_id": session_id, "decisions": decisions})
+    decisions = [dataclasses.asdict(d) for d in message.decisions]
+    return json_text({"session_id": session_id, "decisions": decisions, "after": message.after})
 
 
-def decode_turn(
-    text: str, workflow_id: str
-) -> tuple[str, UserMessage | tuple[ApprovalDecision, ...]]:
+def decode_turn(text: str, workflow_id: str) -> tuple[str, UserMessage | Decisions]:
     """The session and user message (or decisions) of a turn's input.
 
     Raises:
@@ -157,8 +170,11 @@ def decode_turn(
         if not isinstance(session_id, str):
             raise TypeError("the session id is not a str")
         if "decisions" in data:
+            after = data.get("after")
+            if after is not None and not isinstance(after, str):
+                raise TypeError("the message the decisions come after is not an id")
             decisions = tuple(ApprovalDecision(**d) for d in data["decisions"])
-            return session_id, decisions
+            return session_id, Decisions(decisions, after)
         return session_id, _one(data["message"], UserMessage)
     except (*_UNREADABLE, UsageError) as exc:
         raise _unreadable(workflow_id, "input", exc) from exc

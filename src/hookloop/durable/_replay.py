@@ -110,8 +110,23 @@ class TurnSteps:
             response = await run(restarted)
             return encode_model_call(response, response.to_message())
 
-        text = await self._engine.step(MODEL_STEP, body)
+        text = await self._step(MODEL_STEP, body)
         return decode_model_call(text, self.workflow_id, MODEL_STEP)
+
+    async def _step(self, name: str, body: Callable[[], Awaitable[str]]) -> str:
+        """The engine's step; past the last record of an engine that says so, no replay.
+
+        An engine whose every call replays the turn's earlier part (Temporal) knows when the
+        records run out (``caught_up()``): the code after that point never ran before, even
+        when it commits nothing new (a turn that ends waiting for approval, or raising a
+        recorded error), so its hooks and events are a first run's.
+        """
+        try:
+            return await self._engine.step(name, body)
+        finally:
+            caught_up = getattr(self._engine, "caught_up", None)
+            if caught_up is not None and caught_up():
+                self.replaying = False
 
     async def tool_call(
         self,
@@ -133,7 +148,7 @@ class TurnSteps:
                     self.replaying = False
                     return call.id
 
-                await self._engine.step(TOOL_STARTED_STEP, started)
+                await self._step(TOOL_STARTED_STEP, started)
                 in_flight = not ran
 
             async def body() -> str:
@@ -145,7 +160,7 @@ class TurnSteps:
                     return encode_tool_call(await lost(error))
                 return encode_tool_call(*await run())
 
-            text = await self._engine.step(TOOL_STEP, body)
+            text = await self._step(TOOL_STEP, body)
         message, spent = decode_tool_call(text, self.workflow_id, TOOL_STEP)
         return message, None if ran else spent  # counted already when it ran here
 

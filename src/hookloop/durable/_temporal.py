@@ -298,24 +298,65 @@ class TemporalEngine(EngineLifecycle):
                 self.address,
             )
 
-    async def result(self, workflow_id: str) -> str:
-        """Wait for the workflow to end; its output, or the exception it raised.
+    async def result(self, workflow_id: str, key: str = "") -> str:
+        """Wait for the turn (its part ``key``) to end or to wait for approval; its output.
+
+        ``key``: ``""`` for the turn's first part, a resume's turn id for the part that
+        runs its decisions (see :meth:`decide`).
 
         Raises:
             ChatCancelledError: The turn was cancelled (:meth:`cancel`) or terminated.
+            UsageError: The decisions of ``key`` came when no call waited.
         """
-        from temporalio.client import WorkflowFailureError
+        from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+        from temporalio.exceptions import ApplicationError
+        from temporalio.service import RPCError
+
+        from ._temporal_workflow import ENDED, NOT_WAITING, OUTCOME
 
         handle = self._require_client().get_workflow_handle(workflow_id)
         try:
             with self._server_errors(workflow_id):
-                output: object = await handle.result()
+                try:
+                    output: object = await handle.execute_update(OUTCOME, key, result_type=str)
+                except WorkflowUpdateFailedError as exc:
+                    cause = exc.cause
+                    if not isinstance(cause, ApplicationError) or cause.type == ENDED:
+                        output = await handle.result()  # how the turn ended says why
+                    elif cause.type == NOT_WAITING:
+                        raise UsageError(cause.message) from None
+                    else:
+                        raise _turn_error(workflow_id, cause) from None
+                except RPCError:
+                    output = await handle.result()  # a turn that has ended (or none)
         except WorkflowFailureError as exc:
             raise _turn_error(workflow_id, exc.cause) from None
         if not isinstance(output, str):
             reason = f"a {type(output).__name__}, not JSON text"
             raise DurableRecordError(workflow_id=workflow_id, step="output", reason=reason)
         return output
+
+    async def decide(self, prefix: str, key: str, payload: str) -> str | None:
+        """Send decisions to the session's turn that waits for approval; its workflow id.
+
+        ``prefix``: the session's workflow ids (``workflow_id(session, "")``); ``key``: the
+        resume's turn id (sent again, it is the same resume); ``payload``: the decisions as
+        a turn's input. The signal goes to the session's earliest running turn (the one a
+        later turn would wait for), whether or not a worker runs: the turn takes the
+        decisions if it waits for them, and refuses them otherwise, which :meth:`result`
+        with ``key`` raises. ``None`` when no turn of the session runs (the one that waited
+        was cancelled, say): the decisions are then a turn of their own.
+        """
+        from ._temporal_workflow import DECIDE
+
+        client = self._require_client()
+        with self._server_errors(prefix):
+            running = await _running_turns(client, prefix)
+            if not running:
+                return None
+            _, wid = min(running)
+            await client.get_workflow_handle(wid).signal(DECIDE, args=[key, payload])
+        return wid
 
     async def cancel(self, workflow_id: str) -> None:
         """Cancel the turn: its running call is cancelled, its waiters get ``ChatCancelledError``.
@@ -402,6 +443,15 @@ class TemporalEngine(EngineLifecycle):
             raise run.stop(_next_kind([*run.records, *run.new]))
         return output
 
+    def caught_up(self) -> bool:
+        """Whether the running activity has given back all its records (a first attempt).
+
+        The turn's code from there on never ran before: it is not a replay. After a crash
+        (a second attempt) it may have, and the turn tells it as on DBOS.
+        """
+        run = _running.get()
+        return run is not None and not run.crashed and run.index >= len(run.records)
+
     def workflow_id(self) -> str:
         """The id of the turn whose activity runs now.
 
@@ -427,25 +477,16 @@ class TemporalEngine(EngineLifecycle):
             return
         from temporalio import activity
 
-        from ._temporal_workflow import TURN_WORKFLOW
+        from ._temporal_workflow import SETTLED
 
         client = activity.client()
         own = await client.get_workflow_handle(run.workflow_id).describe()
-        query = (
-            f'WorkflowType = "{TURN_WORKFLOW}" AND ExecutionStatus = "Running" '
-            f'AND WorkflowId STARTS_WITH "{_query_prefix(prefix)}"'
-        )
         mine = (own.start_time, own.id)
-        earlier = sorted(
-            [
-                (w.start_time, w.id)
-                async for w in client.list_workflows(query)
-                if w.id.startswith(prefix) and (w.start_time, w.id) < mine
-            ]
-        )
+        earlier = sorted(turn for turn in await _running_turns(client, prefix) if turn < mine)
         for _, workflow_id in earlier:
             with contextlib.suppress(Exception):  # its own caller gets its error
-                await client.get_workflow_handle(workflow_id).result()
+                # Ended, or waiting for approval (then this turn is refused, as a chat is).
+                await client.get_workflow_handle(workflow_id).execute_update(SETTLED)
 
     def _require_client(self) -> Client:
         if self._client is None:
@@ -581,6 +622,22 @@ def _next_kind(records: list[Record]) -> str:
     if answered < len(calls):
         return _TOOL
     return _FINISH if not calls else _MODEL
+
+
+async def _running_turns(client: Client, prefix: str) -> list[tuple[Any, str]]:
+    """The running turns whose workflow ids start with ``prefix``: (start time, id) each.
+
+    Found through Temporal's visibility, updated within moments of a start.
+    """
+    from ._temporal_workflow import TURN_WORKFLOW
+
+    query = (
+        f'WorkflowType = "{TURN_WORKFLOW}" AND ExecutionStatus = "Running" '
+        f'AND WorkflowId STARTS_WITH "{_query_prefix(prefix)}"'
+    )
+    return [
+        (w.start_time, w.id) async for w in client.list_workflows(query) if w.id.startswith(prefix)
+    ]
 
 
 def _query_prefix(prefix: str) -> str:

@@ -4,8 +4,10 @@ A turn's records cross Temporal as payloads: a long tool result or a large user 
 would reach the server's limit on one payload (2 MB by default), and each activity carries
 the records so far, so the history would grow by it again at every call. Temporal's external
 storage moves a payload over a threshold to a driver and keeps a reference in its place;
-this driver is the session store: each payload is one message of a session of its own,
-``hookloop-payload:<sha256 of the payload>`` (so the same payload is stored once).
+this driver is the session store: each payload is one message of a side session of its own,
+``approvals:<sha256 of the payload>`` (so the same payload is stored once). A side session
+(the form of a long session's approval records) is not a conversation: ``list_sessions``
+leaves it out and retention keeps it whole.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from temporalio.converter import (
     StorageDriverStoreContext,
 )
 
+from .._approval_log import SIDE_PREFIX
 from .._errors import DurableRecordError
 from .._messages import UserMessage
 from ..sessions._base import SessionStore
 
 __all__ = ["PAYLOAD_SESSION_PREFIX", "SessionStorePayloads", "data_converter"]
 
-PAYLOAD_SESSION_PREFIX: Final = "hookloop-payload:"
+PAYLOAD_SESSION_PREFIX: Final = SIDE_PREFIX  # and 64 hex digits: a side session's form
 THRESHOLD: Final = 256 * 1024  # bytes: Temporal's own default, far below the 2 MB limit
 
 

@@ -19,8 +19,8 @@ from .._run_context import NO_DEPS
 from .._stream_events import AgentEvent, AgentResponse, MessageCommitted, ToolCallFinished
 from ..sessions._base import SessionStore, check_session_id
 from ..sessions._recorder import SessionRecorder
-from ._engine import DurableEngine
-from ._records import decode_response, decode_turn, encode_response, encode_turn
+from ._engine import DecidingEngine, DurableEngine
+from ._records import Decisions, decode_response, decode_turn, encode_response, encode_turn
 from ._replay import TurnSteps
 
 __all__ = ["DurableChats", "TurnHandle", "workflow_id"]
@@ -46,15 +46,17 @@ class TurnHandle:
     """A turn that was started: wait for it with :meth:`result`.
 
     Attributes:
-        workflow_id: The turn's workflow id (see :func:`workflow_id`).
+        workflow_id: The turn's workflow id (see :func:`workflow_id`); on Temporal, a
+            resume's is the id of the turn that waited for the decisions.
         session_id: The session.
-        turn_id: The turn's id in the session.
+        turn_id: The turn's id in the session (a resume's own id).
     """
 
     workflow_id: str
     session_id: str
     turn_id: str
     _chats: DurableChats = dataclasses.field(repr=False, compare=False)
+    _part: str = dataclasses.field(default="", repr=False, compare=False)
 
     async def result(self) -> AgentResponse[Any]:
         """Wait for the turn to end (in any worker); its response.
@@ -63,7 +65,7 @@ class TurnHandle:
             RunError: What the turn raised (a provider's error, ``MaxIterationsError``...).
             DurableRecordError: The turn's recorded output cannot be read.
         """
-        return await self._chats._result(self.workflow_id)
+        return await self._chats._result(self.workflow_id, self._part)
 
     async def cancel(self) -> None:
         """Cancel the turn, wherever it runs; its waiters get ``ChatCancelledError``.
@@ -156,27 +158,34 @@ class DurableChats:
     async def resume(
         self, session_id: str, decisions: Iterable[ApprovalDecision], *, turn_id: str
     ) -> TurnHandle:
-        """Start a turn that runs the decisions on the session's calls waiting for approval.
+        """Run the decisions on the session's calls waiting for approval; returns at once.
 
-        As ``agent.resume()``, in a worker; returns at once. The decisions are checked in the
-        worker, against the session's pending calls: a refused one fails the turn with
-        ``agent.resume()``'s error.
+        As ``agent.resume()``, in a worker: the decisions are checked there against the
+        session's pending calls, and a refused one is raised by the handle's
+        :meth:`~TurnHandle.result` (``agent.resume()``'s error), nothing having run. On DBOS
+        they run in a turn of their own (``turn_id``); on Temporal the session's running turn
+        (the one that waits) gets them as a signal and goes on (``turn_id`` names the resume:
+        sent again, it is the same resume), and the handle's ``workflow_id`` is that turn's;
+        with no running turn (it was cancelled, say), they run in a turn of their own too.
 
         Raises:
-            UsageError: A bad session or turn id, or an engine that replays the turn in each
-                call (Temporal): a replay there would check the decisions again and find them
-                recorded by its own first call.
+            UsageError: A bad session or turn id.
         """
-        if getattr(self.engine, "replays_each_call", False):
-            raise UsageError(
-                f"{type(self.engine).__name__} cannot resume a durable turn yet: decide with "
-                "agent.resume() on an agent of the session (its session recorder on the same "
-                "store), or run the turns on DBOS"
-            )
         check_session_id(session_id)
         turn = check_session_id(turn_id, "turn_id")
+        # Where the conversation before the decisions ends: the session's last message now
+        # (the waiting turn commits nothing more).
+        records = await self.sessions.records(session_id)
+        after = records[-1].message.id if records else None
+        payload = encode_turn(session_id, Decisions(tuple(decisions), after))
+        if isinstance(self.engine, DecidingEngine):  # the turn waits in its workflow: a signal
+            wid = await self.engine.decide(workflow_id(session_id, ""), turn, payload)
+            if wid is not None:
+                return TurnHandle(
+                    workflow_id=wid, session_id=session_id, turn_id=turn, _chats=self, _part=turn
+                )
         wid = workflow_id(session_id, turn)
-        await self.engine.start(self._workflow, wid, encode_turn(session_id, tuple(decisions)))
+        await self.engine.start(self._workflow, wid, payload)
         return TurnHandle(workflow_id=wid, session_id=session_id, turn_id=turn, _chats=self)
 
     def chat_sync(
@@ -185,7 +194,9 @@ class DurableChats:
         """Blocking :meth:`chat` (the engine must run in this thread's next event loop)."""
         return run_sync(self.chat(session_id, message, turn_id=turn_id), "chat_sync")
 
-    async def _result(self, wid: str) -> AgentResponse[Any]:
+    async def _result(self, wid: str, part: str = "") -> AgentResponse[Any]:
+        if part and isinstance(self.engine, DecidingEngine):  # a resume's part of a turn
+            return decode_response(await self.engine.result(wid, part), wid)
         return decode_response(await self.engine.result(wid), wid)
 
     async def _turn(self, payload: str) -> str:
@@ -212,9 +223,7 @@ class DurableChats:
             if users > 1:
                 self._sessions[session_id] = (lock, users - 1)
 
-    async def _run_turn(
-        self, wid: str, session_id: str, user: UserMessage | tuple[ApprovalDecision, ...]
-    ) -> str:
+    async def _run_turn(self, wid: str, session_id: str, user: UserMessage | Decisions) -> str:
         steps = TurnSteps(self.engine, wid)
         token = await steps.begin()
         try:
@@ -223,7 +232,10 @@ class DurableChats:
             agent.use(recorder)
             # The conversation as it was when the turn began: a turn run again finds its
             # own messages in the session, which it commits again (stored once).
-            await recorder.restore(before=user.id if isinstance(user, UserMessage) else None)
+            await recorder.restore(
+                before=await self._first_of_turn(session_id, user),
+                own_decisions=None if isinstance(user, UserMessage) else wid,
+            )
             stored: set[str] = set()
             if steps.replaying:
                 records = await self.sessions.records(session_id)
@@ -235,7 +247,7 @@ class DurableChats:
                     run = await agent._start(user, on_event, steps=steps)
                 else:  # decisions on the calls waiting for approval
                     run = await agent._resumed(
-                        user, on_event, NO_DEPS, None, agent._limits, steps=steps
+                        user.decisions, on_event, NO_DEPS, None, agent._limits, steps=steps
                     )
                 response = await agent._slot.drive(run)
             finally:
@@ -243,6 +255,18 @@ class DurableChats:
         finally:
             steps.end(token)
         return encode_response(response)
+
+    async def _first_of_turn(self, session_id: str, user: UserMessage | Decisions) -> str | None:
+        """The id of the turn's first message in the session (``None``: it has none yet)."""
+        if isinstance(user, UserMessage):
+            return user.id
+        if user.after is None:
+            return None
+        ids = [r.message.id for r in await self.sessions.records(session_id)]
+        if user.after not in ids:
+            return None
+        later = ids[ids.index(user.after) + 1 :]
+        return later[0] if later else None
 
     def _events(
         self, steps: TurnSteps, stored: set[str]

@@ -55,13 +55,19 @@ def create_app(
             there, and their events come back through the database, so a run survives its
             worker and this server. ``agent`` must then be the workers' ``--agent``: an
             import path ``"module:function"`` or a module-level function. No traces are
-            recorded, and tools that need approval fail the turn. See ``docs/serve.md``.
+            recorded. DBOS workers only (not Temporal's). See ``docs/serve.md``.
 
     Raises:
         MissingExtraError: The ``serve`` extra is not installed.
         UsageError: A bound is not a positive number, or ``agent`` is not callable.
     """
     if durable is not None:
+        if isinstance(durable, str) and durable.startswith("temporal://"):
+            raise UsageError(
+                "the durable mode serves the turns of DBOS workers (hookloop worker --database "
+                "postgresql://...), not of Temporal workers: give the workers' postgresql:// "
+                "database URL"
+            )
         if not (isinstance(durable, str) and durable.startswith(("postgresql://", "postgres://"))):
             raise UsageError(
                 f"durable must be the workers' postgresql:// database URL, got {durable!r:.80}"

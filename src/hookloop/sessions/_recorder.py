@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import hashlib
 from typing import TYPE_CHECKING
 
 from .._approval_log import (
@@ -119,6 +121,9 @@ class SessionRecorder:
         self._agent: AgentHost | None = None
         self._restored = False
         self._last_seq = 0
+        # The decision records of a durable turn that resumes (restore's ``own_decisions``):
+        # the prefix of their ids, the same in every run of the turn.
+        self._own_decisions: str | None = None
         self._parent: str | None = None  # of a session switched to, until it is created
         # Messages in the agent's history whose append failed or was cut short: not known
         # to be stored. Every append first stores these again (appends are idempotent by
@@ -334,9 +339,14 @@ class SessionRecorder:
         side = approval_session_id(self._require_session())
         unreadable: list[CorruptSessionError] = []
         records = await self.store.records(side, unreadable=unreadable)
+        own = self._own_decisions
+        if own is not None:  # the turn's own decisions (an earlier run of it) left out
+            records = [r for r in records if not r.message.id.startswith(own)]
         return read_log(side, [(r.seq, r.message) for r in records], unreadable)
 
-    async def restore(self, *, before: str | None = None) -> list[Message]:
+    async def restore(
+        self, *, before: str | None = None, own_decisions: str | None = None
+    ) -> list[Message]:
         """Load the session into the agent's history now; returns the messages restored.
 
         Args:
@@ -348,6 +358,10 @@ class SessionRecorder:
                 checked from there: a message found stored, but not right after the one
                 before it, or a new one while the session holds more, raises
                 :class:`~hookloop.SessionConflictError` (another writer came in between).
+            own_decisions: A durable turn that resumes (its workflow id): the approval
+                decisions it records get ids made from it, the same in every run of the
+                turn, so that its run again does not take them for earlier ones (the calls
+                still wait for them) and stores them once. Anyone else's decisions count.
 
         Raises:
             UsageError: The recorder is not used by an agent, or the agent is chatting.
@@ -356,6 +370,7 @@ class SessionRecorder:
         agent = self._require_agent()
         if agent.is_running:
             raise UsageError("restore() cannot run while the agent is chatting")
+        self._own_decisions = None if own_decisions is None else _decision_prefix(own_decisions)
         return await self._restore(agent, before)
 
     # --- hooks --------------------------------------------------------------------------
@@ -408,16 +423,24 @@ class SessionRecorder:
         side = approval_session_id(self._require_session())
         unreadable: list[CorruptSessionError] = []
         records = await self.store.records(side, unreadable=unreadable)
-        log = read_log(side, [(r.seq, r.message) for r in records], unreadable)
         message_id, call_id = ctx.pending.message_id, ctx.decision.call_id
+        record = encode_decision(ctx.decision, message_id)
+        last = max([r.seq for r in records] + [e.seq or 0 for e in unreadable], default=0)
+        own = self._own_decisions
+        if own is not None:
+            key = hashlib.sha256(f"{message_id}\0{call_id}".encode()).hexdigest()[:16]
+            record = dataclasses.replace(record, id=f"{own}{key}")
+            if any(r.message.id == record.id for r in records):
+                return  # recorded by an earlier run of this durable turn
+            records = [r for r in records if not r.message.id.startswith(own)]
+        log = read_log(side, [(r.seq, r.message) for r in records], unreadable)
         if log.decided(message_id, call_id):
             raise SessionConflictError(
                 f"call {call_id!r} was decided already (by another worker?); nothing was "
                 "run: restore the session to see where it stands",
                 session_id=side,
             )
-        last = max([r.seq for r in records] + [e.seq or 0 for e in unreadable], default=0)
-        await self.store.append(side, encode_decision(ctx.decision, message_id), expected_seq=last)
+        await self.store.append(side, record, expected_seq=last)
 
     async def _on_chat_end(
         self, ctx: ChatDoneContext | ChatErrorContext | ChatAbortContext
@@ -610,3 +633,8 @@ class _ChatSpend:
         self.key = key
         self.base = base
         self.recorded: Spend | None = None
+
+
+def _decision_prefix(turn: str) -> str:
+    """The prefix of the ids of a durable turn's decision records (``turn``: its id)."""
+    return f"msg_decision_{hashlib.sha256(turn.encode()).hexdigest()[:16]}_"
