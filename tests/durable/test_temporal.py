@@ -237,22 +237,6 @@ async def test_what_the_turn_raises_reaches_its_caller_typed(
     assert await activities(engine, wid) == ["hookloop.model", "hookloop.tool", "hookloop.finish"]
 
 
-async def test_a_call_that_needs_approval_ends_the_turn_with_it_pending(
-    engine: TemporalEngine, store: SQLiteSessionStore
-) -> None:
-    chats = DurableChats(engine, _agents.approval_agent, sessions=store)
-    await engine.launch()
-    session = engine.task_queue
-    waiting = await chats.chat(session, "delete", turn_id="t-1")
-    [pending] = waiting.pending_approvals
-    assert pending.call_id == "call-1"
-    # Resuming in a durable turn is DBOS's only, for now: refused at once, nothing started.
-    with pytest.raises(UsageError, match="cannot resume a durable turn yet"):
-        await chats.resume(session, [pending.approve()], turn_id="t-2")
-    messages = [r.message for r in await store.records(session)]
-    assert [m.role for m in messages] == ["user", "assistant"]
-
-
 async def test_a_wrong_address_is_a_store_error_at_launch_fast(store: SQLiteSessionStore) -> None:
     engine = TemporalEngine("127.0.0.1:1", connect_timeout=2.0)
     DurableChats(engine, _agents.echo_agent, sessions=store)
