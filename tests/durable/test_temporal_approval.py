@@ -10,6 +10,7 @@ on.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -231,3 +232,30 @@ async def test_a_decision_sent_while_no_worker_runs_is_run_by_the_next_worker(
             if process is not None and process.returncode is None:
                 process.kill()
                 process.communicate(timeout=GUARD)
+
+
+async def test_a_resume_whose_listed_turn_ended_meanwhile_runs_in_a_turn_of_its_own(
+    engine: TemporalEngine,
+    store: SQLiteSessionStore,
+    chats: DurableChats,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Visibility lags: the turn cancelled a moment ago is still listed as running, and the
+    # server refuses a signal to it. The lag is made here by listing it again.
+    from hookloop.durable import _temporal
+
+    session = engine.task_queue
+    wid, pending = await waiting_turn(chats, session)
+    await engine.cancel(wid)
+    with pytest.raises(ChatCancelledError):
+        await chats._result(wid, "t-never")
+    listed = _temporal._running_turns
+
+    async def lagging(client: object, prefix: str) -> list[tuple[object, str]]:
+        first = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+        return [(first, wid), *await listed(client, prefix)]  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_temporal, "_running_turns", lagging)
+    handle = await chats.resume(session, [pending.approve()], turn_id="t-2")
+    assert handle.workflow_id == workflow_id(session, "t-2")
+    assert (await handle.result()).text == "done: removed /a"

@@ -347,16 +347,23 @@ class TemporalEngine(EngineLifecycle):
         with ``key`` raises. ``None`` when no turn of the session runs (the one that waited
         was cancelled, say): the decisions are then a turn of their own.
         """
+        from temporalio.service import RPCError, RPCStatusCode
+
         from ._temporal_workflow import DECIDE
 
         client = self._require_client()
         with self._server_errors(prefix):
-            running = await _running_turns(client, prefix)
-            if not running:
-                return None
-            _, wid = min(running)
-            await client.get_workflow_handle(wid).signal(DECIDE, args=[key, payload])
-        return wid
+            for _, wid in sorted(await _running_turns(client, prefix)):
+                try:
+                    await client.get_workflow_handle(wid).signal(DECIDE, args=[key, payload])
+                except RPCError as exc:
+                    # Visibility lags: a turn that ended a moment ago (cancelled, say) is
+                    # still listed as running, and the server refuses its signal.
+                    if exc.status != RPCStatusCode.NOT_FOUND:
+                        raise
+                else:
+                    return wid
+        return None
 
     async def cancel(self, workflow_id: str) -> None:
         """Cancel the turn: its running call is cancelled, its waiters get ``ChatCancelledError``.
