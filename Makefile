@@ -41,14 +41,16 @@ typecheck: $(VENV)/.installed-dev
 # loopback for the session and durable tests; scripts/test-services stops
 # them again however pytest ends, and exits with pytest's status. pytest-xdist runs the tests
 # on WORKERS processes (each with its own provider server and local model; every test has its
-# own schema, key prefix or database): each worker takes half, in file order, and one that
-# finishes first takes over half of what the other has left (worksteal), so neither waits at
-# the end. Set-up shared by a module's tests is made once per run (tests/_once.py). Python
-# writes its .pyc files (PYTHONDONTWRITEBYTECODE, if set, would make both workers and every
+# own schema, key prefix or database): each worker takes its share, in file order, and one that
+# finishes first takes over half of what another has left (worksteal), so none waits at the
+# end. Three workers on two cores: many durable and process tests wait on child processes and
+# timeouts with the CPU idle (on 2 cores, 2 workers took 6:51 for the suite, 3 took 5:45,
+# 4 took 5:37). Set-up shared by a module's tests is made once per run (tests/_once.py). Python
+# writes its .pyc files (PYTHONDONTWRITEBYTECODE, if set, would make every worker and every
 # process a test starts compile hookloop and the tests again). TESTS narrows the run to
 # folders, files or pytest options: make unit TESTS=tests/sessions,
 # make unit TESTS="tests/hooks -k dispatch".
-WORKERS ?= 2
+WORKERS ?= 3
 TESTS ?=
 unit: $(VENV)/.installed-dev
 	env -u PYTHONDONTWRITEBYTECODE scripts/test-services run \
