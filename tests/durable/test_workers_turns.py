@@ -145,3 +145,24 @@ async def test_a_worker_stopped_with_sigterm_hands_its_turn_over_without_running
         workers.pid(stayer),
     ]
     assert len(await chats.sessions.load("s1")) == 4
+
+
+async def test_a_worker_writes_the_events_of_published_turns_only(
+    chats: DurableChats, workers: Workers, database_url: str
+) -> None:
+    # A turn no server follows runs without a stream and leaves no rows in the events
+    # table; one `hookloop serve --durable` submits (publish=True) has its events there.
+    import psycopg
+
+    workers.start("w1")
+    assert await answer(chats, await chats.submit("quiet", "quiet 1", turn_id="t-1")) == (
+        "charged 1: ok"
+    )
+    handle = await chats.submit("loud", "loud 1", turn_id="t-1", publish=True)
+    assert await answer(chats, handle) == "charged 1: ok"
+    with psycopg.connect(database_url) as conn:
+        rows = dict(
+            conn.execute("SELECT turn, count(*) FROM hookloop_turn_events GROUP BY turn").fetchall()
+        )
+    assert set(rows) == {handle.workflow_id}
+    assert rows[handle.workflow_id] > 3

@@ -132,7 +132,7 @@ class SessionQueue:
 
         A turn with that id that a store error stopped is resumed from its records.
         """
-        session_id, _ = decode_turn(payload, workflow_id)
+        session_id, _, _ = decode_turn(payload, workflow_id)
         options = {
             "workflow_name": dbos_workflow_name(name),
             "queue_name": SESSION_QUEUE,

@@ -146,20 +146,26 @@ class Decisions:
     after: str | None = None
 
 
-def encode_turn(session_id: str, message: UserMessage | Decisions) -> str:
+def encode_turn(session_id: str, message: UserMessage | Decisions, *, publish: bool = False) -> str:
     """A turn's input: the session and the user message (its id and timestamp fixed).
 
     A turn that resumes has the decisions on the calls the session's last turn left waiting
-    instead of a message.
+    instead of a message. ``publish``: the turn's events are wanted outside its worker
+    (``hookloop serve --durable`` follows it).
     """
+    data: dict[str, Any] = {"session_id": session_id}
     if isinstance(message, UserMessage):
-        return json_text({"session_id": session_id, "message": json.loads(encode_message(message))})
-    decisions = [dataclasses.asdict(d) for d in message.decisions]
-    return json_text({"session_id": session_id, "decisions": decisions, "after": message.after})
+        data["message"] = json.loads(encode_message(message))
+    else:
+        data["decisions"] = [dataclasses.asdict(d) for d in message.decisions]
+        data["after"] = message.after
+    if publish:
+        data["publish"] = True
+    return json_text(data)
 
 
-def decode_turn(text: str, workflow_id: str) -> tuple[str, UserMessage | Decisions]:
-    """The session and user message (or decisions) of a turn's input.
+def decode_turn(text: str, workflow_id: str) -> tuple[str, UserMessage | Decisions, bool]:
+    """The session, user message (or decisions) and ``publish`` flag of a turn's input.
 
     Raises:
         DurableRecordError: The input cannot be read.
@@ -169,13 +175,16 @@ def decode_turn(text: str, workflow_id: str) -> tuple[str, UserMessage | Decisio
         session_id = data["session_id"]
         if not isinstance(session_id, str):
             raise TypeError("the session id is not a str")
+        publish = data.get("publish", False)
+        if not isinstance(publish, bool):
+            raise TypeError("the publish flag is not a bool")
         if "decisions" in data:
             after = data.get("after")
             if after is not None and not isinstance(after, str):
                 raise TypeError("the message the decisions come after is not an id")
             decisions = tuple(ApprovalDecision(**d) for d in data["decisions"])
-            return session_id, Decisions(decisions, after)
-        return session_id, _one(data["message"], UserMessage)
+            return session_id, Decisions(decisions, after), publish
+        return session_id, _one(data["message"], UserMessage), publish
     except (*_UNREADABLE, UsageError) as exc:
         raise _unreadable(workflow_id, "input", exc) from exc
 

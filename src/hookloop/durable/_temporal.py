@@ -207,13 +207,16 @@ class TemporalEngine(EngineLifecycle):
         _, client_module, worker_module = _temporal_modules()
         from ._temporal_payloads import data_converter
 
+        def connect() -> Awaitable[Client]:
+            return client_module.Client.connect(  # type: ignore[no-any-return]
+                self.address,
+                namespace=self.namespace,
+                data_converter=data_converter(self._payloads),
+            )
+
         try:
             async with asyncio.timeout(self._connect_timeout):
-                client = await client_module.Client.connect(
-                    self.address,
-                    namespace=self.namespace,
-                    data_converter=data_converter(self._payloads),
-                )
+                client = await _when_ready(connect)
         except (RuntimeError, OSError, TimeoutError, ValueError) as exc:
             reason = "no answer in time" if isinstance(exc, TimeoutError) else error_line(exc)
             raise StoreError(
@@ -629,6 +632,23 @@ def _next_kind(records: list[Record]) -> str:
     if answered < len(calls):
         return _TOOL
     return _FINISH if not calls else _MODEL
+
+
+async def _when_ready(connect: Callable[[], Awaitable[Client]]) -> Client:
+    """``connect()``, asked again while the server answers that it is still starting.
+
+    A server that has just started accepts connections before its frontend is ready, and
+    refuses them meanwhile ("Frontend is not healthy yet"); any other failure is raised.
+    """
+    pause = 0.05
+    while True:
+        try:
+            return await connect()
+        except RuntimeError as exc:
+            if "not healthy yet" not in str(exc):
+                raise
+        await asyncio.sleep(pause)
+        pause = min(2 * pause, 1.0)
 
 
 async def _running_turns(client: Client, prefix: str) -> list[tuple[Any, str]]:

@@ -97,6 +97,9 @@ class DurableChats:
         on_event: Receives the events of every turn this worker runs, as a chat stream
             would (the model is then asked to stream), including
             :class:`~hookloop.ModelCallRestarted`.
+        published_only: ``on_event`` receives only the events of the turns submitted with
+            ``publish=True``; the others run without a stream (``hookloop worker`` writes
+            the published turns' events for ``hookloop serve --durable``).
 
     Raises:
         UsageError: ``agent`` cannot be imported or is not a module-level function, or
@@ -110,6 +113,7 @@ class DurableChats:
         *,
         sessions: SessionStore,
         on_event: Callable[[AgentEvent], Awaitable[None]] | None = None,
+        published_only: bool = False,
     ) -> None:
         if not isinstance(sessions, SessionStore):
             raise UsageError(f"sessions must be a SessionStore, got {type(sessions).__name__}")
@@ -118,6 +122,7 @@ class DurableChats:
         self._factory = _load_factory(self.agent_path)
         self.sessions = sessions
         self._on_event = on_event
+        self._published_only = published_only
         self._workflow = f"chat:{self.agent_path}"
         # The turns of each session running or waiting here: (its lock, how many).
         self._sessions: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -145,18 +150,32 @@ class DurableChats:
         return await (await self.submit(session_id, message, turn_id=turn_id)).result()
 
     async def submit(
-        self, session_id: str, message: UserInput, *, turn_id: str | None = None
+        self,
+        session_id: str,
+        message: UserInput,
+        *,
+        turn_id: str | None = None,
+        publish: bool = False,
     ) -> TurnHandle:
-        """Start one turn of the session as a workflow; returns at once. See :meth:`chat`."""
+        """Start one turn of the session as a workflow; returns at once. See :meth:`chat`.
+
+        ``publish``: the turn's events go to the worker's ``on_event`` also when it was made
+        with ``published_only`` (``hookloop serve --durable`` follows such turns).
+        """
         check_session_id(session_id)
         user = user_message(message)
         turn = user.id if turn_id is None else check_session_id(turn_id, "turn_id")
         wid = workflow_id(session_id, turn)
-        await self.engine.start(self._workflow, wid, encode_turn(session_id, user))
+        await self.engine.start(self._workflow, wid, encode_turn(session_id, user, publish=publish))
         return TurnHandle(workflow_id=wid, session_id=session_id, turn_id=turn, _chats=self)
 
     async def resume(
-        self, session_id: str, decisions: Iterable[ApprovalDecision], *, turn_id: str
+        self,
+        session_id: str,
+        decisions: Iterable[ApprovalDecision],
+        *,
+        turn_id: str,
+        publish: bool = False,
     ) -> TurnHandle:
         """Run the decisions on the session's calls waiting for approval; returns at once.
 
@@ -167,6 +186,7 @@ class DurableChats:
         (the one that waits) gets them as a signal and goes on (``turn_id`` names the resume:
         sent again, it is the same resume), and the handle's ``workflow_id`` is that turn's;
         with no running turn (it was cancelled, say), they run in a turn of their own too.
+        ``publish`` as for :meth:`submit`.
 
         Raises:
             UsageError: A bad session or turn id.
@@ -177,7 +197,7 @@ class DurableChats:
         # (the waiting turn commits nothing more).
         records = await self.sessions.records(session_id)
         after = records[-1].message.id if records else None
-        payload = encode_turn(session_id, Decisions(tuple(decisions), after))
+        payload = encode_turn(session_id, Decisions(tuple(decisions), after), publish=publish)
         if isinstance(self.engine, DecidingEngine):  # the turn waits in its workflow: a signal
             wid = await self.engine.decide(workflow_id(session_id, ""), turn, payload)
             if wid is not None:
@@ -202,14 +222,14 @@ class DurableChats:
     async def _turn(self, payload: str) -> str:
         """The workflow: the turn's agent, its session up to the turn, the chat."""
         wid = self.engine.workflow_id()
-        session_id, user = decode_turn(payload, wid)
+        session_id, user, publish = decode_turn(payload, wid)
         # One turn of a session at a time in this worker, in the order they started (the
         # ones a restart recovers included): two at once would interleave their messages.
         # The engine's order has ties (same clock tick); the lock, held only by turns that
         # wait for nothing else, keeps those apart too.
         await self.engine.wait_earlier(workflow_id(session_id, ""))
         async with self._one_at_a_time(session_id):
-            return await self._run_turn(wid, session_id, user)
+            return await self._run_turn(wid, session_id, user, publish)
 
     @contextlib.asynccontextmanager
     async def _one_at_a_time(self, session_id: str) -> AsyncIterator[None]:
@@ -223,7 +243,9 @@ class DurableChats:
             if users > 1:
                 self._sessions[session_id] = (lock, users - 1)
 
-    async def _run_turn(self, wid: str, session_id: str, user: UserMessage | Decisions) -> str:
+    async def _run_turn(
+        self, wid: str, session_id: str, user: UserMessage | Decisions, publish: bool
+    ) -> str:
         steps = TurnSteps(self.engine, wid)
         token = await steps.begin()
         try:
@@ -242,7 +264,7 @@ class DurableChats:
                 stored = {r.message.id for r in records}
                 steps.watch_commits(agent, stored)
             try:
-                on_event = self._events(steps, stored)
+                on_event = self._events(steps, stored, publish)
                 if isinstance(user, UserMessage):
                     run = await agent._start(user, on_event, steps=steps)
                 else:  # decisions on the calls waiting for approval
@@ -269,15 +291,20 @@ class DurableChats:
         return later[0] if later else None
 
     def _events(
-        self, steps: TurnSteps, stored: set[str]
+        self, steps: TurnSteps, stored: set[str], publish: bool
     ) -> Callable[[AgentEvent], Awaitable[None]] | None:
         """Where the turn's events go: ``on_event``, but not those an engine sends again.
+
+        None for a turn not published when only published turns' events are wanted: the
+        turn then runs without a stream.
 
         An engine whose every call replays the turn's earlier part (Temporal) would send
         that part's events once per call: an event of a message is dropped when the session
         held the message already (``stored``), any other while :func:`replaying`.
         """
         on_event = self._on_event
+        if self._published_only and not publish:
+            return None
         if on_event is None or not getattr(self.engine, "replays_each_call", False):
             return on_event
 

@@ -373,10 +373,11 @@ async def run_worker(
         application_version=application_version,
         pool_size=pool_size,
     )
-    # Each turn's events go to the events table, for a server's readers (`hookloop serve
-    # --durable`): written before the turn goes on, so a worker resuming it finds them.
+    # The events of the turns a server follows (`hookloop serve --durable` publishes them) go
+    # to the events table, written before the turn goes on, so a worker resuming it finds
+    # them; other turns run without a stream and write no events.
     events = TurnEventWriter(database_url)
-    DurableChats(engine, agent, sessions=store, on_event=events.on_event)
+    DurableChats(engine, agent, sessions=store, on_event=events.on_event, published_only=True)
     fenced = asyncio.Event()
 
     def on_fenced(_: WorkerFencedError) -> None:  # on the heartbeat thread

@@ -174,11 +174,11 @@ class DurableRuns(RunBook):
         try:
             if decisions is not None:
                 decided = await self._checked(thread_id, decisions)
-                await self._chats.resume(thread_id, decided, turn_id=run_id)
+                await self._chats.resume(thread_id, decided, turn_id=run_id, publish=True)
             else:
                 assert message is not None
                 await self._check_message(thread_id, message)
-                await self._chats.submit(thread_id, message, turn_id=run_id)
+                await self._chats.submit(thread_id, message, turn_id=run_id, publish=True)
         except BaseException:
             del self._busy[thread_id]
             raise
@@ -264,7 +264,9 @@ class DurableRuns(RunBook):
                         resubmits += 1
                         await asyncio.sleep(POLLING)
                         with contextlib.suppress(StoreError):
-                            await self._chats.submit(run.thread_id, message, turn_id=run.run_id)
+                            await self._chats.submit(
+                                run.thread_id, message, turn_id=run.run_id, publish=True
+                            )
                         ending = asyncio.ensure_future(self._queue.result(wid))
                         continue
                     woken = asyncio.ensure_future(wait(POLLING))
