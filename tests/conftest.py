@@ -287,7 +287,19 @@ LONGEST_FIRST = (
 )
 
 
+# The tests that run mypy on a snippet (tests/_typecheck.py) run last: `make test` runs the
+# mypy gate beside pytest, and by then its cache holds hookloop, so each of them checks its
+# snippet alone (about a second); run first, the one that came first checked the whole
+# package again (half a minute of a core, beside the gate's own check).
+RUN_LAST = (
+    "tests/test_output.py::test_a_type_checker_infers_the_output_type_from_the_chat",
+    "tests/test_run_context.py::test_mypy_checks_what_a_tool_does_with_its_deps",
+)
+
+
 def _longest_first(item: pytest.Item) -> int:
+    if item.nodeid.startswith(RUN_LAST):
+        return len(LONGEST_FIRST) + 1
     for rank, prefix in enumerate(LONGEST_FIRST):
         if item.nodeid.startswith(prefix):
             return rank
@@ -295,7 +307,8 @@ def _longest_first(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put the longest modules first; run each test that takes ``local_model`` in its loop.
+    """Put the longest modules first and the mypy tests last; run each test that takes
+    ``local_model`` in its loop.
 
     The order is otherwise pytest's (a stable sort), and the same in every worker, as
     pytest-xdist requires.
