@@ -20,9 +20,10 @@ import sys
 from pathlib import Path
 
 from hookloop import Agent, Usage, UsageLimitExceeded, UsageLimits, UserMessage
-from hookloop.durable import DBOSEngine, DurableChats
+from hookloop.durable import DurableChats
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.testing import FunctionModel, tool_call
+from tests.durable._quick_dbos import dbos_engine
 from tests.sessions._backends import open_store
 
 SESSION = "s-1"
@@ -58,7 +59,7 @@ async def main(spec: dict[str, str]) -> None:
     directory = Path(spec["dir"])
     os.environ["HOOKLOOP_SPEND_DIR"] = str(directory)
     store = open_store(spec["sessions"])  # type: ignore[arg-type]
-    engine = DBOSEngine(spec["engine"], executor_id=spec["executor"])
+    engine = dbos_engine(spec["engine"], executor_id=spec["executor"])
     os.environ["HOOKLOOP_SPEND_STOP"] = spec.get("stop", "none")
     factory = f"tests.durable._spend_worker:{spec.get('agent', 'build')}"
     chats = DurableChats(engine, factory, sessions=store)

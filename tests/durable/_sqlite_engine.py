@@ -10,13 +10,14 @@ import asyncio
 import sys
 
 from hookloop import HookloopError
-from hookloop.durable import DBOSEngine, DurableChats
+from hookloop.durable import DurableChats
 from hookloop.sessions import SQLiteSessionStore
+from tests.durable._quick_dbos import dbos_engine
 
 
 async def main(path: str) -> int:
     sessions = SQLiteSessionStore(f"{path}.sessions")
-    engine = DBOSEngine(f"sqlite:///{path}", executor_id="one")
+    engine = dbos_engine(f"sqlite:///{path}", executor_id="one")
     chats = DurableChats(engine, "tests.durable._agents:echo_agent", sessions=sessions)
     try:
         await engine.launch()

@@ -34,10 +34,11 @@ from hookloop import (
     UserMessage,
     tool,
 )
-from hookloop.durable import DBOSEngine, DurableChats, DurableEngine, TemporalEngine, replaying
+from hookloop.durable import DurableChats, DurableEngine, TemporalEngine, replaying
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.sessions import dump_messages
 from hookloop.testing import FunctionModel, tool_call
+from tests.durable._quick_dbos import dbos_engine
 from tests.sessions._backends import open_store
 
 SESSION = "s-1"
@@ -133,7 +134,7 @@ def make_engine(url: str) -> DurableEngine:
     if url.startswith("temporal://"):
         address, _, queue = url.removeprefix("temporal://").partition("/")
         return TemporalEngine(address, task_queue=queue, heartbeat=0.5, retry=0.1, grace=0.5)
-    return DBOSEngine(url, executor_id="worker-1")
+    return dbos_engine(url, executor_id="worker-1")
 
 
 async def main(spec: dict[str, object]) -> None:

@@ -21,13 +21,14 @@ import pytest
 
 from hookloop.durable import DBOSEngine
 from tests.durable import _agents
+from tests.durable._quick_dbos import dbos_engine
 from tests.durable._workers_support import OwnPostgres, Workers
 
 
 @pytest.fixture
 async def engine(tmp_path: Path) -> AsyncIterator[DBOSEngine]:
     """An engine on a SQLite file; the test makes its DurableChats, then launches it."""
-    engine = DBOSEngine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="test")
+    engine = dbos_engine(f"sqlite:///{tmp_path / 'dbos.db'}", executor_id="test")
     _agents.calls.clear()
     yield engine
     await engine.shutdown()
