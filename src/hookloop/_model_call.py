@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ._errors import HookReturnError, InvalidResponseError
 from ._messages import AssistantMessage, SystemMessage, ToolMessage, Usage, UserMessage
@@ -23,8 +23,9 @@ from .hooks._contexts import (
     PreCompressContext,
     PreRequestContext,
     ResponseContext,
+    maker,
 )
-from .hooks._dispatch import Handler, collect_texts, notify, run_chain
+from .hooks._dispatch import Handler, collect_texts, notify, notify_plainly, run_chain
 from .hooks._events import (
     AFTER_MODEL_CALL,
     ON_FIRST_CHUNK,
@@ -148,15 +149,13 @@ class ModelCalls:
                 if (usage := response.usage) is not None and usage.cost is None:
                     response = self._priced(response, usage, model)
             if hs := handlers.get(AFTER_MODEL_CALL):
-                after = AfterModelCallContext(
-                    iteration=iteration,
-                    attempt=attempt,
-                    request=request,
-                    response=response,
-                    error=error,
-                    model=model,
+                after = _after_model_call(
+                    iteration, attempt, request, response, error, model, False, None, ()
                 )
-                await notify(hs, after)
+                # The window's and the retry strategy's handlers are plain calls that return
+                # None on success: no coroutine then.
+                if (rest := notify_plainly(hs, after)) is not None:
+                    await rest
                 if after.left_out:
                     await self._left_out(after.left_out)
                 if after.replace_history is not None:
@@ -298,6 +297,9 @@ class ModelCalls:
         if response.usage is not None:
             self._usage = self._usage + response.usage
         return response
+
+
+_after_model_call: Final = maker(AfterModelCallContext)  # every model call's, its fields in order
 
 
 def _repaired(request: ProviderRequest) -> ProviderRequest:

@@ -390,6 +390,45 @@ def notify(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     return dispatch(handlers, ctx, "observe")
 
 
+def notify_plainly(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object] | None:
+    """:func:`notify`, calling plain-function handlers right here, with no coroutine.
+
+    For an event of every model call whose handlers are usually plain functions that return
+    ``None`` (``after_model_call``: the window's and the retry strategy's): ``None`` when
+    every handler ran so; from the first async handler (or a return to await) on, the
+    awaitable of the rest, which the caller awaits at once.
+    """
+    for index, handler in enumerate(handlers):
+        if handler.is_async:
+            return dispatch(handlers[index:] if index else handlers, ctx, "observe")
+        try:
+            result = handler.fn(ctx)
+        except Exception as exc:
+            if type(exc) is FixedFieldError:
+                _explain(exc, handler, ctx)
+            _annotate(exc, handler)
+            raise
+        if result is not None and inspect.isawaitable(result):
+            return _observe_after(handlers, index, ctx, result)
+    return None
+
+
+async def _observe_after(
+    handlers: tuple[Handler, ...], index: int, ctx: object, pending: Awaitable[object]
+) -> None:
+    """:func:`notify_plainly` from a plain handler's awaitable return on: it, then the rest."""
+    try:
+        await pending
+    except Exception as exc:
+        handler = handlers[index]
+        if type(exc) is FixedFieldError:
+            _explain(exc, handler, ctx)
+        _annotate(exc, handler)
+        raise
+    if rest := handlers[index + 1 :]:
+        await dispatch(rest, ctx, "observe")
+
+
 def notify_each(
     handlers: tuple[Handler, ...], ctx: object, *, quietly: bool = False
 ) -> Awaitable[asyncio.CancelledError | None]:
