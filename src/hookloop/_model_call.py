@@ -105,13 +105,7 @@ class ModelCalls:
                 # The window alone, with a request that fits as it built it: no chain to run.
                 window is None or not window.passes(hs, request, model)
             ):
-                pre = PreRequestContext(
-                    iteration=iteration,
-                    attempt=attempt,
-                    request=request,
-                    model=model,
-                    stream=emit is not None,
-                )
+                pre = _pre_request(iteration, request, attempt, model, None, (), emit is not None)
                 supplied = await run_chain(hs, pre)
                 request = pre.request
                 if pre.model is not model:  # a handler chose another (an ABC check costs)
@@ -276,7 +270,7 @@ class ModelCalls:
         self, iteration: int, request: ProviderRequest, response: ProviderResponse
     ) -> ProviderResponse:
         if hs := self._handlers.get(ON_RESPONSE):
-            ctx = ResponseContext(iteration=iteration, request=request, response=response)
+            ctx = _response_context(iteration, request, response)
             await run_chain(hs, ctx)
             response = _checked(ctx.response)
         return self._keep_response(response)
@@ -299,7 +293,10 @@ class ModelCalls:
         return response
 
 
-_after_model_call: Final = maker(AfterModelCallContext)  # every model call's, its fields in order
+# Every model call's contexts, made from their fields in order (no keyword call).
+_pre_request: Final = maker(PreRequestContext)
+_after_model_call: Final = maker(AfterModelCallContext)
+_response_context: Final = maker(ResponseContext)
 
 
 def _repaired(request: ProviderRequest) -> ProviderRequest:

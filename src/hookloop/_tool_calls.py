@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._approval import Defer, PendingApproval, arguments_digest
 from ._approval_log import Ruling
@@ -49,6 +49,7 @@ from .hooks._contexts import (
     ToolErrorContext,
     ToolResultContext,
     ToolReturn,
+    maker,
 )
 from .hooks._dispatch import Handler, notify, run_chain
 from .hooks._events import (
@@ -287,7 +288,7 @@ class ToolCalls:
         original = call
         deferred: Defer | None = None
         if hs := self._handlers.get(PRE_TOOL_CALL):
-            ctx = PreToolCallContext(call=call, tool=tool, scope=scope)
+            ctx = _pre_tool_call(call, tool, scope)
             supplied = await run_chain(hs, ctx)
             # A decided call runs as decided: the person approved these very arguments.
             call = ctx.call if ruling is None else original
@@ -398,7 +399,7 @@ class ToolCalls:
         self, original: ToolCall, call: ToolCall, tool: Tool, scope: Scope, result: object
     ) -> ToolMessage:
         if hs := self._handlers.get(ON_TOOL_CALL_RESULT):
-            ctx = ToolResultContext(call=call, tool=tool, scope=scope, result=result)
+            ctx = _tool_result_context(call, tool, scope, result)
             await run_chain(hs, ctx)
             result = ctx.result
         checked = self._checked(call, tool, scope, tool_result(original, serialize_result(result)))
@@ -425,6 +426,11 @@ class ToolCalls:
         ctx = ToolErrorContext(call=call, tool=tool, scope=scope, error=error, attempt=attempt)
         await run_chain(hs, ctx)
         return ctx.error, ctx.retry
+
+
+# Every tool call's contexts, made from their fields in order (no keyword call).
+_pre_tool_call: Final = maker(PreToolCallContext)
+_tool_result_context: Final = maker(ToolResultContext)
 
 
 def _spent_since(before: Spend, now: Spend) -> Spend | None:

@@ -14,6 +14,7 @@ import pytest
 
 import hookloop._loop
 import hookloop._model_call
+import hookloop._tool_calls
 import hookloop.hooks._dispatch
 from hookloop import (
     AfterModelCallContext,
@@ -239,10 +240,22 @@ def built_contexts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return build
 
-    for name, cls in CONTEXT_CLASSES.items():
-        for module in (hookloop._loop, hookloop._model_call):  # the chat, its model calls
-            if hasattr(module, name):
-                monkeypatch.setattr(module, name, spy(name, cls))
+    def spy_maker(name: str, make: Callable[..., object]) -> Callable[..., object]:
+        def build(*fields: object) -> object:
+            built.append(name)
+            return make(*fields)
+
+        return build
+
+    # The chat, its model calls, its tool calls: a context is made by its class or by the
+    # maker of its class (hooks._contexts.maker, "<class>.make").
+    for module in (hookloop._loop, hookloop._model_call, hookloop._tool_calls):
+        for attribute, value in list(vars(module).items()):
+            if attribute in CONTEXT_CLASSES:
+                monkeypatch.setattr(module, attribute, spy(attribute, value))
+            owner = getattr(value, "__qualname__", "").removesuffix(".make")
+            if callable(value) and owner != value.__qualname__ and owner in CONTEXT_CLASSES:
+                monkeypatch.setattr(module, attribute, spy_maker(owner, value))
     monkeypatch.setattr(hookloop.hooks._dispatch, "ScopeContext", spy("ScopeContext", ScopeContext))
     return built
 

@@ -440,8 +440,8 @@ def notify_each(
     raises it once its step is done. An exception propagates with a note naming the
     handler, or with ``quietly`` is logged (ERROR, with the traceback) and swallowed.
     """
-    mode: _Mode = "each_quietly" if quietly else "each"
-    return cast("Awaitable[asyncio.CancelledError | None]", dispatch(handlers, ctx, mode))
+    # (no cast(): it is a call, and this runs for every message of a chat with handlers)
+    return dispatch(handlers, ctx, "each_quietly" if quietly else "each")  # type: ignore[return-value]
 
 
 def notify_reporting(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
