@@ -479,8 +479,8 @@ def run_guards(
     the same, which the caller awaits.
     """
     for handler in handlers:  # (no enumerate: the index is looked up when it is needed)
-        if handler.is_async:
-            rest = handlers[handlers.index(handler) :]
+        if handler.is_async:  # (the first one, usually: no index, no copy)
+            rest = handlers if handler is handlers[0] else handlers[handlers.index(handler) :]
             return dispatch(rest, ctx, "guard")  # type: ignore[return-value]
         try:
             result = handler.fn(ctx)
