@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 import sys
 from decimal import Decimal
 from typing import Any
@@ -27,7 +28,7 @@ from hookloop import (
     UsageError,
     UserMessage,
 )
-from hookloop._messages import dump_usage, load_usage, new_id
+from hookloop._messages import assistant_message, dump_usage, load_usage, new_id, tool_result
 from hookloop.sessions import dump_messages, load_messages, messages_from_json, messages_to_json
 
 # --- dataclasses --------------------------------------------------------------------------
@@ -494,3 +495,21 @@ def test_messages_from_json_rejects_valid_json_of_the_wrong_shape() -> None:
         messages_from_json('{"role": "user", "content": "x"}')
     with pytest.raises(InvalidMessageError, match="message 0: unknown role 'x'"):
         messages_from_json('[{"role": "x"}]')
+
+
+def test_messages_made_on_the_hot_path_are_the_constructors_own() -> None:
+    # tool_result and assistant_message skip the checks (frozen_maker); what they make is
+    # the same frozen object the constructor makes.
+    call = ToolCall(name="add", arguments="{}", id="c1")
+    made = tool_result(call, "3", is_error=True)
+    assert type(made) is ToolMessage
+    assert made == ToolMessage(
+        tool_call_id="c1", tool_name="add", content="3", is_error=True, id=made.id
+    )
+    answer = assistant_message("hi", (call,))
+    assert answer == AssistantMessage(content="hi", tool_calls=(call,), id=answer.id)
+    assert hash(answer) == hash(AssistantMessage(content="hi", tool_calls=(call,), id=answer.id))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        answer.content = "changed"  # type: ignore[misc]
+    assert dataclasses.replace(made, content="4").content == "4"
+    assert pickle.loads(pickle.dumps(answer)) == answer

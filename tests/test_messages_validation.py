@@ -290,3 +290,35 @@ async def test_a_bad_message_never_reaches_the_store_and_the_session_stays_reada
         restored_messages = await recorder.restore()
         assert restored_messages == list(agent.messages)
         assert json.loads(messages_to_json(restored_messages))[0]["content"] == "hello"
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=5),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner),
+            max_leaves=6,
+        ),
+        max_size=4,
+    )
+)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+def test_tool_call_create_writes_the_arguments_as_json_dumps_does(
+    arguments: dict[str, Any],
+) -> None:
+    # A plain dict takes a C encoder made once; the text is json.dumps's all the same.
+    call = ToolCall.create("f", arguments, id="c1")
+    assert call.arguments == json.dumps(arguments, ensure_ascii=False)
+    assert call == ToolCall(name="f", arguments=call.arguments, id="c1")
+
+
+def test_tool_call_create_refuses_a_cycle_as_json_does_and_keeps_working() -> None:
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = cyclic
+    with pytest.raises(InvalidMessageError, match="cannot be written as JSON: ValueError"):
+        ToolCall.create("f", cyclic)
+    # A failed encoding leaves nothing behind for the next one.
+    assert ToolCall.create("f", {"a": [1, {"b": 2}]}, id="c").arguments == '{"a": [1, {"b": 2}]}'
+    with pytest.raises(InvalidMessageError, match=r"ToolCall\.name must be a str"):
+        ToolCall.create(5, {"a": 1})  # type: ignore[arg-type]

@@ -19,13 +19,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, ClassVar, Literal, TypeAlias
 
 import pydantic
 
 from ._errors import InvalidMessageError, ToolValidationError
-from ._slots import new as _new
-from ._slots import slot_init, slot_setter
+from ._slots import frozen_maker, slot_init
 
 __all__ = [
     "AssistantMessage",
@@ -268,17 +268,24 @@ class ToolCall:
             InvalidMessageError: ``arguments`` is not a mapping JSON can hold, or another
                 field has the wrong type.
         """
-        if arguments is not None and not isinstance(arguments, Mapping):
+        if (
+            arguments is not None
+            and type(arguments) is not dict
+            and not isinstance(arguments, Mapping)
+        ):
             raise InvalidMessageError(
                 f"ToolCall.arguments must be a mapping or None, got {type(arguments).__name__}"
             )
         try:
-            text = _ARGUMENTS_JSON.encode(dict(arguments or {}))
+            text = _arguments_text(arguments or {})
         except (TypeError, ValueError, RecursionError) as exc:
             raise InvalidMessageError(
                 f"ToolCall.arguments cannot be written as JSON: {type(exc).__name__}"
             ) from None
-        return cls(name=name, arguments=text, id=_call_id() if id is None or id == "" else id)
+        call_id = _call_id() if id is None or id == "" else id
+        if cls is ToolCall and type(name) is str and type(call_id) is str:
+            return _tool_call(name, text, call_id)  # the checks' own outcome, without them
+        return cls(name=name, arguments=text, id=call_id)
 
     def parsed_arguments(self) -> dict[str, Any]:
         """Return the arguments as a dict.
@@ -302,6 +309,34 @@ class ToolCall:
                 call_id=self.id,
             )
         return value
+
+
+_tool_call: Callable[[str, str, str], ToolCall] = frozen_maker(ToolCall)
+
+# json's C encoder for a plain dict, made once: JSONEncoder.encode makes one per call, about
+# half of what it costs (ScriptedModel answers and tests make a call per model call). No
+# cycle check (its markers would be shared): a failure is encoded again, for the error.
+_C_ENCODER = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None, _ARGUMENTS_JSON.default, encode_basestring, None, ": ", ", ", False, False, True
+    )
+)
+
+
+def _arguments_text(arguments: Mapping[str, object]) -> str:
+    """``json.dumps(dict(arguments), ensure_ascii=False)``.
+
+    Raises:
+        TypeError, ValueError, RecursionError: As ``json.dumps`` does.
+    """
+    if type(arguments) is dict and _C_ENCODER is not None:
+        try:
+            return "".join(_C_ENCODER(arguments, 0))
+        except (TypeError, ValueError, RecursionError):
+            pass  # encoded again below: the error it raises is the one to report
+    return _ARGUMENTS_JSON.encode(dict(arguments))
 
 
 @slot_init
@@ -536,46 +571,30 @@ _TOOL_RULES: tuple[_Rule, ...] = (
 # --- made on the loop's hot path -----------------------------------------------------------
 # A frozen dataclass's __init__ writes every field with object.__setattr__ and then checks
 # them; the loop makes two messages per iteration from fields whose types it knows (or checks
-# here in one expression), so it writes them through their slots: about half the cost.
+# here in one expression), so it makes them with frozen_maker (no checks, plain stores).
 
-_tool_call_id = slot_setter(ToolMessage, "tool_call_id")
-_tool_name = slot_setter(ToolMessage, "tool_name")
-_tool_content = slot_setter(ToolMessage, "content")
-_tool_is_error = slot_setter(ToolMessage, "is_error")
-_tool_id = slot_setter(ToolMessage, "id")
-_assistant_content = slot_setter(AssistantMessage, "content")
-_assistant_calls = slot_setter(AssistantMessage, "tool_calls")
-_assistant_id = slot_setter(AssistantMessage, "id")
+_tool_message = frozen_maker(ToolMessage)
+_assistant_message = frozen_maker(AssistantMessage)
 
 
 def tool_result(call: ToolCall, content: str, *, is_error: bool = False) -> ToolMessage:
     """The tool message that answers ``call`` (a checked ``ToolCall``) with ``content``.
 
     The same as ``ToolMessage(tool_call_id=call.id, tool_name=call.name, content=content,
-    is_error=is_error)``, made through its slots; ``content`` must be a str and ``is_error``
+    is_error=is_error)``, made without the checks; ``content`` must be a str and ``is_error``
     a bool (the loop's are).
     """
-    message = _new(ToolMessage)
-    _tool_call_id(message, call.id)
-    _tool_name(message, call.name)
-    _tool_content(message, content)
-    _tool_is_error(message, is_error)
-    _tool_id(message, _message_id())
-    return message
+    return _tool_message(call.id, call.name, content, is_error, _message_id())
 
 
 def assistant_message(content: object, tool_calls: object) -> AssistantMessage:
     """``AssistantMessage(content=content, tool_calls=tool_calls)``, checked alike.
 
-    What a model answered comes in unchecked: fields of the right types are written through
-    the slots, anything else goes through the constructor, which refuses it.
+    What a model answered comes in unchecked: fields of the right types are written
+    without the constructor, anything else goes through it, which refuses it.
     """
     if type(content) is str and type(tool_calls) is tuple and _all_of(tool_calls, ToolCall):
-        message = _new(AssistantMessage)
-        _assistant_content(message, content)
-        _assistant_calls(message, tool_calls)
-        _assistant_id(message, _message_id())
-        return message
+        return _assistant_message(content, tool_calls, _message_id())
     return AssistantMessage(content=content, tool_calls=tool_calls)  # type: ignore[arg-type]
 
 

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Final
 from ._errors import HookReturnError, InvalidResponseError
 from ._messages import AssistantMessage, SystemMessage, ToolMessage, Usage, UserMessage
 from ._output import PartialOutputs
-from ._slots import new, slot_setter
 from ._stream_events import AgentEvent, ModelCallRestarted, ModelRetry, PartialOutput
 from .context._repair import repair
 from .hooks._contexts import (
@@ -24,8 +23,9 @@ from .hooks._contexts import (
     PreCompressContext,
     PreRequestContext,
     ResponseContext,
+    maker,
 )
-from .hooks._dispatch import Handler, collect_texts, notify, run_chain
+from .hooks._dispatch import Handler, collect_texts, notify, notify_plainly, run_chain
 from .hooks._events import (
     AFTER_MODEL_CALL,
     ON_FIRST_CHUNK,
@@ -40,6 +40,7 @@ from .models._base import (
     ResponseAccumulator,
     StreamEnd,
     WholeAnswerStream,
+    make_response,
     response_deltas,
 )
 
@@ -104,13 +105,7 @@ class ModelCalls:
                 # The window alone, with a request that fits as it built it: no chain to run.
                 window is None or not window.passes(hs, request, model)
             ):
-                pre = PreRequestContext(
-                    iteration=iteration,
-                    attempt=attempt,
-                    request=request,
-                    model=model,
-                    stream=emit is not None,
-                )
+                pre = _pre_request(iteration, request, attempt, model, None, (), emit is not None)
                 supplied = await run_chain(hs, pre)
                 request = pre.request
                 if pre.model is not model:  # a handler chose another (an ABC check costs)
@@ -148,15 +143,13 @@ class ModelCalls:
                 if (usage := response.usage) is not None and usage.cost is None:
                     response = self._priced(response, usage, model)
             if hs := handlers.get(AFTER_MODEL_CALL):
-                after = AfterModelCallContext(
-                    iteration=iteration,
-                    attempt=attempt,
-                    request=request,
-                    response=response,
-                    error=error,
-                    model=model,
+                after = _after_model_call(
+                    iteration, attempt, request, response, error, model, False, None, ()
                 )
-                await notify(hs, after)
+                # The window's and the retry strategy's handlers are plain calls that return
+                # None on success: no coroutine then.
+                if (rest := notify_plainly(hs, after)) is not None:
+                    await rest
                 if after.left_out:
                     await self._left_out(after.left_out)
                 if after.replace_history is not None:
@@ -277,7 +270,7 @@ class ModelCalls:
         self, iteration: int, request: ProviderRequest, response: ProviderResponse
     ) -> ProviderResponse:
         if hs := self._handlers.get(ON_RESPONSE):
-            ctx = ResponseContext(iteration=iteration, request=request, response=response)
+            ctx = _response_context(iteration, request, response)
             await run_chain(hs, ctx)
             response = _checked(ctx.response)
         return self._keep_response(response)
@@ -290,10 +283,9 @@ class ModelCalls:
         priced = pricing.priced(usage, model)
         if priced is usage:
             return response
-        copy = new(ProviderResponse)  # a copy through the slots (dataclasses.replace: 3x)
-        for name, set_field in _RESPONSE_FIELDS:
-            set_field(copy, priced if name == "usage" else getattr(response, name))
-        return copy
+        # A copy without the constructor (dataclasses.replace costs several times as much).
+        r = response
+        return make_response(r.content, r.tool_calls, r.finish_reason, priced, r.model, r.id)
 
     def _keep_response(self, response: ProviderResponse) -> ProviderResponse:
         if response.usage is not None:
@@ -301,9 +293,10 @@ class ModelCalls:
         return response
 
 
-_RESPONSE_FIELDS: Final = tuple(
-    (f.name, slot_setter(ProviderResponse, f.name)) for f in dataclasses.fields(ProviderResponse)
-)
+# Every model call's contexts, made from their fields in order (no keyword call).
+_pre_request: Final = maker(PreRequestContext)
+_after_model_call: Final = maker(AfterModelCallContext)
+_response_context: Final = maker(ResponseContext)
 
 
 def _repaired(request: ProviderRequest) -> ProviderRequest:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import ApprovalBook, Ruling
@@ -23,7 +23,7 @@ from ._messages import (
     UserMessage,
 )
 from ._output import OutputSpec
-from ._slots import new, slot_setter
+from ._slots import frozen_maker, slot_setter
 from .context._history import ChatHistory
 from .context._repair import repair
 from .context._sliding_window import SlidingWindow
@@ -31,7 +31,6 @@ from .hooks._dispatch import Handler
 from .models._base import (
     Model,
     ModelSettings,
-    OutputFormat,
     ProviderRequest,
     ProviderResponse,
     ToolDefinition,
@@ -223,31 +222,10 @@ def build_request(setup: ChatSetup, iteration: int = 0) -> ProviderRequest:
     return _request(setup.model.name, system, messages, definitions, settings, output_format)
 
 
-_request_model = slot_setter(ProviderRequest, "model")
-_request_system = slot_setter(ProviderRequest, "system")
 _request_messages = slot_setter(ProviderRequest, "messages")
-_request_tools = slot_setter(ProviderRequest, "tools")
-_request_settings = slot_setter(ProviderRequest, "settings")
-_request_output_format = slot_setter(ProviderRequest, "output_format")
 
-
-def _request(
-    model: str,
-    system: str | None,
-    messages: tuple[Message, ...],
-    tools: tuple[ToolDefinition, ...],
-    settings: ModelSettings,
-    output_format: OutputFormat | None,
-) -> ProviderRequest:
-    """A ``ProviderRequest`` of these fields, made through its slots (every iteration's)."""
-    request = new(ProviderRequest)
-    _request_model(request, model)
-    _request_system(request, system)
-    _request_messages(request, messages)
-    _request_tools(request, tools)
-    _request_settings(request, settings)
-    _request_output_format(request, output_format)
-    return request
+# Every iteration's request, from its fields in order, without the constructor's checks.
+_request: Final = frozen_maker(ProviderRequest)
 
 
 def keyed_settings(

@@ -4,7 +4,8 @@ A frozen dataclass's ``__init__`` writes every field with ``object.__setattr__``
 slot's own setter costs less than half as much (a tool call delta: 0.6 against 1.4 us).
 :func:`slot_init` gives a class an ``__init__`` that does so (the same parameters, defaults
 and ``__post_init__``); :func:`new` and :func:`slot_setter` make an instance field by field,
-only for classes whose ``__init__`` checks nothing, or followed by the class's own checks.
+only for classes whose ``__init__`` checks nothing, or followed by the class's own checks;
+:func:`frozen_maker` makes one from every field at once, cheaper still.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
-__all__ = ["new", "slot_init", "slot_setter"]
+__all__ = ["frozen_maker", "new", "slot_init", "slot_setter"]
 
 _T = TypeVar("_T")
 
@@ -74,3 +75,31 @@ def slot_init(cls: type[_T]) -> type[_T]:
     init.__module__ = cls.__module__
     setattr(cls, "__init__", init)  # noqa: B010 - a method assigned, as dataclasses do
     return cls
+
+
+def frozen_maker(cls: type[_T]) -> Callable[..., _T]:
+    """A function making a ``cls`` from every one of its fields, positional, in order.
+
+    For the loop's hot path, with fields it knows to be right: nothing is checked and no
+    ``__post_init__`` runs. The fields are written into an instance of a plain twin class
+    with the same slots, which then becomes a ``cls`` (``__class__`` assignment between two
+    classes of the same layout): an attribute store costs a fraction of a slot setter's
+    call, so a six-field request or response takes about half as many instructions (2.9k
+    against 5.7k). ``cls`` is a slotted dataclass with no ``__dict__`` or ``__weakref__``.
+    """
+    slots = cast("tuple[str, ...]", vars(cls)["__slots__"])
+    names = [f.name for f in dataclasses.fields(cast("Any", cls))]
+    if list(slots) != names or cls.__bases__ != (object,):
+        raise TypeError(f"frozen_maker: {cls.__name__} must be a slotted dataclass of object")
+    twin = type(f"_{cls.__name__}Twin", (), {"__slots__": slots})
+    scope: dict[str, Any] = {"new": new, "twin": twin, "cls": cls}
+    body = [f"    self.{name} = {name}" for name in names]
+    source = (
+        f"def make({', '.join(names)}):\n    self = new(twin)\n"
+        + "\n".join(body)
+        + "\n    self.__class__ = cls\n    return self"
+    )
+    exec(source, scope)  # as dataclasses builds __init__: one plain function
+    make = cast("Callable[..., _T]", scope["make"])
+    make.__qualname__ = f"{cls.__qualname__}.make"
+    return make

@@ -20,6 +20,7 @@ from .models._base import (
 from .models._base import (
     WholeAnswerStream as _WholeAnswerStream,
 )
+from .models._base import make_response as _make_response
 from .models._base import response_parts as _response_parts
 
 __all__ = [
@@ -86,7 +87,7 @@ class FakeClock:
 
 def text_response(content: str, *, usage: Usage | None = None) -> ProviderResponse:
     """A response that answers with text and calls no tool."""
-    return ProviderResponse(content=content, finish_reason="stop", usage=usage)
+    return _make_response(content, (), "stop", usage, None, None)
 
 
 def tool_call(
@@ -102,7 +103,7 @@ def tool_call(
 
 def tool_calls(*calls: ToolCall, content: str = "") -> ProviderResponse:
     """A response that calls several tools at once."""
-    return ProviderResponse(content=content, tool_calls=calls, finish_reason="tool_calls")
+    return _make_response(content, calls, "tool_calls", None, None, None)
 
 
 def _make_call(name: str, arguments: Mapping[str, object] | str | None, id: str | None) -> ToolCall:

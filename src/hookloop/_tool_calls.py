@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ._approval import Defer, PendingApproval, arguments_digest
 from ._approval_log import Ruling
@@ -49,6 +49,7 @@ from .hooks._contexts import (
     ToolErrorContext,
     ToolResultContext,
     ToolReturn,
+    maker,
 )
 from .hooks._dispatch import Handler, notify, run_chain
 from .hooks._events import (
@@ -109,6 +110,8 @@ class ToolCalls:
 
         async def _commit(self, message: Message, iteration: int = 0) -> None: ...
 
+        def _commit_quietly(self, message: Message) -> bool: ...
+
     async def _run_tools(
         self,
         iteration: int,
@@ -140,10 +143,10 @@ class ToolCalls:
         self._finished_results.clear()  # per batch: a provider may reuse call ids across turns
         if len(calls) == 1 and answered is None:
             self._checkpoint()
-            outcome = await self._outcome(message_id, calls[0])
+            outcome = await self._run_call(calls[0])  # (no _outcome: one coroutine less)
             if isinstance(outcome, Waiting):
-                self._waiting.append(outcome)
-            else:
+                self._waiting.append(await self._asked(message_id, outcome))
+            elif not self._commit_quietly(outcome):
                 await self._commit(outcome, iteration)
             return
         tasks = [
@@ -199,24 +202,30 @@ class ToolCalls:
         At once, not when the batch is done: a session recorder then keeps the request
         even if the process dies while another call of the batch runs.
         """
-        steps = self._setup.steps
-        if steps is None:
-            outcome = await self._execute(call)
-        else:
-            outcome = await self._recorded_tool_call(steps, call)
+        outcome = await self._run_call(call)
         if isinstance(outcome, Waiting):
-            outcome = dataclasses.replace(
-                outcome, pending=dataclasses.replace(outcome.pending, message_id=message_id)
-            )
-            if hs := self._handlers.get(ON_APPROVAL_REQUEST):
-                w = outcome
-                await notify(
-                    hs,
-                    ApprovalRequestContext(
-                        pending=w.pending, call=w.call, tool=w.tool, scope=w.scope
-                    ),
-                )
+            return await self._asked(message_id, outcome)
         return outcome
+
+    def _run_call(self, call: ToolCall) -> Coroutine[Any, Any, ToolMessage | Waiting]:
+        """The coroutine running one call through its hooks (as a durable step in a turn)."""
+        steps = self._setup.steps
+        return self._execute(call) if steps is None else self._recorded_tool_call(steps, call)
+
+    async def _asked(self, message_id: str, waiting: Waiting) -> Waiting:
+        """``waiting`` as a call of the assistant message ``message_id``, announced.
+
+        ``on_approval_request`` has fired for it when this returns.
+        """
+        w = dataclasses.replace(
+            waiting, pending=dataclasses.replace(waiting.pending, message_id=message_id)
+        )
+        if hs := self._handlers.get(ON_APPROVAL_REQUEST):
+            await notify(
+                hs,
+                ApprovalRequestContext(pending=w.pending, call=w.call, tool=w.tool, scope=w.scope),
+            )
+        return w
 
     async def _recorded_tool_call(self, steps: StepRunner, call: ToolCall) -> ToolMessage | Waiting:
         """One tool call as a durable step (its hooks inside): a replay takes the record.
@@ -279,7 +288,7 @@ class ToolCalls:
         original = call
         deferred: Defer | None = None
         if hs := self._handlers.get(PRE_TOOL_CALL):
-            ctx = PreToolCallContext(call=call, tool=tool, scope=scope)
+            ctx = _pre_tool_call(call, tool, scope)
             supplied = await run_chain(hs, ctx)
             # A decided call runs as decided: the person approved these very arguments.
             call = ctx.call if ruling is None else original
@@ -390,7 +399,7 @@ class ToolCalls:
         self, original: ToolCall, call: ToolCall, tool: Tool, scope: Scope, result: object
     ) -> ToolMessage:
         if hs := self._handlers.get(ON_TOOL_CALL_RESULT):
-            ctx = ToolResultContext(call=call, tool=tool, scope=scope, result=result)
+            ctx = _tool_result_context(call, tool, scope, result)
             await run_chain(hs, ctx)
             result = ctx.result
         checked = self._checked(call, tool, scope, tool_result(original, serialize_result(result)))
@@ -417,6 +426,11 @@ class ToolCalls:
         ctx = ToolErrorContext(call=call, tool=tool, scope=scope, error=error, attempt=attempt)
         await run_chain(hs, ctx)
         return ctx.error, ctx.retry
+
+
+# Every tool call's contexts, made from their fields in order (no keyword call).
+_pre_tool_call: Final = maker(PreToolCallContext)
+_tool_result_context: Final = maker(ToolResultContext)
 
 
 def _spent_since(before: Spend, now: Spend) -> Spend | None:

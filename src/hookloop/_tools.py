@@ -15,7 +15,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_type_hints, overload
 
 import pydantic
 import pydantic_core
@@ -214,7 +214,8 @@ class Tool:
         with no coroutine of this method's around it: one frame less per tool call.
         """
         if self._is_async:
-            return cast("Awaitable[object]", self.function(**arguments))
+            coroutine: Awaitable[object] = self.function(**arguments)  # (cast() is a call)
+            return coroutine
         return self._invoke_sync(arguments)
 
     async def _invoke_sync(self, arguments: Mapping[str, Any]) -> object:

@@ -14,6 +14,7 @@ import pytest
 
 import hookloop._loop
 import hookloop._model_call
+import hookloop._tool_calls
 import hookloop.hooks._dispatch
 from hookloop import (
     AfterModelCallContext,
@@ -22,6 +23,7 @@ from hookloop import (
     ChatErrorContext,
     ChatStartContext,
     Disposer,
+    HookReturnError,
     MessageContext,
     PreRequestContext,
     PreToolCallContext,
@@ -238,10 +240,22 @@ def built_contexts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return build
 
-    for name, cls in CONTEXT_CLASSES.items():
-        for module in (hookloop._loop, hookloop._model_call):  # the chat, its model calls
-            if hasattr(module, name):
-                monkeypatch.setattr(module, name, spy(name, cls))
+    def spy_maker(name: str, make: Callable[..., object]) -> Callable[..., object]:
+        def build(*fields: object) -> object:
+            built.append(name)
+            return make(*fields)
+
+        return build
+
+    # The chat, its model calls, its tool calls: a context is made by its class or by the
+    # maker of its class (hooks._contexts.maker, "<class>.make").
+    for module in (hookloop._loop, hookloop._model_call, hookloop._tool_calls):
+        for attribute, value in list(vars(module).items()):
+            if attribute in CONTEXT_CLASSES:
+                monkeypatch.setattr(module, attribute, spy(attribute, value))
+            owner = getattr(value, "__qualname__", "").removesuffix(".make")
+            if callable(value) and owner != value.__qualname__ and owner in CONTEXT_CLASSES:
+                monkeypatch.setattr(module, attribute, spy_maker(owner, value))
     monkeypatch.setattr(hookloop.hooks._dispatch, "ScopeContext", spy("ScopeContext", ScopeContext))
     return built
 
@@ -276,3 +290,55 @@ async def test_only_events_with_handlers_build_a_context(built_contexts: list[st
     await agent.chat("hi")
 
     assert built_contexts == ["MessageContext"] * 4
+
+
+async def test_after_model_call_handlers_run_in_order_whether_plain_or_async() -> None:
+    # The plain ones are called without a coroutine (notify_plainly) until the first async
+    # handler or awaitable return; everything after is awaited in order all the same.
+    agent, model, _ = make_agent([ServerError("busy", status=503), "done"])
+    seen: list[str] = []
+
+    def plain(name: str) -> Callable[[AfterModelCallContext], None]:
+        return lambda ctx: seen.append(f"{name}:{ctx.attempt}")
+
+    async def retry_once(ctx: AfterModelCallContext) -> None:
+        seen.append(f"awaited:{ctx.attempt}")
+        if ctx.error is not None:
+            ctx.retry = True
+
+    async def late(ctx: AfterModelCallContext) -> None:
+        seen.append(f"async:{ctx.attempt}")
+
+    agent.add_hook("after_model_call", plain("first"), order=-20)
+    agent.add_hook("after_model_call", lambda ctx: retry_once(ctx), order=-10)
+    agent.add_hook("after_model_call", plain("second"), order=-5)
+    agent.add_hook("after_model_call", late, order=5)
+    agent.add_hook("after_model_call", plain("last"), order=10)
+
+    response = await agent.chat("hi")
+
+    assert response.text == "done"
+    assert len(model.requests) == 2
+    order = ["first", "awaited", "second", "async", "last"]
+    assert seen == [f"{n}:1" for n in order] + [f"{n}:2" for n in order]
+
+
+async def test_a_plain_after_model_call_handler_that_raises_is_named() -> None:
+    agent, _, _ = make_agent(["done"])
+
+    def broken(ctx: AfterModelCallContext) -> None:
+        raise RuntimeError("broken handler")
+
+    agent.add_hook("after_model_call", broken)
+    with pytest.raises(RuntimeError, match="broken handler") as raised:
+        await agent.chat("hi")
+    assert any("'after_model_call' hook handler" in note for note in raised.value.__notes__)
+
+    agent, _, _ = make_agent(["done"])
+
+    def sets_fixed(ctx: AfterModelCallContext) -> None:
+        ctx.attempt = 7  # type: ignore[misc]
+
+    agent.add_hook("after_model_call", sets_fixed)
+    with pytest.raises(HookReturnError, match=r"set ctx\.attempt"):
+        await agent.chat("hi")

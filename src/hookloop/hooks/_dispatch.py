@@ -390,6 +390,45 @@ def notify(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     return dispatch(handlers, ctx, "observe")
 
 
+def notify_plainly(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object] | None:
+    """:func:`notify`, calling plain-function handlers right here, with no coroutine.
+
+    For an event of every model call whose handlers are usually plain functions that return
+    ``None`` (``after_model_call``: the window's and the retry strategy's): ``None`` when
+    every handler ran so; from the first async handler (or a return to await) on, the
+    awaitable of the rest, which the caller awaits at once.
+    """
+    for index, handler in enumerate(handlers):
+        if handler.is_async:
+            return dispatch(handlers[index:] if index else handlers, ctx, "observe")
+        try:
+            result = handler.fn(ctx)
+        except Exception as exc:
+            if type(exc) is FixedFieldError:
+                _explain(exc, handler, ctx)
+            _annotate(exc, handler)
+            raise
+        if result is not None and inspect.isawaitable(result):
+            return _observe_after(handlers, index, ctx, result)
+    return None
+
+
+async def _observe_after(
+    handlers: tuple[Handler, ...], index: int, ctx: object, pending: Awaitable[object]
+) -> None:
+    """:func:`notify_plainly` from a plain handler's awaitable return on: it, then the rest."""
+    try:
+        await pending
+    except Exception as exc:
+        handler = handlers[index]
+        if type(exc) is FixedFieldError:
+            _explain(exc, handler, ctx)
+        _annotate(exc, handler)
+        raise
+    if rest := handlers[index + 1 :]:
+        await dispatch(rest, ctx, "observe")
+
+
 def notify_each(
     handlers: tuple[Handler, ...], ctx: object, *, quietly: bool = False
 ) -> Awaitable[asyncio.CancelledError | None]:
@@ -401,8 +440,8 @@ def notify_each(
     raises it once its step is done. An exception propagates with a note naming the
     handler, or with ``quietly`` is logged (ERROR, with the traceback) and swallowed.
     """
-    mode: _Mode = "each_quietly" if quietly else "each"
-    return cast("Awaitable[asyncio.CancelledError | None]", dispatch(handlers, ctx, mode))
+    # (no cast(): it is a call, and this runs for every message of a chat with handlers)
+    return dispatch(handlers, ctx, "each_quietly" if quietly else "each")  # type: ignore[return-value]
 
 
 def notify_reporting(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
@@ -440,8 +479,8 @@ def run_guards(
     the same, which the caller awaits.
     """
     for handler in handlers:  # (no enumerate: the index is looked up when it is needed)
-        if handler.is_async:
-            rest = handlers[handlers.index(handler) :]
+        if handler.is_async:  # (the first one, usually: no index, no copy)
+            rest = handlers if handler is handlers[0] else handlers[handlers.index(handler) :]
             return dispatch(rest, ctx, "guard")  # type: ignore[return-value]
         try:
             result = handler.fn(ctx)
