@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import gc
+import types
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -28,7 +30,7 @@ from hookloop.sessions import SQLiteSessionStore
 from tests._processes import GUARD
 from tests.conftest import unique_name
 from tests.durable import _agents
-from tests.durable._temporal_support import quick_engine
+from tests.durable._temporal_support import QUICK, quick_engine
 from tests.durable.test_temporal_worker import start_worker
 
 pytest.importorskip("temporalio")
@@ -259,3 +261,34 @@ async def test_a_resume_whose_listed_turn_ended_meanwhile_runs_in_a_turn_of_its_
     handle = await chats.resume(session, [pending.approve()], turn_id="t-2")
     assert handle.workflow_id == workflow_id(session, "t-2")
     assert (await handle.result()).text == "done: removed /a"
+
+
+async def test_a_turn_closed_by_the_collector_after_its_worker_stopped_closes_quietly(
+    temporal_address: str, store: SQLiteSessionStore
+) -> None:
+    # A stopped worker may keep its waiting turns' coroutines (Temporal evicts no idle cached
+    # workflow at shutdown); the garbage collector closes them later, outside the workflow's
+    # loop, where the turn's cleanup may call no workflow function: it raised there, an
+    # unraisable error reported in whatever test ran next. Closed here as the collector does.
+    from hookloop.durable._temporal_workflow import TurnWorkflow
+
+    first = quick_engine(temporal_address)
+    session = first.task_queue
+    chats = DurableChats(first, _agents.remove_agent, sessions=store)
+    await first.launch()
+    _, pending = await waiting_turn(chats, session)
+    await first.shutdown()
+    turns = [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, types.CoroutineType) and o.cr_code is TurnWorkflow.run.__code__
+    ]
+    assert turns, "the waiting turn's coroutine"
+    for turn in turns:
+        turn.close()  # raised _NotInWorkflowEventLoopError from its cleanup
+    # The turn waits on in its workflow: a worker started later runs the decision.
+    again = TemporalEngine(temporal_address, task_queue=session, **QUICK)
+    resumed = DurableChats(again, _agents.remove_agent, sessions=store)
+    async with again:
+        handle = await resumed.resume(session, [pending.approve()], turn_id="t-2")
+        assert (await handle.result()).text == "done: removed /a"

@@ -80,6 +80,7 @@ class TurnWorkflow:
         and ``call_timeout`` (seconds an activity may take).
         """
         settings = json.loads(options)
+        closed = False
         try:
             while True:
                 output = await self._part(name, payload, settings)
@@ -93,9 +94,15 @@ class TurnWorkflow:
                 await workflow.wait_condition(lambda: bool(self._decisions))
                 self._waiting = False
                 self._current, payload = self._decisions.pop(0)
+        except GeneratorExit:
+            # The garbage collector closes a turn that a stopped worker kept (Temporal evicts
+            # no idle cached workflow at shutdown) outside the workflow's loop, where no
+            # workflow function may run; the turn goes on on another worker.
+            closed = True
+            raise
         finally:
             self._ended = True
-            if not workflow.all_handlers_finished():
+            if not closed and not workflow.all_handlers_finished():
                 await workflow.wait_condition(workflow.all_handlers_finished)
 
     async def _part(self, name: str, payload: str, settings: dict[str, float]) -> str | None:
