@@ -258,6 +258,7 @@ class SlidingWindow:
             room = self._room(request, history, model)
             if tokens <= room:
                 whole = state.sent = tuple(history._messages)
+                state.sent_end = len(whole)
                 state.sent_tokens = tokens
                 state.seen, state.tokens, state.fitted, state.room = len(whole), tokens, room, room
                 state.bare, state.model = request, model
@@ -310,8 +311,14 @@ class SlidingWindow:
             # Something was left out: the window starts at a user message (trim's rule 4).
             while sent < last_user and not isinstance(messages[sent], UserMessage):
                 sent += 1
-        state.sent = tuple(messages[sent:]) if sent else tuple(messages)
-        state.sent_start = sent
+        if sent == state.sent_start and state.sent_end >= 0:
+            # The window starts where the last one did (a window in steps moves once a
+            # step): it is the last one and the messages appended since, made in one copy
+            # instead of a slice and its copy (a long conversation's window is long).
+            state.sent += tuple(messages[state.sent_end :])
+        else:
+            state.sent = tuple(messages[sent:]) if sent else tuple(messages)
+        state.sent_start, state.sent_end = sent, n
         state.sent_tokens = tokens if sent == start else None
         # Only a window that fits is exactly what the trim keeps; _trim finishes the others.
         state.room = room if tokens <= room else None
@@ -515,6 +522,7 @@ class SlidingWindow:
             start -= 1  # a unit boundary: a tool result stays with its call
         wider = (*stored[start:end], *messages)
         state.sent, state.sent_start, state.room = wider, start, None
+        state.sent_end = -1  # messages may be another's (a hook's): not a slice of stored
         return wider
 
     def _fit(
@@ -671,6 +679,7 @@ class _Window:
         "room",
         "seen",
         "sent",
+        "sent_end",
         "sent_start",
         "sent_tokens",
         "start",
@@ -691,6 +700,7 @@ class _Window:
         self.user_seen = 0  # how many stored messages last_user was looked for in
         self.sent: tuple[Message, ...] = ()  # the messages the last request was built with
         self.sent_start = 0  # where they start in the history
+        self.sent_end = 0  # and end, when they are the stored messages between (else -1)
         self.sent_tokens: int | None = None  # their tokens, when counted exactly
         self.room: int | None = None  # their room, when they are exactly what the trim keeps
         self.announced = 0  # the stored messages before this were passed to on_pre_compress
