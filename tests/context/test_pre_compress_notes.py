@@ -97,3 +97,20 @@ async def test_compactions_drop_tier_sends_the_kept_text_with_the_smaller_reques
     assert len(retried.messages) < len(failed.messages)
     await agent.chat("one more")  # the whole history fits again: the turns are back
     assert notes_of(model.requests[5]) is None
+
+
+async def test_a_window_makes_room_for_kept_texts_that_grow_from_chat_to_chat() -> None:
+    # Each batch left out adds a text: the window's room shrinks with the kept texts' tokens
+    # (it was kept from the first request on, and the requests outgrew the budget by them).
+    model = ScriptedModel([f"answer {i}" for i in range(12)], context_window=900)
+    agent = Agent(model, retry=None, context=SlidingWindow(reserve=100))
+    said = iter(f"fact {n}: " + "kept words " * 15 for n in range(100))
+    agent.add_hook("on_pre_compress", lambda ctx: next(said))
+    for i in range(12):
+        await agent.chat(f"question {i}: {text(120)}")
+
+    counter = agent.history.token_counter
+    assert sum(notes_of(r) is not None for r in model.requests) >= 4
+    for request in model.requests:
+        assert count_request(request, counter=counter) <= 900 - 100
+        assert problems(request.messages) == []

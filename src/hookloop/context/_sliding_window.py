@@ -204,11 +204,14 @@ class SlidingWindow:
         """Tokens the messages of ``request`` may take: its budget less the rest of it.
 
         Worked out again only when something it depends on changed since the last request
-        (the system prompt, the tools, the settings, the model, a limit, a ceiling learned):
+        (the system prompt, the tools, the settings, the model, a limit, a ceiling learned,
+        the texts ``on_pre_compress`` handlers kept):
         every iteration of a chat asks, and the answer rarely changes.
         """
         counter = history._counter  # the properties' own fields: this runs every request
+        notes = history._notes  # what on_pre_compress handlers kept takes room too
         frame = (
+            0 if notes is None else notes.tokens,
             request.system,
             request.tools,
             request.settings,
