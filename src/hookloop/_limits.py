@@ -359,16 +359,12 @@ class Budget:
 
     __slots__ = (
         "_cost",
-        "_deadline",
         "_estimates",
         "_given",
         "_history",
         "_input_tokens",
-        "_model",
-        "_model_name",
         "_output_tokens",
         "_overhead",
-        "_price",
         "_pricing",
         "_requests",
         "_seconds",
@@ -434,12 +430,8 @@ class Budget:
         self.requests = 0
         self.tool_calls = 0
         self.started = monotonic()
-        # When the seconds limit runs out (a check reads the clock once).
-        self._deadline = None if self._seconds is None else self.started + self._seconds
-        # The chat's model, its name then, and its price when a cost limit needs one: every
-        # request but one a hook sends to another model is priced without a lookup.
-        self._model, self._model_name = model, model.name
-        self._price = self.price(model) if self._cost is not None else None
+        if self._cost is not None:
+            self.price(model)
 
     def _sources(self, name: str) -> tuple[Any, Any] | None:
         """The limit that sets field ``name``'s cap, and what was spent before it counted.
@@ -482,8 +474,8 @@ class Budget:
             UsageLimitExceeded: Sending it would cross a limit (``when="before the call"``).
             UsageError: A cost limit, and ``model`` has no price.
         """
-        if (deadline := self._deadline) is not None and (now := monotonic()) >= deadline:
-            raise self._exceeded("seconds", now - self.started, _BEFORE, usage)
+        if (cap := self._seconds) is not None and (elapsed := monotonic() - self.started) >= cap:
+            raise self._exceeded("seconds", elapsed, _BEFORE, usage)
         requests = self.requests + 1
         if (cap := self._requests) is not None and requests > cap:
             raise self._exceeded("requests", requests, _BEFORE, usage)
@@ -498,15 +490,14 @@ class Budget:
             if (cap := self._input_tokens) is not None and usage.input_tokens + tokens > cap:
                 used = usage.input_tokens + tokens
                 raise self._exceeded("input_tokens", used, _BEFORE, usage)
-            if (cap := self._total_tokens) is not None and (
-                used := usage.input_tokens + usage.output_tokens + tokens  # (no property call)
-            ) > cap:
+            if (cap := self._total_tokens) is not None and usage.total_tokens + tokens > cap:
+                used = usage.total_tokens + tokens
                 raise self._exceeded("total_tokens", used, _BEFORE, usage)
             if (cost_cap := self._cost) is not None:
                 estimate = cost = usage.cost  # an unknown cost so far: nothing is known left
                 if cost is not None:
-                    price = self._price
-                    if price is None or model is not self._model or model.name != self._model_name:
+                    price = self._pricing.price_of(model)
+                    if price is None:
                         price = self.price(model)  # (it raises: no price)
                     estimate = cost + price.input_cost(tokens)
                 if estimate is None or estimate > cost_cap:
@@ -533,10 +524,8 @@ class Budget:
             raise self._exceeded("input_tokens", usage.input_tokens, _AFTER, usage)
         if (cap := self._output_tokens) is not None and usage.output_tokens > cap:
             raise self._exceeded("output_tokens", usage.output_tokens, _AFTER, usage)
-        if (cap := self._total_tokens) is not None and (
-            total := usage.input_tokens + usage.output_tokens  # (no property call)
-        ) > cap:
-            raise self._exceeded("total_tokens", total, _AFTER, usage)
+        if (cap := self._total_tokens) is not None and usage.total_tokens > cap:
+            raise self._exceeded("total_tokens", usage.total_tokens, _AFTER, usage)
         if (cost_cap := self._cost) is not None and (
             (cost := usage.cost) is None or cost > cost_cap
         ):
@@ -606,8 +595,8 @@ class Budget:
 
         Only for a budget that ``checks_batches``, as :func:`admit_batch`.
         """
-        if (deadline := self._deadline) is not None and (now := monotonic()) >= deadline:
-            return self._exceeded("seconds", now - self.started, _BATCH, usage)
+        if (cap := self._seconds) is not None and (elapsed := monotonic() - self.started) >= cap:
+            return self._exceeded("seconds", elapsed, _BATCH, usage)
         total = self.tool_calls + calls
         if (limit := self._tool_calls) is not None and total > limit:
             return self._exceeded("tool_calls", total, _BATCH, usage)
