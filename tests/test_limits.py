@@ -13,6 +13,8 @@ from typing import Any
 
 import genai_prices
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import hookloop._limits as limits_module
 from hookloop import (
@@ -20,6 +22,7 @@ from hookloop import (
     AssistantMessage,
     ChatErrorContext,
     ChatHistory,
+    InvalidMessageError,
     Message,
     ToolCall,
     ToolMessage,
@@ -27,6 +30,7 @@ from hookloop import (
     UsageError,
     UsageLimitExceeded,
     UsageLimits,
+    UserMessage,
     tool,
 )
 from hookloop._limits import Budget, Spend
@@ -629,3 +633,90 @@ def test_more_cached_tokens_than_input_tokens_is_priced_never_below_zero() -> No
 def test_a_seconds_limit_that_is_not_a_finite_number_is_refused(seconds: object) -> None:
     with pytest.raises(UsageError, match=r"UsageLimits\.seconds"):
         UsageLimits(seconds=seconds)  # type: ignore[arg-type]
+
+
+# -- the token checks, folded: the same verdicts as each limit checked on its own ------------
+
+_caps = st.one_of(st.none(), st.integers(min_value=0, max_value=60))
+_counts = st.integers(min_value=0, max_value=40)
+
+
+def _first_crossed(checks: list[tuple[str, int | None, int]]) -> tuple[str, int] | None:
+    """The first (limit, used) whose cap is set and crossed: the order the budget checks."""
+    for name, cap, used in checks:
+        if cap is not None and used > cap:
+            return name, used
+    return None
+
+
+def _crossed(check: Any) -> tuple[str, object] | None:
+    try:
+        check()
+    except UsageLimitExceeded as exc:
+        return exc.limit, exc.used
+    return None
+
+
+@given(
+    per_request=_caps,
+    inputs=_caps,
+    outputs=_caps,
+    total=_caps,
+    used_in=_counts,
+    used_out=_counts,
+    reported_in=_counts,
+    text=st.text(max_size=80),
+)
+def test_the_token_limits_stop_exactly_where_each_checked_alone_would(
+    per_request: int | None,
+    inputs: int | None,
+    outputs: int | None,
+    total: int | None,
+    used_in: int,
+    used_out: int,
+    reported_in: int,
+    text: str,
+) -> None:
+    # The budget checks every token limit at once below the lowest cap (the counts it
+    # checks are all at most the chat's total tokens), each on its own above it.
+    limits = UsageLimits(
+        tokens_per_request=per_request,
+        input_tokens=inputs,
+        output_tokens=outputs,
+        total_tokens=total,
+    )
+    model = ScriptedModel(["x"])
+    history = ChatHistory(max_context_tokens=10_000)
+    budget = Budget(limits, None, None, None, model, Pricing(), history)
+    request = ProviderRequest(
+        model="scripted", system="s", messages=(UserMessage(content=text or "-"),)
+    )
+    tokens = budget._estimate(request)
+    usage = Usage(input_tokens=used_in, output_tokens=used_out)
+    expected = _first_crossed(
+        [
+            ("tokens_per_request", per_request, tokens),
+            ("input_tokens", inputs, used_in + tokens),
+            ("total_tokens", total, used_in + used_out + tokens),
+        ]
+    )
+    assert _crossed(lambda: budget.before_call(request, model, usage)) == expected
+
+    reported = Usage(input_tokens=min(reported_in, used_in))
+    expected = _first_crossed(
+        [
+            ("tokens_per_request", per_request, reported.input_tokens),
+            ("input_tokens", inputs, used_in),
+            ("output_tokens", outputs, used_out),
+            ("total_tokens", total, used_in + used_out),
+        ]
+    )
+    assert _crossed(lambda: budget.after_call(usage, reported)) == expected
+
+
+@pytest.mark.parametrize("field", ["input_tokens", "output_tokens", "cache_write_tokens"])
+def test_a_usage_with_a_negative_or_boolean_token_count_is_refused(field: str) -> None:
+    with pytest.raises(InvalidMessageError, match=f"{field} must be an int of 0 or more"):
+        Usage(**{field: -1})
+    with pytest.raises(InvalidMessageError, match=f"{field} must be an int of 0 or more"):
+        Usage(**{field: True})

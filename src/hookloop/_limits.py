@@ -109,8 +109,8 @@ class UsageLimits:
     tokens_per_request: int | None = None
     cost: Decimal | float | None = None
     seconds: float | None = None
-    # The limits set, as (field, value), and every field's value in LIMIT_FIELDS' order:
-    # what a chat's budget is made from.
+    # The limits set, as (field, value), and every field's value in LIMIT_FIELDS' order
+    # (``_with_lowest``'s): what a chat's budget is made from.
     _set: tuple[tuple[str, int | float | Decimal], ...] = dataclasses.field(
         init=False, repr=False, compare=False
     )
@@ -138,7 +138,7 @@ class UsageLimits:
                 )
             object.__setattr__(self, "seconds", number)
         caps = tuple(getattr(self, name) for name in LIMIT_FIELDS)
-        object.__setattr__(self, "_caps", caps)
+        object.__setattr__(self, "_caps", _with_lowest(caps))
         given = tuple((n, v) for n, v in zip(LIMIT_FIELDS, caps, strict=True) if v is not None)
         object.__setattr__(self, "_set", given)
 
@@ -178,6 +178,22 @@ class UsageLimits:
             a, b = getattr(self, name), getattr(other, name)
             values[name] = a if b is None else b if a is None else min(a, b)
         return UsageLimits(**values)
+
+
+def _with_lowest(caps: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``caps`` (every field's, in ``LIMIT_FIELDS``' order) and the lowest token caps.
+
+    The two added are the lowest of the token caps checked before a model call (tokens per
+    request, input, total) and of those checked after it (the same and output), ``None``
+    when none is set: a budget checks all of them at once below it (``Budget.before_call``).
+    """
+    per_request, inputs, outputs, total = caps[5], caps[2], caps[3], caps[4]
+    before = None
+    for cap in (per_request, inputs, total):  # (a loop: min() of a generator costs 5x)
+        if cap is not None and (before is None or cap < before):
+            before = cap
+    after = before if outputs is None or (before is not None and before <= outputs) else outputs
+    return (*caps, before, after)
 
 
 def limit_cost(limits: UsageLimits) -> Decimal | None:
@@ -359,10 +375,13 @@ class Budget:
 
     __slots__ = (
         "_cost",
+        "_deadline",
         "_estimates",
         "_given",
         "_history",
         "_input_tokens",
+        "_lowest_after",
+        "_lowest_before",
         "_output_tokens",
         "_overhead",
         "_pricing",
@@ -405,6 +424,9 @@ class Budget:
             self._tokens_per_request,
             self._cost,
             self._seconds,
+            # The lowest token caps checked before a call and after it: see before_call.
+            self._lowest_before,
+            self._lowest_after,
         ) = caps
         self._pricing = pricing
         self._history = history
@@ -430,6 +452,7 @@ class Budget:
         self.requests = 0
         self.tool_calls = 0
         self.started = monotonic()
+        self._deadline = None if self._seconds is None else self.started + self._seconds
         if self._cost is not None:
             self.price(model)
 
@@ -463,7 +486,7 @@ class Budget:
         for name in LIMIT_FIELDS:
             source = self._sources(name)
             caps.append(None if source is None else source[0] - source[1])
-        return tuple(caps)
+        return _with_lowest(tuple(caps))
 
     # -- model calls ----------------------------------------------------------------------
 
@@ -474,8 +497,8 @@ class Budget:
             UsageLimitExceeded: Sending it would cross a limit (``when="before the call"``).
             UsageError: A cost limit, and ``model`` has no price.
         """
-        if (cap := self._seconds) is not None and (elapsed := monotonic() - self.started) >= cap:
-            raise self._exceeded("seconds", elapsed, _BEFORE, usage)
+        if (deadline := self._deadline) is not None and (now := monotonic()) >= deadline:
+            raise self._exceeded("seconds", now - self.started, _BEFORE, usage)
         requests = self.requests + 1
         if (cap := self._requests) is not None and requests > cap:
             raise self._exceeded("requests", requests, _BEFORE, usage)
@@ -485,14 +508,10 @@ class Budget:
             tokens = window.request_tokens(request) if window is not None else None
             if tokens is None:
                 tokens = self._estimate(request)
-            if (cap := self._tokens_per_request) is not None and tokens > cap:
-                raise self._exceeded("tokens_per_request", tokens, _BEFORE, usage, each=True)
-            if (cap := self._input_tokens) is not None and usage.input_tokens + tokens > cap:
-                used = usage.input_tokens + tokens
-                raise self._exceeded("input_tokens", used, _BEFORE, usage)
-            if (cap := self._total_tokens) is not None and usage.total_tokens + tokens > cap:
-                used = usage.total_tokens + tokens
-                raise self._exceeded("total_tokens", used, _BEFORE, usage)
+            # The request's tokens and the chat's input tokens with them are at most its
+            # total tokens with them: below the lowest of the three caps, none is crossed.
+            if (lowest := self._lowest_before) is not None and usage.total_tokens + tokens > lowest:
+                self._tokens_before(tokens, usage)
             if (cost_cap := self._cost) is not None:
                 estimate = cost = usage.cost  # an unknown cost so far: nothing is known left
                 if cost is not None:
@@ -504,14 +523,37 @@ class Budget:
                     raise self._exceeded("cost", estimate, _BEFORE, usage)
         self.requests = requests
 
+    def _tokens_before(self, tokens: int, usage: Usage) -> None:
+        """Raise for the first token limit a request of ``tokens`` would cross, if any."""
+        if (cap := self._tokens_per_request) is not None and tokens > cap:
+            raise self._exceeded("tokens_per_request", tokens, _BEFORE, usage, each=True)
+        if (cap := self._input_tokens) is not None and usage.input_tokens + tokens > cap:
+            used = usage.input_tokens + tokens
+            raise self._exceeded("input_tokens", used, _BEFORE, usage)
+        if (cap := self._total_tokens) is not None and usage.total_tokens + tokens > cap:
+            used = usage.total_tokens + tokens
+            raise self._exceeded("total_tokens", used, _BEFORE, usage)
+
     def after_call(self, usage: Usage, reported: Usage | None) -> None:
         """Check the chat's tokens and cost after a model call, with what it reported.
 
-        Only for a budget that ``checks_after`` (a token or cost limit).
+        Only for a budget that ``checks_after`` (a token or cost limit). ``usage`` is the
+        chat's tokens with ``reported``'s.
 
         Raises:
             UsageLimitExceeded: A limit was crossed (``when="after the call"``).
         """
+        # Every count checked is at most the chat's total tokens (the call's input tokens
+        # are in them): below the lowest token cap, none is crossed.
+        if (lowest := self._lowest_after) is not None and usage.total_tokens > lowest:
+            self._tokens_after(usage, reported)
+        if (cost_cap := self._cost) is not None and (
+            (cost := usage.cost) is None or cost > cost_cap
+        ):
+            raise self._exceeded("cost", cost, _AFTER, usage)
+
+    def _tokens_after(self, usage: Usage, reported: Usage | None) -> None:
+        """Raise for the first token limit the chat's ``usage`` crossed, if any."""
         if (
             (cap := self._tokens_per_request) is not None
             and reported is not None
@@ -526,10 +568,6 @@ class Budget:
             raise self._exceeded("output_tokens", usage.output_tokens, _AFTER, usage)
         if (cap := self._total_tokens) is not None and usage.total_tokens > cap:
             raise self._exceeded("total_tokens", usage.total_tokens, _AFTER, usage)
-        if (cost_cap := self._cost) is not None and (
-            (cost := usage.cost) is None or cost > cost_cap
-        ):
-            raise self._exceeded("cost", cost, _AFTER, usage)
 
     def price(self, model: Model) -> Price:
         """``model``'s price, which a cost limit needs.
@@ -595,8 +633,8 @@ class Budget:
 
         Only for a budget that ``checks_batches``, as :func:`admit_batch`.
         """
-        if (cap := self._seconds) is not None and (elapsed := monotonic() - self.started) >= cap:
-            return self._exceeded("seconds", elapsed, _BATCH, usage)
+        if (deadline := self._deadline) is not None and (now := monotonic()) >= deadline:
+            return self._exceeded("seconds", now - self.started, _BATCH, usage)
         total = self.tool_calls + calls
         if (limit := self._tool_calls) is not None and total > limit:
             return self._exceeded("tool_calls", total, _BATCH, usage)

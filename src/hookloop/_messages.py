@@ -128,8 +128,8 @@ def _is_bool(value: object) -> bool:
     return isinstance(value, bool)
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _is_count(value: object) -> bool:
+    return type(value) is int and value >= 0  # (a bool is not one: its type is bool)
 
 
 def _is_user_content(value: object) -> bool:
@@ -359,6 +359,10 @@ class Usage:
             plain input); providers that cache by themselves (OpenAI) report none.
         cost: What the tokens cost in US dollars, ``None`` when not priced (see
             ``docs/budgets.md``).
+
+    Raises:
+        InvalidMessageError: A token count that is not an int of 0 or more (a bool is not
+            one), or a cost that is not a finite ``Decimal`` of 0 or more.
     """
 
     input_tokens: int = 0
@@ -371,11 +375,11 @@ class Usage:
     def __post_init__(self) -> None:
         cost = self.cost
         if not (
-            _is_int(self.input_tokens)
-            and _is_int(self.output_tokens)
-            and _is_int(self.cached_input_tokens)
-            and _is_int(self.reasoning_tokens)
-            and _is_int(self.cache_write_tokens)
+            _is_count(self.input_tokens)
+            and _is_count(self.output_tokens)
+            and _is_count(self.cached_input_tokens)
+            and _is_count(self.reasoning_tokens)
+            and _is_count(self.cache_write_tokens)
             and (cost is None or _is_cost(cost))
         ):
             names = (
@@ -385,7 +389,9 @@ class Usage:
                 "reasoning_tokens",
                 "cache_write_tokens",
             )
-            rules: tuple[_Rule, ...] = tuple((name, _is_int, "an int") for name in names)
+            rules: tuple[_Rule, ...] = tuple(
+                (name, _is_count, "an int of 0 or more") for name in names
+            )
             cost_rule = ("cost", _is_cost_or_none, "a finite Decimal of 0 or more, or None")
             raise _refuse(self, (*rules, cost_rule))
 

@@ -10,7 +10,7 @@ from typing import Final, Literal, TypeAlias
 
 from ._errors import UsageError
 
-__all__ = ["ACTIONS", "POSITION_ACTIONS", "GuardrailPosition", "Verdict", "VerdictAction"]
+__all__ = ["ACTIONS", "ALLOW", "POSITION_ACTIONS", "GuardrailPosition", "Verdict", "VerdictAction"]
 
 VerdictAction: TypeAlias = Literal["allow", "block", "reject", "replace"]
 """What a guardrail decided: let it pass, end the chat, refuse a tool call, or change the text."""
@@ -81,7 +81,7 @@ class Verdict:
     def allow(cls, reason: str = "", *, data: Mapping[str, object] = _EMPTY) -> Verdict:
         """The text passes unchanged."""
         if cls is Verdict and not reason and data is _EMPTY:
-            return _ALLOW  # immutable: one for every plain allow (a check runs per tool call)
+            return ALLOW  # immutable: one for every plain allow (a check runs per tool call)
         return cls(action="allow", reason=reason, data=data)
 
     @classmethod
@@ -102,7 +102,8 @@ class Verdict:
         return cls(action="replace", reason=reason, data=data, replacement=text)
 
 
-_ALLOW: Final = Verdict(action="allow")
+ALLOW: Final = Verdict(action="allow")
+"""``Verdict.allow()``: the one plain allow, which the guard rows tell apart by identity."""
 
 
 def _rebuild(

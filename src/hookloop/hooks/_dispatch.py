@@ -19,7 +19,7 @@ from types import FunctionType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 from .._errors import HookRegistrationError, HookReturnError
-from .._verdict import Verdict
+from .._verdict import ALLOW, Verdict
 from ._contexts import FixedFieldError, ScopeContext, ToolReturn
 from ._events import EVENT_TABLE, EVENTS, EventSpec
 
@@ -488,6 +488,8 @@ def run_guards(
             raise
         except Exception as exc:
             return _tripped(exc, handler, ctx)
+        if result is ALLOW:  # Verdict.allow(): the usual return, told by one comparison
+            continue
         if type(result) is Verdict:
             if result.action == "allow":
                 continue
