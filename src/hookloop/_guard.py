@@ -58,7 +58,9 @@ __all__ = [
 
 _OBSERVE: Final = int(Phase.OBSERVE)  # an int compares faster than the IntEnum member
 
-# A context per tool call and per result, made from its fields in order (maker()).
+# The contexts of every chat and tool call, made from their fields in order (maker()).
+_input_context: Final = maker(InputGuardrailContext)
+_output_context: Final = maker(OutputGuardrailContext)
 _tool_call_context: Final = maker(ToolCallGuardrailContext)
 _tool_result_context: Final = maker(ToolResultGuardrailContext)
 
@@ -213,7 +215,7 @@ async def check_input(run: ChatRun, message: UserMessage) -> UserMessage:
     hs = run._handlers.get(ON_INPUT_GUARDRAIL)
     if hs is None or not _checks(hs):
         return message
-    ctx = InputGuardrailContext(message=message)
+    ctx = _input_context(message)
     if (stopped := run_guards(hs, ctx)) is not None:
         await _settle(run, hs, ctx, "input", stopped, message_id=message.id)
     return ctx.message
@@ -230,7 +232,7 @@ def start_beside(run: ChatRun, message: UserMessage) -> asyncio.Task[BaseExcepti
         return None
 
     async def check() -> BaseException | None:
-        ctx = InputGuardrailContext(message=message)
+        ctx = _input_context(message)
         try:
             if (stopped := run_guards(hs, ctx)) is not None:
                 await _settle(
@@ -300,7 +302,7 @@ async def check_output(run: ChatRun, message: AssistantMessage) -> AssistantMess
         text = _as_text(value)
         if not spec.plain_text:
             actions = _TYPED_OUTPUT_ACTIONS
-    ctx = OutputGuardrailContext(message=message, output=value, text=text)
+    ctx = _output_context(message, value, text)
     if (stopped := run_guards(hs, ctx)) is not None:
         await _settle(run, hs, ctx, "output", stopped, actions=actions, message_id=message.id)
     return ctx.message
