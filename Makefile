@@ -58,6 +58,7 @@ unit: $(VENV)/.installed-dev
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python bench/loop.py
+	$(BIN)/python bench/round3.py
 	$(BIN)/python bench/context.py
 	$(BIN)/python bench/trace_page.py
 	scripts/test-services run $(BIN)/python bench/stores.py
