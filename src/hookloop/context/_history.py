@@ -77,6 +77,7 @@ class ChatHistory:
         "_max",
         "_messages",
         "_notes",
+        "_own",
         "_system",
         "_system_tokens",
         "_total",
@@ -104,6 +105,8 @@ class ChatHistory:
         self._counter: TokenCounter = (
             CachingCounter(EstimateCounter()) if token_counter is None else token_counter
         )
+        # What the history counts its own messages with, kept: every iteration counts two.
+        self._own = _own_counter(self._counter)
         self._system: SystemMessage | None = None
         self._system_tokens = 0
         self._messages: list[Message] = []
@@ -255,7 +258,7 @@ class ChatHistory:
     def _append(self, message: Message) -> None:
         self._check_new_id(message.id)
         counts = self._counted()
-        count = _own_counter(self._counter).count_message(message)
+        count = self._own.count_message(message)
         self._ids()[message.id] = len(self._messages)
         self._messages.append(message)
         counts.append(count)
@@ -266,7 +269,7 @@ class ChatHistory:
         counts = self._counts
         missing = len(self._messages) - len(counts)
         if missing:
-            count = _own_counter(self._counter).count_message
+            count = self._own.count_message
             total = self._total
             for message in self._messages[-missing:]:  # a loop: no comprehension's frame
                 tokens = count(message)
@@ -383,7 +386,7 @@ class ChatHistory:
         edited = _with_content(self._messages[position], new_content)
         check_message(edited)
         counts = self._counted()  # before the change, while counts and messages line up
-        count = _own_counter(self._counter).count_message(edited)
+        count = self._own.count_message(edited)
         self._messages[position] = edited
         self._total += count - counts[position]
         counts[position] = count

@@ -123,6 +123,7 @@ class SlidingWindow:
         "_pending",
         "_shown",
         "_state",
+        "_trim_hook",
         "headroom",
         "max_tokens",
         "recover",
@@ -163,6 +164,7 @@ class SlidingWindow:
         self._frame_overhead = 0  # the tokens of its system prompt, tools and priming
         self._shown: set[str] | None = None  # ids already passed to on_pre_compress
         self._state: _Window | None = None  # the window, kept from one request to the next
+        self._trim_hook: object = None  # the pre_request handler, once attached
 
     def init_agent(self, agent: AgentHost) -> None:
         """Trim in ``pre_request``, after the user's handlers and before ContextHooks.
@@ -173,7 +175,9 @@ class SlidingWindow:
         self._agent = attach_once(
             "a SlidingWindow", self._agent, agent, "it keeps per-agent state", owner=self
         )
-        agent.add_hook("pre_request", self._trim, order=Phase.TRIM)
+        # The bound method registered, kept: `passes` knows it by identity every iteration.
+        self._trim_hook = self._trim
+        agent.add_hook("pre_request", self._trim_hook, order=Phase.TRIM)
         if self.recover:
             agent.add_hook("after_model_call", self._recover, order=Phase.WINDOW_RECOVER)
 
@@ -363,9 +367,11 @@ class SlidingWindow:
             or (request is not state.bare and not _same_frame(request, state.bare))
         ):
             return False
+        if not state.sent_start:  # nothing left out: nothing to report
+            return True
         handlers = agent.hooks.handlers
-        return not (state.sent_start and ON_TRIM in handlers) and not (
-            handlers.get(ON_PRE_COMPRESS) and state.announced < state.sent_start
+        return ON_TRIM not in handlers and not (
+            state.announced < state.sent_start and handlers.get(ON_PRE_COMPRESS)
         )
 
     def request_tokens(self, request: ProviderRequest) -> int | None:
@@ -394,7 +400,9 @@ class SlidingWindow:
         built it (see :meth:`_as_built`), the common case of every iteration.
         """
         return (
-            len(handlers) == 1 and handlers[0].fn == self._trim and self._as_built(request, model)
+            len(handlers) == 1
+            and handlers[0].fn is self._trim_hook
+            and self._as_built(request, model)
         )
 
     async def _fit_request(self, ctx: PreRequestContext) -> ProviderRequest | None:
@@ -574,7 +582,8 @@ class SlidingWindow:
 
         An overflow is :meth:`_shrink`'s, which the dispatch awaits.
         """
-        error = ctx.error
+        # The field's slot, not its read-only property: a call less on every model call.
+        error: BaseException | None = ctx._error  # type: ignore[attr-defined]
         if error is None:
             if self._pending is not None:  # the smaller request went through: keep its budget
                 key, ceiling = self._pending
