@@ -330,7 +330,8 @@ def test_a_chats_text_becomes_the_user_message_the_constructor_makes() -> None:
     made = user_message("hello there")
     assert type(made) is UserMessage
     assert made == UserMessage(content="hello there", id=made.id)
-    assert made.id.startswith("msg_") and made.id != user_message("hello there").id
+    assert made.id.startswith("msg_")
+    assert made.id != user_message("hello there").id
     for blank in ("", " \n\t"):
-        with pytest.raises(InvalidMessageError, match="^the user message is empty$"):
+        with pytest.raises(InvalidMessageError, match=r"^the user message is empty$"):
             user_message(blank)
