@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Sequence
+from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -37,6 +40,7 @@ from hookloop import (
     UserMessage,
     tool,
 )
+from hookloop.limits import ModelPrice
 from hookloop.models import Model, ProviderRequest, ProviderResponse, StreamEnd, StreamPart
 from hookloop.testing import (
     FunctionModel,
@@ -207,18 +211,42 @@ def test_agent_requires_a_model() -> None:
         Agent("gpt-4")  # type: ignore[arg-type]
 
 
-async def test_a_model_returning_garbage_is_a_typed_error() -> None:
-    agent = Agent(FunctionModel(lambda request: {"content": "hi"}))  # type: ignore[arg-type,return-value]
-    with pytest.raises(InvalidResponseError, match="dict"):
+# Agent() defaults run each model call through its steps (the window's and the retry
+# strategy's handlers); without hooks, limits or a stream the loop awaits the model itself.
+_CALL_PATHS = pytest.mark.parametrize(
+    "extra", [{}, {"context": None, "retry": None}], ids=["defaults", "unhooked"]
+)
+
+
+@_CALL_PATHS
+async def test_a_model_returning_garbage_is_a_typed_error(extra: dict[str, Any]) -> None:
+    model = FunctionModel(lambda request: {"content": "hi"})  # type: ignore[arg-type,return-value]
+    agent = Agent(model, **extra)
+    with pytest.raises(InvalidResponseError, match=r"^the model returned dict, not a Provider"):
         await agent.chat("hi")
+    assert roles(agent.messages) == ["user"]
 
 
-async def test_duplicate_tool_call_ids_are_a_typed_error() -> None:
+@_CALL_PATHS
+async def test_duplicate_tool_call_ids_are_a_typed_error(extra: dict[str, Any]) -> None:
     calls = (ToolCall(name="add", arguments="{}", id="x"), ToolCall(name="add", id="x"))
-    agent = Agent(ScriptedModel([tool_calls(*calls)]), tools=[add])
+    agent = Agent(ScriptedModel([tool_calls(*calls)]), tools=[add], **extra)
     with pytest.raises(InvalidResponseError, match="same id"):
         await agent.chat("hi")
     assert roles(agent.messages) == ["user"]
+
+
+@_CALL_PATHS
+async def test_each_answer_is_priced_and_counted(extra: dict[str, Any]) -> None:
+    usage = Usage(input_tokens=1_000_000, output_tokens=2_000_000)
+    call = ProviderResponse(tool_calls=(ToolCall(name="add", arguments='{"a": 1, "b": 2}'),))
+    model = ScriptedModel([dataclasses.replace(call, usage=usage), text_response("3", usage=usage)])
+    prices = {"scripted": ModelPrice(input_per_mtok=1, output_per_mtok=3)}
+    agent = Agent(model, tools=[add], prices=prices, **extra)
+    response = await agent.chat("add 1 and 2")
+    assert response.usage == Usage(
+        input_tokens=2_000_000, output_tokens=4_000_000, cost=Decimal(14)
+    )
 
 
 async def test_provider_error_ends_the_chat_with_that_error() -> None:

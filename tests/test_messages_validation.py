@@ -322,3 +322,16 @@ def test_tool_call_create_refuses_a_cycle_as_json_does_and_keeps_working() -> No
     assert ToolCall.create("f", {"a": [1, {"b": 2}]}, id="c").arguments == '{"a": [1, {"b": 2}]}'
     with pytest.raises(InvalidMessageError, match=r"ToolCall\.name must be a str"):
         ToolCall.create(5, {"a": 1})  # type: ignore[arg-type]
+
+
+def test_a_chats_text_becomes_the_user_message_the_constructor_makes() -> None:
+    from hookloop._messages import user_message
+
+    made = user_message("hello there")
+    assert type(made) is UserMessage
+    assert made == UserMessage(content="hello there", id=made.id)
+    assert made.id.startswith("msg_")
+    assert made.id != user_message("hello there").id
+    for blank in ("", " \n\t"):
+        with pytest.raises(InvalidMessageError, match=r"^the user message is empty$"):
+            user_message(blank)

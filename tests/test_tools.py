@@ -448,6 +448,97 @@ def test_validate_rejects_bad_arguments(arguments: str, expected: str) -> None:
     assert err.call_id == "call-7"
 
 
+class _Tree(pydantic.BaseModel):
+    label: str
+    children: list[_Tree] = []
+
+
+@tool
+def _nested(root: _Tree, depth: typing.Annotated[int, pydantic.Field(gt=0)] = 1) -> str:
+    """Nested and self-referencing models, a constrained default."""
+    return "ok"
+
+
+@pytest.mark.parametrize("made", [_typed, _nested])
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        '{"count": "3", "point": {"x": 1}, "ratio": 2}',
+        '{"count": 1, "point": {"x": 1}, "tags": ["a"]}',
+        '{"root": {"label": "a", "children": [{"label": "b"}]}}',
+        '{"root": {"label": "a"}, "depth": "2"}',
+        '{"root": {"label": "a", "children": [{"children": []}]}}',
+        '{"root": {"label": "a"}, "depth": 0}',
+        '{"root": [], "extra": 1}',
+        "[1, 2]",
+        "null",
+        '{"count": 1',
+        "",
+    ],
+)
+def test_validate_is_the_arguments_models_validation(made: Tool, arguments: str) -> None:
+    # The fields are validated into a dict, not a model instance: the values and every
+    # error (its type, place, message, the ValidationError's title) are the model's own.
+    model = made.arguments_model
+    assert model is not None
+    expected: pydantic.BaseModel | pydantic.ValidationError
+    try:
+        expected = model.model_validate_json(arguments or "{}")
+    except pydantic.ValidationError as exc:
+        expected = exc
+    if isinstance(expected, pydantic.BaseModel):
+        kwargs = made.validate("c", arguments)
+        assert type(kwargs) is dict
+        assert kwargs == dict(expected)
+        return
+    with pytest.raises(ToolValidationError) as info:
+        made.validate("c", arguments)
+    cause = info.value.__cause__
+    assert isinstance(cause, pydantic.ValidationError)
+    assert cause.title == expected.title
+    assert cause.errors(include_url=False) == expected.errors(include_url=False)
+
+
+def test_validate_keeps_what_a_hand_made_arguments_model_adds() -> None:
+    # A model that does more than validate its fields (a model validator, model_post_init)
+    # is validated as itself: the keyword arguments are what it made of them.
+    class Scaled(pydantic.BaseModel):
+        model_config = pydantic.ConfigDict(extra="forbid")
+        n: int
+        unit: str = "m"
+
+        @pydantic.model_validator(mode="after")
+        def _in_cm(self) -> Scaled:
+            if self.unit == "m":
+                self.n, self.unit = self.n * 100, "cm"
+            return self
+
+    class Stamped(pydantic.BaseModel):
+        n: int
+        stamp: str = ""
+
+        def model_post_init(self, context: Any, /) -> None:
+            self.stamp = f"n={self.n}"
+
+    def handler(**kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+    for model, expected in [
+        (Scaled, {"n": 300, "unit": "cm"}),
+        (Stamped, {"n": 3, "stamp": "n=3"}),
+    ]:
+        made = Tool(
+            name="hand",
+            description="Hand-made.",
+            parameters=model.model_json_schema(),
+            function=handler,
+            arguments_model=model,
+        )
+        assert made.validate("c", '{"n": 3}') == expected
+    with pytest.raises(ToolValidationError, match="n: Input should be a valid integer"):
+        made.validate("c", '{"n": "x"}')
+
+
 def test_validate_empty_string_is_an_empty_object() -> None:
     @tool
     def opt(a: int = 4) -> int:

@@ -311,7 +311,11 @@ class ChatRun(ModelCalls, ToolCalls):
             self._checkpoint()
             request = build_request(setup, iteration + after_tools)
             if setup.steps is None:
-                response = await self._call_model(iteration, request)
+                if self._unhooked():  # nothing between request and answer: no steps to run
+                    model = setup.model
+                    response = self._answered(await model.request(request), model)
+                else:
+                    response = await self._call_model(iteration, request)
                 message = response.to_message()
             else:
                 response, message = await self._recorded_model_call(setup.steps, iteration, request)

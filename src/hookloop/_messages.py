@@ -581,6 +581,7 @@ _TOOL_RULES: tuple[_Rule, ...] = (
 
 _tool_message = frozen_maker(ToolMessage)
 _assistant_message = frozen_maker(AssistantMessage)
+_user_message = frozen_maker(UserMessage)
 
 
 def tool_result(call: ToolCall, content: str, *, is_error: bool = False) -> ToolMessage:
@@ -787,6 +788,10 @@ def user_message(message: UserInput) -> UserMessage:
     if isinstance(message, UserMessage):
         check_message(message)
         return message
+    if type(message) is str:  # every chat's: made without the constructor, checked alike
+        if not message.strip():
+            raise InvalidMessageError("the user message is empty")
+        return _user_message(message, _message_id())
     if isinstance(message, str):
         message = UserMessage(content=message)
         check_message(message)

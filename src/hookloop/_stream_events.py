@@ -26,7 +26,7 @@ from typing_extensions import TypeVar
 
 from ._approval import PendingApproval
 from ._messages import AssistantMessage, Message, ToolCall, ToolMessage, Usage
-from ._slots import new, slot_setter
+from ._slots import new, slot_init, slot_setter
 from .models._base import FinishReason, TextDelta, ToolCallDelta
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
 OutputT = TypeVar("OutputT", covariant=True, default=Any)
 
 
+@slot_init  # one per chat: its fields written through their slots
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AgentResponse(Generic[OutputT]):
     """The outcome of one chat.

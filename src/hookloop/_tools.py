@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, get_type_hints, overl
 
 import pydantic
 import pydantic_core
+from pydantic_core import SchemaValidator
 
 from ._docstrings import parse_docstring
 from ._errors import (
@@ -118,6 +119,7 @@ class Tool:
         if not callable(self.function):
             raise ToolDefinitionError(f"tool {self.name!r}: function must be callable")
         self._is_async = is_async_callable(self.function)
+        self._fields = _fields_validator(self.arguments_model)
         self._definition = ToolDefinition(
             name=self.name, description=self.description, parameters=self.parameters
         )
@@ -192,19 +194,20 @@ class Tool:
         Raises:
             ToolValidationError: The text is not a JSON object matching the parameters.
         """
-        if self.arguments_model is None:
+        model = self.arguments_model
+        if model is None:
             return ToolCall(name=self.name, arguments=arguments, id=call_id).parsed_arguments()
         try:
-            # The model's validator itself: model_validate_json() is a Python layer around it.
-            validator = self.arguments_model.__pydantic_validator__
-            parsed = validator.validate_json(arguments or "{}")
+            if (validator := self._fields) is not None:  # the fields as a dict, no instance
+                fields: dict[str, Any] = validator.validate_json(arguments or "{}")[0]
+            else:  # the model's validator itself: model_validate_json() is a layer around it
+                fields = model.__pydantic_validator__.validate_json(arguments or "{}").__dict__
         except pydantic.ValidationError as exc:
             raise ToolValidationError(
                 f"invalid arguments for tool {self.name!r}: {_summarise(exc)}",
                 tool_name=self.name,
                 call_id=call_id,
             ) from exc
-        fields: dict[str, Any] = parsed.__dict__  # exactly the fields: the model forbids extras
         return fields
 
     def invoke(self, arguments: Mapping[str, Any]) -> Awaitable[object]:
@@ -352,6 +355,35 @@ def _arguments_model(
     except (pydantic.PydanticUserError, TypeError) as exc:
         raise ToolDefinitionError(f"tool {tool_name!r}: unsupported parameter type: {exc}") from exc
     return model, context, needs_deps
+
+
+def _fields_validator(model: type[pydantic.BaseModel] | None) -> SchemaValidator | None:
+    """A validator of ``model``'s fields alone, or ``None`` when the model adds to them.
+
+    It validates exactly as the model does, with the same errors, and hands back the fields
+    as ``(dict, extras, fields set)`` without making an instance of the model: a tool call
+    needs the keyword arguments only (about a quarter less time per call). A model that
+    does more than validate its fields (a model validator, ``model_post_init``, its own
+    ``__init__``, a root model) keeps its own validator.
+    """
+    if model is None:
+        return None
+    schema: Any = model.__pydantic_core_schema__
+    outer = None
+    if schema.get("type") == "definitions":  # nested models: their definitions stay around
+        outer, schema = schema, schema["schema"]
+    if (
+        schema.get("type") != "model"
+        or schema.get("custom_init")
+        or schema.get("root_model")
+        or schema.get("post_init")
+        or schema["schema"].get("type") != "model-fields"
+    ):
+        return None
+    fields = schema["schema"]
+    if outer is not None:
+        fields = {**outer, "schema": fields}
+    return SchemaValidator(fields, schema.get("config"))
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
