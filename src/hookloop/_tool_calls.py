@@ -110,7 +110,7 @@ class ToolCalls:
 
         async def _commit(self, message: Message, iteration: int = 0) -> None: ...
 
-        def _commit_quietly(self, message: Message) -> bool: ...
+        def _commit_now(self, message: Message, iteration: int = 0) -> Awaitable[object] | None: ...
 
     async def _run_tools(
         self,
@@ -146,8 +146,8 @@ class ToolCalls:
             outcome = await self._run_call(calls[0])  # (no _outcome: one coroutine less)
             if isinstance(outcome, Waiting):
                 self._waiting.append(await self._asked(message_id, outcome))
-            elif not self._commit_quietly(outcome):
-                await self._commit(outcome, iteration)
+            elif (announcing := self._commit_now(outcome, iteration)) is not None:
+                await announcing
             return
         tasks = [
             _answered(answer)
