@@ -345,7 +345,12 @@ async def _tool_call_stopped(
     pending: GuardStop | Awaitable[GuardStop | None],
     original: ToolCall,
 ) -> ToolMessage | None:
-    rejected = await _settle(run, handlers, ctx, "tool_call", pending, call_id=original.id)
+    # The handlers' awaitable first: when they let it pass (async handlers with no opinion,
+    # the usual case), _settle's coroutine is not made.
+    stopped = pending if isinstance(pending, tuple) else await pending
+    if stopped is None:
+        return None
+    rejected = await _settle(run, handlers, ctx, "tool_call", stopped, call_id=original.id)
     if rejected is None:
         return None
     verdict, name = rejected
@@ -383,7 +388,10 @@ async def _tool_result_stopped(
     pending: GuardStop | Awaitable[GuardStop | None],
     result: ToolMessage,
 ) -> ToolMessage:
-    await _settle(run, handlers, ctx, "tool_result", pending, call_id=result.tool_call_id)
+    stopped = pending if isinstance(pending, tuple) else await pending  # (as above)
+    if stopped is None:
+        return result
+    await _settle(run, handlers, ctx, "tool_result", stopped, call_id=result.tool_call_id)
     return ctx.result
 
 
