@@ -44,7 +44,7 @@ agent without limits (its calls still priced), and ``limits_ratio`` the one over
 what checking the limits before and after each model call and each tool batch costs.
 ``overhead_us_per_iteration_limits_guardrails`` is that agent with every limit and one
 guardrail of each kind, and ``limits_guardrails_ratio`` its cost over ``..._limits_off``
-(issue 24's aim: <= 1.3x). These three are measured in interleaved rounds and their ratios
+(issue 24's aim: <= 1.3x). These three take turns chat by chat, in rounds, and their ratios
 are medians of the rounds' ratios (see ``limits_figures``).
 """
 
@@ -276,20 +276,36 @@ LIMITS_ROUNDS = 7
 async def limits_figures(runs: int, rounds: int = LIMITS_ROUNDS) -> dict[str, float]:
     """The priced agent without limits, with every limit, and with limits and guardrails.
 
-    Measured in ``rounds`` rounds, each timing the three agents back to back (``runs`` // 2
-    chats each), so that a ratio compares figures taken a moment apart: a figure taken
-    once, a minute after the other, moves with the machine's load by more than the limits
-    cost. The ratios are the medians of the rounds' ratios, the figures the medians of the
-    rounds' figures.
+    Measured in ``rounds`` rounds of ``runs`` // 2 chats of each agent, the three taking
+    turns chat by chat (a new agent each chat, as :func:`per_iteration_us` makes them), so
+    that a ratio compares chats run a moment apart: a series of each, one after the other,
+    moved with the machine's load and its caches by more than the limits cost (rounds of
+    1.18-1.45x where interleaved chats gave 1.26-1.30x). A round's figure is the median of
+    its chats; the ratios are the medians of the rounds' ratios, the figures the medians of
+    the rounds' figures.
     """
     chats = max(runs // 2, 20)
-    off: list[float] = []
-    limited: list[float] = []
-    guarded: list[float] = []
+    makers: list[Callable[[], Agent]] = [
+        lambda: limits_agent(False),
+        lambda: limits_agent(True),
+        lambda: limits_agent(True, use_guardrails),
+    ]
+    for make in makers:  # warm-up chats, not timed
+        for _ in range(10):
+            await make().chat("look up ten keys")
+    figures: list[list[float]] = [[], [], []]
     for _ in range(rounds):
-        off.append(await per_iteration_us(None, 0, chats, limits=False))
-        limited.append(await per_iteration_us(None, 0, chats, limits=True))
-        guarded.append(await per_iteration_us(None, 0, chats, limits=True, setup=use_guardrails))
+        samples: list[list[float]] = [[], [], []]
+        gc.collect()
+        for _ in range(chats):
+            for make, taken in zip(makers, samples, strict=True):
+                agent = make()
+                start = time.perf_counter_ns()
+                await agent.chat("look up ten keys")
+                taken.append((time.perf_counter_ns() - start) / ITERATIONS / 1_000)
+        for taken, figure in zip(samples, figures, strict=True):
+            figure.append(statistics.median(taken))
+    off, limited, guarded = figures
     median = statistics.median
     return {
         "overhead_us_per_iteration_limits_off": median(off),
