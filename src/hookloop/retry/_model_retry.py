@@ -122,11 +122,12 @@ class ModelRetryStrategy(abc.ABC):
         A plain function for an attempt that needs no retry (every successful one): it
         returns the retry's coroutine only when there is one to decide and wait for.
         """
-        if event.attempt == 1:
+        # The fields' slots, not their read-only properties: two calls less a model call.
+        if event._attempt == 1:  # type: ignore[attr-defined]
             self._history = ()
             self._call_started = self._clock()
             self.on_first_model_attempt()
-        if event.retry or event.error is None:
+        if event.retry or event._error is None:  # type: ignore[attr-defined]
             return None
         return self._retry(event)
 
