@@ -539,6 +539,29 @@ def test_validate_keeps_what_a_hand_made_arguments_model_adds() -> None:
         made.validate("c", '{"n": "x"}')
 
 
+def test_a_hand_made_tool_takes_a_model_that_is_completed_after_the_tool() -> None:
+    # The arguments model names a type not defined yet when the tool is made: the tool is
+    # made all the same, and validates with the model once the model is complete.
+    class Pending(pydantic.BaseModel):
+        inner: DefinedLater
+
+    made = Tool(
+        name="later",
+        description="Its model is completed later.",
+        parameters={"type": "object"},
+        function=lambda **kwargs: kwargs,
+        arguments_model=Pending,
+    )
+
+    class DefinedLater(pydantic.BaseModel):
+        a: int
+
+    Pending.model_rebuild()
+    assert made.validate("c", '{"inner": {"a": 1}}') == {"inner": DefinedLater(a=1)}
+    with pytest.raises(ToolValidationError, match="Input should be a valid integer"):
+        made.validate("c", '{"inner": {"a": "x"}}')
+
+
 def test_validate_empty_string_is_an_empty_object() -> None:
     @tool
     def opt(a: int = 4) -> int:

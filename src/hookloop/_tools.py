@@ -364,9 +364,10 @@ def _fields_validator(model: type[pydantic.BaseModel] | None) -> SchemaValidator
     as ``(dict, extras, fields set)`` without making an instance of the model: a tool call
     needs the keyword arguments only (about a quarter less time per call). A model that
     does more than validate its fields (a model validator, ``model_post_init``, its own
-    ``__init__``, a root model) keeps its own validator.
+    ``__init__``, a root model) keeps its own validator, and so does a model not complete
+    yet (a forward reference defined later: the model builds itself when first used).
     """
-    if model is None:
+    if model is None or not model.__pydantic_complete__:
         return None
     schema: Any = model.__pydantic_core_schema__
     outer = None
