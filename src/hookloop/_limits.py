@@ -187,12 +187,14 @@ def _with_lowest(caps: tuple[Any, ...]) -> tuple[Any, ...]:
     request, input, total) and of those checked after it (the same and output), ``None``
     when none is set: a budget checks all of them at once below it (``Budget.before_call``).
     """
-    per_request, inputs, outputs, total = caps[5], caps[2], caps[3], caps[4]
+    _, _, inputs, outputs, total, per_request, _, _ = caps
     before = None
     for cap in (per_request, inputs, total):  # (a loop: min() of a generator costs 5x)
         if cap is not None and (before is None or cap < before):
             before = cap
-    after = before if outputs is None or (before is not None and before <= outputs) else outputs
+    after = before
+    if outputs is not None and (after is None or outputs < after):
+        after = outputs
     return (*caps, before, after)
 
 
