@@ -377,6 +377,29 @@ def test_a_model_without_a_price_chosen_mid_chat_is_refused_before_it_is_called(
     assert every_call_answered(agent.messages)
 
 
+def test_each_request_s_cost_is_estimated_at_the_price_of_the_model_it_goes_to() -> None:
+    # The budget keeps the last model's price per input token: a model chosen mid-chat is
+    # estimated at its own price, not at the first model's.
+    free = ScriptedModel(lookup_script(2, usage=Usage(input_tokens=10, output_tokens=1)))
+    pricey = ScriptedModel(["never"], name="pricey")  # $1 an input token
+    prices = {"scripted": ModelPrice(input_per_mtok=0, output_per_mtok=0), "pricey": PRICE}
+    agent = Agent(free, tools=[lookup], limits=UsageLimits(cost=5), prices=prices)
+    chosen: list[str] = []
+
+    def switch(ctx: Any) -> None:
+        if ctx.iteration == 1:
+            ctx.model = pricey
+        chosen.append(ctx.model.name)
+
+    agent.add_hook("pre_request", switch)
+    with pytest.raises(UsageLimitExceeded) as info:
+        agent.chat_sync("go")
+    assert (info.value.limit, info.value.when) == ("cost", "before the call")
+    assert info.value.used > 5  # its request's input tokens at $1 each
+    assert (chosen, len(free.requests), pricey.requests) == (["scripted", "pricey"], 1, [])
+    assert every_call_answered(agent.messages)
+
+
 def test_the_local_model_costs_nothing_and_the_test_doubles_have_no_price() -> None:
     assert price_for(LocalModel(context_window=2048)) == ModelPrice(
         input_per_mtok=0, output_per_mtok=0

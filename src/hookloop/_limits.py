@@ -387,6 +387,7 @@ class Budget:
         "_output_tokens",
         "_overhead",
         "_pricing",
+        "_rate",
         "_requests",
         "_seconds",
         "_seen",
@@ -431,6 +432,7 @@ class Budget:
             self._lowest_after,
         ) = caps
         self._pricing = pricing
+        self._rate: tuple[Model | None, str, Decimal | None] = (None, "", None)
         self._history = history
         self._window = window  # the chat's, which counts the requests it builds
         self._overhead: tuple[str | None, tuple[ToolDefinition, ...], object, int] = (
@@ -512,18 +514,34 @@ class Budget:
                 tokens = self._estimate(request)
             # The request's tokens and the chat's input tokens with them are at most its
             # total tokens with them: below the lowest of the three caps, none is crossed.
-            if (lowest := self._lowest_before) is not None and usage.total_tokens + tokens > lowest:
+            # (usage.total_tokens, without the property's call: this runs every iteration)
+            if (lowest := self._lowest_before) is not None and (
+                usage.input_tokens + usage.output_tokens + tokens > lowest
+            ):
                 self._tokens_before(tokens, usage)
             if (cost_cap := self._cost) is not None:
-                estimate = cost = usage.cost  # an unknown cost so far: nothing is known left
-                if cost is not None:
-                    price = self._pricing.price_of(model)
-                    if price is None:
-                        price = self.price(model)  # (it raises: no price)
-                    estimate = cost + price.input_cost(tokens)
+                estimate = usage.cost  # an unknown cost so far: nothing is known left
+                if estimate is not None:
+                    rated, name, rate = self._rate  # the last model's flat price per token
+                    if model is rated and rate is not None and model.name == name:
+                        estimate += tokens * rate  # (its price's input_cost, without calls)
+                    else:
+                        estimate += self._input_cost(model, tokens)
                 if estimate is None or estimate > cost_cap:
                     raise self._exceeded("cost", estimate, _BEFORE, usage)
         self.requests = requests
+
+    def _input_cost(self, model: Model, tokens: int) -> Decimal:
+        """What ``tokens`` input tokens cost at ``model``'s price; its flat rate kept.
+
+        Raises:
+            UsageError: ``model`` has no price.
+        """
+        from ._pricing import input_rate  # (it prices with this module's checks)
+
+        price = self.price(model)
+        self._rate = (model, model.name, input_rate(price))
+        return price.input_cost(tokens)
 
     def _tokens_before(self, tokens: int, usage: Usage) -> None:
         """Raise for the first token limit a request of ``tokens`` would cross, if any."""
@@ -547,7 +565,9 @@ class Budget:
         """
         # Every count checked is at most the chat's total tokens (the call's input tokens
         # are in them): below the lowest token cap, none is crossed.
-        if (lowest := self._lowest_after) is not None and usage.total_tokens > lowest:
+        if (lowest := self._lowest_after) is not None and (
+            usage.input_tokens + usage.output_tokens > lowest  # (total_tokens, no call)
+        ):
             self._tokens_after(usage, reported)
         if (cost_cap := self._cost) is not None and (
             (cost := usage.cost) is None or cost > cost_cap
