@@ -25,7 +25,14 @@ from .hooks._contexts import (
     ResponseContext,
     maker,
 )
-from .hooks._dispatch import Handler, collect_texts, notify, notify_plainly, run_chain
+from .hooks._dispatch import (
+    Handler,
+    collect_texts,
+    idle_on_answer,
+    notify,
+    notify_plainly,
+    run_chain,
+)
 from .hooks._events import (
     AFTER_MODEL_CALL,
     ON_FIRST_CHUNK,
@@ -171,7 +178,11 @@ class ModelCalls:
             else:
                 if (usage := response.usage) is not None and usage.cost is None:
                     response = self._priced(response, usage, model)
-            if hs := handlers.get(AFTER_MODEL_CALL):
+            if (hs := handlers.get(AFTER_MODEL_CALL)) and (
+                # An answer, and every handler promised to have nothing to do for one (the
+                # window's and the retry strategy's of Agent(): no context, no dispatch).
+                error is not None or not idle_on_answer(hs)
+            ):
                 after = _after_model_call(
                     iteration, attempt, request, response, error, model, False, None, ()
                 )

@@ -179,3 +179,49 @@ def test_async_is_told_apart_for_every_kind_of_callable() -> None:
         marked.append(inspect.markcoroutinefunction(lambda ctx: coroutine(ctx)))
     expected = [True, False, False, False, True, True, False] + [True] * len(marked)
     assert [is_async_callable(fn) for fn in kinds + marked] == expected  # type: ignore[arg-type]
+
+
+# --- idle_on_answer: a handler's promise that lets the loop skip after_model_call ---------
+
+
+async def test_an_after_model_call_row_that_is_idle_for_an_answer_is_skipped_for_one() -> None:
+    from hookloop import AfterModelCallContext, ServerError
+
+    flaky = ServerError("busy", status=503)
+    agent = bare_agent(ScriptedModel([flaky, "one", "two"]))
+    idle = [True]
+    seen: list[tuple[str, int, str]] = []
+
+    def watch(name: str) -> object:
+        def handler(ctx: AfterModelCallContext) -> None:
+            seen.append((name, ctx.attempt, "ok" if ctx.error is None else "failed"))
+            if ctx.error is not None:
+                ctx.retry = True
+
+        return handler
+
+    agent.hooks.add("after_model_call", watch("a"), idle_on_answer=lambda: idle[0])
+    await agent.chat("first")  # a failed attempt: the handler is called; the answer: not
+    assert seen == [("a", 1, "failed")]
+
+    idle[0] = False  # the promise is read every time
+    await agent.chat("second")
+    assert seen[1:] == [("a", 1, "ok")]
+
+    # A handler that promised nothing: the row runs for an answer, every handler in it.
+    idle[0] = True
+    agent.add_hook("after_model_call", watch("b"))  # type: ignore[call-overload]
+    agent.model = ScriptedModel(["three"])
+    await agent.chat("third")
+    assert seen[2:] == [("a", 1, "ok"), ("b", 1, "ok")]
+
+
+@pytest.mark.parametrize(
+    ("event", "idle"), [("on_message", lambda: True), ("after_model_call", "yes")]
+)
+def test_idle_on_answer_is_a_callable_for_after_model_call_only(event: str, idle: object) -> None:
+    agent = bare_agent(ScriptedModel([]))
+
+    with pytest.raises(HookRegistrationError, match="idle_on_answer"):
+        agent.hooks.add(event, lambda ctx: None, idle_on_answer=idle)  # type: ignore[arg-type]
+    assert agent.hooks.handlers == {}

@@ -661,3 +661,25 @@ def test_strategies_without_an_rng_share_one_jitter_source() -> None:
     strategies = [DefaultRetryStrategy(), DefaultRetryStrategy(), ToolRetryStrategy()]
     assert all(s._rng is strategies[0]._rng for s in strategies)
     assert DefaultRetryStrategy(rng=seeded)._rng is seeded  # one given is used
+
+
+async def test_a_call_answered_at_once_still_starts_a_clean_history_after_a_retried_one() -> None:
+    # For an answered first attempt the loop skips the strategy while it has retried
+    # nothing (it would change nothing); after a retried call it runs and starts afresh.
+    clock = FakeClock()
+    retry = strategy(clock)
+    agent = Agent(ScriptedModel([ServerError("x", status=500), "one", "two", "three"]), retry=retry)
+    assert (await agent.chat("a")).text == "one"
+    assert [a.attempt for a in retry.history] == [1]
+    assert (await agent.chat("b")).text == "two"
+    assert retry.history == ()
+    assert (await agent.chat("c")).text == "three"
+    assert retry.history == ()
+
+
+async def test_a_subclass_with_its_own_first_attempt_hook_hears_of_every_model_call() -> None:
+    custom = EveryOtherTime()
+    agent = Agent(ScriptedModel(["one", "two", "three"]), retry=custom)
+    for text in ("a", "b", "c"):
+        await agent.chat(text)
+    assert custom.calls == 3

@@ -179,7 +179,16 @@ class SlidingWindow:
         self._trim_hook = self._trim
         agent.add_hook("pre_request", self._trim_hook, order=Phase.TRIM)
         if self.recover:
-            agent.add_hook("after_model_call", self._recover, order=Phase.WINDOW_RECOVER)
+            agent.hooks.add(
+                "after_model_call",
+                self._recover,
+                order=Phase.WINDOW_RECOVER,
+                idle_on_answer=self._nothing_pending,
+            )
+
+    def _nothing_pending(self) -> bool:
+        """Whether :meth:`_recover` has nothing to do for an answer: no ceiling to confirm."""
+        return self._pending is None
 
     def _budget(self, request: ProviderRequest, model: Model) -> _Budget:
         """The token budget of ``request`` to ``model`` and which limit sets it."""

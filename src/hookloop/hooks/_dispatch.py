@@ -105,6 +105,8 @@ class Handler:
     guardrail: str | None = None
     # A tool-call guardrail's check: the approval stage it leaves alone (_guard.py).
     skips: str | None = None
+    # An after_model_call handler's promise (HookRegistry.add's ``idle_on_answer``).
+    idle_on_answer: Callable[[], bool] | None = None
 
     @property
     def label(self) -> str:
@@ -144,14 +146,35 @@ class HookRegistry:
         self._seq = 0  # the registrations so far (an int: an idle agent is smaller)
         self._collectors: list[list[Disposer]] | None = None  # made by the first collect()
 
-    def add(self, event: str, fn: Callable[[Any], Any], *, order: int = 0) -> Disposer:
+    def add(
+        self,
+        event: str,
+        fn: Callable[[Any], Any],
+        *,
+        order: int = 0,
+        idle_on_answer: Callable[[], bool] | None = None,
+    ) -> Disposer:
         """Register ``fn`` for ``event``; returns its disposer.
+
+        ``idle_on_answer`` (``after_model_call`` only): a promise that, while it returns
+        true, ``fn`` does nothing for an attempt that answered (no error). When every
+        handler of the row promises it, the loop skips the event for such an attempt: no
+        context is made and no handler called. The retry strategies and the sliding window
+        promise it for their success path, which every model call of ``Agent()`` takes.
 
         Raises:
             HookRegistrationError: Unknown event, a handler that is not callable, an order
-                that is not an int, or an async handler for a sync-only event.
+                that is not an int, an async handler for a sync-only event, or an
+                ``idle_on_answer`` that is not callable or not on ``after_model_call``.
         """
-        return self._add(event, fn, order, None, None)
+        if idle_on_answer is not None and (
+            event != "after_model_call" or not callable(idle_on_answer)
+        ):
+            raise HookRegistrationError(
+                "idle_on_answer is a callable, for an after_model_call handler only; "
+                f"got {idle_on_answer!r} for {event!r}"
+            )
+        return self._add(event, fn, order, None, None, idle_on_answer)
 
     def add_guardrail(
         self,
@@ -193,6 +216,7 @@ class HookRegistry:
         order: int,
         guardrail: str | None,
         skips: str | None,
+        idle_on_answer: Callable[[], bool] | None = None,
     ) -> Disposer:
         spec = EVENT_TABLE.get(event)
         if spec is None:
@@ -208,7 +232,9 @@ class HookRegistry:
                 "so its handlers must be plain functions"
             )
         # A Phase is kept as it is: int(Phase.TRIM) would be a new int per registration.
-        handler = Handler(event, fn, is_async, order, self._seq, spec, guardrail, skips)
+        handler = Handler(
+            event, fn, is_async, order, self._seq, spec, guardrail, skips, idle_on_answer
+        )
         self._seq += 1
         if spec.kind == "guard":
             self.guards += 1
@@ -472,6 +498,19 @@ def run_chain(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     :class:`~hookloop.HookReturnError` when a handler returned a value of another type.
     """
     return dispatch(handlers, ctx, "chain")
+
+
+def idle_on_answer(handlers: tuple[Handler, ...]) -> bool:
+    """Whether every ``after_model_call`` handler of ``handlers`` is idle for an answer now.
+
+    Each promised, when it was registered, to do nothing for an attempt that answered
+    while its ``idle_on_answer`` returns true (see :meth:`HookRegistry.add`).
+    """
+    # Every model call of Agent() asks: a plain loop, no generator (as records_spend).
+    for handler in handlers:  # noqa: SIM110
+        if (idle := handler.idle_on_answer) is None or not idle():
+            return False
+    return True
 
 
 def run_guards(

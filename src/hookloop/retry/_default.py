@@ -60,6 +60,9 @@ class DefaultRetryStrategy(ModelRetryStrategy):
     """
 
     name = "default-retry"
+    # on_first_model_attempt clears only the wait a retry set: nothing to clear when no
+    # attempt was retried (ModelRetryStrategy skips it for an answered first attempt then).
+    _first_attempt_resets_only = True
 
     def __init__(
         self,

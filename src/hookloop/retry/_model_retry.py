@@ -91,7 +91,11 @@ class ModelRetryStrategy(abc.ABC):
 
     @property
     def elapsed(self) -> float:
-        """Seconds since the first attempt of the current model call ended."""
+        """Seconds since the first attempt of the model call being retried ended.
+
+        For the decisions about a failed attempt. A model call whose first attempt
+        answered may leave it running from the last call that failed.
+        """
         return self._clock() - self._call_started
 
     @property
@@ -112,9 +116,23 @@ class ModelRetryStrategy(abc.ABC):
             "it keeps per-call state",
             owner=self,
         )
-        agent.add_hook("after_model_call", self.retry_model)
+        agent.hooks.add(
+            "after_model_call",
+            self.retry_model,
+            idle_on_answer=self._nothing_retried if _answers_idle(type(self)) else None,
+        )
         # Goes into the disposer agent.use() returns, next to the hook's own.
         agent.hooks.adopt(Disposer(lambda: self._release(agent)))
+
+    def _nothing_retried(self) -> bool:
+        """Whether :meth:`retry_model` has nothing to do for an answer: no retry to forget.
+
+        Its first-attempt reset leaves a strategy with no retried attempt as it was (the
+        library's ``on_first_model_attempt`` clears only what a retry set), so the loop
+        skips it for an attempt that answered (only ``elapsed``'s start stays where the
+        last failed call set it).
+        """
+        return not self._history
 
     def retry_model(self, event: AfterModelCallContext) -> Awaitable[None] | None:
         """The ``after_model_call`` handler; override the methods above instead.
@@ -178,3 +196,21 @@ class ModelRetryStrategy(abc.ABC):
             f"{self.name}: gave up after {len(attempts)} attempts and {waited:g}s of waiting "
             f"({kinds})"
         )
+
+
+def _answers_idle(cls: type[ModelRetryStrategy]) -> bool:
+    """Whether ``cls`` keeps the library's success path: its promise to the loop holds.
+
+    Its ``retry_model`` is the base class's, and its ``on_first_model_attempt`` the base's
+    (empty) or one marked ``_first_attempt_resets_only`` (it clears only state that a retry
+    set, as :class:`~hookloop.retry.DefaultRetryStrategy`'s does). A subclass with an
+    ``on_first_model_attempt`` of its own gets every call, as documented.
+    """
+    if cls.retry_model is not ModelRetryStrategy.retry_model:
+        return False
+    for klass in cls.__mro__:
+        if "on_first_model_attempt" in vars(klass):
+            return klass is ModelRetryStrategy or vars(klass).get(
+                "_first_attempt_resets_only", False
+            )
+    return False
