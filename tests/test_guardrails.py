@@ -217,6 +217,47 @@ async def test_a_guardrail_that_raises_is_a_trip_with_the_cause(flavour: Flavour
     assert model.requests == []
 
 
+GUARDRAILS = {
+    "input": input_guardrail,
+    "output": output_guardrail,
+    "tool_call": tool_call_guardrail,
+    "tool_result": tool_result_guardrail,
+}
+
+
+@pytest.mark.parametrize("failure", ["raises", "returns a str"])
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("position", list(GUARDRAILS))
+async def test_a_guardrail_that_fails_trips_in_every_position(
+    position: str, flavour: Flavour, failure: str
+) -> None:
+    # Fail closed wherever it stands, alone on its row (the tool rows call a lone sync
+    # guardrail themselves) or with another guardrail before it.
+    def broken(ctx: object) -> Verdict:
+        if failure == "raises":
+            raise ConnectionError("moderation service down")
+        return "allow"  # type: ignore[return-value]
+
+    for company in (False, True):
+        ran.clear()
+        agent, _ = agent_on(tool_call("lookup", {"key": "k"}, id="c1"), "the answer")
+        make = GUARDRAILS[position]
+        if company:
+            agent.use(make(lambda ctx: Verdict.allow(), name="first"))  # type: ignore[operator]
+        agent.use(make(as_check(broken, flavour), name="broken"))  # type: ignore[operator]
+        with pytest.raises(GuardrailTripped, match="unknown verdict") as caught:
+            await agent.chat("hello")
+        assert (caught.value.guardrail, caught.value.position) == ("broken", position)
+        cause = caught.value.__cause__
+        assert isinstance(cause, ConnectionError if failure == "raises" else TypeError)
+        assert ran == (["k"] if position in ("output", "tool_result") else [])
+        assert_valid(agent.history.messages)
+        stored = [m.content for m in agent.history.messages if not isinstance(m, UserMessage)]
+        assert "the answer" not in stored  # never stored past a guardrail that failed
+        if position == "tool_result":  # nor the result it checked
+            assert not any("42" in str(content) for content in stored)
+
+
 @pytest.mark.parametrize("returned", [None, True, "allow", {"action": "allow"}])
 async def test_a_guardrail_that_returns_no_verdict_is_a_trip(returned: object) -> None:
     agent, _ = agent_on("never sent")

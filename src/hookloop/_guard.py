@@ -24,7 +24,7 @@ import pydantic_core
 from ._errors import GuardrailTripped
 from ._messages import AssistantMessage, TextPart, ToolCall, ToolMessage, UserMessage, tool_result
 from ._output import Accepted
-from ._verdict import POSITION_ACTIONS, GuardrailPosition, Verdict
+from ._verdict import ALLOW, POSITION_ACTIONS, GuardrailPosition, Verdict
 from .hooks._contexts import (
     GuardrailVerdictContext,
     InputGuardrailContext,
@@ -33,7 +33,15 @@ from .hooks._contexts import (
     ToolResultGuardrailContext,
     maker,
 )
-from .hooks._dispatch import GuardStop, Handler, Phase, notify, run_guards
+from .hooks._dispatch import (
+    GuardStop,
+    Handler,
+    Phase,
+    guard_stop,
+    notify,
+    run_guards,
+    tripped,
+)
 from .hooks._events import (
     ON_GUARDRAIL_VERDICT,
     ON_INPUT_GUARDRAIL,
@@ -332,7 +340,17 @@ def check_tool_call(
         if not handlers:
             return None
     ctx = _tool_call_context(call, tool, scope, arguments, approval)
-    stopped = run_guards(handlers, ctx)
+    if len(handlers) > 1 or (only := handlers[0]).is_async:
+        stopped = run_guards(handlers, ctx)
+    else:  # one sync guardrail, the usual row: called here as run_guards would (a frame less)
+        try:
+            result = only.fn(ctx)
+        except Exception as exc:
+            stopped = tripped(exc, only, ctx)
+        else:
+            if result is ALLOW:
+                return None
+            stopped = guard_stop(handlers, only, ctx, result)
     if stopped is None:
         return None
     return _tool_call_stopped(run, handlers, ctx, stopped, original)
@@ -375,7 +393,17 @@ def check_tool_result(
     if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool result
         return result
     ctx = _tool_result_context(call, tool, scope, result)
-    stopped = run_guards(handlers, ctx)
+    if len(handlers) > 1 or (only := handlers[0]).is_async:
+        stopped = run_guards(handlers, ctx)
+    else:  # one sync guardrail, the usual row: called here as run_guards would (a frame less)
+        try:
+            returned = only.fn(ctx)
+        except Exception as exc:
+            stopped = tripped(exc, only, ctx)
+        else:
+            if returned is ALLOW:
+                return result
+            stopped = guard_stop(handlers, only, ctx, returned)
     if stopped is None:
         return result
     return _tool_result_stopped(run, handlers, ctx, stopped, result)

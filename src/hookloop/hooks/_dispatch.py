@@ -372,7 +372,7 @@ async def dispatch(handlers: tuple[Handler, ...], ctx: Any, mode: _Mode) -> obje
             continue
         except Exception as exc:
             if mode == "guard":
-                return _tripped(exc, handler, ctx)  # a trip, never a pass: _guard.py says so
+                return tripped(exc, handler, ctx)  # a trip, never a pass: _guard.py says so
             if type(exc) is FixedFieldError:
                 _explain(exc, handler, ctx)
             if mode == "each_quietly":
@@ -533,22 +533,35 @@ def run_guards(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return _tripped(exc, handler, ctx)
+            return tripped(exc, handler, ctx)
         if result is ALLOW:  # Verdict.allow(): the usual return, told by one comparison
             continue
-        if type(result) is Verdict:
-            if result.action == "allow":
-                continue
-            return handler, result
-        if result is None and handler.guardrail is None:  # no opinion
-            continue
-        if inspect.isawaitable(result):
-            return _guards_after(handlers, handlers.index(handler), ctx, result)
-        return _stopped(handler, result, ctx)
+        if (stop := guard_stop(handlers, handler, ctx, result)) is not None:
+            return stop
     return None
 
 
 GuardStop: TypeAlias = "tuple[Handler, object]"
+
+
+def guard_stop(
+    handlers: tuple[Handler, ...], handler: Handler, ctx: object, result: object
+) -> GuardStop | Awaitable[GuardStop | None] | None:
+    """What the return of sync guard ``handler`` (one of ``handlers``) means for ``ctx``.
+
+    ``None`` when it lets the text pass (an allowing verdict, or no opinion from a plain
+    handler); otherwise what :func:`run_guards` returns for it: the ``(handler, outcome)``
+    that stopped, or, for an awaitable return, the awaitable of it and the handlers after
+    it. For a return that is not ``Verdict.allow()``'s shared allow, which the callers tell
+    apart themselves with one comparison.
+    """
+    if type(result) is Verdict:
+        return None if result.action == "allow" else (handler, result)
+    if result is None and handler.guardrail is None:  # no opinion
+        return None
+    if inspect.isawaitable(result):
+        return _guards_after(handlers, handlers.index(handler), ctx, result)
+    return _stopped(handler, result, ctx)
 
 
 def _stopped(handler: Handler, result: object, ctx: object) -> GuardStop:
@@ -559,7 +572,7 @@ def _stopped(handler: Handler, result: object, ctx: object) -> GuardStop:
     """
     if handler.guardrail is not None and not isinstance(result, Verdict):
         error = TypeError(f"the check returned {type(result).__name__}, not a Verdict")
-        return _tripped(error, handler, ctx)
+        return tripped(error, handler, ctx)
     return handler, result
 
 
@@ -573,7 +586,7 @@ async def _guards_after(
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        return _tripped(exc, handler, ctx)
+        return tripped(exc, handler, ctx)
     if not (type(result) is Verdict and result.action == "allow") and (
         result is not None or handler.guardrail is not None
     ):
@@ -582,7 +595,7 @@ async def _guards_after(
     return await dispatch(rest, ctx, "guard") if rest else None  # type: ignore[return-value]
 
 
-def _tripped(exc: Exception, handler: Handler, ctx: object) -> GuardStop:
+def tripped(exc: Exception, handler: Handler, ctx: object) -> GuardStop:
     """A guardrail that raised: the exception, noted with the handler, is its outcome."""
     if type(exc) is FixedFieldError:
         _explain(exc, handler, ctx)
