@@ -458,7 +458,7 @@ class Budget:
         self.started = monotonic()
         self._deadline = None if self._seconds is None else self.started + self._seconds
         if self._cost is not None:
-            self.price(model)
+            self._rated(model)  # (it raises for a model without a price)
 
     def _sources(self, name: str) -> tuple[Any, Any] | None:
         """The limit that sets field ``name``'s cap, and what was spent before it counted.
@@ -526,22 +526,20 @@ class Budget:
                     if model is rated and rate is not None and model.name == name:
                         estimate += tokens * rate  # (its price's input_cost, without calls)
                     else:
-                        estimate += self._input_cost(model, tokens)
+                        estimate += self._rated(model).input_cost(tokens)
                 if estimate is None or estimate > cost_cap:
                     raise self._exceeded("cost", estimate, _BEFORE, usage)
         self.requests = requests
 
-    def _input_cost(self, model: Model, tokens: int) -> Decimal:
-        """What ``tokens`` input tokens cost at ``model``'s price; its flat rate kept.
+    def _rated(self, model: Model) -> Price:
+        """``model``'s price, its flat price per input token kept for :meth:`before_call`.
 
         Raises:
             UsageError: ``model`` has no price.
         """
-        from ._pricing import input_rate  # (it prices with this module's checks)
-
         price = self.price(model)
-        self._rate = (model, model.name, input_rate(price))
-        return price.input_cost(tokens)
+        self._rate = (model, model.name, self._pricing.input_rate(price))
+        return price
 
     def _tokens_before(self, tokens: int, usage: Usage) -> None:
         """Raise for the first token limit a request of ``tokens`` would cross, if any."""

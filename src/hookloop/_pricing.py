@@ -155,15 +155,6 @@ class _TablePrice:
         return self.cost(Usage(input_tokens=tokens))
 
 
-def input_rate(price: Price) -> Decimal | None:
-    """The price of one input token when ``price`` is flat (a :class:`ModelPrice`), or ``None``.
-
-    ``tokens * input_rate(price)`` is ``price.input_cost(tokens)``: the usage limits estimate
-    every request's cost with it, without a call.
-    """
-    return price._per_token[0] if isinstance(price, ModelPrice) else None
-
-
 _ZERO_PRICE: Final = ModelPrice(input_per_mtok=0, output_per_mtok=0)
 _FOUND: dict[tuple[str, str | None, str], Price | None] = {}  # per process: the table's answers
 _WARNED: set[str] = set()  # model names logged as without a price
@@ -301,6 +292,15 @@ class Pricing:
             price = price_for(model)
         self._last = (model, model.name, price)
         return price
+
+    @staticmethod
+    def input_rate(price: Price) -> Decimal | None:
+        """One input token's price when ``price`` is flat (a :class:`ModelPrice`), or ``None``.
+
+        ``tokens * input_rate(price)`` is ``price.input_cost(tokens)``: the usage limits
+        estimate every request's cost with it, without a call.
+        """
+        return price._per_token[0] if isinstance(price, ModelPrice) else None
 
     def priced(self, usage: Usage, model: Model) -> Usage:
         """``usage`` with its cost at ``model``'s price, when it has none and one is known."""
