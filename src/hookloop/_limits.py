@@ -396,7 +396,6 @@ class Budget:
         "_total_tokens",
         "_window",
         "checks_after",
-        "checks_batches",
         "repeat",
         "requests",
         "started",
@@ -448,9 +447,6 @@ class Budget:
             and self._cost is None
         )
         self.checks_after = self._estimates or self._output_tokens is not None
-        # Every budget counts its tool calls: a session's spend records and a parent's
-        # limits count a sub-agent's too.
-        self.checks_batches = True
         self.repeat = repeat
         self._seen: dict[tuple[str, str], int] | None = None
         self.requests = 0
@@ -651,7 +647,8 @@ class Budget:
     def admit_tools(self, calls: int, usage: Usage) -> UsageLimitExceeded | None:
         """Count a batch of ``calls`` tool calls, or return why it may not run (none runs).
 
-        Only for a budget that ``checks_batches``, as :func:`admit_batch`.
+        Every budget counts its tool calls (a session's spend records and a parent's limits
+        count a sub-agent's too), as :func:`admit_batch`.
         """
         if (deadline := self._deadline) is not None and (now := monotonic()) >= deadline:
             return self._exceeded("seconds", now - self.started, _BATCH, usage)

@@ -128,7 +128,7 @@ class ToolCalls:
         ``message_id`` is the assistant message that made the calls. ``admitted``: the
         limits admitted the batch already (decided calls, counted when they were asked for).
         """
-        if (budget := self._budget) is not None and budget.checks_batches and not admitted:
+        if (budget := self._budget) is not None and not admitted:
             if budget.repeat is None and answered is None:  # (the usual batch: one call less)
                 refused = budget.admit_tools(len(calls), self._usage)
             else:
