@@ -131,10 +131,12 @@ async def test_a_row_added_to_the_event_table_later_is_recorded_without_a_change
 
 def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
     lines: list[str] = []
-    now = iter([10.0, 10.25, 10.5, 10.5, 11.0, 11.0, 11.0, 11.0, 11.0, 11.5])
+    now = iter([10.0, 10.25, 10.5, 10.5, 11.0, 11.0, 11.0, 11.0, 11.5])
     agent = Agent(ScriptedModel(["Hello!"], context_window=1000), name="greeter", session_id="s1")
     agent.use(JsonLinesTracePlugin(lines.append, clock=lambda: next(now), wall=lambda: EPOCH))
     response = agent.chat_sync(UserMessage(content="Hi", id="u1"))
+    # pre_request and after_model_call have the default policies' handlers besides the
+    # trace's: a "before" and an "after" each. on_response has none: one record, no stage.
     assert steps(lines) == [
         ("on_chat_start", None, "c1", "greeter"),
         ("on_message", None, "c1", "greeter"),
@@ -142,14 +144,14 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         ("pre_request", "after", "c1", "greeter"),
         ("after_model_call", "before", "c1", "greeter"),
         ("after_model_call", "after", "c1", "greeter"),
-        ("on_response", "before", "c1", "greeter"),
-        ("on_response", "after", "c1", "greeter"),
+        ("on_response", None, "c1", "greeter"),
         ("on_message", None, "c1", "greeter"),
         ("on_chat_done", None, "c1", "greeter"),
     ]
     got = records(lines)
-    assert [r["seq"] for r in got] == list(range(10))
-    assert [r["t"] for r in got] == [0.0, 0.25, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.5]
+    assert [r["seq"] for r in got] == list(range(9))
+    assert [r["t"] for r in got] == [0.0, 0.25, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.5]
+    assert [(r["hooks"], r["of"]) for r in got[6:]] == [([], None), (None, None), (None, None)]
     assert got[0] == {
         "v": TRACE_FORMAT,
         "seq": 0,
@@ -398,7 +400,7 @@ def test_a_path_target_is_written_and_read_back(tmp_path: Path) -> None:
         agent.chat_sync("Hi")
     lines = path.read_text().splitlines()
     assert read_trace(path) == records(lines)
-    assert len(lines) == 10
+    assert len(lines) == 9
 
 
 @pytest.mark.parametrize(
@@ -406,11 +408,12 @@ def test_a_path_target_is_written_and_read_back(tmp_path: Path) -> None:
     [
         (
             "{}\n",
-            r"run\.jsonl, line 1: trace format None cannot be read; this hookloop reads 1 and 2$",
+            r"run\.jsonl, line 1: trace format None cannot be read; "
+            r"this hookloop reads 1, 2 and 3$",
         ),
         (
-            '{"v": 3}\n',
-            r"line 1: trace format 3 cannot be read; this hookloop reads 1 and 2 \(written by a ",
+            '{"v": 4}\n',
+            r"line 1: trace format 4 cannot be read; this hookloop reads 1, 2 and 3 \(written by ",
         ),
         ('{"v": true}\n', "line 1: trace format True cannot be read"),
         ("\n[1]\n", "line 2: not a trace record"),
@@ -748,9 +751,7 @@ def test_a_chat_of_500_tool_calls_is_a_few_megabytes_and_so_is_its_page(tmp_path
     assert page.stat().st_size <= 1.5 * size
     assert peak <= size  # the page is written line by line, never whole in memory
     records = read_trace(trace)
-    assert (
-        sum(r["event"] == "on_tool_call_result" and r["stage"] == "before" for r in records) == 500
-    )
+    assert sum(r["event"] == "on_tool_call_result" for r in records) == 500  # one each
 
 
 def test_a_trace_of_format_1_still_reads_and_shows(tmp_path: Path) -> None:

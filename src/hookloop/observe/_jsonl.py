@@ -2,7 +2,7 @@
 
 A record (format version :data:`TRACE_FORMAT`)::
 
-    {"v": 2, "seq": 7, "t": 0.0123, "ts": "2026-11-24T10:00:00.012Z",
+    {"v": 3, "seq": 7, "t": 0.0123, "ts": "2026-11-24T10:00:00.012Z",
      "event": "pre_tool_call", "stage": "before", "of": null, "agent": "assistant",
      "session": "session_…", "chat": "c1", "parent": null, "path": ["assistant"],
      "hooks": ["deny_rm"], "data": {...}}
@@ -10,13 +10,15 @@ A record (format version :data:`TRACE_FORMAT`)::
 ``data`` holds the event's context, field by field (:mod:`._encode`), each message, request
 and tool definition written once and referred to afterwards. Every row of the event table is
 recorded, whatever rows a later release adds. An event whose handlers may change something
-(an interceptor, or a row with settable fields) gives two records: ``"stage": "before"`` as
-its handlers receive it (``hooks`` names them) and ``"stage": "after"`` with the fields they
-changed (``of`` is the ``seq`` of its ``before``); a missing ``after`` means a handler
-stopped the chain (a short-circuit). The time between the two is the handlers' own (a retry
-strategy's backoff wait, say). A sub-agent's events arrive once its own handlers ran (one
-record, no stage), with ``path`` from this agent down and ``parent`` naming the chat and the
-tool call they run under.
+(an interceptor, or a row with settable fields) gives two records when it has handlers
+besides the trace's: ``"stage": "before"`` as its handlers receive it (``hooks`` names them)
+and ``"stage": "after"`` with the fields they changed (``of`` is the ``seq`` of its
+``before``); a missing ``after`` means a handler stopped the chain (a short-circuit). The
+time between the two is the handlers' own (a retry strategy's backoff wait, say). With no
+other handler (``"hooks": []``) nothing can change it: one record, no stage (format 3;
+format 2 wrote an ``after`` with nothing changed). A sub-agent's events arrive once its own
+handlers ran (one record, no stage), with ``path`` from this agent down and ``parent``
+naming the chat and the tool call they run under.
 
 Recording never changes the run: a record that cannot be written (a full disk, a closed
 stream, a function that raises) is logged once at WARNING, kept in
@@ -134,7 +136,7 @@ class JsonLinesTracePlugin:
             "hookloop_trace_call", default=None
         )
         self._parents: dict[str, str] = {}  # chat -> its "parent" as JSON
-        self._pending: dict[int, tuple[object, tuple[object, ...] | None, int]] = {}
+        self._pending: dict[int, tuple[object, tuple[object, ...], int]] = {}
         # What most records repeat, as JSON text: made again only when it changes.
         self._texts: dict[str, tuple[object, str]] = {}
         self._known: tuple[str | None, str, str | None, str] | None = None  # see _emit
@@ -214,9 +216,11 @@ class JsonLinesTracePlugin:
             if event == "pre_tool_call":
                 self._call.set(ctx.call.id)
             hooks = self._hooks(event)
+            if hooks == "[]":  # no other handler: nothing can change it, one record says all
+                self._emit(name, self._encoder.context(ctx), "null", hooks)
+                return
             seq = self._emit(name, self._encoder.context(ctx), _BEFORE, hooks)
-            # With no other handler on the event, nothing can change before _after runs.
-            self._pending[id(ctx)] = (ctx, None if hooks == "[]" else fields(ctx), seq)
+            self._pending[id(ctx)] = (ctx, fields(ctx), seq)
 
         return record
 
@@ -226,17 +230,13 @@ class JsonLinesTracePlugin:
 
         def record(ctx: Any) -> None:
             entry = self._pending.pop(id(ctx), None)
-            changed: list[str] = []
-            of = "null"
-            if entry is not None:
-                of = str(entry[2])
-            if entry is not None and entry[1] is not None:
+            if entry is not None:  # (none: its one record is written)
                 changed = [
                     f
                     for f, new, old in zip(names, fields(ctx), entry[1], strict=True)
                     if new is not old
                 ]
-            self._emit(name, self._encoder.changes(ctx, changed), _AFTER, of=of)
+                self._emit(name, self._encoder.changes(ctx, changed), _AFTER, of=str(entry[2]))
             if event in _TOOL_ENDS:
                 self._call.set(None)
 
