@@ -773,6 +773,34 @@ def test_a_trace_of_format_1_still_reads_and_shows(tmp_path: Path) -> None:
     assert '"metadata": {"$ref": "x"}' in page  # the line as written
 
 
+def test_a_trace_of_format_2_still_reads_and_shows(tmp_path: Path) -> None:
+    # Written by the hookloop before format 3: references, and an "after" record for every
+    # "before" whose event ran to its end, with nothing changed when no handler could.
+    message = {"role": "user", "content": "Hi", "id": "u1"}
+    head = {"ts": "2026-09-21T14:13:20.000Z", "agent": "a", "session": "s", "chat": "c1",
+            "parent": None, "path": ["a"]}  # fmt: skip
+    written = [
+        {"v": 2, "seq": 0, "t": 0.0, "event": "on_chat_start", "stage": None, "of": None,
+         "hooks": None, "data": {"message": {"$id": "m0", **message}}},
+        {"v": 2, "seq": 1, "t": 0.1, "event": "pre_request", "stage": "before", "of": None,
+         "hooks": [], "data": {"iteration": 0, "request": {"$id": "r0", "messages": [
+             {"$ref": "m0"}], "tokens": 5}}},
+        {"v": 2, "seq": 2, "t": 0.1, "event": "pre_request", "stage": "after", "of": 1,
+         "hooks": None, "data": {"changed": []}},
+    ]  # fmt: skip
+    path = tmp_path / "v2.jsonl"
+    path.write_text("".join(json.dumps({**r, **head}) + "\n" for r in written))
+    got = read_trace(path)
+    assert [(r["v"], r["event"], r["stage"], r["of"]) for r in got] == [
+        (2, "on_chat_start", None, None),
+        (2, "pre_request", "before", None),
+        (2, "pre_request", "after", 1),
+    ]
+    assert got[1]["data"]["request"] == {"messages": [message], "tokens": 5}
+    page = write_trace_page(path, tmp_path / "v2.html").read_text(encoding="utf-8")
+    assert '"messages": [{"$ref": "m0"}]' in page  # the line as written
+
+
 def test_data_keys_that_look_like_references_read_back_as_they_were() -> None:
     value = {"$ref": "m0", "$id": "m1", "$refs": ["m0", "m1"], "$$x": 1, "k": [{"$ref": "t0"}]}
 
