@@ -118,7 +118,7 @@ class JsonLinesTracePlugin:
                 f"a trace target is a path, a text stream or a function, got {target!r}"
             )
         self.failure: Exception | None = None
-        self._lines = self._stream is not None  # a stream gets the newline, a function not
+        self._end = "\n" if self._stream is not None else ""  # a function gets no newline
         self._encoder = Encoder(content=content, error_text=error_text)
         self._clock = clock
         self._wall = wall
@@ -159,14 +159,18 @@ class JsonLinesTracePlugin:
         for event, spec in EVENT_TABLE.items():
             if event == "on_subagent_event":
                 self._add(agent, event, lambda ctx: self._forwarded(ctx), Phase.OBSERVE)
-            elif (spec.kind == "interceptor" or spec.settable) and not spec.sync_only:
+            elif _shape(spec)[3]:
                 self._add(agent, event, self._before(spec), _FIRST)
                 self._add(agent, event, self._after(spec), Phase.OBSERVE)
             else:
                 self._add(agent, event, self._observer(spec), Phase.OBSERVE)
 
     def _add(self, agent: AgentHost, event: str, fn: Callable[[Any], None], order: int) -> None:
-        fn.__qualname__ = f"{type(self).__name__}.{event}"
+        # The handler's label, as errors and other traces' "hooks" name it: made once.
+        if type(self) is JsonLinesTracePlugin:
+            fn.__qualname__ = _LABELS.get(event) or _LABELS.setdefault(event, f"{_CLASS}.{event}")
+        else:
+            fn.__qualname__ = f"{type(self).__name__}.{event}"
         self._mine.add(id(fn))
         agent.hooks.add(event, fn, order=order)
 
@@ -194,7 +198,7 @@ class JsonLinesTracePlugin:
 
     def _observer(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name = json_string(event)
+        name = _shape(spec)[0]
 
         def record(ctx: Any) -> None:
             if event == "on_chat_start":
@@ -210,7 +214,7 @@ class JsonLinesTracePlugin:
 
     def _before(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name, fields, _ = _shape(spec)
+        name, fields, _, _ = _shape(spec)
 
         def record(ctx: Any) -> None:
             if event == "pre_tool_call":
@@ -226,7 +230,7 @@ class JsonLinesTracePlugin:
 
     def _after(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name, fields, names = _shape(spec)
+        name, fields, names, _ = _shape(spec)
 
         def record(ctx: Any) -> None:
             entry = self._pending.pop(id(ctx), None)
@@ -308,14 +312,16 @@ class JsonLinesTracePlugin:
                 middle = self._middle_of(chat, None)
                 self._known = (chat, agent.name, agent.session_id, middle)
         elapsed = now - start
-        line = (
-            f'{{"v":{TRACE_FORMAT},"seq":{seq},'
-            f'"t":{f"{elapsed:.6f}" if math.isfinite(elapsed) else "null"},'
-            f'"ts":"{self._timestamp(self._wall())}","event":{event},"stage":{stage},'
-            f'"of":{of},{middle},"hooks":{hooks},"data":{data}}}'
-        )
+        wall = self._wall()
+        # Most records of a busy run share their millisecond, so their stamp: kept.
+        stamp = self._stamp if int(wall * 1000) == self._millisecond else self._timestamp(wall)
         try:
-            self._write(line + "\n" if self._lines else line)
+            self._write(
+                f'{{"v":{TRACE_FORMAT},"seq":{seq},'
+                f'"t":{f"{elapsed:.6f}" if math.isfinite(elapsed) else "null"},'
+                f'"ts":"{stamp}","event":{event},"stage":{stage},'
+                f'"of":{of},{middle},"hooks":{hooks},"data":{data}}}{self._end}'
+            )
         except Exception as exc:
             self._failed(exc)
         return seq
@@ -339,13 +345,8 @@ class JsonLinesTracePlugin:
         return f'{who},"chat":{chat_text},"parent":{parent},"path":{names}'
 
     def _timestamp(self, seconds: float) -> str:
-        """UTC, ISO 8601 with milliseconds, as ``datetime`` makes it.
-
-        Made once per millisecond: most records of a busy run share theirs.
-        """
+        """UTC, ISO 8601 with milliseconds, as ``datetime`` makes it (kept for _emit)."""
         millisecond = int(seconds * 1000)
-        if millisecond == self._millisecond:
-            return self._stamp
         fraction, whole = math.modf(seconds)
         micro = round(fraction * 1e6)
         if micro >= 1_000_000 or micro < 0:
@@ -371,27 +372,32 @@ class JsonLinesTracePlugin:
             logger.warning("the trace could not be written, recording stopped: %s", exc)
 
 
-_Shape: TypeAlias = tuple[str, Callable[[Any], tuple[object, ...]], tuple[str, ...]]
+_Shape: TypeAlias = tuple[str, Callable[[Any], tuple[object, ...]], tuple[str, ...], bool]
 _SHAPES: Final[dict[str, _Shape]] = {}
+_LABELS: Final[dict[str, str]] = {}  # the plugin's handlers' labels, by event
+_CLASS: Final = "JsonLinesTracePlugin"
 
 
 def _shape(spec: EventSpec) -> _Shape:
     """What the records of ``spec``'s event need, made once per process, not per plugin.
 
-    Its name as JSON, a getter of the fields its handlers may change (as a tuple), and their
-    names.
+    Its name as JSON, a getter of the fields its handlers may change (as a tuple), their
+    names, and whether its records come in two stages (handlers may change something).
     """
     known = _SHAPES.get(spec.name)
     if known is not None:
         return known
     names = tuple(f for f in (spec.field, *spec.settable) if f)
     fields: Callable[[Any], tuple[object, ...]]
-    if len(names) == 1:
+    if not names:
+        fields = lambda ctx: ()  # noqa: E731
+    elif len(names) == 1:
         one = operator.attrgetter(names[0])
         fields = lambda ctx: (one(ctx),)  # noqa: E731
     else:
         fields = operator.attrgetter(*names)
-    shape = _SHAPES[spec.name] = (json_string(spec.name), fields, names)
+    staged = (spec.kind == "interceptor" or bool(spec.settable)) and not spec.sync_only
+    shape = _SHAPES[spec.name] = (json_string(spec.name), fields, names, staged)
     return shape
 
 
