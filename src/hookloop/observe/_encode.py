@@ -368,20 +368,30 @@ class Encoder:
 
         The usual case (the same object again) is answered here, in one call.
         """
-        known, recent, interned = self._known, self._recent, self._interned
+        known, recent, once = self._known, self._recent, self._once
 
         def encode(value: object, key: str) -> str:
             entry = known.get(id(value)) or recent.get(id(value))
             if entry is not None and entry[0] is value:
                 return entry[3]
-            return interned(value, kind, body)
+            return once(value, kind, body)
 
         return encode
 
     def _interned(self, value: object, kind: str, body: Callable[[Any], str]) -> str:
-        found = self._reference(value)
-        if found is not None:
-            return f'{{"$ref":"{found[0]}{found[1]}"}}'
+        entry = self._known.get(id(value)) or self._recent.get(id(value))
+        if entry is not None and entry[0] is value:
+            return entry[3]
+        return self._once(value, kind, body)
+
+    def _once(self, value: object, kind: str, body: Callable[[Any], str]) -> str:
+        """``value``, not written before as itself: a reference to an equal one, or in full."""
+        version = None
+        if kind in _BY_VERSION:
+            version = _version_key(value)
+            for earlier, _, _, ref in self._versions.get(version, ()):
+                if earlier == value:
+                    return ref
         number = self._numbers[kind]
         self._numbers[kind] = number + 1
         entry = (value, kind, number, f'{{"$ref":"{kind}{number}"}}')
@@ -394,8 +404,8 @@ class Encoder:
             self._known[id(value)] = entry
             if kind == "m":
                 self._messages.append(value)  # type: ignore[arg-type]
-            if kind != "s":  # a text is found by itself only, never by an equal one
-                self._versions.setdefault(_version_key(value), []).append(entry)
+            if version is not None:  # (a text is found by itself only, never by an equal one)
+                self._versions.setdefault(version, []).append(entry)
         return f'{{"$id":"{kind}{number}",' + body(value)[1:]
 
     def _reference(self, value: object) -> tuple[str, int] | None:
@@ -420,6 +430,9 @@ class Encoder:
 
         ``spans``, when given, gets the message numbers the list holds, as runs.
         """
+        if key == "messages" and spans is None and items and type(items[0]) in _MESSAGES:
+            # A chat's messages (its answer's, say) usually start with the last request's.
+            return self._conversation(items, [])
         parts: list[str] = []
         run, first, last, _ = self._gather(items, key, spans, parts, ("", 0, 0))
         if run:
@@ -590,6 +603,7 @@ _MESSAGES_AT: Final = [f.name for f in dataclasses.fields(ProviderRequest)].inde
 _INTERNED: Final = frozenset({*_MESSAGES, ProviderRequest, ToolDefinition})
 _RECENT_KINDS: Final = frozenset({"r", "a"})  # requests and answers: remembered briefly
 _BY_IDENTITY: Final = frozenset({ProviderRequest, ProviderResponse, str})
+_BY_VERSION: Final = frozenset({"m", "t"})  # messages and tool definitions: also by an equal one
 _RECENT_TEXTS: Final = 64  # tool calls and settings, whose text _remembered keeps
 LONG_TEXT: Final = 256
 """Texts this long or longer are written once (``{"$id": "s3", "$value": text}``)."""
