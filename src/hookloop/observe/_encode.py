@@ -157,6 +157,7 @@ class Encoder:
         "_sums",
         "_texts",
         "_versions",
+        "_writers",
         "content",
         "error_text",
     )
@@ -175,6 +176,7 @@ class Encoder:
         self._messages: list[Message] = []  # by number
         self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
         self._plans = _PLANS  # a type's plan is the same in every trace: made once
+        self._writers = _WRITERS[content]  # see _writer
         self._conversation_state: (
             tuple[
                 tuple[Message, ...],
@@ -211,50 +213,67 @@ class Encoder:
 
     def context(self, ctx: object) -> str:
         """A hook context's fields, by name, as a JSON object."""
-        return self._object(ctx, self._plans.get(type(ctx)) or self._plan(type(ctx)))
+        write = self._writers.get(type(ctx)) or self._writer(type(ctx))
+        return write(self, ctx)
 
     def changes(self, ctx: object, names: list[str]) -> str:
         """``{"changed": [names], name: value, ...}``: the fields handlers changed."""
         if not names:
             return '{"changed":[]}'
-        plan = self._plans.get(type(ctx)) or self._plan(type(ctx))
-        changed = [p for p in plan if p[0] in names]
         listed = ",".join(json_string(name) for name in sorted(names))
-        rest = self._object(ctx, changed)[1:]
-        return f'{{"changed":[{listed}]' + ("," + rest if changed else "}")
+        fields = tuple(p[0] for p in self._plans.get(type(ctx)) or self._plan(type(ctx)))
+        chosen = tuple(name for name in fields if name in names)
+        if not chosen:
+            return f'{{"changed":[{listed}]}}'
+        write = self._writers.get((type(ctx), chosen)) or self._writer(type(ctx), chosen)
+        return f'{{"changed":[{listed}],' + write(self, ctx)[1:]
+
+    def _writer(
+        self, cls: type, chosen: tuple[str, ...] | None = None
+    ) -> Callable[[Encoder, Any], str]:
+        """A function writing a ``cls`` object's fields (or the ``chosen`` ones) as JSON.
+
+        Made for ``cls`` once per process (and content setting), as ``dataclasses`` makes an
+        ``__init__``: a record is mostly a context's fields, and a function that reads each
+        by name and writes the object in one string costs about three quarters of a loop
+        over the fields (bench/observe.py). None and an int are written inline, a value the
+        encoder's table knows (a reference, a name) in one call, a string in two. A hook
+        context's fixed field is read from its private slot (``hooks/_contexts.py``), without
+        the read-only property's call.
+        """
+        plan = self._plans.get(cls) or self._plan(cls)
+        slots = set(getattr(cls, "__slots__", ())) if hasattr(cls, "__settable__") else set()
+        lines = [f"def write(self, obj):  # {cls.__qualname__}", "    by_type = self._by_type"]
+        texts = []
+        for i, (name, key, naming) in enumerate(plan):
+            if chosen is not None and name not in chosen:
+                continue
+            attribute = f"_{name}" if f"_{name}" in slots else name
+            said = "_said" if naming or self.content or name in IDENTIFYING_KEYS else "_value"
+            lines.append(
+                f"    x = obj.{attribute}; f{i} = 'null' if x is None else x if (k := type(x))"
+                f" is int else e(x, {name!r}) if (e := by_type.get(k)) is not None"
+                f" else {said}(self, x, {name!r})"
+            )
+            texts.append(f"{key}:{{f{i}}}")  # (a key is a field's name: no braces)
+        lines.append("    return f'{{" + ",".join(texts) + "}}'" if texts else "    return '{}'")
+        scope: dict[str, Any] = {"_said": Encoder._said, "_value": Encoder.value}
+        exec("\n".join(lines), scope)
+        write: Callable[[Encoder, Any], str] = scope["write"]
+        self._writers[cls if chosen is None else (cls, chosen)] = write
+        return write
+
+    def _said(self, field: object, name: str) -> str:
+        """A value whose text is kept, of a type the encoder's table has no entry for."""
+        if type(field) is str and len(field) < LONG_TEXT:
+            return json_string(field)
+        return self.value(field, name)
 
     def _plan(self, cls: type) -> tuple[tuple[str, str, bool], ...]:
         naming = _NAMING_FIELDS.get(cls, frozenset())
         plan = tuple((f.name, _key(f.name), f.name in naming) for f in dataclasses.fields(cls))
         self._plans[cls] = plan
         return plan
-
-    def _object(self, value: object, plan: tuple[tuple[str, str, bool], ...] | list[Any]) -> str:
-        parts = []
-        by_type = self._by_type
-        for name, key, naming in plan:
-            field = getattr(value, name)
-            kind = type(field)
-            # The common scalars inline: a record is mostly these (bench/observe.py).
-            if field is None:
-                parts.append(f"{key}:null")
-            elif kind is int:
-                parts.append(f"{key}:{field}")
-            elif kind is bool:
-                parts.append(f"{key}:{'true' if field else 'false'}")
-            elif (
-                kind is str
-                and len(field) < LONG_TEXT
-                and (naming or self.content or name in IDENTIFYING_KEYS)
-            ):
-                parts.append(f"{key}:{json_string(field)}")
-            elif not field and (kind is list or kind is tuple):
-                parts.append(f"{key}:[]")
-            else:
-                encode = by_type.get(kind)  # value()'s lookup, without its call
-                text = self.value(field, name) if encode is None else encode(field, name)
-                parts.append(f"{key}:{text}")
-        return "{" + ",".join(parts) + "}"
 
     # -- values --------------------------------------------------------------------------
 
@@ -342,8 +361,8 @@ class Encoder:
         return "{" + ",".join(parts) + "}"
 
     def _fields(self, value: object) -> str:
-        plan = self._plans.get(type(value)) or self._plan(type(value))
-        return self._object(value, plan)
+        write = self._writers.get(type(value)) or self._writer(type(value))
+        return write(self, value)
 
     def _error(self, error: BaseException) -> str:
         # The type always: a failure must be readable in any trace. The text unless errors'
@@ -433,6 +452,8 @@ class Encoder:
         if key == "messages" and spans is None and items and type(items[0]) in _MESSAGES:
             # A chat's messages (its answer's, say) usually start with the last request's.
             return self._conversation(items, [])
+        if not items:
+            return "[]"
         parts: list[str] = []
         run, first, last, _ = self._gather(items, key, spans, parts, ("", 0, 0))
         if run:
@@ -532,8 +553,8 @@ class Encoder:
         # The session codec's form (dump_messages): the role, then the fields in order. A
         # message of text is written from its fields directly, as that form has them.
         if type(message.content) is str:
-            plan = self._plans.get(type(message)) or self._plan(type(message))
-            return f'{{"role":{json_string(message.role)},' + self._object(message, plan)[1:]
+            write = self._writers.get(type(message)) or self._writer(type(message))
+            return f'{{"role":{json_string(message.role)},' + write(self, message)[1:]
         return self._mapping(dump_messages((message,))[0])
 
     def _request(self, request: ProviderRequest) -> str:
@@ -592,6 +613,9 @@ class Encoder:
 
 _Entry: TypeAlias = tuple[object, str, int, str]
 _PLANS: Final[dict[type, tuple[tuple[str, str, bool], ...]]] = {}
+_WRITERS: Final[dict[bool, dict[object, Callable[[Encoder, Any], str]]]] = {True: {}, False: {}}
+"""Each dataclass's writer (Encoder._writer), by content setting and type (and the fields of
+an ``after`` record's changes: ``(type, names)``)."""
 """Each dataclass's fields as the encoder writes them (name, JSON key, naming), by type."""
 _REQUEST_NAMES: Final = tuple(
     f.name for f in dataclasses.fields(ProviderRequest) if f.name != "messages"
