@@ -718,6 +718,31 @@ def test_requests_that_drop_or_add_messages_read_back_as_they_were_sent() -> Non
         assert [r["tokens"] for r in records] == [count_request(r, counter=counter) for r in sent]
 
 
+@dataclasses.dataclass(kw_only=True)
+class _Odd:  # fields named as the writer's own names, values of every kind the writer tells
+    obj: object = None
+    self: int = 0
+    x: bool = False
+    k: str = ""
+    e: list[object] = dataclasses.field(default_factory=list)
+    by_type: float = 0.0
+    f0: object = None
+
+
+def test_a_dataclass_is_written_field_by_field_whatever_its_fields_are_named() -> None:
+    from hookloop.observe._encode import Encoder
+
+    odd = _Odd(obj={"$ref": 1}, self=-7, x=True, k="say", e=[], by_type=0.5, f0=_Odd(k="in"))
+    inner = {"obj": None, "self": 0, "x": False, "k": "in", "e": [], "by_type": 0.0, "f0": None}
+    said = {"$$ref": 1}, -7, True, "say", [], 0.5, inner
+    names = ("obj", "self", "x", "k", "e", "by_type", "f0")
+    assert json.loads(Encoder(content=True).value(odd)) == dict(zip(names, said, strict=True))
+    hidden = json.loads(Encoder(content=False).value(odd))
+    assert hidden["k"] == {"chars": 3}  # content: its length only
+    assert hidden["f0"]["k"] == {"chars": 2}
+    assert hidden["self"] == -7
+
+
 def test_a_message_first_written_inside_a_request_is_referred_to_by_the_next() -> None:
     # A message no on_message record wrote (one a handler put in) is written in full in the
     # first request that holds it; the next request that starts with that one's messages
