@@ -1,7 +1,7 @@
 "use strict";
 // Builds the timeline from the records inlined in #trace-data (hookloop's JSON-lines
-// trace, formats 1 and 2). Every text goes in through textContent: the trace is data, never
-// HTML.
+// trace, formats 1, 2 and 3). Every text goes in through textContent: the trace is data,
+// never HTML.
 (function () {
   const started = performance.now();
 
