@@ -131,10 +131,12 @@ async def test_a_row_added_to_the_event_table_later_is_recorded_without_a_change
 
 def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
     lines: list[str] = []
-    now = iter([10.0, 10.25, 10.5, 10.5, 11.0, 11.0, 11.0, 11.0, 11.0, 11.5])
+    now = iter([10.0, 10.25, 10.5, 10.5, 11.0, 11.0, 11.0, 11.0, 11.5])
     agent = Agent(ScriptedModel(["Hello!"], context_window=1000), name="greeter", session_id="s1")
     agent.use(JsonLinesTracePlugin(lines.append, clock=lambda: next(now), wall=lambda: EPOCH))
     response = agent.chat_sync(UserMessage(content="Hi", id="u1"))
+    # pre_request and after_model_call have the default policies' handlers besides the
+    # trace's: a "before" and an "after" each. on_response has none: one record, no stage.
     assert steps(lines) == [
         ("on_chat_start", None, "c1", "greeter"),
         ("on_message", None, "c1", "greeter"),
@@ -142,14 +144,14 @@ def test_a_plain_chat_is_recorded_event_by_event_with_whole_records() -> None:
         ("pre_request", "after", "c1", "greeter"),
         ("after_model_call", "before", "c1", "greeter"),
         ("after_model_call", "after", "c1", "greeter"),
-        ("on_response", "before", "c1", "greeter"),
-        ("on_response", "after", "c1", "greeter"),
+        ("on_response", None, "c1", "greeter"),
         ("on_message", None, "c1", "greeter"),
         ("on_chat_done", None, "c1", "greeter"),
     ]
     got = records(lines)
-    assert [r["seq"] for r in got] == list(range(10))
-    assert [r["t"] for r in got] == [0.0, 0.25, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.5]
+    assert [r["seq"] for r in got] == list(range(9))
+    assert [r["t"] for r in got] == [0.0, 0.25, 0.5, 0.5, 1.0, 1.0, 1.0, 1.0, 1.5]
+    assert [(r["hooks"], r["of"]) for r in got[6:]] == [([], None), (None, None), (None, None)]
     assert got[0] == {
         "v": TRACE_FORMAT,
         "seq": 0,
@@ -398,7 +400,7 @@ def test_a_path_target_is_written_and_read_back(tmp_path: Path) -> None:
         agent.chat_sync("Hi")
     lines = path.read_text().splitlines()
     assert read_trace(path) == records(lines)
-    assert len(lines) == 10
+    assert len(lines) == 9
 
 
 @pytest.mark.parametrize(
@@ -406,11 +408,12 @@ def test_a_path_target_is_written_and_read_back(tmp_path: Path) -> None:
     [
         (
             "{}\n",
-            r"run\.jsonl, line 1: trace format None cannot be read; this hookloop reads 1 and 2$",
+            r"run\.jsonl, line 1: trace format None cannot be read; "
+            r"this hookloop reads 1, 2 and 3$",
         ),
         (
-            '{"v": 3}\n',
-            r"line 1: trace format 3 cannot be read; this hookloop reads 1 and 2 \(written by a ",
+            '{"v": 4}\n',
+            r"line 1: trace format 4 cannot be read; this hookloop reads 1, 2 and 3 \(written by ",
         ),
         ('{"v": true}\n', "line 1: trace format True cannot be read"),
         ("\n[1]\n", "line 2: not a trace record"),
@@ -715,6 +718,31 @@ def test_requests_that_drop_or_add_messages_read_back_as_they_were_sent() -> Non
         assert [r["tokens"] for r in records] == [count_request(r, counter=counter) for r in sent]
 
 
+@dataclasses.dataclass(kw_only=True)
+class _Odd:  # fields named as the writer's own names, values of every kind the writer tells
+    obj: object = None
+    self: int = 0
+    x: bool = False
+    k: str = ""
+    e: list[object] = dataclasses.field(default_factory=list)
+    by_type: float = 0.0
+    f0: object = None
+
+
+def test_a_dataclass_is_written_field_by_field_whatever_its_fields_are_named() -> None:
+    from hookloop.observe._encode import Encoder
+
+    odd = _Odd(obj={"$ref": 1}, self=-7, x=True, k="say", e=[], by_type=0.5, f0=_Odd(k="in"))
+    inner = {"obj": None, "self": 0, "x": False, "k": "in", "e": [], "by_type": 0.0, "f0": None}
+    said = {"$$ref": 1}, -7, True, "say", [], 0.5, inner
+    names = ("obj", "self", "x", "k", "e", "by_type", "f0")
+    assert json.loads(Encoder(content=True).value(odd)) == dict(zip(names, said, strict=True))
+    hidden = json.loads(Encoder(content=False).value(odd))
+    assert hidden["k"] == {"chars": 3}  # content: its length only
+    assert hidden["f0"]["k"] == {"chars": 2}
+    assert hidden["self"] == -7
+
+
 def test_a_message_first_written_inside_a_request_is_referred_to_by_the_next() -> None:
     # A message no on_message record wrote (one a handler put in) is written in full in the
     # first request that holds it; the next request that starts with that one's messages
@@ -748,9 +776,7 @@ def test_a_chat_of_500_tool_calls_is_a_few_megabytes_and_so_is_its_page(tmp_path
     assert page.stat().st_size <= 1.5 * size
     assert peak <= size  # the page is written line by line, never whole in memory
     records = read_trace(trace)
-    assert (
-        sum(r["event"] == "on_tool_call_result" and r["stage"] == "before" for r in records) == 500
-    )
+    assert sum(r["event"] == "on_tool_call_result" for r in records) == 500  # one each
 
 
 def test_a_trace_of_format_1_still_reads_and_shows(tmp_path: Path) -> None:
@@ -770,6 +796,34 @@ def test_a_trace_of_format_1_still_reads_and_shows(tmp_path: Path) -> None:
     assert read_trace(path) == old
     page = write_trace_page(path, tmp_path / "old.html").read_text(encoding="utf-8")
     assert '"metadata": {"$ref": "x"}' in page  # the line as written
+
+
+def test_a_trace_of_format_2_still_reads_and_shows(tmp_path: Path) -> None:
+    # Written by the hookloop before format 3: references, and an "after" record for every
+    # "before" whose event ran to its end, with nothing changed when no handler could.
+    message = {"role": "user", "content": "Hi", "id": "u1"}
+    head = {"ts": "2026-09-21T14:13:20.000Z", "agent": "a", "session": "s", "chat": "c1",
+            "parent": None, "path": ["a"]}  # fmt: skip
+    written = [
+        {"v": 2, "seq": 0, "t": 0.0, "event": "on_chat_start", "stage": None, "of": None,
+         "hooks": None, "data": {"message": {"$id": "m0", **message}}},
+        {"v": 2, "seq": 1, "t": 0.1, "event": "pre_request", "stage": "before", "of": None,
+         "hooks": [], "data": {"iteration": 0, "request": {"$id": "r0", "messages": [
+             {"$ref": "m0"}], "tokens": 5}}},
+        {"v": 2, "seq": 2, "t": 0.1, "event": "pre_request", "stage": "after", "of": 1,
+         "hooks": None, "data": {"changed": []}},
+    ]  # fmt: skip
+    path = tmp_path / "v2.jsonl"
+    path.write_text("".join(json.dumps({**r, **head}) + "\n" for r in written))
+    got = read_trace(path)
+    assert [(r["v"], r["event"], r["stage"], r["of"]) for r in got] == [
+        (2, "on_chat_start", None, None),
+        (2, "pre_request", "before", None),
+        (2, "pre_request", "after", 1),
+    ]
+    assert got[1]["data"]["request"] == {"messages": [message], "tokens": 5}
+    page = write_trace_page(path, tmp_path / "v2.html").read_text(encoding="utf-8")
+    assert '"messages": [{"$ref": "m0"}]' in page  # the line as written
 
 
 def test_data_keys_that_look_like_references_read_back_as_they_were() -> None:

@@ -198,7 +198,7 @@ def test_the_timeline_shows_each_model_call_tool_call_and_the_nested_sub_agent(
     assert page.rows() == BUSY_ROWS
     summary = page.page.locator("#summary").inner_text()
     assert summary == (
-        "56 events · 2 chats · 4 model calls · 4 tool calls · 2 failures · "
+        "49 events · 2 chats · 4 model calls · 4 tool calls · 2 failures · "
         "610 tokens in / 77 out · cost unknown · 1.50 s"
     )
     subs = page.page.locator("[role=treeitem] > .row .sub:visible").all_inner_texts()
@@ -547,7 +547,7 @@ def test_two_agents_sharing_a_file_keep_their_chats_apart(tmp_path: Path, open_p
         "chat b to b",
         "model call 1 scripted",
     ]
-    assert page.page.locator("#summary").inner_text().startswith("21 events · 2 chats · ")
+    assert page.page.locator("#summary").inner_text().startswith("19 events · 2 chats · ")
 
 
 def test_a_thousand_event_trace_renders_every_row(tmp_path: Path, open_page) -> None:

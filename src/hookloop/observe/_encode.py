@@ -5,7 +5,7 @@ One walker serves every event: messages take the session codec's JSON form
 name and window, an exception its type and text, anything else what pydantic makes of it (or
 its ``repr``). So an event added to the table later is recorded without a change here.
 
-**Written once** (format 2 of the trace). The first time a message, a request, a model's
+**Written once** (since format 2 of the trace). The first time a message, a request, a model's
 answer or a tool definition is written it carries an ``"$id"`` (``"m7"``, ``"r3"``,
 ``"a3"``, ``"t1"``: a kind and a number, counted per kind); wherever the same object comes
 again it is ``{"$ref": "m7"}``, and consecutive references in a list are one run,
@@ -31,9 +31,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import pydantic_core
 
@@ -152,9 +153,11 @@ class Encoder:
         "_overhead",
         "_plans",
         "_recent",
+        "_request_texts",
         "_sums",
         "_texts",
         "_versions",
+        "_writers",
         "content",
         "error_text",
     )
@@ -165,13 +168,15 @@ class Encoder:
         self._counters: dict[str, TokenCounter] = {}
         self._numbers = {"m": 0, "r": 0, "a": 0, "t": 0, "s": 0}
         # id(object) -> (object, reference): held, so that an id is never reused meanwhile.
-        self._known: dict[int, tuple[object, str, int]] = {}
-        self._recent: dict[int, tuple[object, str, int]] = {}  # requests, the latest few
+        # id(object) -> (object, kind, number, the reference to it as JSON).
+        self._known: dict[int, _Entry] = {}
+        self._recent: dict[int, _Entry] = {}  # requests, the latest few
         # An equal object made anew (a message read back from a store): by message id.
-        self._versions: dict[str, list[tuple[object, str, int]]] = {}
+        self._versions: dict[str, list[_Entry]] = {}
         self._messages: list[Message] = []  # by number
         self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
         self._plans = _PLANS  # a type's plan is the same in every trace: made once
+        self._writers = _WRITERS[content]  # see _writer
         self._conversation_state: (
             tuple[
                 tuple[Message, ...],
@@ -182,7 +187,8 @@ class Encoder:
             | None
         ) = None  # see _conversation
         self._overhead: tuple[object, str | None, object, int] | None = None  # see _tokens
-        self._names: dict[int, tuple[object, object, str]] = {}
+        self._request_texts: tuple[tuple[object, ...], str, str] | None = None  # see _request
+        self._names: dict[int, tuple[object, object, object, str]] = {}  # see _naming
         self._texts: dict[int, tuple[object, str]] = {}  # see _remembered
         self._by_type: dict[type, Callable[[Any, str], str]] = {
             type(None): lambda value, key: "null",
@@ -193,64 +199,81 @@ class Encoder:
             tuple: self._sequence,
             list: self._sequence,
             dict: lambda value, key: self._mapping(value),
-            ToolCall: lambda call, key: self._remembered(call, self._call),
-            ModelSettings: lambda settings, key: self._remembered(settings, self._fields),
-            ProviderRequest: lambda value, key: self._interned(value, "r", self._request),
-            ProviderResponse: lambda value, key: self._interned(value, "a", self._fields),
-            ToolDefinition: lambda value, key: self._interned(value, "t", self._fields),
-            **{
-                kind: lambda value, key: self._interned(value, "m", self._message)
-                for kind in _MESSAGES
-            },
+            ToolCall: self._remembering(self._call),
+            ModelSettings: self._remembering(self._fields),
+            ProviderRequest: self._interning("r", self._request),
+            ProviderResponse: self._interning("a", self._fields),
+            ToolDefinition: self._interning("t", self._fields),
         }
+        message = self._interning("m", self._message)
+        for kind in _MESSAGES:
+            self._by_type[kind] = message
 
     # -- contexts ------------------------------------------------------------------------
 
     def context(self, ctx: object) -> str:
         """A hook context's fields, by name, as a JSON object."""
-        plan = self._plans.get(type(ctx)) or self._plan(type(ctx))
-        return self._object(ctx, plan)
+        write = self._writers.get(type(ctx)) or self._writer(type(ctx))
+        return write(self, ctx)
 
     def changes(self, ctx: object, names: list[str]) -> str:
         """``{"changed": [names], name: value, ...}``: the fields handlers changed."""
         if not names:
             return '{"changed":[]}'
-        plan = self._plans.get(type(ctx)) or self._plan(type(ctx))
-        changed = [p for p in plan if p[0] in names]
         listed = ",".join(json_string(name) for name in sorted(names))
-        rest = self._object(ctx, changed)[1:]
-        return f'{{"changed":[{listed}]' + ("," + rest if changed else "}")
+        fields = tuple(p[0] for p in self._plans.get(type(ctx)) or self._plan(type(ctx)))
+        chosen = tuple(name for name in fields if name in names)
+        if not chosen:
+            return f'{{"changed":[{listed}]}}'
+        write = self._writers.get((type(ctx), chosen)) or self._writer(type(ctx), chosen)
+        return f'{{"changed":[{listed}],' + write(self, ctx)[1:]
+
+    def _writer(
+        self, cls: type, chosen: tuple[str, ...] | None = None
+    ) -> Callable[[Encoder, Any], str]:
+        """A function writing a ``cls`` object's fields (or the ``chosen`` ones) as JSON.
+
+        Made for ``cls`` once per process (and content setting), as ``dataclasses`` makes an
+        ``__init__``: a record is mostly a context's fields, and a function that reads each
+        by name and writes the object in one string costs about three quarters of a loop
+        over the fields (bench/observe.py). None and an int are written inline, a value the
+        encoder's table knows (a reference, a name) in one call, a string in two. A hook
+        context's fixed field is read from its private slot (``hooks/_contexts.py``), without
+        the read-only property's call.
+        """
+        plan = self._plans.get(cls) or self._plan(cls)
+        slots = set(getattr(cls, "__slots__", ())) if hasattr(cls, "__settable__") else set()
+        lines = [f"def write(self, obj):  # {cls.__qualname__}", "    by_type = self._by_type"]
+        texts = []
+        for i, (name, key, naming) in enumerate(plan):
+            if chosen is not None and name not in chosen:
+                continue
+            attribute = f"_{name}" if f"_{name}" in slots else name
+            said = "_said" if naming or self.content or name in IDENTIFYING_KEYS else "_value"
+            lines.append(
+                f"    x = obj.{attribute}; f{i} = 'null' if x is None else x if (k := type(x))"
+                f" is int else e(x, {name!r}) if (e := by_type.get(k)) is not None"
+                f" else {said}(self, x, {name!r})"
+            )
+            texts.append(f"{key}:{{f{i}}}")  # (a key is a field's name: no braces)
+        lines.append("    return f'{{" + ",".join(texts) + "}}'" if texts else "    return '{}'")
+        scope: dict[str, Any] = {"_said": Encoder._said, "_value": Encoder.value}
+        exec("\n".join(lines), scope)
+        write: Callable[[Encoder, Any], str] = scope["write"]
+        self._writers[cls if chosen is None else (cls, chosen)] = write
+        return write
+
+    def _said(self, field: object, name: str) -> str:
+        """A value whose text is kept, of a type the encoder's table has no entry for."""
+        if type(field) is str and len(field) < LONG_TEXT:
+            return json_string(field)
+        return self.value(field, name)
 
     def _plan(self, cls: type) -> tuple[tuple[str, str, bool], ...]:
         naming = _NAMING_FIELDS.get(cls, frozenset())
         plan = tuple((f.name, _key(f.name), f.name in naming) for f in dataclasses.fields(cls))
         self._plans[cls] = plan
         return plan
-
-    def _object(self, value: object, plan: tuple[tuple[str, str, bool], ...] | list[Any]) -> str:
-        parts = []
-        by_type = self._by_type
-        for name, key, naming in plan:
-            field = getattr(value, name)
-            kind = type(field)
-            # The common scalars inline: a record is mostly these (bench/observe.py).
-            if field is None:
-                parts.append(f"{key}:null")
-            elif kind is int:
-                parts.append(f"{key}:{field}")
-            elif kind is bool:
-                parts.append(f"{key}:{'true' if field else 'false'}")
-            elif (
-                kind is str
-                and len(field) < LONG_TEXT
-                and (naming or self.content or name in IDENTIFYING_KEYS)
-            ):
-                parts.append(f"{key}:{json_string(field)}")
-            else:
-                encode = by_type.get(kind)  # value()'s lookup, without its call
-                text = self.value(field, name) if encode is None else encode(field, name)
-                parts.append(f"{key}:{text}")
-        return "{" + ",".join(parts) + "}"
 
     # -- values --------------------------------------------------------------------------
 
@@ -277,32 +300,40 @@ class Encoder:
         if issubclass(kind, BaseException):
             return lambda value, key: self._error(value)
         if issubclass(kind, Model):
-            return lambda value, key: self._named(value, self._model)
+            return self._naming(self._model)
         if issubclass(kind, Tool):  # its definition is in the request; here, which one
-            return lambda value, key: self._named(value, _tool)
+            return self._naming(_tool)
         if dataclasses.is_dataclass(kind):
             return lambda value, key: self._fields(value)
         if issubclass(kind, Mapping):
             return lambda value, key: self._mapping(value)
         if issubclass(kind, (list, tuple, set, frozenset)):
             return lambda value, key: self._sequence(list(value), key)
-        return self._any
+        return self._naming(_named, unknown=True)
 
-    def _any(self, value: object, key: str) -> str:
-        name = getattr(value, "name", None)
-        if isinstance(name, str):  # a scope, a toolset: named things
-            return self._named(value, _named)
-        return self.value(_jsonable(value), key)
+    def _naming(
+        self, make: Callable[[Any], str], *, unknown: bool = False
+    ) -> Callable[[Any, str], str]:
+        """How a model, a tool or a scope is written: by its name, made again when it changes.
 
-    def _named(self, value: Any, make: Callable[[Any], str]) -> str:
-        """A model, a tool or a scope by its name (written again only when it changes)."""
-        known = self._names.get(id(value))
-        state = (value.name, getattr(value, "context_window", None))
-        if known is not None and known[0] is value and known[1] == state:
-            return known[2]
-        text = make(value)
-        self._names[id(value)] = (value, state, text)
-        return text
+        ``unknown``: a type nothing else fits; a value of it with a ``name`` (a scope, a
+        toolset) is written so, any other as pydantic makes it.
+        """
+        names = self._names
+
+        def encode(value: Any, key: str) -> str:
+            name = getattr(value, "name", None)
+            window = getattr(value, "context_window", None)
+            known = names.get(id(value))
+            if known is not None and known[1] == name and known[2] == window and known[0] is value:
+                return known[3]
+            if unknown and not isinstance(name, str):
+                return self.value(_jsonable(value), key)
+            text = make(value)
+            names[id(value)] = (value, name, window, text)
+            return text
+
+        return encode
 
     def _model(self, model: Model) -> str:
         return (
@@ -330,8 +361,8 @@ class Encoder:
         return "{" + ",".join(parts) + "}"
 
     def _fields(self, value: object) -> str:
-        plan = self._plans.get(type(value)) or self._plan(type(value))
-        return self._object(value, plan)
+        write = self._writers.get(type(value)) or self._writer(type(value))
+        return write(self, value)
 
     def _error(self, error: BaseException) -> str:
         # The type always: a failure must be readable in any trace. The text unless errors'
@@ -351,13 +382,38 @@ class Encoder:
 
     # -- written once --------------------------------------------------------------------
 
+    def _interning(self, kind: str, body: Callable[[Any], str]) -> Callable[[Any, str], str]:
+        """How a value of ``kind`` is written: a reference when it was written before.
+
+        The usual case (the same object again) is answered here, in one call.
+        """
+        known, recent, once = self._known, self._recent, self._once
+
+        def encode(value: object, key: str) -> str:
+            entry = known.get(id(value)) or recent.get(id(value))
+            if entry is not None and entry[0] is value:
+                return entry[3]
+            return once(value, kind, body)
+
+        return encode
+
     def _interned(self, value: object, kind: str, body: Callable[[Any], str]) -> str:
-        found = self._reference(value)
-        if found is not None:
-            return f'{{"$ref":"{found[0]}{found[1]}"}}'
+        entry = self._known.get(id(value)) or self._recent.get(id(value))
+        if entry is not None and entry[0] is value:
+            return entry[3]
+        return self._once(value, kind, body)
+
+    def _once(self, value: object, kind: str, body: Callable[[Any], str]) -> str:
+        """``value``, not written before as itself: a reference to an equal one, or in full."""
+        version = None
+        if kind in _BY_VERSION:
+            version = _version_key(value)
+            for earlier, _, _, ref in self._versions.get(version, ()):
+                if earlier == value:
+                    return ref
         number = self._numbers[kind]
         self._numbers[kind] = number + 1
-        entry = (value, kind, number)
+        entry = (value, kind, number, f'{{"$ref":"{kind}{number}"}}')
         if kind in _RECENT_KINDS:
             recent = self._recent
             if len(recent) >= _RECENT_REQUESTS:
@@ -367,8 +423,8 @@ class Encoder:
             self._known[id(value)] = entry
             if kind == "m":
                 self._messages.append(value)  # type: ignore[arg-type]
-            if kind != "s":  # a text is found by itself only, never by an equal one
-                self._versions.setdefault(_version_key(value), []).append(entry)
+            if version is not None:  # (a text is found by itself only, never by an equal one)
+                self._versions.setdefault(version, []).append(entry)
         return f'{{"$id":"{kind}{number}",' + body(value)[1:]
 
     def _reference(self, value: object) -> tuple[str, int] | None:
@@ -378,7 +434,7 @@ class Encoder:
             return entry[1], entry[2]
         if type(value) in _BY_IDENTITY:
             return None
-        for earlier, kind, number in self._versions.get(_version_key(value), ()):
+        for earlier, kind, number, _ in self._versions.get(_version_key(value), ()):
             if earlier == value:
                 return kind, number
         return None
@@ -393,6 +449,11 @@ class Encoder:
 
         ``spans``, when given, gets the message numbers the list holds, as runs.
         """
+        if key == "messages" and spans is None and items and type(items[0]) in _MESSAGES:
+            # A chat's messages (its answer's, say) usually start with the last request's.
+            return self._conversation(items, [])
+        if not items:
+            return "[]"
         parts: list[str] = []
         run, first, last, _ = self._gather(items, key, spans, parts, ("", 0, 0))
         if run:
@@ -461,11 +522,20 @@ class Encoder:
             parts.append(_run(run, first, last, spans))
         return "[" + ",".join(parts) + "]"
 
+    def _remembering(self, make: Callable[[Any], str]) -> Callable[[Any, str], str]:
+        """How a frozen value is written: its text, made once while it is among the latest few."""
+        texts, remembered = self._texts, self._remembered
+
+        def encode(value: object, key: str) -> str:
+            known = texts.get(id(value))
+            if known is not None and known[0] is value:
+                return known[1]
+            return remembered(value, make)
+
+        return encode
+
     def _remembered(self, value: object, make: Callable[[Any], str]) -> str:
-        """The text of a frozen value, made once while it is among the latest few."""
-        known = self._texts.get(id(value))
-        if known is not None and known[0] is value:
-            return known[1]
+        """The text of a frozen value, made now (see :meth:`_remembering`), and kept."""
         text = make(value)
         texts = self._texts
         if len(texts) >= _RECENT_TEXTS:
@@ -483,21 +553,33 @@ class Encoder:
         # The session codec's form (dump_messages): the role, then the fields in order. A
         # message of text is written from its fields directly, as that form has them.
         if type(message.content) is str:
-            plan = self._plans.get(type(message)) or self._plan(type(message))
-            return f'{{"role":{json_string(message.role)},' + self._object(message, plan)[1:]
+            write = self._writers.get(type(message)) or self._writer(type(message))
+            return f'{{"role":{json_string(message.role)},' + write(self, message)[1:]
         return self._mapping(dump_messages((message,))[0])
 
     def _request(self, request: ProviderRequest) -> str:
+        """A request's fields, its messages as :meth:`_conversation` writes them, its tokens.
+
+        The fields around the messages (model, system prompt, tools, settings) are usually
+        those of the previous request: their text is made again only when one changed.
+        """
         spans: list[tuple[int, int]] = []
-        parts = []
-        for name, key, _ in self._plans.get(ProviderRequest) or self._plan(ProviderRequest):
-            field = getattr(request, name)
-            if name == "messages":
-                parts.append(f"{key}:{self._conversation(field, spans)}")
-            else:
-                parts.append(f"{key}:{self.value(field, name)}")
-        parts.append(f'"tokens":{self._tokens(request, spans)}')
-        return "{" + ",".join(parts) + "}"
+        messages = self._conversation(request.messages, spans)
+        values = _REQUEST_FIELDS(request)
+        known = self._request_texts
+        if known is not None and known[0] == values:
+            head, tail = known[1], known[2]
+        else:
+            texts = [
+                f"{key}:{self.value(value, name)}"
+                for name, key, value in zip(_REQUEST_NAMES, _REQUEST_KEYS, values, strict=True)
+            ]
+            head = ",".join(texts[:_MESSAGES_AT])
+            tail = ",".join(texts[_MESSAGES_AT:])
+            # Kept only without a definition: the next request refers to what this one wrote.
+            self._request_texts = None if '"$id"' in head + tail else (values, head, tail)
+        tokens = self._tokens(request, spans)
+        return f'{{{head},"messages":{messages},{tail},"tokens":{tokens}}}'
 
     def _tokens(self, request: ProviderRequest, spans: list[tuple[int, int]]) -> int:
         """The request's size in tokens, as the context policies count it.
@@ -529,11 +611,23 @@ class Encoder:
         return total
 
 
+_Entry: TypeAlias = tuple[object, str, int, str]
 _PLANS: Final[dict[type, tuple[tuple[str, str, bool], ...]]] = {}
+_WRITERS: Final[dict[bool, dict[object, Callable[[Encoder, Any], str]]]] = {True: {}, False: {}}
+"""Each dataclass's writer (Encoder._writer), by content setting and type (and the fields of
+an ``after`` record's changes: ``(type, names)``)."""
 """Each dataclass's fields as the encoder writes them (name, JSON key, naming), by type."""
+_REQUEST_NAMES: Final = tuple(
+    f.name for f in dataclasses.fields(ProviderRequest) if f.name != "messages"
+)
+_REQUEST_KEYS: Final = tuple(json_string(name) for name in _REQUEST_NAMES)
+_REQUEST_FIELDS: Final = operator.attrgetter(*_REQUEST_NAMES)
+"""A request's fields but its messages, as a tuple, in one call (see Encoder._request)."""
+_MESSAGES_AT: Final = [f.name for f in dataclasses.fields(ProviderRequest)].index("messages")
 _INTERNED: Final = frozenset({*_MESSAGES, ProviderRequest, ToolDefinition})
 _RECENT_KINDS: Final = frozenset({"r", "a"})  # requests and answers: remembered briefly
 _BY_IDENTITY: Final = frozenset({ProviderRequest, ProviderResponse, str})
+_BY_VERSION: Final = frozenset({"m", "t"})  # messages and tool definitions: also by an equal one
 _RECENT_TEXTS: Final = 64  # tool calls and settings, whose text _remembered keeps
 LONG_TEXT: Final = 256
 """Texts this long or longer are written once (``{"$id": "s3", "$value": text}``)."""

@@ -2,7 +2,7 @@
 
 A record (format version :data:`TRACE_FORMAT`)::
 
-    {"v": 2, "seq": 7, "t": 0.0123, "ts": "2026-11-24T10:00:00.012Z",
+    {"v": 3, "seq": 7, "t": 0.0123, "ts": "2026-11-24T10:00:00.012Z",
      "event": "pre_tool_call", "stage": "before", "of": null, "agent": "assistant",
      "session": "session_…", "chat": "c1", "parent": null, "path": ["assistant"],
      "hooks": ["deny_rm"], "data": {...}}
@@ -10,13 +10,15 @@ A record (format version :data:`TRACE_FORMAT`)::
 ``data`` holds the event's context, field by field (:mod:`._encode`), each message, request
 and tool definition written once and referred to afterwards. Every row of the event table is
 recorded, whatever rows a later release adds. An event whose handlers may change something
-(an interceptor, or a row with settable fields) gives two records: ``"stage": "before"`` as
-its handlers receive it (``hooks`` names them) and ``"stage": "after"`` with the fields they
-changed (``of`` is the ``seq`` of its ``before``); a missing ``after`` means a handler
-stopped the chain (a short-circuit). The time between the two is the handlers' own (a retry
-strategy's backoff wait, say). A sub-agent's events arrive once its own handlers ran (one
-record, no stage), with ``path`` from this agent down and ``parent`` naming the chat and the
-tool call they run under.
+(an interceptor, or a row with settable fields) gives two records when it has handlers
+besides the trace's: ``"stage": "before"`` as its handlers receive it (``hooks`` names them)
+and ``"stage": "after"`` with the fields they changed (``of`` is the ``seq`` of its
+``before``); a missing ``after`` means a handler stopped the chain (a short-circuit). The
+time between the two is the handlers' own (a retry strategy's backoff wait, say). With no
+other handler (``"hooks": []``) nothing can change it: one record, no stage (format 3;
+format 2 wrote an ``after`` with nothing changed). A sub-agent's events arrive once its own
+handlers ran (one record, no stage), with ``path`` from this agent down and ``parent``
+naming the chat and the tool call they run under.
 
 Recording never changes the run: a record that cannot be written (a full disk, a closed
 stream, a function that raises) is logged once at WARNING, kept in
@@ -116,7 +118,7 @@ class JsonLinesTracePlugin:
                 f"a trace target is a path, a text stream or a function, got {target!r}"
             )
         self.failure: Exception | None = None
-        self._lines = self._stream is not None  # a stream gets the newline, a function not
+        self._end = "\n" if self._stream is not None else ""  # a function gets no newline
         self._encoder = Encoder(content=content, error_text=error_text)
         self._clock = clock
         self._wall = wall
@@ -134,7 +136,7 @@ class JsonLinesTracePlugin:
             "hookloop_trace_call", default=None
         )
         self._parents: dict[str, str] = {}  # chat -> its "parent" as JSON
-        self._pending: dict[int, tuple[object, tuple[object, ...] | None, int]] = {}
+        self._pending: dict[int, tuple[object, tuple[object, ...], int]] = {}
         # What most records repeat, as JSON text: made again only when it changes.
         self._texts: dict[str, tuple[object, str]] = {}
         self._known: tuple[str | None, str, str | None, str] | None = None  # see _emit
@@ -157,14 +159,18 @@ class JsonLinesTracePlugin:
         for event, spec in EVENT_TABLE.items():
             if event == "on_subagent_event":
                 self._add(agent, event, lambda ctx: self._forwarded(ctx), Phase.OBSERVE)
-            elif (spec.kind == "interceptor" or spec.settable) and not spec.sync_only:
+            elif _shape(spec)[3]:
                 self._add(agent, event, self._before(spec), _FIRST)
                 self._add(agent, event, self._after(spec), Phase.OBSERVE)
             else:
                 self._add(agent, event, self._observer(spec), Phase.OBSERVE)
 
     def _add(self, agent: AgentHost, event: str, fn: Callable[[Any], None], order: int) -> None:
-        fn.__qualname__ = f"{type(self).__name__}.{event}"
+        # The handler's label, as errors and other traces' "hooks" name it: made once.
+        if type(self) is JsonLinesTracePlugin:
+            fn.__qualname__ = _LABELS.get(event) or _LABELS.setdefault(event, f"{_CLASS}.{event}")
+        else:
+            fn.__qualname__ = f"{type(self).__name__}.{event}"
         self._mine.add(id(fn))
         agent.hooks.add(event, fn, order=order)
 
@@ -192,7 +198,7 @@ class JsonLinesTracePlugin:
 
     def _observer(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name = json_string(event)
+        name = _shape(spec)[0]
 
         def record(ctx: Any) -> None:
             if event == "on_chat_start":
@@ -208,35 +214,33 @@ class JsonLinesTracePlugin:
 
     def _before(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name, fields, _ = _shape(spec)
+        name, fields, _, _ = _shape(spec)
 
         def record(ctx: Any) -> None:
             if event == "pre_tool_call":
                 self._call.set(ctx.call.id)
             hooks = self._hooks(event)
+            if hooks == "[]":  # no other handler: nothing can change it, one record says all
+                self._emit(name, self._encoder.context(ctx), "null", hooks)
+                return
             seq = self._emit(name, self._encoder.context(ctx), _BEFORE, hooks)
-            # With no other handler on the event, nothing can change before _after runs.
-            self._pending[id(ctx)] = (ctx, None if hooks == "[]" else fields(ctx), seq)
+            self._pending[id(ctx)] = (ctx, fields(ctx), seq)
 
         return record
 
     def _after(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name, fields, names = _shape(spec)
+        name, fields, names, _ = _shape(spec)
 
         def record(ctx: Any) -> None:
             entry = self._pending.pop(id(ctx), None)
-            changed: list[str] = []
-            of = "null"
-            if entry is not None:
-                of = str(entry[2])
-            if entry is not None and entry[1] is not None:
+            if entry is not None:  # (none: its one record is written)
                 changed = [
                     f
                     for f, new, old in zip(names, fields(ctx), entry[1], strict=True)
                     if new is not old
                 ]
-            self._emit(name, self._encoder.changes(ctx, changed), _AFTER, of=of)
+                self._emit(name, self._encoder.changes(ctx, changed), _AFTER, of=str(entry[2]))
             if event in _TOOL_ENDS:
                 self._call.set(None)
 
@@ -308,14 +312,16 @@ class JsonLinesTracePlugin:
                 middle = self._middle_of(chat, None)
                 self._known = (chat, agent.name, agent.session_id, middle)
         elapsed = now - start
-        line = (
-            f'{{"v":{TRACE_FORMAT},"seq":{seq},'
-            f'"t":{f"{elapsed:.6f}" if math.isfinite(elapsed) else "null"},'
-            f'"ts":"{self._timestamp(self._wall())}","event":{event},"stage":{stage},'
-            f'"of":{of},{middle},"hooks":{hooks},"data":{data}}}'
-        )
+        wall = self._wall()
+        # Most records of a busy run share their millisecond, so their stamp: kept.
+        stamp = self._stamp if int(wall * 1000) == self._millisecond else self._timestamp(wall)
         try:
-            self._write(line + "\n" if self._lines else line)
+            self._write(
+                f'{{"v":{TRACE_FORMAT},"seq":{seq},'
+                f'"t":{f"{elapsed:.6f}" if math.isfinite(elapsed) else "null"},'
+                f'"ts":"{stamp}","event":{event},"stage":{stage},'
+                f'"of":{of},{middle},"hooks":{hooks},"data":{data}}}{self._end}'
+            )
         except Exception as exc:
             self._failed(exc)
         return seq
@@ -339,13 +345,8 @@ class JsonLinesTracePlugin:
         return f'{who},"chat":{chat_text},"parent":{parent},"path":{names}'
 
     def _timestamp(self, seconds: float) -> str:
-        """UTC, ISO 8601 with milliseconds, as ``datetime`` makes it.
-
-        Made once per millisecond: most records of a busy run share theirs.
-        """
+        """UTC, ISO 8601 with milliseconds, as ``datetime`` makes it (kept for _emit)."""
         millisecond = int(seconds * 1000)
-        if millisecond == self._millisecond:
-            return self._stamp
         fraction, whole = math.modf(seconds)
         micro = round(fraction * 1e6)
         if micro >= 1_000_000 or micro < 0:
@@ -371,27 +372,32 @@ class JsonLinesTracePlugin:
             logger.warning("the trace could not be written, recording stopped: %s", exc)
 
 
-_Shape: TypeAlias = tuple[str, Callable[[Any], tuple[object, ...]], tuple[str, ...]]
+_Shape: TypeAlias = tuple[str, Callable[[Any], tuple[object, ...]], tuple[str, ...], bool]
 _SHAPES: Final[dict[str, _Shape]] = {}
+_LABELS: Final[dict[str, str]] = {}  # the plugin's handlers' labels, by event
+_CLASS: Final = "JsonLinesTracePlugin"
 
 
 def _shape(spec: EventSpec) -> _Shape:
     """What the records of ``spec``'s event need, made once per process, not per plugin.
 
-    Its name as JSON, a getter of the fields its handlers may change (as a tuple), and their
-    names.
+    Its name as JSON, a getter of the fields its handlers may change (as a tuple), their
+    names, and whether its records come in two stages (handlers may change something).
     """
     known = _SHAPES.get(spec.name)
     if known is not None:
         return known
     names = tuple(f for f in (spec.field, *spec.settable) if f)
     fields: Callable[[Any], tuple[object, ...]]
-    if len(names) == 1:
+    if not names:
+        fields = lambda ctx: ()  # noqa: E731
+    elif len(names) == 1:
         one = operator.attrgetter(names[0])
         fields = lambda ctx: (one(ctx),)  # noqa: E731
     else:
         fields = operator.attrgetter(*names)
-    shape = _SHAPES[spec.name] = (json_string(spec.name), fields, names)
+    staged = (spec.kind == "interceptor" or bool(spec.settable)) and not spec.sync_only
+    shape = _SHAPES[spec.name] = (json_string(spec.name), fields, names, staged)
     return shape
 
 

@@ -1,7 +1,7 @@
 "use strict";
 // Builds the timeline from the records inlined in #trace-data (hookloop's JSON-lines
-// trace, formats 1 and 2). Every text goes in through textContent: the trace is data, never
-// HTML.
+// trace, formats 1, 2 and 3). Every text goes in through textContent: the trace is data,
+// never HTML.
 (function () {
   const started = performance.now();
 
@@ -43,7 +43,7 @@
   const scopes = new Map();
   const records = JSON.parse(document.getElementById("trace-data").textContent);
   for (const r of records) {
-    if (r.v !== 2) continue;
+    if (r.v !== 2 && r.v !== 3) continue;  // format 3 refers as format 2 does
     const root = (r.path || [r.agent])[0];
     if (!scopes.has(root)) scopes.set(root, new Map());
     r.data = resolve(r.data, scopes.get(root));

@@ -179,7 +179,7 @@ def _encoded(records: Iterable[Mapping[str, Any]]) -> Iterator[str]:
         return value
 
     for record in records:
-        if record.get("v") == 2:
+        if record.get("v") in (2, 3):  # (format 3 refers as format 2 does)
             path = record.get("path")
             scope = path[0] if isinstance(path, list) and path else ""
             record = {**record, "data": out(record.get("data"), str(scope))}

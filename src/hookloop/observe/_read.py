@@ -5,7 +5,8 @@ U+2028, U+2029 or U+0085, which ``str.splitlines()`` would take for line ends. F
 writes each message, request and tool definition once (see :mod:`._encode`); the reader puts
 them back where they were referred to, as one shared object each, so a long chat takes
 memory in proportion to its file, not to its requests' sizes added up. Format 1 (no
-references) reads as it was written.
+references) reads as it was written; format 3 differs from 2 only in leaving out the
+``after`` record of an event no other handler could change.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ __all__ = [
     "records_of",
 ]
 
-TRACE_FORMAT: Final = 2
+TRACE_FORMAT: Final = 3
 """The version of the record form (``"v"``) this hookloop writes."""
 
-READABLE_FORMATS: Final = frozenset({1, 2})
+READABLE_FORMATS: Final = frozenset({1, 2, 3})
 """The versions :func:`read_trace` reads; it refuses others, naming the line."""
 
 _REQUIRED: Final = ("seq", "t", "event", "agent", "chat", "data")
@@ -74,7 +75,7 @@ def records_of(
             if not line.strip():
                 continue
             record = _record(line, name, number)
-            if record["v"] == 2:
+            if record["v"] != 1:  # format 2 and later write things once, then refer to them
                 resolver.resolve(record, number, build=resolve)
             found = True
             yield record, line
@@ -107,7 +108,8 @@ def _record(line: str, name: str, number: int) -> dict[str, Any]:
     version = record.get("v")
     if version not in READABLE_FORMATS or isinstance(version, bool):
         newer = " (written by a newer hookloop?)" if _newer(version) else ""
-        readable = " and ".join(map(str, sorted(READABLE_FORMATS)))
+        *rest, last = sorted(READABLE_FORMATS)
+        readable = f"{', '.join(map(str, rest))} and {last}"
         raise TraceFileError(
             f"trace format {version!r} cannot be read; this hookloop reads {readable}{newer}",
             path=name,
