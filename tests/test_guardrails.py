@@ -5,6 +5,7 @@ the input guardrail beside the first model call; what the history and the sessio
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import pickle
 import subprocess
 import sys
@@ -868,6 +869,28 @@ def test_a_verdict_and_a_trip_pickle_as_a_durable_engine_stores_an_error() -> No
     with pytest.raises(TypeError):
         again.verdict.data["word"] = "x"  # type: ignore[index]  # read-only again
     assert pickle.loads(pickle.dumps(Verdict.allow())) == Verdict.allow()
+
+
+async def test_a_plain_allow_is_one_shared_verdict_and_a_subclass_allows_with_its_own() -> None:
+    assert Verdict.allow() is Verdict.allow()
+    assert Verdict.allow("fine") == Verdict(action="allow", reason="fine")
+
+    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+    class Scored(Verdict):
+        score: float = 0.0
+
+    class Plain(Verdict):
+        pass
+
+    for kind in (Scored, Plain):
+        allowed = kind.allow()
+        assert (type(allowed), allowed.action) == (kind, "allow")
+        assert type(kind.block("no")) is kind
+    # A subclass's allow goes on in the loop, as the shared one does.
+    agent, _ = agent_on(tool_call("lookup", {"key": "k"}, id="c1"), "done")
+    agent.use(tool_call_guardrail(lambda ctx: Scored.allow(), name="scored"))
+    assert (await agent.chat("go")).text == "done"
+    assert ran == ["k"]
 
 
 @pytest.mark.parametrize(

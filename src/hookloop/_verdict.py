@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from ._errors import UsageError
 
@@ -77,12 +77,19 @@ class Verdict:
         # turn's error): it travels as a dict and is made read-only again.
         return (_rebuild, (self.action, self.reason, dict(self.data), self.replacement))
 
-    @classmethod
-    def allow(cls, reason: str = "", *, data: Mapping[str, object] = _EMPTY) -> Verdict:
+    # A static method: a guardrail returns it for every tool call and result, and calling a
+    # class method makes a bound method each time. A subclass gets a class method (below).
+    @staticmethod
+    def allow(reason: str = "", *, data: Mapping[str, object] = _EMPTY) -> Verdict:
         """The text passes unchanged."""
-        if cls is Verdict and not reason and data is _EMPTY:
-            return ALLOW  # immutable: one for every plain allow (a check runs per tool call)
-        return cls(action="allow", reason=reason, data=data)
+        if not reason and data is _EMPTY:
+            return ALLOW  # immutable: one for every plain allow
+        return Verdict(action="allow", reason=reason, data=data)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super(Verdict, cls).__init_subclass__(**kwargs)  # (slots=True: no bare super())
+        if "allow" not in vars(cls):  # its allow() makes its own instances
+            cls.allow = classmethod(_allow_of)  # type: ignore[assignment, method-assign]
 
     @classmethod
     def block(cls, reason: str, *, data: Mapping[str, object] = _EMPTY) -> Verdict:
@@ -104,6 +111,13 @@ class Verdict:
 
 ALLOW: Final = Verdict(action="allow")
 """``Verdict.allow()``: the one plain allow, which the guard rows tell apart by identity."""
+
+
+def _allow_of(
+    cls: type[Verdict], reason: str = "", *, data: Mapping[str, object] = _EMPTY
+) -> Verdict:
+    """``allow()`` of a subclass of :class:`Verdict`: an instance of it."""
+    return cls(action="allow", reason=reason, data=data)
 
 
 def _rebuild(
