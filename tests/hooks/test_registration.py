@@ -216,10 +216,17 @@ async def test_an_after_model_call_row_that_is_idle_for_an_answer_is_skipped_for
     assert seen[2:] == [("a", 1, "ok"), ("b", 1, "ok")]
 
 
+async def _async_idle() -> bool:
+    return True
+
+
 @pytest.mark.parametrize(
-    ("event", "idle"), [("on_message", lambda: True), ("after_model_call", "yes")]
+    ("event", "idle"),
+    [("on_message", lambda: True), ("after_model_call", "yes"), ("after_model_call", _async_idle)],
 )
-def test_idle_on_answer_is_a_callable_for_after_model_call_only(event: str, idle: object) -> None:
+def test_idle_on_answer_is_a_plain_function_for_after_model_call_only(
+    event: str, idle: object
+) -> None:
     agent = bare_agent(ScriptedModel([]))
 
     with pytest.raises(HookRegistrationError, match="idle_on_answer"):

@@ -165,13 +165,16 @@ class HookRegistry:
         Raises:
             HookRegistrationError: Unknown event, a handler that is not callable, an order
                 that is not an int, an async handler for a sync-only event, or an
-                ``idle_on_answer`` that is not callable or not on ``after_model_call``.
+                ``idle_on_answer`` that is not a plain function or not on
+                ``after_model_call``.
         """
         if idle_on_answer is not None and (
-            event != "after_model_call" or not callable(idle_on_answer)
+            event != "after_model_call"
+            or not callable(idle_on_answer)
+            or is_async_callable(idle_on_answer)  # the loop asks it in passing, unawaited
         ):
             raise HookRegistrationError(
-                "idle_on_answer is a callable, for an after_model_call handler only; "
+                "idle_on_answer is a plain function, for an after_model_call handler only; "
                 f"got {idle_on_answer!r} for {event!r}"
             )
         return self._add(event, fn, order, None, None, idle_on_answer)
