@@ -9,7 +9,7 @@ import dataclasses
 import pickle
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal
@@ -871,24 +871,48 @@ def test_a_verdict_and_a_trip_pickle_as_a_durable_engine_stores_an_error() -> No
     assert pickle.loads(pickle.dumps(Verdict.allow())) == Verdict.allow()
 
 
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class ScoredVerdict(Verdict):
+    score: float = 0.0
+
+
+class PlainVerdict(Verdict):
+    pass
+
+
+class OwnVerdict(Verdict):
+    @classmethod
+    def allow(cls, reason: str = "", *, data: Mapping[str, object] = {}) -> Verdict:
+        return cls(action="allow", reason=f"own: {reason}")
+
+
+class OwnChildVerdict(OwnVerdict):
+    pass
+
+
+class AllowMixin:
+    @classmethod
+    def allow(cls, reason: str = "", *, data: Mapping[str, object] = {}) -> Verdict:
+        return Verdict(action="allow", reason="mixin")
+
+
+class MixedVerdict(AllowMixin, Verdict):
+    pass
+
+
 async def test_a_plain_allow_is_one_shared_verdict_and_a_subclass_allows_with_its_own() -> None:
     assert Verdict.allow() is Verdict.allow()
     assert Verdict.allow("fine") == Verdict(action="allow", reason="fine")
-
-    @dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
-    class Scored(Verdict):
-        score: float = 0.0
-
-    class Plain(Verdict):
-        pass
-
-    for kind in (Scored, Plain):
+    for kind in (ScoredVerdict, PlainVerdict):
         allowed = kind.allow()
         assert (type(allowed), allowed.action) == (kind, "allow")
         assert type(kind.block("no")) is kind
+        assert pickle.loads(pickle.dumps(kind.allow))() == allowed  # the method itself
+    # An allow of its own, or a mixin's, stays the subclass's (and its subclasses').
+    assert (OwnChildVerdict.allow("x").reason, MixedVerdict.allow().reason) == ("own: x", "mixin")
     # A subclass's allow goes on in the loop, as the shared one does.
     agent, _ = agent_on(tool_call("lookup", {"key": "k"}, id="c1"), "done")
-    agent.use(tool_call_guardrail(lambda ctx: Scored.allow(), name="scored"))
+    agent.use(tool_call_guardrail(lambda ctx: ScoredVerdict.allow(), name="scored"))
     assert (await agent.chat("go")).text == "done"
     assert ran == ["k"]
 

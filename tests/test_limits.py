@@ -351,6 +351,20 @@ def test_a_model_without_a_price_costs_none_and_a_chat_of_it_too() -> None:
     assert response.usage.cost is None
 
 
+def test_a_price_of_your_own_kind_estimates_the_input_its_own_way() -> None:
+    # A ModelPrice subclass may work out input_cost itself: the budget asks it, and does
+    # not multiply by the flat rate it would keep for a ModelPrice.
+    class FreeBelowAThousand(ModelPrice):
+        def input_cost(self, tokens: int) -> Decimal:
+            return Decimal(0) if tokens < 1000 else super().input_cost(tokens)
+
+    price = FreeBelowAThousand(input_per_mtok=1_000_000, output_per_mtok=0)  # $1 a token
+    model = ScriptedModel(lookup_script(2))
+    agent = Agent(model, tools=[lookup], limits=UsageLimits(cost=5), prices={"scripted": price})
+    assert agent.chat_sync("more than five tokens for sure, many more").text == "done"
+    assert len(model.requests) == 3
+
+
 def test_a_cost_limit_on_a_model_without_a_price_is_refused_when_the_chat_starts() -> None:
     model = ScriptedModel(["never"])
     agent = Agent(model, limits=UsageLimits(cost=1))

@@ -300,7 +300,8 @@ class Pricing:
         ``tokens * input_rate(price)`` is ``price.input_cost(tokens)``: the usage limits
         estimate every request's cost with it, without a call.
         """
-        return price._per_token[0] if isinstance(price, ModelPrice) else None
+        # (Not a subclass's: it may work out input_cost its own way.)
+        return price._per_token[0] if type(price) is ModelPrice else None
 
     def priced(self, usage: Usage, model: Model) -> Usage:
         """``usage`` with its cost at ``model``'s price, when it has none and one is known."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -88,7 +89,8 @@ class Verdict:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super(Verdict, cls).__init_subclass__(**kwargs)  # (slots=True: no bare super())
-        if "allow" not in vars(cls):  # its allow() makes its own instances
+        # Its allow() makes its own instances, unless it has one of its own (or a mixin's).
+        if inspect.getattr_static(cls, "allow") is vars(Verdict)["allow"]:
             cls.allow = classmethod(_allow_of)  # type: ignore[assignment, method-assign]
 
     @classmethod
@@ -118,6 +120,9 @@ def _allow_of(
 ) -> Verdict:
     """``allow()`` of a subclass of :class:`Verdict`: an instance of it."""
     return cls(action="allow", reason=reason, data=data)
+
+
+_allow_of.__name__ = _allow_of.__qualname__ = "allow"  # ``Sub.allow`` pickles by its name
 
 
 def _rebuild(
