@@ -743,6 +743,38 @@ def test_a_dataclass_is_written_field_by_field_whatever_its_fields_are_named() -
     assert hidden["self"] == -7
 
 
+def test_a_class_s_name_is_never_code_in_the_writer_made_for_it() -> None:
+    # The writer is made from source text: a name with a newline in it stays a name.
+    from hookloop.observe._encode import Encoder
+
+    evil = dataclasses.make_dataclass("Evil\n    raise SystemExit('ran')", [("a", int)])
+    broken = dataclasses.make_dataclass("Broken\n)", [("a", int)])
+    encoder = Encoder(content=True)
+    assert json.loads(encoder.value({"x": evil(a=1)})) == {"x": {"a": 1}}
+    assert json.loads(encoder.value(broken(a=2))) == {"a": 2}
+
+
+def test_a_request_s_settings_are_written_as_sent_even_when_equal_to_the_last() -> None:
+    # 1 and 1.0, True and 1 compare equal; the provider gets what the request holds.
+    from hookloop import ModelSettings
+    from hookloop.observe._encode import Encoder
+
+    encoder = Encoder(content=True)
+    messages = (UserMessage(content="hi"),)
+    sent = [
+        ModelSettings(temperature=1, extra={"seed": True}),
+        ModelSettings(temperature=1.0, extra={"seed": 1}),
+    ]
+    written = [
+        json.loads(
+            encoder.value(ProviderRequest(model="m", system="s", messages=messages, settings=kept))
+        )["settings"]
+        for kept in sent
+    ]
+    assert [(w["temperature"], w["extra"]["seed"]) for w in written] == [(1, True), (1.0, 1)]
+    assert [type(w["temperature"]) for w in written] == [int, float]
+
+
 def test_a_message_first_written_inside_a_request_is_referred_to_by_the_next() -> None:
     # A message no on_message record wrote (one a handler put in) is written in full in the
     # first request that holds it; the next request that starts with that one's messages

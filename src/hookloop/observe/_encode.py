@@ -243,7 +243,8 @@ class Encoder:
         """
         plan = self._plans.get(cls) or self._plan(cls)
         slots = set(getattr(cls, "__slots__", ())) if hasattr(cls, "__settable__") else set()
-        lines = [f"def write(self, obj):  # {cls.__qualname__}", "    by_type = self._by_type"]
+        # (The class's name is set on the function after, never written into its source.)
+        lines = ["def write(self, obj):", "    by_type = self._by_type"]
         texts = []
         for i, (name, key, naming) in enumerate(plan):
             if chosen is not None and name not in chosen:
@@ -260,6 +261,7 @@ class Encoder:
         scope: dict[str, Any] = {"_said": Encoder._said, "_value": Encoder.value}
         exec("\n".join(lines), scope)
         write: Callable[[Encoder, Any], str] = scope["write"]
+        write.__qualname__ = f"{type(self).__qualname__}.write[{cls.__qualname__}]"
         self._writers[cls if chosen is None else (cls, chosen)] = write
         return write
 
@@ -567,7 +569,11 @@ class Encoder:
         messages = self._conversation(request.messages, spans)
         values = _REQUEST_FIELDS(request)
         known = self._request_texts
-        if known is not None and known[0] == values:
+        # The same values, not equal ones: 1 and 1.0, True and 1 compare equal and are
+        # written apart (a string is its text).
+        if known is not None and all(
+            a is b or (type(a) is str and a == b) for a, b in zip(known[0], values, strict=True)
+        ):
             head, tail = known[1], known[2]
         else:
             texts = [
