@@ -5,6 +5,7 @@ the input guardrail beside the first model call; what the history and the sessio
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import pickle
 import subprocess
@@ -419,6 +420,33 @@ async def test_a_passing_guardrail_beside_lets_the_chat_finish(flavour: Flavour)
     agent.use(input_guardrail(as_check(lambda ctx: Verdict.allow(), flavour), run_beside=True))
     assert (await agent.chat("hi")).text == "done"
     assert ran == ["a"]
+
+
+_checked_by: contextvars.ContextVar[str] = contextvars.ContextVar("checked_by", default="")
+
+
+@pytest.mark.parametrize("waits", [False, True])
+async def test_a_guardrail_beside_runs_in_a_context_of_its_own(waits: bool) -> None:
+    """Whether it lets the message pass at once or after waiting, the chat never sees what
+    it set (as in a task of its own); one that passes at once leaves no task behind."""
+    seen: list[tuple[str, int]] = []
+
+    def model(request: ProviderRequest) -> ProviderResponse:
+        seen.append((_checked_by.get(), len(asyncio.all_tasks())))
+        return text_response("done")
+
+    async def moderation(ctx: InputGuardrailContext) -> Verdict:
+        _checked_by.set("moderation")
+        if waits:
+            await asyncio.sleep(0)
+        return Verdict.allow()
+
+    agent = Agent(FunctionModel(model), retry=None, context=None)
+    agent.use(input_guardrail(moderation, run_beside=True))
+    assert (await agent.chat("hi")).text == "done"
+    # The test's task only, when the check passed before the model call: no task for it.
+    assert seen == [("", 2 if waits else 1)]
+    assert _checked_by.get() == ""
 
 
 async def test_a_guardrail_beside_cannot_redact() -> None:
