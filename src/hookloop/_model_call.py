@@ -27,8 +27,9 @@ from .hooks._contexts import (
 )
 from .hooks._dispatch import (
     Handler,
+    HookRegistry,
+    answered_row,
     collect_texts,
-    idle_on_answer,
     notify,
     notify_plainly,
     run_chain,
@@ -72,6 +73,7 @@ class ModelCalls:
     _budget: Budget | None
     _setup: ChatSetup
     _handlers: dict[str, tuple[Handler, ...]]
+    _hooks: HookRegistry
     _history: ChatHistory
     _iteration: int
     emit: Callable[[AgentEvent], Awaitable[None]] | None
@@ -178,11 +180,13 @@ class ModelCalls:
             else:
                 if (usage := response.usage) is not None and usage.cost is None:
                     response = self._priced(response, usage, model)
-            if (hs := handlers.get(AFTER_MODEL_CALL)) and (
-                # An answer, and every handler promised to have nothing to do for one (the
-                # window's and the retry strategy's of Agent(): no context, no dispatch).
-                error is not None or not idle_on_answer(hs)
-            ):
+            hs = handlers.get(AFTER_MODEL_CALL)
+            if hs and error is None and (answered := answered_row(self._hooks)) is not None:
+                # An answer: the handlers that promised to have nothing to do for one (the
+                # window's and the retry strategy's of Agent()) are left out; none left, no
+                # context and no dispatch.
+                hs = answered
+            if hs:
                 after = _after_model_call(
                     iteration, attempt, request, response, error, model, False, None, ()
                 )

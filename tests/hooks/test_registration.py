@@ -184,7 +184,7 @@ def test_async_is_told_apart_for_every_kind_of_callable() -> None:
 # --- idle_on_answer: a handler's promise that lets the loop skip after_model_call ---------
 
 
-async def test_an_after_model_call_row_that_is_idle_for_an_answer_is_skipped_for_one() -> None:
+async def test_an_after_model_call_row_leaves_out_for_an_answer_the_handlers_idle_for_one() -> None:
     from hookloop import AfterModelCallContext, ServerError
 
     flaky = ServerError("busy", status=503)
@@ -208,12 +208,24 @@ async def test_an_after_model_call_row_that_is_idle_for_an_answer_is_skipped_for
     await agent.chat("second")
     assert seen[1:] == [("a", 1, "ok")]
 
-    # A handler that promised nothing: the row runs for an answer, every handler in it.
+    # Handlers that promised nothing: the row runs for an answer, with them alone (in
+    # their order) while the promise holds, with every handler when it does not.
     idle[0] = True
     agent.add_hook("after_model_call", watch("b"))  # type: ignore[call-overload]
-    agent.model = ScriptedModel(["three"])
+    dispose_c = agent.add_hook("after_model_call", watch("c"), order=-1)  # type: ignore[call-overload]
+    agent.model = ScriptedModel(["three", "four"])
     await agent.chat("third")
-    assert seen[2:] == [("a", 1, "ok"), ("b", 1, "ok")]
+    assert seen[2:] == [("c", 1, "ok"), ("b", 1, "ok")]
+    idle[0] = False
+    await agent.chat("fourth")
+    assert seen[4:] == [("c", 1, "ok"), ("a", 1, "ok"), ("b", 1, "ok")]
+
+    # Disposed, a handler leaves the answer's row too.
+    dispose_c()
+    idle[0] = True
+    agent.model = ScriptedModel(["five"])
+    await agent.chat("fifth")
+    assert seen[7:] == [("b", 1, "ok")]
 
 
 async def _async_idle() -> bool:

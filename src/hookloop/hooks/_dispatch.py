@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 from .._errors import HookRegistrationError, HookReturnError
 from .._verdict import ALLOW, Verdict
 from ._contexts import FixedFieldError, ScopeContext, ToolReturn
-from ._events import EVENT_TABLE, EVENTS, EventSpec
+from ._events import AFTER_MODEL_CALL, EVENT_TABLE, EVENTS, EventSpec
 
 if TYPE_CHECKING:
     from .._tools import Scope
@@ -136,13 +136,18 @@ class HookRegistry:
     without handlers, so the loop's check costs one dictionary lookup.
     """
 
-    __slots__ = ("_collectors", "_seq", "guards", "handlers")  # one per agent: kept small
+    # One per agent: kept small.
+    __slots__ = ("_collectors", "_seq", "answer_promises", "answered", "guards", "handlers")
 
     def __init__(self) -> None:
         self.handlers: dict[str, tuple[Handler, ...]] = {}
         # Handlers on the guard rows (guardrails): without any, the loop's guardrail checks
         # cost one attribute read per tool call instead of a dictionary lookup per row.
         self.guards = 0
+        # The after_model_call row for an attempt that answered (answered_row()): the
+        # promises its handlers made (idle_on_answer), and the handlers that made none.
+        self.answer_promises: tuple[Callable[[], bool], ...] = ()
+        self.answered: tuple[Handler, ...] = ()
         self._seq = 0  # the registrations so far (an int: an idle agent is smaller)
         self._collectors: list[list[Disposer]] | None = None  # made by the first collect()
 
@@ -161,6 +166,8 @@ class HookRegistry:
         handler of the row promises it, the loop skips the event for such an attempt: no
         context is made and no handler called. The retry strategies and the sliding window
         promise it for their success path, which every model call of ``Agent()`` takes.
+        When the row has handlers that promised nothing, only those are called for such
+        an attempt (in their order), while every promise of the row holds.
 
         Raises:
             HookRegistrationError: Unknown event, a handler that is not callable, an order
@@ -246,7 +253,14 @@ class HookRegistry:
             self.handlers[event] = (*current, handler)
         else:
             self.handlers[event] = tuple(sorted((*current, handler), key=_firing_key))
+        if event == AFTER_MODEL_CALL:
+            self._answer_row()
         return self.adopt(Disposer(lambda: self._remove(handler)))
+
+    def _answer_row(self) -> None:
+        row = self.handlers.get(AFTER_MODEL_CALL, ())
+        self.answer_promises = tuple(h.idle_on_answer for h in row if h.idle_on_answer)
+        self.answered = tuple(h for h in row if h.idle_on_answer is None)
 
     def adopt(self, disposer: Disposer) -> Disposer:
         """Hand ``disposer`` to every :meth:`collect` block open now; returns it."""
@@ -263,6 +277,8 @@ class HookRegistry:
             self.handlers[handler.event] = remaining
         else:
             self.handlers.pop(handler.event, None)
+        if handler.event == AFTER_MODEL_CALL:
+            self._answer_row()
 
     @contextmanager
     def collect(self) -> Iterator[list[Disposer]]:
@@ -503,17 +519,18 @@ def run_chain(handlers: tuple[Handler, ...], ctx: object) -> Awaitable[object]:
     return dispatch(handlers, ctx, "chain")
 
 
-def idle_on_answer(handlers: tuple[Handler, ...]) -> bool:
-    """Whether every ``after_model_call`` handler of ``handlers`` is idle for an answer now.
+def answered_row(registry: HookRegistry) -> tuple[Handler, ...] | None:
+    """The ``after_model_call`` handlers to call for an attempt that answered, if fewer.
 
-    Each promised, when it was registered, to do nothing for an attempt that answered
-    while its ``idle_on_answer`` returns true (see :meth:`HookRegistry.add`).
+    The handlers that made no promise (see :meth:`HookRegistry.add`'s ``idle_on_answer``),
+    in their order, when every promise of the row holds now: the others promised to do
+    nothing for an answer. ``None`` when a promise does not hold: every handler is called.
     """
     # Every model call of Agent() asks: a plain loop, no generator (as records_spend).
-    for handler in handlers:  # noqa: SIM110
-        if (idle := handler.idle_on_answer) is None or not idle():
-            return False
-    return True
+    for idle in registry.answer_promises:
+        if not idle():
+            return None
+    return registry.answered
 
 
 def run_guards(
