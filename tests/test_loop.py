@@ -236,6 +236,15 @@ async def test_duplicate_tool_call_ids_are_a_typed_error(extra: dict[str, Any]) 
     assert roles(agent.messages) == ["user"]
 
 
+async def test_a_response_an_on_response_handler_returns_is_checked_too() -> None:
+    calls = (ToolCall(name="add", arguments="{}", id="x"), ToolCall(name="add", id="x"))
+    agent = Agent(ScriptedModel(["fine"]), tools=[add])
+    agent.add_hook("on_response", lambda ctx: tool_calls(*calls))
+    with pytest.raises(InvalidResponseError, match="same id"):
+        await agent.chat("hi")
+    assert roles(agent.messages) == ["user"]
+
+
 @_CALL_PATHS
 async def test_each_answer_is_priced_and_counted(extra: dict[str, Any]) -> None:
     usage = Usage(input_tokens=1_000_000, output_tokens=2_000_000)

@@ -218,7 +218,9 @@ class ModelCalls:
                 # for every model call with on_response handlers.
                 ctx = _response_context(iteration, request, response)
                 await run_chain(handlers[ON_RESPONSE], ctx)
-                response = _checked(ctx.response)
+                # The field's slot: a handler that returned a new response is checked.
+                if (returned := ctx._response) is not response:  # type: ignore[attr-defined]
+                    response = _checked(returned)
             return self._keep_response(response)
 
     async def _left_out(self, messages: object) -> None:
@@ -320,7 +322,8 @@ class ModelCalls:
         if hs := self._handlers.get(ON_RESPONSE):
             ctx = _response_context(iteration, request, response)
             await run_chain(hs, ctx)
-            response = _checked(ctx.response)
+            if (returned := ctx._response) is not response:  # type: ignore[attr-defined]
+                response = _checked(returned)
         return self._keep_response(response)
 
     def _priced(self, response: ProviderResponse, usage: Usage, model: Model) -> ProviderResponse:

@@ -293,11 +293,13 @@ class ToolCalls:
             # A decided call runs as decided: the person approved these very arguments.
             call = ctx.call if ruling is None else original
             self._checkpoint()
-            if isinstance(supplied, ToolReturn):
+            if supplied is None:  # (the usual return: no type to tell)
+                pass
+            elif isinstance(supplied, ToolReturn):
                 return await self._succeeded(original, call, tool, scope, supplied.value)
-            if isinstance(supplied, Exception):
+            elif isinstance(supplied, Exception):
                 return await self._failed(original, tool, scope, supplied, call)
-            if isinstance(supplied, Defer):
+            elif isinstance(supplied, Defer):
                 deferred = supplied
         scope_on = scope.enabled is True or scope.is_enabled()  # (no call for a plain flag)
         if not (scope_on and (tool.enabled is True or tool.is_enabled())):
