@@ -145,7 +145,7 @@ class ModelCalls:
             ):
                 pre = _pre_request(iteration, request, attempt, model, None, (), emit is not None)
                 supplied = await run_chain(hs, pre)
-                request = pre.request
+                request = pre._request  # type: ignore[attr-defined]  # (the slot: a call less)
                 if pre.model is not model:  # a handler chose another (an ABC check costs)
                     model = _checked_model(pre.model)
                 if pre.left_out:
@@ -155,7 +155,7 @@ class ModelCalls:
                 if request is not base:
                     # A hook rewrote the request: make sure it still pairs every tool call.
                     request = _repaired(request)
-                if isinstance(supplied, ProviderResponse):
+                if supplied is not None and isinstance(supplied, ProviderResponse):
                     if emit is not None:  # a stream shows a supplied answer like a model's
                         for part in response_deltas(supplied):
                             await emit(part)

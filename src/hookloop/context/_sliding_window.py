@@ -350,9 +350,10 @@ class SlidingWindow:
         with nothing to report, is the common case: it returns ``None`` without a coroutine.
         Anything else is :meth:`_fit_request`'s, which the dispatch awaits.
         """
-        if ctx.attempt == 1:
+        # The fixed fields' slots, not their read-only properties: two calls less a request.
+        if ctx._attempt == 1:  # type: ignore[attr-defined]
             self._pending = None  # a new model call: an unconfirmed ceiling is forgotten
-        if self._as_built(ctx.request, ctx.model):
+        if self._as_built(ctx._request, ctx.model):  # type: ignore[attr-defined]
             return None
         return self._fit_request(ctx)
 
