@@ -25,6 +25,7 @@ from hookloop import (
     ChatCancelledError,
     GuardrailTripped,
     HookRegistrationError,
+    ServerError,
     ToolCall,
     ToolMessage,
     TracePlugin,
@@ -426,10 +427,11 @@ _checked_by: contextvars.ContextVar[str] = contextvars.ContextVar("checked_by", 
 
 
 @pytest.mark.parametrize("waits", [False, True])
-async def test_a_guardrail_beside_runs_in_a_context_of_its_own(waits: bool) -> None:
-    """Whether it lets the message pass at once or after waiting, the chat never sees what
-    it set (as in a task of its own); one that passes at once leaves no task behind."""
+async def test_a_guardrail_beside_runs_in_a_task_of_its_own(waits: bool) -> None:
+    """Its own task from its first line (its context, asyncio.current_task()); on Python
+    3.12+ one that lets the message pass without waiting leaves no task behind."""
     seen: list[tuple[str, int]] = []
+    tasks: list[asyncio.Task[Any] | None] = []
 
     def model(request: ProviderRequest) -> ProviderResponse:
         seen.append((_checked_by.get(), len(asyncio.all_tasks())))
@@ -437,16 +439,78 @@ async def test_a_guardrail_beside_runs_in_a_context_of_its_own(waits: bool) -> N
 
     async def moderation(ctx: InputGuardrailContext) -> Verdict:
         _checked_by.set("moderation")
+        tasks.append(asyncio.current_task())
         if waits:
             await asyncio.sleep(0)
+            tasks.append(asyncio.current_task())
         return Verdict.allow()
 
     agent = Agent(FunctionModel(model), retry=None, context=None)
     agent.use(input_guardrail(moderation, run_beside=True))
     assert (await agent.chat("hi")).text == "done"
-    # The test's task only, when the check passed before the model call: no task for it.
-    assert seen == [("", 2 if waits else 1)]
+    eager = sys.version_info >= (3, 12)
+    # The test's task, and the guardrail's while it has not finished.
+    assert seen == [("", 1 if eager and not waits else 2)]
     assert _checked_by.get() == ""
+    assert asyncio.current_task() not in tasks
+    assert len(set(tasks)) == 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_timeout_inside_a_guardrail_beside_ends_only_its_own_wait(stream: bool) -> None:
+    """asyncio.timeout and anyio's cancel scopes (httpx's) cancel the guardrail's task."""
+    import anyio
+
+    checked = asyncio.Event()
+
+    async def model(request: ProviderRequest) -> ProviderResponse:
+        await checked.wait()  # the guardrail's timeouts went off meanwhile
+        return text_response("done")
+
+    async def moderation(ctx: InputGuardrailContext) -> Verdict:
+        with anyio.move_on_after(0):  # a request that timed out: fail open
+            await anyio.sleep_forever()
+        try:
+            async with asyncio.timeout(0):
+                await asyncio.Event().wait()
+        except TimeoutError:
+            pass
+        checked.set()
+        return Verdict.allow()
+
+    agent = Agent(FunctionModel(model), retry=None, context=None)
+    agent.use(input_guardrail(moderation, run_beside=True))
+    if stream:
+        async with agent.chat_stream("hi") as events:
+            kinds = [type(event).__name__ async for event in events]
+        assert kinds[-1] == "ChatDone"
+    else:
+        assert (await agent.chat("hi")).text == "done"
+
+
+async def test_a_guardrail_beside_is_cancelled_with_a_chat_that_fails_at_once() -> None:
+    events: list[str] = []
+
+    def fails(request: ProviderRequest) -> ProviderResponse:
+        raise ServerError("down", status=500)
+
+    async def moderation(ctx: InputGuardrailContext) -> Verdict:
+        events.append("started")
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+        return Verdict.allow()
+
+    agent = Agent(FunctionModel(fails), retry=None, context=None)
+    agent.use(input_guardrail(moderation, run_beside=True))
+    with pytest.raises(ServerError):
+        await agent.chat("hi")
+    for _ in range(5):  # the cancellation's turns of the event loop
+        await asyncio.sleep(0)
+    # Never started (a task cancelled before its first step), or cancelled where it waits.
+    assert events in ([], ["started", "cancelled"])
 
 
 async def test_a_guardrail_beside_cannot_redact() -> None:

@@ -245,6 +245,18 @@ async def test_a_response_an_on_response_handler_returns_is_checked_too() -> Non
     assert roles(agent.messages) == ["user"]
 
 
+@pytest.mark.parametrize("on_response", [False, True])
+async def test_an_answer_a_pre_request_handler_supplies_is_checked(on_response: bool) -> None:
+    calls = (ToolCall(name="add", arguments="{}", id="x"), ToolCall(name="add", id="x"))
+    agent = Agent(ScriptedModel([]), tools=[add])
+    agent.add_hook("pre_request", lambda ctx: tool_calls(*calls))  # a cache of answers, say
+    if on_response:
+        agent.add_hook("on_response", lambda ctx: None)
+    with pytest.raises(InvalidResponseError, match="same id"):
+        await agent.chat("hi")
+    assert roles(agent.messages) == ["user"]
+
+
 @_CALL_PATHS
 async def test_each_answer_is_priced_and_counted(extra: dict[str, Any]) -> None:
     usage = Usage(input_tokens=1_000_000, output_tokens=2_000_000)

@@ -15,15 +15,13 @@ changes the text the later handlers and the model see.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
+import sys
 from collections.abc import Awaitable, Mapping
-from types import CoroutineType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import pydantic_core
 
-from ._eager import first_step
 from ._errors import GuardrailTripped
 from ._messages import AssistantMessage, TextPart, ToolCall, ToolMessage, UserMessage, tool_result
 from ._output import Accepted
@@ -68,6 +66,7 @@ __all__ = [
 
 
 _OBSERVE: Final = int(Phase.OBSERVE)  # an int compares faster than the IntEnum member
+_EAGER: Final = sys.version_info >= (3, 12)  # asyncio.Task(..., eager_start=True)
 
 # The contexts of every chat and tool call, made from their fields in order (maker()).
 _input_context: Final = maker(InputGuardrailContext)
@@ -233,38 +232,38 @@ async def check_input(run: ChatRun, message: UserMessage) -> UserMessage:
 
 
 def start_beside(run: ChatRun, message: UserMessage) -> asyncio.Task[BaseException | None] | None:
-    """``on_input_guardrail_beside`` beside the first model call: its task, or ``None``.
+    """``on_input_guardrail_beside`` in a task of its own, beside the first model call.
 
-    The handlers run at once up to the first that waits (as the first step of a task, in a
-    copy of the context); ``None`` when every one let the message pass by then. Otherwise
-    the rest runs in a task: when it trips before the chat waits for it
-    (:func:`settle_beside`), it cancels the chat with ``run.cancel()``, and the chat ends
-    with the trip (``ChatRun._tripped``) instead.
+    When it trips before the chat waits for it (:func:`settle_beside`), it cancels the chat
+    with ``run.cancel()``, and the chat ends with the trip (``ChatRun._tripped``) instead.
+    On Python 3.12+ the task starts eagerly: its handlers run at once up to the first that
+    waits, and ``None`` stands for a task that let the message pass before then.
     """
     hs = run._handlers.get(ON_INPUT_GUARDRAIL_BESIDE)
     if hs is None or not _checks(hs):
         return None
-    # The handlers start here, in the task's own context: usually they let the message pass
-    # without waiting, and no task is made (a task's first step waits for a turn of the
-    # event loop: about 20 us a chat).
-    context = contextvars.copy_context()
-    ctx = _input_context(message)
-    stopped = context.run(run_guards, hs, ctx)
-    if type(stopped) is CoroutineType:  # from the first async handler on
-        _, stopped = first_step(stopped, context)
-    if stopped is None:
-        return None
 
-    async def check(pending: GuardStop | Awaitable[GuardStop | None]) -> BaseException | None:
+    async def check() -> BaseException | None:
+        ctx = _input_context(message)
         try:
-            await _settle(
-                run, hs, ctx, "input", pending, actions=_BESIDE_ACTIONS, message_id=message.id
-            )
+            if (stopped := run_guards(hs, ctx)) is not None:
+                await _settle(
+                    run, hs, ctx, "input", stopped, actions=_BESIDE_ACTIONS, message_id=message.id
+                )
         except Exception as exc:  # a trip, or a verdict observer that raised: the chat's end
             return exc
         return None
 
-    task = asyncio.get_running_loop().create_task(check(stopped), context=context)
+    loop = asyncio.get_running_loop()
+    if _EAGER:
+        # A task's first step otherwise waits for a turn of the event loop, which the chat
+        # then waits for too (about 20 us a chat): usually the handlers let the message
+        # pass without waiting at all.
+        task = asyncio.Task(check(), loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+        if task.done() and not task.cancelled() and task.result() is None:
+            return None
+    else:
+        task = loop.create_task(check())
 
     def interrupt(done: asyncio.Task[BaseException | None]) -> None:
         # Only while the chat has not reached settle_beside (there, it reads the outcome),

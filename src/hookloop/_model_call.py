@@ -319,6 +319,13 @@ class ModelCalls:
     async def _accept(
         self, iteration: int, request: ProviderRequest, response: ProviderResponse
     ) -> ProviderResponse:
+        """A ``pre_request`` handler's answer, checked as the model's, through ``on_response``.
+
+        Raises:
+            InvalidResponseError: The answer is not a valid response (two tool calls with
+                the same id).
+        """
+        response = _checked(response)
         if hs := self._handlers.get(ON_RESPONSE):
             ctx = _response_context(iteration, request, response)
             await run_chain(hs, ctx)

@@ -228,6 +228,26 @@ async def test_an_after_model_call_row_leaves_out_for_an_answer_the_handlers_idl
     assert seen[7:] == [("b", 1, "ok")]
 
 
+class _Pending(list[str]):
+    """Work a handler has left for an answer: idle while empty (and falsy then, too)."""
+
+    def __call__(self) -> bool:
+        return not self
+
+
+async def test_a_falsy_idle_on_answer_is_a_promise_all_the_same() -> None:
+    pending = _Pending()
+    seen: list[str] = []
+    agent = bare_agent(ScriptedModel(["one", "two"]))
+    agent.hooks.add("after_model_call", lambda ctx: seen.append("watch"))
+    agent.hooks.add("after_model_call", lambda ctx: seen.append("pending"), idle_on_answer=pending)
+    await agent.chat("first")
+    assert seen == ["watch"]
+    pending.append("confirm")  # work for the next answer: the promise does not hold
+    await agent.chat("second")
+    assert seen == ["watch", "watch", "pending"]
+
+
 async def _async_idle() -> bool:
     return True
 

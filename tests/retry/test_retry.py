@@ -284,6 +284,26 @@ async def test_gives_up_when_the_next_wait_would_pass_the_time_budget() -> None:
     assert [a[0] for a in attempts] == [1, 2, 3]
 
 
+async def test_a_retried_answer_then_a_failure_is_timed_from_that_failure() -> None:
+    """The strategy skipped an answered first attempt (its promise to the loop); another
+    handler retried the answer; the failure of the second attempt is this call's first."""
+    clock = FakeClock()
+    busy = ServerError("busy", status=503)
+    script = [busy, "one", "two", "", busy, "three"]
+    agent = Agent(ScriptedModel(script), retry=strategy(clock, max_total_time=60.0))
+
+    def reject_empty(ctx: AfterModelCallContext) -> None:  # a user's check of the answer
+        if ctx.response is not None and not ctx.response.content:
+            ctx.retry = True
+
+    agent.add_hook("after_model_call", reject_empty)
+    assert (await agent.chat("first")).text == "one"  # a failed attempt, retried
+    assert (await agent.chat("second")).text == "two"  # the strategy forgets that retry
+    clock.advance(3600.0)  # an hour later: the strategy skips the answered first attempt
+    assert (await agent.chat("third")).text == "three"
+    assert clock.waits == [0.5, 1.0]  # retried (attempt 2 waits 1 s), not given up
+
+
 async def test_each_model_call_gets_fresh_attempts_and_time() -> None:
     clock = FakeClock()
     busy = OverloadedError("busy", status=529)

@@ -259,7 +259,7 @@ class HookRegistry:
 
     def _answer_row(self) -> None:
         row = self.handlers.get(AFTER_MODEL_CALL, ())
-        self.answer_promises = tuple(h.idle_on_answer for h in row if h.idle_on_answer)
+        self.answer_promises = tuple(h.idle_on_answer for h in row if h.idle_on_answer is not None)
         self.answered = tuple(h for h in row if h.idle_on_answer is None)
 
     def adopt(self, disposer: Disposer) -> Disposer:

@@ -91,10 +91,9 @@ class ModelRetryStrategy(abc.ABC):
 
     @property
     def elapsed(self) -> float:
-        """Seconds since the first attempt of the model call being retried ended.
+        """Seconds since the first failed attempt of the model call being retried ended.
 
-        For the decisions about a failed attempt. A model call whose first attempt
-        answered may leave it running from the last call that failed.
+        For the decisions about a failed attempt.
         """
         return self._clock() - self._call_started
 
@@ -129,8 +128,9 @@ class ModelRetryStrategy(abc.ABC):
 
         Its first-attempt reset leaves a strategy with no retried attempt as it was (the
         library's ``on_first_model_attempt`` clears only what a retry set), so the loop
-        skips it for an attempt that answered (only ``elapsed``'s start stays where the
-        last failed call set it).
+        skips it for an attempt that answered. A later attempt of the same call (another
+        handler retried the answer) finds it as the reset would have left it: ``elapsed``
+        starts at the call's first failed attempt.
         """
         return not self._history
 
@@ -143,10 +143,13 @@ class ModelRetryStrategy(abc.ABC):
         # The fields' slots, not their read-only properties: two calls less a model call.
         if event._attempt == 1:  # type: ignore[attr-defined]
             self._history = ()
-            self._call_started = self._clock()
             self.on_first_model_attempt()
         if event.retry or event._error is None:  # type: ignore[attr-defined]
             return None
+        if not self._history:
+            # The call's first failed attempt: elapsed counts from here. (Not from attempt
+            # 1, which the loop skips when it answered: another handler may still retry it.)
+            self._call_started = self._clock()
         return self._retry(event)
 
     async def _retry(self, event: AfterModelCallContext) -> None:
