@@ -684,3 +684,14 @@ async def test_a_damaged_sqlite_file_is_a_typed_error_naming_it(tmp_path: Path, 
             with pytest.raises(CorruptStoreError) as caught:
                 await call()
             check_damaged_file_error(caught.value, path)
+
+
+def test_the_sqlite_store_binds_its_parameters_in_order() -> None:
+    """Numbered placeholders (``?1``) bound from a sequence: Python 3.12 warns, 3.14 refuses."""
+    import inspect
+    import re
+
+    from hookloop.sessions import _sqlite, _sqlite_sql
+
+    for module in (_sqlite, _sqlite_sql):
+        assert not re.findall(r"\?\d", inspect.getsource(module)), module.__name__

@@ -71,12 +71,14 @@ END;
 
 # An append is this one statement, so one implicit transaction: it takes the next seq from
 # the session's record, and the trigger above moves the record on. No row comes back for a
-# session that does not exist yet or is not at ?6 (expected_seq).
+# session that does not exist yet or is not at expected_seq (the last two parameters).
 # A record at the largest integer matches nothing either: last_seq + 1 would be a REAL.
+# Plain ``?`` placeholders, bound in order (insert() orders them): Python 3.12 warns about
+# numbered ones (``?1``) bound from a sequence, and 3.14 refuses them.
 APPEND = (
     "INSERT INTO hookloop_messages "
-    "SELECT session_id, last_seq + 1, ?2, ?3, ?4, ?5 FROM hookloop_sessions "
-    f"WHERE session_id = ?1 AND (?6 IS NULL OR last_seq = ?6) AND last_seq < {MAX_SEQ} "
+    "SELECT session_id, last_seq + 1, ?, ?, ?, ? FROM hookloop_sessions "
+    f"WHERE session_id = ? AND (? IS NULL OR last_seq = ?) AND last_seq < {MAX_SEQ} "
     "RETURNING seq"
 )
 AppendArgs = tuple[str, str, int, str, float, int | None]
@@ -128,9 +130,10 @@ def checkpoint(conn: sqlite3.Connection, busy_ms: int) -> None:
 
 def insert(conn: sqlite3.Connection, args: AppendArgs) -> int | None:
     """Run the append statement; its seq, or ``None`` when it matched no session record."""
-    session_id, message_id, _, data, _, _ = args
+    session_id, message_id, message_format, data, created_at, expected = args
+    bound = (message_id, message_format, data, created_at, session_id, expected, expected)
     try:
-        rows = conn.execute(APPEND, args).fetchall()  # to the end: that ends the statement
+        rows = conn.execute(APPEND, bound).fetchall()  # to the end: that ends the statement
     except sqlite3.IntegrityError:
         found = existing(conn, session_id, message_id, data)
         if found is not None:
@@ -147,10 +150,10 @@ def insert(conn: sqlite3.Connection, args: AppendArgs) -> int | None:
 def record_state(conn: sqlite3.Connection, session_id: str) -> RecordState:
     """The session's record against its log, read in one statement."""
     last_seq, has_record, first, top, count = conn.execute(
-        "SELECT (SELECT last_seq FROM hookloop_sessions WHERE session_id = ?1), "
-        "EXISTS (SELECT 1 FROM hookloop_sessions WHERE session_id = ?1), "
-        "min(seq), max(seq), count(*) FROM hookloop_messages WHERE session_id = ?1",
-        (session_id,),
+        "SELECT (SELECT last_seq FROM hookloop_sessions WHERE session_id = ?), "
+        "EXISTS (SELECT 1 FROM hookloop_sessions WHERE session_id = ?), "
+        "min(seq), max(seq), count(*) FROM hookloop_messages WHERE session_id = ?",
+        (session_id, session_id, session_id),
     ).fetchone()
     return RecordState(session_id, bool(has_record), last_seq, first, top, count)
 
