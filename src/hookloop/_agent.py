@@ -51,7 +51,7 @@ from .context._tokens import counter_for_model
 from .hooks._contexts import SessionSwitchContext
 from .hooks._dispatch import Disposer, HookRegistry, notify_reporting
 from .hooks._events import ON_SESSION_SWITCH
-from .hooks._host import AgentHost, Plugin
+from .hooks._host import AgentHost, Plugin, is_plugin
 from .memory._attach import attach_memory
 from .memory._base import MemoryStore
 from .models._base import Model, ModelSettings
@@ -240,7 +240,7 @@ class Agent(MemoryMethods, AgentHost):
         """The model retry strategy in use, or ``None``."""
         if context is Default.DEFAULT:
             context = SlidingWindow()
-        elif context is not None and not isinstance(context, Plugin):
+        elif context is not None and not is_plugin(context):
             raise UsageError(f"context must be a context policy plugin or None, got {context!r}")
         self.context_policy = context
         """The context policy in use, or ``None``."""
@@ -291,7 +291,7 @@ class Agent(MemoryMethods, AgentHost):
         Raises:
             UsageError: ``plugin`` is not a plugin, or this agent uses it already.
         """
-        if not isinstance(plugin, Plugin):
+        if not is_plugin(plugin):
             raise UsageError(f"{plugin!r} is not a plugin: it needs a name and init_agent(agent)")
         if any(p is plugin for p in self._plugins):
             raise UsageError(f"plugin {plugin.name!r} is already used by this agent")

@@ -175,3 +175,45 @@ def test_use_rejects_an_object_that_is_not_a_plugin(not_a_plugin: object) -> Non
 
     with pytest.raises(UsageError, match="not a plugin"):
         agent.use(not_a_plugin)  # type: ignore[arg-type]
+
+
+class _NoInit:
+    name = "half"
+
+
+class _InitNone:
+    name = "off"
+    init_agent = None
+
+
+class _NoName:
+    def init_agent(self, agent: Agent) -> None:
+        pass
+
+
+class _NameProperty:
+    @property
+    def name(self) -> str:
+        return "computed"
+
+    def init_agent(self, agent: Agent) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    [AuditPlugin(), _NameProperty(), _NoInit(), _InitNone(), _NoName(), object(), None, "audit"],
+)
+def test_agent_tells_a_plugin_as_the_plugin_protocol_does(candidate: object) -> None:
+    from hookloop import Plugin
+
+    agent = bare_agent(ScriptedModel([]))
+    if isinstance(candidate, Plugin):
+        agent.use(candidate)
+        assert candidate in agent.plugins
+    else:
+        with pytest.raises(UsageError, match="is not a plugin"):
+            agent.use(candidate)  # type: ignore[arg-type]
+        if candidate is not None:  # (context=None: no policy)
+            with pytest.raises(UsageError, match="context policy plugin or None"):
+                Agent(ScriptedModel([]), context=candidate)  # type: ignore[arg-type]
