@@ -172,12 +172,32 @@ def test_async_is_told_apart_for_every_kind_of_callable() -> None:
         async def __call__(self, ctx: object) -> None:
             return None
 
+    class Plugin:
+        async def on_event(self, ctx: object) -> None:
+            return None
+
+        def on_other(self, ctx: object) -> None:
+            return None
+
+        @classmethod
+        async def on_class(cls, ctx: object) -> None:
+            return None
+
+    plugin = Plugin()
     kinds: list[object] = [coroutine, plain, tagged, lambda ctx: None, Callable()]
     kinds += [functools.partial(coroutine), functools.partial(plain)]
+    kinds += [plugin.on_event, plugin.on_other, Plugin.on_class, plugin.__init__]
     marked: list[object] = []
     if hasattr(inspect, "markcoroutinefunction"):  # Python 3.12+
         marked.append(inspect.markcoroutinefunction(lambda ctx: coroutine(ctx)))
-    expected = [True, False, False, False, True, True, False] + [True] * len(marked)
+
+        def method(self: object, ctx: object) -> object:
+            return coroutine(ctx)
+
+        Plugin.marked = inspect.markcoroutinefunction(method)  # type: ignore[attr-defined]
+        marked.append(plugin.marked)  # type: ignore[attr-defined]
+    expected = [True, False, False, False, True, True, False, True, False, True, False]
+    expected += [True] * len(marked)
     assert [is_async_callable(fn) for fn in kinds + marked] == expected  # type: ignore[arg-type]
 
 

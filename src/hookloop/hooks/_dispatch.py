@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import IntEnum
-from types import FunctionType
+from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeAlias, cast
 
 from .._errors import HookRegistrationError, HookReturnError
@@ -116,11 +116,12 @@ class Handler:
 
 def is_async_callable(fn: Callable[..., Any]) -> bool:
     """Whether calling ``fn`` returns a coroutine (async functions, async ``__call__``)."""
-    if type(fn) is FunctionType and not fn.__dict__:
+    plain = fn.__func__ if type(fn) is MethodType else fn  # a method: its function's
+    if type(plain) is FunctionType and not plain.__dict__:
         # A plain function with nothing set on it (no wrapper's ``__wrapped__``, no
         # ``inspect.markcoroutinefunction``): its code says it, as inspect would read it.
         # A plugin registers dozens of these per agent (the JSON-lines trace: 32).
-        return bool(fn.__code__.co_flags & inspect.CO_COROUTINE)
+        return bool(plain.__code__.co_flags & inspect.CO_COROUTINE)
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None)  # noqa: B004 - async __call__ on callable objects
     )
