@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx2
 
-from hookloop import Agent
+from hookloop import Agent, ToolCall
+from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.sessions import SQLiteSessionStore
-from hookloop.testing import ScriptedModel, tool_call
+from hookloop.testing import FunctionModel, ScriptedModel, tool_call, tool_calls
 from tests.serve._support import GUARD, delete, post_agui, run_input, served, types
 
 
@@ -51,13 +54,32 @@ def test_a_restarted_server_goes_on_with_a_thread_and_its_waiting_call(tmp_path:
 
 
 def test_requests_at_once_on_a_new_thread_start_one_run(tmp_path: Path) -> None:
-    build = _factory(tmp_path / "sessions.db", [tool_call("delete", {"path": "/a"})])
+    # The run's model call waits until every request was answered: the others must find it
+    # going (409), not ended and waiting for an approval (a new message then is a 400).
+    answered = threading.Event()
+
+    async def model(request: ProviderRequest) -> ProviderResponse:
+        await asyncio.to_thread(answered.wait, GUARD)
+        return tool_calls(ToolCall(name="delete", arguments='{"path": "/a"}'))
+
+    stores: list[SQLiteSessionStore] = []
+
+    def build() -> Agent:
+        if not stores:  # made in the server's loop, at its first thread (as _factory's)
+            stores.append(SQLiteSessionStore(tmp_path / "sessions.db"))
+        agent = Agent(FunctionModel(model), tools=[delete])
+        agent.use(stores[0].session())
+        return agent
+
     with served(build) as s, httpx2.Client(base_url=s.url, timeout=GUARD) as client:
 
         def post(n: int) -> int:
             body = {"message": "go", "runId": f"r{n}"}
             return client.post("/api/threads/fresh/runs", json=body).status_code
 
-        with ThreadPoolExecutor(8) as pool:
-            codes = sorted(pool.map(post, range(8)))
+        try:
+            with ThreadPoolExecutor(8) as pool:
+                codes = sorted(pool.map(post, range(8)))
+        finally:
+            answered.set()
         assert codes == [202] + [409] * 7
