@@ -250,6 +250,33 @@ def test_agent_tools_form_the_default_scope_and_clash_with_scopes() -> None:
     assert _snapshot(agent) == before
 
 
+def test_the_tool_map_is_made_by_the_first_lookup_and_follows_every_change() -> None:
+    # An idle agent holds no map of its tool names; whenever it is first made (before or
+    # after scopes come and go), lookups, clashes and the names see every scope there is.
+    agent, _ = _agent([], tools=[lookup])
+    assert agent.scopes._tools is None  # idle: made when first needed
+    names = agent.scopes.tool_names  # a live view: made now, kept up to date
+    assert list(names) == ["lookup"]
+    other = Scope("other", tools=[weather])
+    agent.scopes.register(other)
+    assert sorted(names) == ["lookup", "weather"]
+    agent.scopes.unregister(DEFAULT_SCOPE)
+    assert list(names) == ["weather"]
+
+    fresh, _ = _agent([], tools=[lookup])
+    second = Scope("second", tools=[weather])
+    fresh.scopes.register(second)  # checked against the first scope's tools without a map
+    with pytest.raises(DuplicateNameError, match=r"'weather'.*'second'"):
+        fresh.scopes.register(Scope("third", tools=[_tool_named("weather")]))
+    fresh.scopes.unregister(DEFAULT_SCOPE)  # before any lookup
+    assert fresh.scopes.lookup("lookup") is None
+    assert fresh.scopes.lookup("weather") == (second.tools[0], second)
+    assert [s.name for s in fresh.scopes] == ["second"]
+    assert len(fresh.scopes) == 1
+    assert "second" in fresh.scopes
+    assert DEFAULT_SCOPE not in fresh.scopes
+
+
 def test_agent_with_two_tools_of_one_name_is_rejected() -> None:
     with pytest.raises(DuplicateNameError):
         Agent(ScriptedModel([]), tools=[lookup, _tool_named("lookup")])

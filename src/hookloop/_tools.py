@@ -528,10 +528,6 @@ class Scope:
         return text or None
 
 
-_NO_SCOPES: dict[str, Scope] = {}  # never written to: see ScopeRegistry.register
-_NO_TOOLS: dict[str, tuple[Tool, Scope]] = {}
-
-
 class ScopeRegistry:
     """The scopes of one agent (``agent.scopes``); tool names are unique across all of them.
 
@@ -540,16 +536,22 @@ class ScopeRegistry:
     an exception from one propagates to the caller, and the change stays committed.
     """
 
-    __slots__ = ("_hooks", "_scopes", "_tools", "ordered")  # one per agent: smaller when idle
+    # One per agent: smaller when idle. The scopes are few and kept in ``ordered`` alone;
+    # the map of tool names is made by the first lookup (an idle agent looks nothing up).
+    __slots__ = ("_hooks", "_tools", "ordered")
 
     def __init__(self, hooks: HookRegistry) -> None:
         self._hooks = hooks
-        # Shared empty dicts until the first register(), the only writer that adds: an agent
-        # without tools is smaller (bench/context.py, agent_kb_*).
-        self._scopes: dict[str, Scope] = _NO_SCOPES
-        self._tools: dict[str, tuple[Tool, Scope]] = _NO_TOOLS
+        self._tools: dict[str, tuple[Tool, Scope]] | None = None  # see _tool_map
         self.ordered: tuple[Scope, ...] = ()
         """The scopes in registration order (a snapshot, replaced on every change)."""
+
+    def _tool_map(self) -> dict[str, tuple[Tool, Scope]]:
+        """Tool name -> (tool, scope), made on first use and kept up to date after it."""
+        tools = self._tools
+        if tools is None:
+            tools = self._tools = {t.name: (t, s) for s in self.ordered for t in s.tools}
+        return tools
 
     def register(self, scope: Scope) -> Disposer:
         """Add a scope; returns a disposer that unregisters it (idempotent).
@@ -560,25 +562,25 @@ class ScopeRegistry:
         from .hooks._dispatch import Disposer
         from .hooks._events import ON_SCOPE_REGISTER
 
-        if scope.name in self._scopes:
+        if self.get(scope.name) is not None:
             raise DuplicateNameError(f"a scope named {scope.name!r} is already registered")
-        for t in scope.tools:
-            if t.name in self._tools:
-                owner = self._tools[t.name][1].name
-                raise DuplicateNameError(
-                    f"tool {t.name!r} of scope {scope.name!r} is already provided by "
-                    f"scope {owner!r}"
-                )
-        if self._scopes is _NO_SCOPES:
-            self._scopes, self._tools = {}, {}
-        self._scopes[scope.name] = scope
-        self.ordered = tuple(self._scopes.values())
-        for t in scope.tools:
-            self._tools[t.name] = (t, scope)
+        if self.ordered:  # the first scope has nothing to clash with: no map made for it
+            taken = self._tool_map()
+            for t in scope.tools:
+                if t.name in taken:
+                    owner = taken[t.name][1].name
+                    raise DuplicateNameError(
+                        f"tool {t.name!r} of scope {scope.name!r} is already provided by "
+                        f"scope {owner!r}"
+                    )
+        self.ordered = (*self.ordered, scope)
+        if self._tools is not None:
+            for t in scope.tools:
+                self._tools[t.name] = (t, scope)
         self._hooks.fire_sync(ON_SCOPE_REGISTER, scope)
 
         def dispose() -> None:
-            if self._scopes.get(scope.name) is scope:
+            if self.get(scope.name) is scope:
                 self.unregister(scope.name)
 
         return Disposer(dispose)
@@ -591,22 +593,31 @@ class ScopeRegistry:
         """
         from .hooks._events import ON_SCOPE_UNREGISTER
 
-        scope = self._scopes.pop(name, None)
+        scope = self.get(name)
         if scope is None:
-            raise ScopeNotFoundError(f"no scope named {name!r}; registered: {sorted(self._scopes)}")
-        self.ordered = tuple(self._scopes.values())
-        for t in scope.tools:
-            self._tools.pop(t.name, None)
+            raise ScopeNotFoundError(
+                f"no scope named {name!r}; registered: {sorted(s.name for s in self.ordered)}"
+            )
+        self.ordered = tuple(s for s in self.ordered if s is not scope)
+        if self._tools is not None:
+            for t in scope.tools:
+                self._tools.pop(t.name, None)
         self._hooks.fire_sync(ON_SCOPE_UNREGISTER, scope)
         return scope
 
     def get(self, name: str) -> Scope | None:
         """The scope called ``name``, or ``None``."""
-        return self._scopes.get(name)
+        for scope in self.ordered:
+            if scope.name == name:
+                return scope
+        return None
 
     def lookup(self, tool_name: str) -> tuple[Tool, Scope] | None:
         """The tool called ``tool_name`` and its scope, or ``None``."""
-        return self._tools.get(tool_name)
+        tools = self._tools
+        if tools is None:
+            tools = self._tool_map()
+        return tools.get(tool_name)
 
     def enabled(self) -> list[Scope]:
         """The scopes enabled now, in registration order."""
@@ -616,12 +627,12 @@ class ScopeRegistry:
         return iter(self.ordered)
 
     def __len__(self) -> int:
-        return len(self._scopes)
+        return len(self.ordered)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._scopes
+        return any(scope.name == name for scope in self.ordered)
 
     @property
     def tool_names(self) -> Iterable[str]:
         """Every registered tool name."""
-        return self._tools.keys()
+        return self._tool_map().keys()
