@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookloop import Agent, AssistantMessage, ChatHistory, Message, UserMessage
+from hookloop import Agent, AssistantMessage, ChatHistory, Message, SystemMessage, UserMessage
 from hookloop.context import CachingCounter
 from hookloop.testing import ScriptedModel
 from tests.context.test_trim import LenCounter
@@ -80,3 +80,36 @@ def test_an_idle_agent_with_a_restored_history_answers_with_it() -> None:
     assert agent.history.conversation_tokens == sum(
         agent.history.token_counter.count_message(m) for m in agent.history.messages
     )
+
+
+def test_histories_that_have_counted_nothing_hold_no_counts_of_their_own() -> None:
+    # Until its first count a history holds the shared empty counts; the first count (an
+    # added message, or a restored conversation's first count) makes its own, so no count
+    # ever lands in another history.
+    first = ChatHistory(max_context_tokens=1_000, token_counter=LenCounter())
+    second = ChatHistory(max_context_tokens=1_000, token_counter=LenCounter())
+    restored = ChatHistory(max_context_tokens=1_000, token_counter=LenCounter())
+    restored.import_history(conversation(4))
+    assert first._counts is second._counts is restored._counts  # idle: nothing held
+    first.add_message(UserMessage(content="hello"))
+    assert (first.conversation_tokens, second.conversation_tokens) == (6, 0)
+    assert restored.conversation_tokens == sum(1 + len(str(m.content)) for m in conversation(4))
+    second.add_message(UserMessage(content="hi"))
+    first.clear_history()
+    first.add_message(UserMessage(content="again"))
+    assert [h.conversation_tokens for h in (first, second)] == [6, 3]
+    assert first._counts is not second._counts
+
+
+def test_a_history_counts_its_system_prompt_once_and_leaves_the_cache_to_requests() -> None:
+    # The history keeps its system prompt's count itself; the caching counter it hands to
+    # the policies remembers the prompt when a request is first counted with it.
+    counter = CachingCounter(LenCounter())
+    history = ChatHistory(max_context_tokens=1_000, token_counter=counter)
+    history.add_system_prompt("be brief")
+    history.import_history([SystemMessage(content="be briefer"), UserMessage(content="hi")])
+    assert counter._system is None  # idle: the cache holds nothing
+    assert history.total_tokens == (1 + len("be briefer")) + (1 + len("hi"))
+    assert counter.count_system("be briefer") == 1 + len("be briefer")
+    history.edit_message(history.system_message.id, "longer now")  # type: ignore[union-attr]
+    assert history.total_tokens == (1 + len("longer now")) + (1 + len("hi"))

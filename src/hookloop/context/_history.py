@@ -112,8 +112,9 @@ class ChatHistory:
         self._messages: list[Message] = []
         # Token count of each message, in step with _messages except for a tail of messages
         # the loop appended and nobody has asked about yet: _counted() fills it in.
-        # An array of C ints: half the size of a list (bench/context.py, agent_kb_*).
-        self._counts: array[int] = array("i")
+        # An array of C ints: half the size of a list (bench/context.py, agent_kb_*); the
+        # shared empty one until the first count (an idle history holds none).
+        self._counts: array[int] = _NO_COUNTS
         self._total = 0  # sum of _counts
         # message id -> position in _messages; made when first needed, so an idle history
         # (a restored session nobody talks to yet) does not hold it (bench/context.py,
@@ -259,6 +260,8 @@ class ChatHistory:
         self._check_new_id(message.id)
         counts = self._counted()
         count = self._own.count_message(message)
+        if counts is _NO_COUNTS:  # an empty history: its first count
+            counts = self._counts = array("i")
         self._ids()[message.id] = len(self._messages)
         self._messages.append(message)
         counts.append(count)
@@ -269,6 +272,8 @@ class ChatHistory:
         counts = self._counts
         missing = len(self._messages) - len(counts)
         if missing:
+            if counts is _NO_COUNTS:  # never written to: the first count makes the history's own
+                counts = self._counts = array("i")
             count = self._own.count_message
             total = self._total
             for message in self._messages[-missing:]:  # a loop: no comprehension's frame
@@ -311,7 +316,7 @@ class ChatHistory:
             self._system_tokens = 0
             return
         system = SystemMessage(content=prompt)
-        self._system_tokens = self._counter.count_system(prompt)
+        self._system_tokens = self._own.count_system(prompt)
         self._system = system
 
     def clear_history(self) -> None:
@@ -320,7 +325,7 @@ class ChatHistory:
         For a complete reset, also call ``add_system_prompt("")``.
         """
         self._messages = []
-        self._counts = array("i")
+        self._counts = _NO_COUNTS
         self._total = 0
         self._index = None
         self._notes = None
@@ -375,7 +380,7 @@ class ChatHistory:
                     "the system prompt's new content must be a non-empty str; "
                     "remove the system prompt with add_system_prompt('')"
                 )
-            self._system_tokens = self._counter.count_system(new_content)
+            self._system_tokens = self._own.count_system(new_content)
             self._system = dataclasses.replace(self._system, content=new_content)
             return
         position = self._ids().get(message_id)
@@ -463,11 +468,11 @@ class ChatHistory:
             index[message.id] = len(conversation)
             conversation.append(message)
         conversation = conversation[:]  # no room to grow: a restored history may stay idle
-        system_tokens = self._counter.count_system(system.content) if system else None
+        system_tokens = self._own.count_system(system.content) if system else None
         # Everything checked: now commit, all at once. The messages are counted when a count
         # is first needed (_counted), as appended ones are: an idle history holds no counts.
         self._messages = conversation
-        self._counts = array("i")
+        self._counts = _NO_COUNTS
         self._total = 0
         self._index = None  # made again when first needed: an idle history is smaller
         if check_content:  # a new conversation; a policy's replacement keeps what applies
@@ -527,12 +532,17 @@ class ChatHistory:
 
 _CONVERSATION = (UserMessage, AssistantMessage, ToolMessage)
 
+_NO_COUNTS: array[int] = array("i")
+"""The counts of a history that has counted nothing yet: shared, never written to."""
+
 
 def _own_counter(counter: TokenCounter) -> TokenCounter:
-    """The counter the history counts its own messages with: not a cache.
+    """The counter the history counts its own messages and system prompt with: not a cache.
 
-    The history keeps every message's count itself; a :class:`CachingCounter` would keep
-    each a second time (bench/context.py, agent_kb_100_messages_*).
+    The history keeps every message's count and its system prompt's itself; a
+    :class:`CachingCounter` would keep each a second time (bench/context.py,
+    agent_kb_100_messages_*). Requests are counted with the cache, which remembers the
+    prompt from the first one on.
     """
     return counter.counter if isinstance(counter, CachingCounter) else counter
 
