@@ -139,8 +139,6 @@ class Agent(MemoryMethods, AgentHost):
     Attributes:
         hooks: The hook registry; prefer :meth:`add_hook`.
         scopes: The scopes of tools and context (``agent.scopes.register(scope)``).
-        background: Tasks the agent started that nobody awaits (async memory hooks);
-            :meth:`aclose` waits for them.
     """
 
     def __init__(
@@ -211,18 +209,18 @@ class Agent(MemoryMethods, AgentHost):
         """Whether a forcing ``settings.tool_choice`` applies to a chat's first model call only."""
         self.hooks = HookRegistry()
         self.scopes = ScopeRegistry(self.hooks)
-        self.background = BackgroundTasks()
+        self._background: BackgroundTasks | None = None  # made when first needed
         self.session_id: str = _checked_session_id(
             new_id("session") if session_id is None else session_id
         )
         """The session the agent is in; change it with :meth:`switch_session`."""
         self.deps = deps
         """The default dependencies of a chat's tools (``NO_DEPS`` for none)."""
-        self._limits = chat_limits(NO_LIMITS, limits, repeat_limit, Default.DEFAULT)
+        self._limits = chat_limits(NO_LIMITS, limits, repeat_limit, None)  # none: NO_LIMITS
         self._pricing = NO_PRICES if prices is None else Pricing(prices)
         self._slot = ChatSlot(self)
-        self._approvals = ApprovalBook()
-        self._plugins: list[Plugin] = []
+        self._approvals: ApprovalBook | None = None  # made by the first chat (_book)
+        self._plugins: tuple[Plugin, ...] = ()
         self.session_limits = check_session_limits(session_limits)
         """What the whole session may spend (``None``: no limit); see ``docs/budgets.md``."""
         if self.session_limits is not None:
@@ -283,7 +281,22 @@ class Agent(MemoryMethods, AgentHost):
     @property
     def plugins(self) -> tuple[Plugin, ...]:
         """The plugins in use, in the order they were added."""
-        return tuple(self._plugins)
+        return self._plugins
+
+    @property
+    def background(self) -> BackgroundTasks:
+        """Tasks the agent started that nobody awaits (async memory hooks); see :meth:`aclose`."""
+        tasks = self._background
+        if tasks is None:
+            tasks = self._background = BackgroundTasks()
+        return tasks
+
+    def _book(self) -> ApprovalBook:
+        """The calls of the latest batch that waited for approval, as this process saw them."""
+        book = self._approvals
+        if book is None:
+            book = self._approvals = ApprovalBook()
+        return book
 
     def use(self, plugin: Plugin) -> Disposer:
         """Add a plugin: it registers its hooks now; the disposer removes them all.
@@ -302,12 +315,12 @@ class Agent(MemoryMethods, AgentHost):
                 for dispose in disposers:
                     dispose()
                 raise
-        self._plugins.append(plugin)
+        self._plugins = (*self._plugins, plugin)
 
         def remove() -> None:
             for dispose in disposers:
                 dispose()
-            self._plugins.remove(plugin)
+            self._plugins = tuple(p for p in self._plugins if p is not plugin)
 
         # A plugin used from inside another plugin's init_agent goes with its parent.
         return self.hooks.adopt(Disposer(remove))
@@ -636,7 +649,7 @@ class Agent(MemoryMethods, AgentHost):
 
     async def _approval_state(self) -> ApprovalState:
         """The latest batch's pending calls and decided calls without results."""
-        return await current_state(self._plugins, self._approvals, self.history)
+        return await current_state(self._plugins, self._book(), self.history)
 
     def cancel(self, reason: object = None) -> bool:
         """End the running chat as soon as possible.
@@ -856,7 +869,7 @@ class Agent(MemoryMethods, AgentHost):
             window=policy if isinstance(policy := self.context_policy, SlidingWindow) else None,
             agent=self,
             deps=self.deps if deps is NO_DEPS else deps,
-            approvals=self._approvals,
+            approvals=self._book(),
             output=output,
             steps=steps,
             limits=limits.limits,

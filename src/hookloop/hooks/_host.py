@@ -398,8 +398,6 @@ class AgentHost(HookHost, Protocol):
     """The scopes of tools and context."""
     memory: MemoryStore | None
     """Where memory writes go, or ``None``."""
-    background: BackgroundTasks
-    """Tasks the agent started that nobody awaits; ``aclose()`` waits for them."""
     retry_strategy: ModelRetryStrategy | None
     """The model retry strategy in use, or ``None``."""
     deps: object
@@ -413,6 +411,11 @@ class AgentHost(HookHost, Protocol):
     @property
     def is_running(self) -> bool:
         """Whether a chat is running now."""
+        ...
+
+    @property
+    def background(self) -> BackgroundTasks:
+        """Tasks the agent started that nobody awaits; ``aclose()`` waits for them."""
         ...
 
     def use(self, plugin: Plugin) -> Disposer:

@@ -1,0 +1,66 @@
+"""An idle agent holds what it uses: the parts a chat needs are made when first needed.
+
+Many agents may sit idle with a conversation each (a server's sessions; the peer
+benchmark's scenario C, ``bench/round3.py``'s ``agents_kb_rss``). What an agent only needs
+once it chats (its approval book, its background tasks) is made then, and works as if it
+had always been there; an agent without limits shares the one set of no limits.
+"""
+
+from __future__ import annotations
+
+from hookloop import Agent
+from hookloop._limits import NO_LIMITS
+from hookloop.context import SlidingWindow
+from hookloop.retry import DefaultRetryStrategy
+from hookloop.testing import ScriptedModel, tool_call
+from tests._approval_tools import delete, ran
+
+
+class _Quiet:
+    """A plugin that registers nothing."""
+
+    name = "quiet"
+
+    def init_agent(self, agent: object) -> None:
+        pass
+
+
+async def test_the_approval_book_is_made_by_the_first_chat_and_keeps_its_waiting_calls() -> None:
+    ran.clear()
+    agent = Agent(ScriptedModel([tool_call("delete", {"path": "/tmp/x"}, id="c1")]), tools=[delete])
+    assert agent._approvals is None  # idle: no book yet
+    assert await agent.pending_approvals() == ()
+    response = await agent.chat("tidy up")
+    assert [p.call_id for p in response.pending_approvals] == ["c1"]
+    assert await agent.pending_approvals() == response.pending_approvals
+    assert ran == []
+
+
+async def test_background_tasks_are_made_when_first_asked_for_and_drained_by_aclose() -> None:
+    agent = Agent(ScriptedModel([]))
+    assert agent._background is None  # idle: nothing started, nothing held
+    done: list[str] = []
+
+    async def work() -> None:
+        done.append("work")
+
+    tasks = agent.background
+    assert agent.background is tasks
+    tasks.spawn(work(), "work")
+    assert len(agent.background) == 1
+    await agent.aclose()
+    assert done == ["work"]
+    assert len(agent.background) == 0
+
+
+def test_an_agent_without_limits_shares_no_limits_and_its_plugins_are_a_tuple() -> None:
+    agent = Agent(ScriptedModel([]))
+    assert agent._limits is NO_LIMITS
+    assert isinstance(agent.retry_strategy, DefaultRetryStrategy)
+    assert isinstance(agent.context_policy, SlidingWindow)
+    assert agent.plugins == (agent.retry_strategy, agent.context_policy)
+    extra = _Quiet()
+    dispose = agent.use(extra)
+    assert agent.plugins == (agent.retry_strategy, agent.context_policy, extra)
+    dispose()
+    assert agent.plugins == (agent.retry_strategy, agent.context_policy)
