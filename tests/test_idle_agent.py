@@ -8,7 +8,9 @@ had always been there; an agent without limits shares the one set of no limits.
 
 from __future__ import annotations
 
-from hookloop import Agent
+import pytest
+
+from hookloop import Agent, UsageError
 from hookloop._limits import NO_LIMITS
 from hookloop.context import SlidingWindow
 from hookloop.retry import DefaultRetryStrategy
@@ -64,3 +66,30 @@ def test_an_agent_without_limits_shares_no_limits_and_its_plugins_are_a_tuple() 
     assert agent.plugins == (agent.retry_strategy, agent.context_policy, extra)
     dispose()
     assert agent.plugins == (agent.retry_strategy, agent.context_policy)
+
+
+def test_the_session_id_is_made_when_first_read_and_a_given_one_is_checked_at_once() -> None:
+    agent = Agent(ScriptedModel([]))
+    assert agent._session_id is None  # idle: no id made yet
+    first = agent.session_id
+    assert first.startswith("session_")
+    assert agent.session_id is first  # the same id from then on
+    assert Agent(ScriptedModel([])).session_id != first
+    assert Agent(ScriptedModel([]), session_id="mine").session_id == "mine"
+    with pytest.raises(UsageError, match="session id"):
+        Agent(ScriptedModel([]), session_id="")
+    fresh = Agent(ScriptedModel([]))
+    fresh.switch_session_sync("next")  # an idle agent switches without an id of its own
+    assert fresh.session_id == "next"
+
+
+async def test_the_chat_slot_is_made_by_the_first_chat() -> None:
+    agent = Agent(ScriptedModel(["hi", "again"]))
+    assert agent.is_running is False
+    assert agent._chat_slot is None  # asking made nothing
+    assert agent.cancel() is False  # nothing runs
+    assert (await agent.chat("hello")).message.content == "hi"
+    slot = agent._slot
+    assert (await agent.chat("more")).message.content == "again"
+    assert agent._slot is slot
+    assert agent.is_running is False

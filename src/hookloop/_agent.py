@@ -19,9 +19,9 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, overload
 
 from ._agent_memory import MemoryMethods
+from ._agent_parts import IdleParts
 from ._approval import ApprovalDecision, PendingApproval
 from ._approval_log import (
-    ApprovalBook,
     ApprovalState,
     check_deps,
     check_edit,
@@ -30,13 +30,12 @@ from ._approval_log import (
     in_call_order,
     rulings_for,
 )
-from ._background import BackgroundTasks, run_sync
-from ._chat_slot import ChatSlot
+from ._background import run_sync
 from ._delegation import as_tool, delegate
 from ._errors import UsageError
 from ._limits import NO_LIMITS, ChatLimits, RepeatLimit, UsageLimits, chat_limits
 from ._loop import ChatRun
-from ._messages import Message, UserInput, UserMessage, new_id, user_message
+from ._messages import Message, UserInput, UserMessage, user_message
 from ._output import DEFAULT_OUTPUT_RETRIES, OutputMode, OutputSpec, output_spec
 from ._pricing import NO_PRICES, ModelPrice, Pricing
 from ._run_context import NO_DEPS
@@ -77,7 +76,7 @@ class Default(enum.Enum):
     DEFAULT = enum.auto()
 
 
-class Agent(MemoryMethods, AgentHost):
+class Agent(MemoryMethods, IdleParts, AgentHost):
     """An LLM agent whose every step can be watched and steered with hooks.
 
     A chat runs with the ``model``, ``settings``, ``max_iterations`` and
@@ -209,17 +208,13 @@ class Agent(MemoryMethods, AgentHost):
         """Whether a forcing ``settings.tool_choice`` applies to a chat's first model call only."""
         self.hooks = HookRegistry()
         self.scopes = ScopeRegistry(self.hooks)
-        self._background: BackgroundTasks | None = None  # made when first needed
-        self.session_id: str = _checked_session_id(
-            new_id("session") if session_id is None else session_id
-        )
-        """The session the agent is in; change it with :meth:`switch_session`."""
+        # The session id (a new one when first read), chat slot, approval book and background
+        # tasks are made when first needed: an idle agent is smaller (_agent_parts.py).
+        self._no_parts(None if session_id is None else _checked_session_id(session_id))
         self.deps = deps
         """The default dependencies of a chat's tools (``NO_DEPS`` for none)."""
         self._limits = chat_limits(NO_LIMITS, limits, repeat_limit, None)  # none: NO_LIMITS
         self._pricing = NO_PRICES if prices is None else Pricing(prices)
-        self._slot = ChatSlot(self)
-        self._approvals: ApprovalBook | None = None  # made by the first chat (_book)
         self._plugins: tuple[Plugin, ...] = ()
         self.session_limits = check_session_limits(session_limits)
         """What the whole session may spend (``None``: no limit); see ``docs/budgets.md``."""
@@ -274,29 +269,9 @@ class Agent(MemoryMethods, AgentHost):
         self.history.add_system_prompt(prompt or "")
 
     @property
-    def is_running(self) -> bool:
-        """Whether a chat is running now."""
-        return self._slot.run is not None
-
-    @property
     def plugins(self) -> tuple[Plugin, ...]:
         """The plugins in use, in the order they were added."""
         return self._plugins
-
-    @property
-    def background(self) -> BackgroundTasks:
-        """Tasks the agent started that nobody awaits (async memory hooks); see :meth:`aclose`."""
-        tasks = self._background
-        if tasks is None:
-            tasks = self._background = BackgroundTasks()
-        return tasks
-
-    def _book(self) -> ApprovalBook:
-        """The calls of the latest batch that waited for approval, as this process saw them."""
-        book = self._approvals
-        if book is None:
-            book = self._approvals = ApprovalBook()
-        return book
 
     def use(self, plugin: Plugin) -> Disposer:
         """Add a plugin: it registers its hooks now; the disposer removes them all.

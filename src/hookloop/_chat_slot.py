@@ -35,9 +35,13 @@ class ChatHost(AgentHost, Protocol):
     started on it, and what a chat runs with by default. Only ``_agent.py`` implements it.
     """
 
-    _slot: ChatSlot
     _output: OutputSpec[Any] | None
     _limits: ChatLimits  # a chat's usage and repeat limits when it is given none
+
+    @property
+    def _slot(self) -> ChatSlot:
+        """The slot that keeps one chat at a time on this agent (made when first used)."""
+        ...
 
     async def _start(
         self,
