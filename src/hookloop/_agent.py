@@ -815,8 +815,9 @@ class Agent(MemoryMethods, IdleParts, AgentHost):
         """
         # While a chat runs, its calls are half-answered in the history; claiming the slot
         # then raises ConcurrentChatError, which is the answer.
-        if isinstance(message, UserMessage) and self._slot.run is None:
-            with self._slot.holding("start a chat"):
+        slot = self._slot
+        if isinstance(message, UserMessage) and slot.run is None:
+            with slot.holding("start a chat"):
                 state = await self._approval_state()
             if state.pending:
                 raise UsageError(
@@ -853,7 +854,7 @@ class Agent(MemoryMethods, IdleParts, AgentHost):
         )
         if self.session_limits is not None or records_spend(self._plugins):
             await seed_session(self, setup, self.session_limits)
-        run = self._slot.claim(ChatRun(setup, message, emit))
+        run = slot.claim(ChatRun(setup, message, emit))
         self._chat_output = output
         return run
 
