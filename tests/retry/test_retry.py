@@ -33,6 +33,7 @@ from hookloop import (
     tool,
 )
 from hookloop.retry import (
+    TRANSIENT_ERRORS,
     Backoff,
     CircuitBreaker,
     DefaultRetryStrategy,
@@ -152,6 +153,40 @@ def test_retry_after_hints() -> None:
 
 
 # --- the default strategy through the agent ---------------------------------------------
+
+
+def test_a_default_strategy_holds_only_what_it_was_given() -> None:
+    # Every Agent() has one: its defaults are the class's, an instance holds what differs.
+    plain = DefaultRetryStrategy()
+    assert vars(plain) == {}
+    assert (plain.max_attempts, plain.max_total_time, plain.max_wait) == (5, 90.0, 60.0)
+    assert plain.backoff == Backoff()
+    assert plain.retry_on is TRANSIENT_ERRORS
+    rng, clock = random.Random(1), FakeClock()
+    given = DefaultRetryStrategy(
+        max_attempts=2,
+        max_total_time=90,  # equal to the default: nothing to hold
+        max_wait=1.0,
+        backoff=Backoff(base=2.0),
+        retry_on=(ValueError,),
+        rng=rng,
+        clock=clock,
+    )
+    assert vars(given) == {
+        "_clock": clock,
+        "max_attempts": 2,
+        "max_wait": 1.0,
+        "backoff": Backoff(base=2.0),
+        "retry_on": (ValueError,),
+        "_rng": rng,
+    }
+
+    class Patient(DefaultRetryStrategy):
+        max_attempts = 9
+
+    # A value given is kept against the subclass's own default, the base's included.
+    assert Patient(max_attempts=5).max_attempts == 5
+    assert Patient(max_attempts=9).max_attempts == 9
 
 
 def test_an_agent_retries_by_default_and_retry_none_turns_it_off() -> None:

@@ -63,6 +63,15 @@ class DefaultRetryStrategy(ModelRetryStrategy):
     # on_first_model_attempt clears only the wait a retry set: nothing to clear when no
     # attempt was retried (ModelRetryStrategy skips it for an answered first attempt then).
     _first_attempt_resets_only = True
+    # The defaults live on the class; an instance holds only what it was given otherwise.
+    # Every Agent() has a strategy: an idle one is smaller (bench/round3.py, agents_kb_rss).
+    max_attempts: int = 5
+    max_total_time: float = 90.0
+    max_wait: float = 60.0
+    backoff: Backoff = _DEFAULT_BACKOFF  # frozen: every strategy may share it
+    retry_on: tuple[type[Exception], ...] = TRANSIENT_ERRORS
+    _rng: random.Random = JITTER_RNG
+    _previous: float | None = None
 
     def __init__(
         self,
@@ -81,13 +90,18 @@ class DefaultRetryStrategy(ModelRetryStrategy):
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         if max_total_time < 0 or max_wait < 0:
             raise ValueError("max_total_time and max_wait must be >= 0")
-        self.max_attempts = max_attempts
-        self.max_total_time = max_total_time
-        self.max_wait = max_wait
-        self.backoff = backoff or _DEFAULT_BACKOFF  # frozen: every strategy may share it
-        self.retry_on = retry_on
-        self._rng = rng if rng is not None else JITTER_RNG
-        self._previous: float | None = None
+        given = (
+            ("max_attempts", max_attempts),
+            ("max_total_time", max_total_time),
+            ("max_wait", max_wait),
+            ("backoff", backoff),
+            ("retry_on", retry_on),
+            ("_rng", rng),
+        )
+        cls = type(self)
+        for field, value in given:
+            if value is not None and value != getattr(cls, field):
+                setattr(self, field, value)
 
     def on_first_model_attempt(self) -> None:
         """Forget the last wait (decorrelated jitter grows from it)."""

@@ -69,8 +69,11 @@ class ModelRetryStrategy(abc.ABC):
     def __init__(
         self, *, sleep: Sleep = asyncio.sleep, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        self._sleep = sleep
-        self._clock = clock
+        # The class holds the defaults: an instance only what it was given otherwise.
+        if sleep is not asyncio.sleep:
+            self._sleep = sleep
+        if clock is not time.monotonic:
+            self._clock = clock
 
     @property
     @abc.abstractmethod
