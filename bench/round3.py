@@ -3,6 +3,7 @@
     python bench/round3.py                  # a table: figure, value, aim, met or not
     python bench/round3.py --json           # the same as one JSON object
     python bench/round3.py --peers FILE     # with the peers' figures of one peer-harness run
+    python bench/round3.py --memory-lines 30  # what an idle agent holds, by line (tracemalloc)
 
 The headline is what a user gets: ``Agent()`` with its defaults (the default retry strategy
 and ``SlidingWindow``), per model iteration, in the peer harness's scenario A: one agent with
@@ -44,6 +45,7 @@ import statistics
 import subprocess
 import sys
 import time
+import tracemalloc
 import typing
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -374,6 +376,39 @@ def memory_child(kind: str, sessions: int) -> float:
     return (_rss_kb() - before) / sessions
 
 
+def memory_lines(sessions: int, top: int) -> None:
+    """What each idle agent holds beyond its messages, by tracemalloc: in all and by line.
+
+    The messages are made before tracing starts, so what is traced is the agents alone:
+    each made and given its 100 messages as ``memory_child`` does, in this interpreter.
+    """
+    made = make("defaults")
+    made.history.import_history(conversation(10**6))  # warm: imports, lazy caches
+    del made
+    conversations = [conversation(i) for i in range(sessions)]
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    holder: list[Agent] = []
+    for messages in conversations:
+        agent = make("defaults")
+        agent.history.import_history(messages)
+        holder.append(agent)
+    del conversations  # made before tracing: the lists the agents copied go untraced
+    gc.collect()
+    lines = tracemalloc.take_snapshot().compare_to(before, "lineno")
+    tracemalloc.stop()
+    total = sum(line.size_diff for line in lines) / sessions
+    print(f"an idle agent with 100 messages holds {total:.0f} bytes besides them (tracemalloc)")
+    for line in [line for line in lines if line.size_diff >= sessions][:top]:  # a byte each
+        where = line.traceback[0]
+        path = where.filename.split("/src/")[-1].split("/bench/")[-1]
+        print(
+            f"  {line.size_diff / sessions:7.1f} B {line.count_diff / sessions:5.2f} blocks  "
+            f"{path}:{where.lineno}"
+        )
+
+
 def memory(sessions: int) -> dict[str, float]:
     figures: dict[str, float] = {}
     for kind in ("agents", "histories", "text"):
@@ -472,10 +507,19 @@ def main() -> None:
     parser.add_argument("--history-runs", type=int, default=10, help="chats on 100k messages")
     parser.add_argument("--sessions", type=int, default=1000, help="idle agents to measure")
     parser.add_argument("--peers", help="a results-*.json of the peer harness")
+    parser.add_argument(
+        "--memory-lines",
+        type=int,
+        metavar="N",
+        help="only what an idle agent holds besides its messages: the total and its N top lines",
+    )
     parser.add_argument("--memory-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child:
         print(memory_child(args.memory_child, args.sessions))
+        return
+    if args.memory_lines is not None:
+        memory_lines(args.sessions, args.memory_lines)
         return
     figures = measure(args)
     if args.json:
