@@ -93,3 +93,15 @@ async def test_the_chat_slot_is_made_by_the_first_chat() -> None:
     assert (await agent.chat("more")).message.content == "again"
     assert agent._slot is slot
     assert agent.is_running is False
+
+
+async def test_a_chat_makes_no_session_id_unless_its_model_sends_one_as_a_cache_key() -> None:
+    agent = Agent(ScriptedModel(["hi"]))
+    assert agent.model.prompt_cache_key is False
+    await agent.chat("hello")
+    assert agent._session_id is None  # nothing asked for it
+    keyed = Agent(ScriptedModel(["hi"]))
+    keyed.model.prompt_cache_key = True  # a model that sends the session as its cache key
+    await keyed.chat("hello")
+    assert keyed._session_id is not None
+    assert keyed.model.requests[0].settings.cache_key == keyed.session_id

@@ -231,7 +231,7 @@ _request: Final = frozen_maker(ProviderRequest)
 def keyed_settings(
     settings: ModelSettings,
     model: Model,
-    session_id: str,
+    agent: AgentHost,
     last: tuple[ModelSettings, ModelSettings] | None,
 ) -> tuple[ModelSettings, ModelSettings] | None:
     """An agent's ``settings`` with its session id as ``cache_key``, for the prompt caches.
@@ -240,9 +240,11 @@ def keyed_settings(
     to do: the chat carries the settings as they are). Otherwise ``(settings, keyed)``,
     ``last`` again while the settings and the session are the ones it was made for: one
     object per settings and session, so every request of a session carries the same one.
+    The agent's session id is read only then (an agent makes it when first read).
     """
     if settings.cache_key is not None or not model.prompt_cache_key:
         return None
+    session_id = agent.session_id
     if last is not None and last[0] is settings and last[1].cache_key == session_id:
         return last
     return settings, dataclasses.replace(settings, cache_key=session_id)
