@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from hookloop import RunError, StoreError
+from hookloop import RunError, StoreError, UsageError
 from hookloop.durable import DBOSEngine, SessionQueue
 from tests.durable._workers_support import GUARD, ROOT
 
@@ -73,3 +73,25 @@ def test_a_second_process_on_one_sqlite_file_is_refused_at_launch(tmp_path: Path
         assert again.stdout.readline() == "ready\n"
     finally:
         again.communicate(timeout=GUARD)
+
+
+@pytest.mark.parametrize(
+    ("url", "python", "sqlite", "refused"),
+    [
+        ("sqlite:///turns.db", (3, 12), (3, 40, 1), True),  # a Python built on an older SQLite
+        ("sqlite:///turns.db", (3, 13), (3, 41, 9), True),
+        ("sqlite:///turns.db", (3, 12), (3, 42, 0), False),
+        ("sqlite:///turns.db", (3, 11), (3, 40, 1), False),  # DBOS stamps rows otherwise there
+        ("postgresql://u@127.0.0.1/db", (3, 12), (3, 40, 1), False),
+    ],
+)
+def test_a_sqlite_dbos_cannot_write_is_refused_by_name(
+    url: str, python: tuple[int, ...], sqlite: tuple[int, ...], refused: bool
+) -> None:
+    from hookloop.durable._dbos import _check_sqlite
+
+    if refused:
+        with pytest.raises(UsageError, match=r"SQLite 3\.42 or later.*this Python has SQLite 3\."):
+            _check_sqlite(url, python, sqlite)
+    else:
+        _check_sqlite(url, python, sqlite)

@@ -11,6 +11,8 @@ import binascii
 import contextlib
 import os
 import pickle
+import sqlite3
+import sys
 from collections.abc import Awaitable, Callable
 from types import ModuleType
 from typing import Any, Final
@@ -145,6 +147,7 @@ class DBOSEngine(EngineLifecycle):
         dbos = self._dbos
         for name in self._bodies:
             _registered_workflow(dbos, name)
+        _check_sqlite(self._config["system_database_url"])
         _bodies.update(self._bodies)
         lock = _lock_sqlite_file(self._config["system_database_url"])
         try:
@@ -338,6 +341,29 @@ async def _resume_if_stopped(handle: Any, resume: Any) -> Any:
     if status is None or status.status != "CANCELLED":
         return handle
     return await resume(handle.workflow_id)
+
+
+def _check_sqlite(
+    url: str,
+    python: tuple[int, ...] = sys.version_info[:2],
+    sqlite: tuple[int, ...] = sqlite3.sqlite_version_info,
+) -> None:
+    """Refuse a SQLite system database that DBOS cannot write on this Python.
+
+    On Python 3.12+ DBOS stamps its rows with SQLite's ``unixepoch('subsec')``, which
+    SQLite 3.42 introduced; an older SQLite (a Python built against the system's) gives NULL
+    there, and DBOS fails to launch with a NOT NULL constraint error that names neither.
+
+    Raises:
+        UsageError: Python 3.12+ with a SQLite older than 3.42, for a ``sqlite://`` URL.
+    """
+    if url.startswith("sqlite:") and python >= (3, 12) and sqlite < (3, 42):
+        found = ".".join(map(str, sqlite))
+        raise UsageError(
+            f"DBOS on Python 3.12+ needs SQLite 3.42 or later for a SQLite database; this "
+            f"Python has SQLite {found}: use a postgresql:// URL, or a Python built with a "
+            "newer SQLite"
+        )
 
 
 def _lock_sqlite_file(url: str) -> int | None:
