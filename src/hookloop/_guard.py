@@ -38,7 +38,6 @@ from .hooks._dispatch import (
     GuardStop,
     Handler,
     Phase,
-    dispatch,
     guard_stop,
     notify,
     run_guards,
@@ -354,10 +353,7 @@ def check_tool_call(
         if not handlers:
             return None
     ctx = _tool_call_context(call, tool, scope, arguments, approval)
-    stopped: GuardStop | Awaitable[GuardStop | None] | None
-    if (only := handlers[0]).is_async:  # the dispatch runs them all (as run_guards would)
-        stopped = dispatch(handlers, ctx, "guard")  # type: ignore[assignment]
-    elif len(handlers) > 1:
+    if len(handlers) > 1 or (only := handlers[0]).is_async:
         stopped = run_guards(handlers, ctx)
     else:  # one sync guardrail, the usual row: called here as run_guards would (a frame less)
         try:
@@ -410,10 +406,7 @@ def check_tool_result(
     if handlers[0].order >= _OBSERVE:  # _checks, inlined: it runs for every tool result
         return result
     ctx = _tool_result_context(call, tool, scope, result)
-    stopped: GuardStop | Awaitable[GuardStop | None] | None
-    if (only := handlers[0]).is_async:  # the dispatch runs them all (as run_guards would)
-        stopped = dispatch(handlers, ctx, "guard")  # type: ignore[assignment]
-    elif len(handlers) > 1:
+    if len(handlers) > 1 or (only := handlers[0]).is_async:
         stopped = run_guards(handlers, ctx)
     else:  # one sync guardrail, the usual row: called here as run_guards would (a frame less)
         try:
