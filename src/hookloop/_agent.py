@@ -624,7 +624,7 @@ class Agent(MemoryMethods, IdleParts, AgentHost):
 
     async def _approval_state(self) -> ApprovalState:
         """The latest batch's pending calls and decided calls without results."""
-        return await current_state(self._plugins, self._approvals or self._book(), self.history)
+        return await current_state(self._plugins, self._book(), self.history)
 
     def cancel(self, reason: object = None) -> bool:
         """End the running chat as soon as possible.
@@ -815,7 +815,7 @@ class Agent(MemoryMethods, IdleParts, AgentHost):
         """
         # While a chat runs, its calls are half-answered in the history; claiming the slot
         # then raises ConcurrentChatError, which is the answer.
-        slot = self._chat_slot or self._slot  # (the property's call only to make it)
+        slot = self._slot
         if isinstance(message, UserMessage) and slot.run is None:
             with slot.holding("start a chat"):
                 state = await self._approval_state()
@@ -845,7 +845,7 @@ class Agent(MemoryMethods, IdleParts, AgentHost):
             window=policy if isinstance(policy := self.context_policy, SlidingWindow) else None,
             agent=self,
             deps=self.deps if deps is NO_DEPS else deps,
-            approvals=self._approvals or self._book(),
+            approvals=self._book(),
             output=output,
             steps=steps,
             limits=limits.limits,
