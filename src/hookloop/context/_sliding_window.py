@@ -279,6 +279,16 @@ class SlidingWindow:
                 state.seen, state.tokens, state.fitted, state.room = len(whole), tokens, room, room
                 state.bare, state.model = request, model
                 return whole
+        elif (
+            state is not None
+            and state.hold is not None
+            and state.history is history
+            and state.version == history.version == history.checked_version
+        ):
+            # Every iteration of a chat whose window moves in steps, between two steps.
+            held = self._held(state, request, history, model)
+            if held is not None:
+                return held
         lists = history._checked_lists()
         if lists is None:
             self._state = None
@@ -321,8 +331,12 @@ class SlidingWindow:
             start = end
         state.start, state.tokens, state.fitted = start, tokens, room
         sent = start
+        state.hold = None
         if start > 0 and tokens <= room and (step := int(room * self.headroom)) > 0:
-            sent = _stepped(state, messages, counts, history._total - tokens, step)
+            before = history._total - tokens
+            sent = _stepped(state, messages, counts, before, step)
+            if sent > start and (unit := _unit_start(messages, sent)) >= start:
+                state.hold = before + sum(counts[start:unit])
         if tokens <= room and start > 0:
             # Something was left out: the window starts at a user message (trim's rule 4).
             while sent < last_user and not isinstance(messages[sent], UserMessage):
@@ -338,6 +352,52 @@ class SlidingWindow:
         state.sent_tokens = tokens if sent == start else None
         # Only a window that fits is exactly what the trim keeps; _trim finishes the others.
         state.room = room if tokens <= room else None
+        state.bare, state.model = request, model
+        return state.sent
+
+    def _held(
+        self, state: _Window, request: ProviderRequest, history: ChatHistory, model: Model
+    ) -> tuple[Message, ...] | None:
+        """The last window and the messages appended since, if the window in steps holds.
+
+        The caller checked that messages were only appended since the last request, whose
+        window in steps started after the largest window that fit (``state.hold``). With the
+        same room and step, the largest window that fits now still starts at or before the
+        unit before the window in steps while the tokens before it reach at most
+        ``state.hold``: the multiple of the step, the window's start and the message it is
+        moved to (a user message, trim's rule 4) are those of the last request. ``state``
+        is left as the general path would leave it, except that its ``start`` (and
+        ``tokens``) stay behind, at a unit boundary at or before the largest window's start,
+        from where the general path walks forward; ``None`` when the general path must run.
+        """
+        room = self._room(request, history, model)
+        cut = state.cut
+        hold = state.hold
+        if (
+            hold is None
+            or cut is None
+            or room != state.room
+            or cut[0] != int(room * self.headroom)
+            or state.sent_end != state.seen
+        ):
+            return None
+        counts = history._counted()
+        if history._total - room > hold:
+            return None  # the largest window starts after the unit before: the window moves
+        messages = history._messages
+        n = len(messages)
+        seen = state.seen
+        last_user = state.last_user
+        for index in range(n - 1, seen - 1, -1):
+            if isinstance(messages[index], UserMessage):
+                if cut[2] >= 0:
+                    return None  # the window was held back by the last user message
+                last_user = index  # a later one: the window still starts at the user message
+                break
+        state.tokens += sum(counts[seen:])
+        state.sent += tuple(messages[seen:])
+        state.seen = state.sent_end = state.user_seen = n
+        state.last_user = last_user
         state.bare, state.model = request, model
         return state.sent
 
@@ -696,6 +756,7 @@ class _Window:
         "cut",
         "fitted",
         "history",
+        "hold",
         "last_user",
         "model",
         "room",
@@ -729,6 +790,10 @@ class _Window:
         self.bare: ProviderRequest | None = None  # the request the window was made for
         self.model: Model | None = None  # and the model it goes to
         self.fitted: int | None = None  # the room start was last fitted to, walking back
+        # The tokens before the unit before the window in steps (not the largest window's
+        # start), which the history's tokens less the room may reach without moving the
+        # window (see SlidingWindow._held); None when the last request's window was not so.
+        self.hold: int | None = None
         # Where the window in steps starts, for which step and multiple of it (and last user
         # message, when that held it back): it moves only when one of them does.
         self.cut: tuple[int, int, int, int] | None = None  # (step, target, last_user, start)
