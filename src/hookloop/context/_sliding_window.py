@@ -358,46 +358,36 @@ class SlidingWindow:
     def _held(
         self, state: _Window, request: ProviderRequest, history: ChatHistory, model: Model
     ) -> tuple[Message, ...] | None:
-        """The last window and the messages appended since, if the window in steps holds.
+        """The last window and the messages appended since, while the window in steps holds.
 
-        The caller checked that messages were only appended since the last request, whose
-        window in steps started after the largest window that fit (``state.hold``). With the
-        same room and step, the largest window that fits now still starts at or before the
-        unit before the window in steps while the tokens before it reach at most
-        ``state.hold``: the multiple of the step, the window's start and the message it is
-        moved to (a user message, trim's rule 4) are those of the last request. ``state``
-        is left as the general path would leave it, except that its ``start`` (and
-        ``tokens``) stay behind, at a unit boundary at or before the largest window's start,
-        from where the general path walks forward; ``None`` when the general path must run.
+        The common iteration of a long chat; ``None`` when the general path must run. The
+        caller checked that messages were only appended since the last request. That request
+        had this room and step and its window in steps started after the unit that begins
+        ``state.hold`` tokens in (see ``_Window.hold``). While the history's tokens less the
+        room stay at most that, the largest window that fits starts at or before that unit:
+        the multiple of the step, the window in steps and the user message it starts at
+        (trim's rule 4) are the last request's. A new last user message changes none of them,
+        unless it was the last user message that held the window back.
+
+        What the general path would only count (``start``, ``tokens``, ``seen``,
+        ``last_user``, ``user_seen``) stays behind, as valid as before: the general path
+        catches up from there when it runs next.
         """
         room = self._room(request, history, model)
-        cut = state.cut
-        hold = state.hold
-        if (
-            hold is None
-            or cut is None
-            or room != state.room
-            or cut[0] != int(room * self.headroom)
-            or state.sent_end != state.seen
-        ):
+        cut, hold = state.cut, state.hold
+        if room != state.room or hold is None or cut is None or cut[0] != int(room * self.headroom):
             return None
-        counts = history._counted()
+        history._counted()
         if history._total - room > hold:
-            return None  # the largest window starts after the unit before: the window moves
+            return None  # the largest window starts after that unit: the window moves
         messages = history._messages
         n = len(messages)
-        seen = state.seen
-        last_user = state.last_user
-        for index in range(n - 1, seen - 1, -1):
-            if isinstance(messages[index], UserMessage):
-                if cut[2] >= 0:
-                    return None  # the window was held back by the last user message
-                last_user = index  # a later one: the window still starts at the user message
-                break
-        state.tokens += sum(counts[seen:])
-        state.sent += tuple(messages[seen:])
-        state.seen = state.sent_end = state.user_seen = n
-        state.last_user = last_user
+        if cut[2] >= 0:  # held back by the last user message: a new one moves it on
+            if _last_user(messages, n, state.user_seen - 1) >= 0:
+                return None
+            state.user_seen = n
+        state.sent += tuple(messages[state.sent_end :])
+        state.sent_end = n
         state.bare, state.model = request, model
         return state.sent
 
@@ -790,9 +780,10 @@ class _Window:
         self.bare: ProviderRequest | None = None  # the request the window was made for
         self.model: Model | None = None  # and the model it goes to
         self.fitted: int | None = None  # the room start was last fitted to, walking back
-        # The tokens before the unit before the window in steps (not the largest window's
-        # start), which the history's tokens less the room may reach without moving the
-        # window (see SlidingWindow._held); None when the last request's window was not so.
+        # When the last request's window in steps started after the largest window that fit,
+        # and the unit before it did not start before that window: the tokens before that
+        # unit, which the history's tokens less the room may reach without the window in
+        # steps moving (SlidingWindow._held); else None.
         self.hold: int | None = None
         # Where the window in steps starts, for which step and multiple of it (and last user
         # message, when that held it back): it moves only when one of them does.
