@@ -262,33 +262,30 @@ class SlidingWindow:
         state = self._state
         if (
             state is not None
-            and state.start == 0
             and state.history is history
             and state.version == history.version == history.checked_version
         ):
-            # Every iteration of a chat that fits: the window held the whole conversation and
-            # messages were only appended since (the same version, checked), so the window is
-            # the whole conversation again if all of it fits. Its tokens are the history's.
-            history._counted()
-            tokens = history._total
-            room = self._room(request, history, model)
-            if tokens <= room:
-                whole = state.sent = tuple(history._messages)
-                state.sent_end = len(whole)
-                state.sent_tokens = tokens
-                state.seen, state.tokens, state.fitted, state.room = len(whole), tokens, room, room
-                state.bare, state.model = request, model
-                return whole
-        elif (
-            state is not None
-            and state.hold is not None
-            and state.history is history
-            and state.version == history.version == history.checked_version
-        ):
-            # Every iteration of a chat whose window moves in steps, between two steps.
-            held = self._held(state, request, history, model)
-            if held is not None:
-                return held
+            # Messages were only appended since the last request (the same version, checked).
+            if state.start == 0:
+                # Every iteration of a chat that fits: the window held the whole conversation,
+                # so it is the whole conversation again if all of it fits. Its tokens are the
+                # history's.
+                history._counted()
+                tokens = history._total
+                room = self._room(request, history, model)
+                if tokens <= room:
+                    whole = state.sent = tuple(history._messages)
+                    state.sent_end = len(whole)
+                    state.sent_tokens = tokens
+                    state.seen, state.tokens, state.fitted = len(whole), tokens, room
+                    state.room = room
+                    state.bare, state.model = request, model
+                    return whole
+            elif state.hold is not None:
+                # Every iteration of a chat whose window moves in steps, between two steps.
+                held = self._held(state, request, history, model)
+                if held is not None:
+                    return held
         lists = history._checked_lists()
         if lists is None:
             self._state = None
@@ -429,9 +426,9 @@ class SlidingWindow:
             return False
         if not state.sent_start:  # nothing left out: nothing to report
             return True
-        handlers = agent.hooks.handlers
-        return ON_TRIM not in handlers and not (
-            state.announced < state.sent_start and handlers.get(ON_PRE_COMPRESS)
+        handlers = agent.hooks.handlers  # no key for an event without handlers
+        return ON_TRIM not in handlers and (
+            ON_PRE_COMPRESS not in handlers or state.announced >= state.sent_start
         )
 
     def request_tokens(self, request: ProviderRequest) -> int | None:
