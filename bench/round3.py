@@ -503,7 +503,7 @@ def report(figures: dict[str, Any]) -> None:
         bound = "<=" if sense == "max" else ">="
         print(f"  {label:<50} {value:8.2f}  aim {bound} {aim:g}: {'met' if met else 'NOT MET'}")
         if key == "window_ratio_100k_to_100":
-            label = "  and against 1,000 (a full window: the same request)"
+            label = "  and against 1,000 (a full window, same request)"
             print(
                 f"  {label:<50} {figures['window_ratio_100k_to_full']:8.2f}  (history length alone)"
             )
