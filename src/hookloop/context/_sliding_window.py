@@ -361,9 +361,11 @@ class SlidingWindow:
         caller checked that messages were only appended since the last request. That request
         had this room and step and its window in steps started after the unit that begins
         ``state.hold`` tokens in (see ``_Window.hold``). While the history's tokens less the
-        room stay at most that, the largest window that fits starts at or before that unit:
-        the multiple of the step, the window in steps and the user message it starts at
-        (trim's rule 4) are the last request's. A new last user message changes none of them,
+        room stay at most that, the largest window that fits starts at or before that unit,
+        and the tokens before it stay below the multiple of the step the last request
+        reached (the window in steps starts at the *first* boundary that reaches it, so the
+        unit before had not): the multiple of the step, the window in steps and the user
+        message it starts at (trim's rule 4) are the last request's. A new last user message changes none of them,
         unless it was the last user message that held the window back.
 
         What the general path would only count (``start``, ``tokens``, ``seen``,
