@@ -19,16 +19,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from hookloop import Agent, ToolMessage, Usage, UserMessage, hooks, tool
+from hookloop import Agent, ToolMessage, UserMessage, hooks, tool
 from hookloop import _messages as messages_module
-from hookloop._errors import RateLimitError
 from hookloop.context import Compaction
 from hookloop.models import ProviderRequest, ProviderResponse
 from hookloop.observe import JsonLinesTracePlugin
-from hookloop.retry import DefaultRetryStrategy
-from hookloop.retry._backoff import Backoff
 from hookloop.testing import FakeClock, FunctionModel, ScriptedModel, text_response, tool_call
-from tests.observe._trace_runs import ANSWER, EPOCH, PROMPT, TASK, _calls, deny_shell
+from tests.observe._trace_runs import ANSWER, EPOCH, PROMPT, busy_agent
 
 FIXTURE = Path(__file__).with_name("golden_traces.json")
 
@@ -67,37 +64,7 @@ async def shell(command: str) -> str:
 def busy_run(*, content: bool = True, error_text: bool = True) -> list[str]:
     """The busy run (a retry, three parallel calls, a short-circuit, a sub-agent), traced."""
     clock = FakeClock()
-    researcher = Agent(
-        ScriptedModel(
-            [ProviderResponse(content="Paris.", usage=Usage(input_tokens=30, output_tokens=2))],
-            context_window=4096,
-        ),
-        name="researcher",
-        session_id="s-researcher",
-    )
-    model = ScriptedModel(
-        [
-            RateLimitError("slow down", status=429, retry_after=1.5),
-            _calls(
-                ("c1", "add", '{"a": 17, "b": 23}'),
-                ("c2", "divide", '{"a": 1, "b": 0}'),
-                ("c3", "shell", '{"command": "rm -rf /"}'),
-                tokens=(120, 40),
-            ),
-            _calls(("c4", "researcher", f'{{"task": "{TASK}"}}'), tokens=(200, 20)),
-            ProviderResponse(content=ANSWER, usage=Usage(input_tokens=260, output_tokens=15)),
-        ],
-        name="scripted-large",
-        context_window=8192,
-    )
-    agent = Agent(
-        model,
-        name="assistant",
-        tools=[add, divide, shell, researcher.as_tool()],
-        retry=DefaultRetryStrategy(sleep=clock.sleep, clock=clock, backoff=Backoff(jitter="none")),
-        session_id="s-busy",
-    )
-    agent.add_hook("pre_tool_call", deny_shell)
+    agent = busy_agent(clock, tools=(add, divide, shell))
     lines: list[str] = []
     wall = lambda: EPOCH + clock()  # noqa: E731
     plugin = JsonLinesTracePlugin(
