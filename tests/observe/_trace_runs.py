@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from hookloop import Agent, PreToolCallContext, ToolCall, ToolReturn, Usage, tool
+from hookloop import Agent, PreToolCallContext, Tool, ToolCall, ToolReturn, Usage, tool
 from hookloop._errors import RateLimitError
 from hookloop.context import Compaction
 from hookloop.limits import ModelPrice
@@ -59,7 +59,10 @@ def _calls(*calls: tuple[str, str, str], tokens: tuple[int, int]) -> ProviderRes
     )
 
 
-def busy_agent(clock: FakeClock, *, session_id: str = "s-busy") -> Agent:
+def busy_agent(
+    clock: FakeClock, *, session_id: str = "s-busy", tools: tuple[Tool, ...] | None = None
+) -> Agent:
+    """The busy run's agent; ``tools``: in place of add, divide and shell."""
     researcher = Agent(
         ScriptedModel(
             [ProviderResponse(content="Paris.", usage=Usage(input_tokens=30, output_tokens=2))],
@@ -86,7 +89,7 @@ def busy_agent(clock: FakeClock, *, session_id: str = "s-busy") -> Agent:
     agent = Agent(
         model,
         name="assistant",
-        tools=[add, divide, shell, researcher.as_tool()],
+        tools=[*(tools or (add, divide, shell)), researcher.as_tool()],
         retry=DefaultRetryStrategy(sleep=clock.sleep, clock=clock, backoff=Backoff(jitter="none")),
         session_id=session_id,
     )

@@ -37,6 +37,7 @@ from hookloop.observe import TRACE_FORMAT, JsonLinesTracePlugin, read_trace, wri
 from hookloop.sessions import dump_messages
 from hookloop.testing import FunctionModel, ScriptedModel, text_response, tool_call, tool_calls
 from tests.models._provider_server import ProviderServer, Reply
+from tests.observe._golden import FIXTURE, golden_runs
 from tests.observe._trace_runs import ANSWER, EPOCH, PROMPT, TASK, busy_run, compacted_run
 
 
@@ -76,6 +77,18 @@ def test_every_row_of_the_event_table_gets_a_recording_handler() -> None:
         for spec in EVENT_TABLE.values()
     }
     assert mine == expected
+
+
+def test_known_runs_are_traced_byte_for_byte_as_the_pinned_lines(tmp_path: Path) -> None:
+    # A retry, parallel calls, a short-circuit, a sub-agent, errors, a compaction, handlers
+    # that reshape requests, long and non-ASCII texts, with and without content and error
+    # texts, to a function and to a file: the lines the code before issue 22 item 4 wrote.
+    pinned = json.loads(FIXTURE.read_text(encoding="utf-8"))
+    got = golden_runs(tmp_path)
+    assert list(got) == list(pinned)
+    for name, lines in got.items():
+        for number, (line, expected) in enumerate(zip(lines, pinned[name], strict=True)):
+            assert line == expected, f"{name}, line {number}"
 
 
 @dataclasses.dataclass(slots=True, kw_only=True)

@@ -34,6 +34,7 @@ import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal
+from operator import is_
 from typing import Any, Final, TypeAlias
 
 import pydantic_core
@@ -157,9 +158,9 @@ class Encoder:
         "_sums",
         "_texts",
         "_versions",
-        "_writers",
         "content",
         "error_text",
+        "writers",
     )
 
     def __init__(self, *, content: bool, error_text: bool = True) -> None:
@@ -176,7 +177,9 @@ class Encoder:
         self._messages: list[Message] = []  # by number
         self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
         self._plans = _PLANS  # a type's plan is the same in every trace: made once
-        self._writers = _WRITERS[content]  # see _writer
+        self.writers = _WRITERS[content]
+        """Each dataclass's writer, by type (see :meth:`writer`): ``writers[type(obj)](self,
+        obj)`` writes ``obj``; a missing one is made by :meth:`writer`."""
         self._conversation_state: (
             tuple[
                 tuple[Message, ...],
@@ -213,7 +216,7 @@ class Encoder:
 
     def context(self, ctx: object) -> str:
         """A hook context's fields, by name, as a JSON object."""
-        write = self._writers.get(type(ctx)) or self._writer(type(ctx))
+        write = self.writers.get(type(ctx)) or self.writer(type(ctx))
         return write(self, ctx)
 
     def changes(self, ctx: object, names: list[str]) -> str:
@@ -225,13 +228,15 @@ class Encoder:
         chosen = tuple(name for name in fields if name in names)
         if not chosen:
             return f'{{"changed":[{listed}]}}'
-        write = self._writers.get((type(ctx), chosen)) or self._writer(type(ctx), chosen)
-        return f'{{"changed":[{listed}],' + write(self, ctx)[1:]
+        write = self.writers.get((type(ctx), chosen)) or self.writer(type(ctx), chosen)
+        return write(self, ctx, f'"changed":[{listed}],')
 
-    def _writer(
-        self, cls: type, chosen: tuple[str, ...] | None = None
-    ) -> Callable[[Encoder, Any], str]:
+    def writer(self, cls: type, chosen: tuple[str, ...] | None = None) -> _Writer:
         """A function writing a ``cls`` object's fields (or the ``chosen`` ones) as JSON.
+
+        ``write(encoder, obj, head="")`` returns the object, ``head`` (JSON text of keys and
+        values, each followed by a comma) written first inside its braces: a reference's
+        ``"$id"``, a message's role.
 
         Made for ``cls`` once per process (and content setting), as ``dataclasses`` makes an
         ``__init__``: a record is mostly a context's fields, and a function that reads each
@@ -244,25 +249,44 @@ class Encoder:
         plan = self._plans.get(cls) or self._plan(cls)
         slots = set(getattr(cls, "__slots__", ())) if hasattr(cls, "__settable__") else set()
         # (The class's name is set on the function after, never written into its source.)
-        lines = ["def write(self, obj):", "    by_type = self._by_type"]
+        # A field's value: None, an int, a bool, an empty list and a short string of ASCII
+        # are written here; anything else by the encoder's table or by _said / value.
+        lines = ["def write(self, obj, head=''):", "    by_type = self._by_type"]
         texts = []
         for i, (name, key, naming) in enumerate(plan):
             if chosen is not None and name not in chosen:
                 continue
             attribute = f"_{name}" if f"_{name}" in slots else name
-            said = "_said" if naming or self.content or name in IDENTIFYING_KEYS else "_value"
-            lines.append(
-                f"    x = obj.{attribute}; f{i} = 'null' if x is None else x if (k := type(x))"
-                f" is int else e(x, {name!r}) if (e := by_type.get(k)) is not None"
-                f" else {said}(self, x, {name!r})"
+            kept = naming or self.content or name in IDENTIFYING_KEYS
+            text = (
+                "(s if (s := _basestring(x)).isascii() else _json_string(x))"
+                f" if len(x) < {LONG_TEXT} else _said(self, x, {name!r})"
+                if kept
+                else """f'{{"chars":{len(x)}}}'"""
             )
+            lines += [
+                f"    x = obj.{attribute}",
+                f"    if x is None: f{i} = 'null'",
+                f"    elif (k := type(x)) is int: f{i} = x",
+                f"    elif k is str: f{i} = {text}",
+                f"    elif k is bool: f{i} = 'true' if x else 'false'",
+                f"    elif (k is tuple or k is list) and not x: f{i} = '[]'",
+                f"    elif (e := by_type.get(k)) is not None: f{i} = e(x, {name!r})",
+                f"    else: f{i} = {'_said' if kept else '_value'}(self, x, {name!r})",
+            ]
             texts.append(f"{key}:{{f{i}}}")  # (a key is a field's name: no braces)
-        lines.append("    return f'{{" + ",".join(texts) + "}}'" if texts else "    return '{}'")
-        scope: dict[str, Any] = {"_said": Encoder._said, "_value": Encoder.value}
+        fields = ",".join(texts)
+        lines.append("    return f'{{{head}" + fields + "}}'")
+        scope: dict[str, Any] = {
+            "_said": Encoder._said,
+            "_value": Encoder.value,
+            "_basestring": _encode_basestring,
+            "_json_string": json_string,
+        }
         exec("\n".join(lines), scope)
-        write: Callable[[Encoder, Any], str] = scope["write"]
+        write: _Writer = scope["write"]
         write.__qualname__ = f"{type(self).__qualname__}.write[{cls.__qualname__}]"
-        self._writers[cls if chosen is None else (cls, chosen)] = write
+        self.writers[cls if chosen is None else (cls, chosen)] = write
         return write
 
     def _said(self, field: object, name: str) -> str:
@@ -362,9 +386,9 @@ class Encoder:
             parts.append(f"{_key(name)}:{self.value(v, name)}")
         return "{" + ",".join(parts) + "}"
 
-    def _fields(self, value: object) -> str:
-        write = self._writers.get(type(value)) or self._writer(type(value))
-        return write(self, value)
+    def _fields(self, value: object, head: str = "") -> str:
+        write = self.writers.get(type(value)) or self.writer(type(value))
+        return write(self, value, head)
 
     def _error(self, error: BaseException) -> str:
         # The type always: a failure must be readable in any trace. The text unless errors'
@@ -384,7 +408,7 @@ class Encoder:
 
     # -- written once --------------------------------------------------------------------
 
-    def _interning(self, kind: str, body: Callable[[Any], str]) -> Callable[[Any, str], str]:
+    def _interning(self, kind: str, body: Callable[[Any, str], str]) -> Callable[[Any, str], str]:
         """How a value of ``kind`` is written: a reference when it was written before.
 
         The usual case (the same object again) is answered here, in one call.
@@ -399,13 +423,13 @@ class Encoder:
 
         return encode
 
-    def _interned(self, value: object, kind: str, body: Callable[[Any], str]) -> str:
+    def _interned(self, value: object, kind: str, body: Callable[[Any, str], str]) -> str:
         entry = self._known.get(id(value)) or self._recent.get(id(value))
         if entry is not None and entry[0] is value:
             return entry[3]
         return self._once(value, kind, body)
 
-    def _once(self, value: object, kind: str, body: Callable[[Any], str]) -> str:
+    def _once(self, value: object, kind: str, body: Callable[[Any, str], str]) -> str:
         """``value``, not written before as itself: a reference to an equal one, or in full."""
         version = None
         if kind in _BY_VERSION:
@@ -427,7 +451,7 @@ class Encoder:
                 self._messages.append(value)  # type: ignore[arg-type]
             if version is not None:  # (a text is found by itself only, never by an equal one)
                 self._versions.setdefault(version, []).append(entry)
-        return f'{{"$id":"{kind}{number}",' + body(value)[1:]
+        return body(value, f'"$id":"{kind}{number}",')
 
     def _reference(self, value: object) -> tuple[str, int] | None:
         """The kind and number of ``value`` when it was written before (itself, or its equal)."""
@@ -551,15 +575,15 @@ class Encoder:
             f'"arguments":{self.text(call.arguments, "arguments")}}}'
         )
 
-    def _message(self, message: Any) -> str:
+    def _message(self, message: Any, head: str) -> str:
         # The session codec's form (dump_messages): the role, then the fields in order. A
         # message of text is written from its fields directly, as that form has them.
         if type(message.content) is str:
-            write = self._writers.get(type(message)) or self._writer(type(message))
-            return f'{{"role":{json_string(message.role)},' + write(self, message)[1:]
-        return self._mapping(dump_messages((message,))[0])
+            write = self.writers.get(type(message)) or self.writer(type(message))
+            return write(self, message, f'{head}"role":{json_string(message.role)},')
+        return "{" + head + self._mapping(dump_messages((message,))[0])[1:]
 
-    def _request(self, request: ProviderRequest) -> str:
+    def _request(self, request: ProviderRequest, head: str) -> str:
         """A request's fields, its messages as :meth:`_conversation` writes them, its tokens.
 
         The fields around the messages (model, system prompt, tools, settings) are usually
@@ -569,23 +593,19 @@ class Encoder:
         messages = self._conversation(request.messages, spans)
         values = _REQUEST_FIELDS(request)
         known = self._request_texts
-        # The same values, not equal ones: 1 and 1.0, True and 1 compare equal and are
-        # written apart (a string is its text).
-        if known is not None and all(
-            a is b or (type(a) is str and a == b) for a, b in zip(known[0], values, strict=True)
-        ):
-            head, tail = known[1], known[2]
+        if known is not None and _same_values(known[0], values):
+            fields, tail = known[1], known[2]
         else:
             texts = [
                 f"{key}:{self.value(value, name)}"
                 for name, key, value in zip(_REQUEST_NAMES, _REQUEST_KEYS, values, strict=True)
             ]
-            head = ",".join(texts[:_MESSAGES_AT])
+            fields = ",".join(texts[:_MESSAGES_AT])
             tail = ",".join(texts[_MESSAGES_AT:])
             # Kept only without a definition: the next request refers to what this one wrote.
-            self._request_texts = None if '"$id"' in head + tail else (values, head, tail)
+            self._request_texts = None if '"$id"' in fields + tail else (values, fields, tail)
         tokens = self._tokens(request, spans)
-        return f'{{{head},"messages":{messages},{tail},"tokens":{tokens}}}'
+        return f'{{{head}{fields},"messages":{messages},{tail},"tokens":{tokens}}}'
 
     def _tokens(self, request: ProviderRequest, spans: list[tuple[int, int]]) -> int:
         """The request's size in tokens, as the context policies count it.
@@ -618,9 +638,11 @@ class Encoder:
 
 
 _Entry: TypeAlias = tuple[object, str, int, str]
+_Writer: TypeAlias = Callable[..., str]
+"""A dataclass's writer: ``write(encoder, obj, head="")`` (see Encoder.writer)."""
 _PLANS: Final[dict[type, tuple[tuple[str, str, bool], ...]]] = {}
-_WRITERS: Final[dict[bool, dict[object, Callable[[Encoder, Any], str]]]] = {True: {}, False: {}}
-"""Each dataclass's writer (Encoder._writer), by content setting and type (and the fields of
+_WRITERS: Final[dict[bool, dict[object, _Writer]]] = {True: {}, False: {}}
+"""Each dataclass's writer (Encoder.writer), by content setting and type (and the fields of
 an ``after`` record's changes: ``(type, names)``)."""
 """Each dataclass's fields as the encoder writes them (name, JSON key, naming), by type."""
 _REQUEST_NAMES: Final = tuple(
@@ -639,8 +661,23 @@ LONG_TEXT: Final = 256
 """Texts this long or longer are written once (``{"$id": "s3", "$value": text}``)."""
 
 
-def _text_value(text: str) -> str:
-    return f'{{"$value":{json_string(text)}}}'
+def _same_values(old: tuple[object, ...], new: tuple[object, ...]) -> bool:
+    """Whether ``new`` holds the values of ``old``, each the same object (a str: its text).
+
+    Not equal ones: 1 and 1.0, True and 1 compare equal and are written apart. A tuple (a
+    request's tools, made anew for each request) is the same when it holds the same objects.
+    """
+    for a, b in zip(old, new, strict=True):
+        if a is b or (type(a) is str and a == b):
+            continue
+        if type(a) is tuple and type(b) is tuple and len(a) == len(b) and all(map(is_, a, b)):
+            continue
+        return False
+    return True
+
+
+def _text_value(text: str, head: str) -> str:
+    return f'{{{head}"$value":{json_string(text)}}}'
 
 
 def _boolean(value: object, key: str) -> str:

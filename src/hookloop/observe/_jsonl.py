@@ -37,10 +37,12 @@ import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from math import isfinite
 from typing import IO, TYPE_CHECKING, Any, Final, TypeAlias, cast
 
 from .._errors import UsageError
 from ..hooks import EVENT_TABLE, EventSpec, Phase, SubAgentEventContext, attach_once
+from ..hooks._dispatch import Handler
 from ._encode import Encoder, json_string
 from ._read import TRACE_FORMAT
 
@@ -138,7 +140,6 @@ class JsonLinesTracePlugin:
         self._parents: dict[str, str] = {}  # chat -> its "parent" as JSON
         self._pending: dict[int, tuple[object, tuple[object, ...], int]] = {}
         # What most records repeat, as JSON text: made again only when it changes.
-        self._texts: dict[str, tuple[object, str]] = {}
         self._known: tuple[str | None, str, str | None, str] | None = None  # see _emit
         self._second = -1
         self._prefix = ""
@@ -195,42 +196,71 @@ class JsonLinesTracePlugin:
         self.close()
 
     # -- handlers ----------------------------------------------------------------------
+    #
+    # A handler runs for every event of a run: each is made for its event, with what its
+    # records repeat (the event's name, stage and "of" as JSON text) made once, and writes
+    # the context with the encoder's writer for its type, called here (see Encoder.context).
 
     def _observer(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name = _shape(spec)[0]
+        head = _shape(spec)[4]
+        encoder = self._encoder
+        writers, writer = encoder.writers, encoder.writer
+        emit = self._emit
+        if event == "on_chat_start":
 
-        def record(ctx: Any) -> None:
-            if event == "on_chat_start":
+            def start(ctx: Any) -> None:
                 self._chat.set(f"c{next(self._chats)}")
                 self._call.set(None)
-            self._emit(name, self._encoder.context(ctx))
-            if event in _ENDS:
+                emit(head, (writers.get(type(ctx)) or writer(type(ctx)))(encoder, ctx))
+
+            return start
+        if event in _ENDS:
+
+            def end(ctx: Any) -> None:
+                emit(head, (writers.get(type(ctx)) or writer(type(ctx)))(encoder, ctx))
                 self._chat.set(None)
                 self._pending.clear()
                 self._flush()
+
+            return end
+
+        def record(ctx: Any) -> None:
+            emit(head, (writers.get(type(ctx)) or writer(type(ctx)))(encoder, ctx))
 
         return record
 
     def _before(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name, fields, _, _ = _shape(spec)
+        _, fields, _, _, one, before = _shape(spec)
+        encoder = self._encoder
+        writers, writer = encoder.writers, encoder.writer
+        emit, pending = self._emit, self._pending
+        assert self._agent is not None
+        registry = self._agent.hooks
+        calls = self._call if event == "pre_tool_call" else None
+        seen: list[Any] = [None, ""]  # the event's handlers, and the others' labels as JSON
 
         def record(ctx: Any) -> None:
-            if event == "pre_tool_call":
-                self._call.set(ctx.call.id)
-            hooks = self._hooks(event)
+            if calls is not None:
+                calls.set(ctx.call.id)
+            handlers = registry.handlers.get(event, ())
+            if handlers is seen[0]:
+                hooks = seen[1]
+            else:
+                hooks = seen[1] = self._hooks(handlers)
+                seen[0] = handlers
+            data = (writers.get(type(ctx)) or writer(type(ctx)))(encoder, ctx)
             if hooks == "[]":  # no other handler: nothing can change it, one record says all
-                self._emit(name, self._encoder.context(ctx), "null", hooks)
+                emit(one, data, hooks)
                 return
-            seq = self._emit(name, self._encoder.context(ctx), _BEFORE, hooks)
-            self._pending[id(ctx)] = (ctx, fields(ctx), seq)
+            pending[id(ctx)] = (ctx, fields(ctx), emit(before, data, hooks))
 
         return record
 
     def _after(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
-        name, fields, names, _ = _shape(spec)
+        name, fields, names, _, _, _ = _shape(spec)
 
         def record(ctx: Any) -> None:
             entry = self._pending.pop(id(ctx), None)
@@ -240,7 +270,8 @@ class JsonLinesTracePlugin:
                     for f, new, old in zip(names, fields(ctx), entry[1], strict=True)
                     if new is not old
                 ]
-                self._emit(name, self._encoder.changes(ctx, changed), _AFTER, of=str(entry[2]))
+                head = _head(name, _AFTER, str(entry[2]))
+                self._emit(head, self._encoder.changes(ctx, changed))
             if event in _TOOL_ENDS:
                 self._call.set(None)
 
@@ -258,33 +289,20 @@ class JsonLinesTracePlugin:
             self._call.set(getattr(getattr(ctx.context, "call", None), "id", None))
         elif event in _TOOL_ENDS:
             self._call.set(None)
-        self._emit(json_string(event), self._encoder.context(ctx.context), path=ctx.path)
+        head = _head(json_string(event), "null")
+        self._emit(head, self._encoder.context(ctx.context), path=ctx.path)
 
-    def _hooks(self, event: str) -> str:
-        """The other handlers of ``event``, in firing order, as a JSON list."""
-        assert self._agent is not None
-        handlers = self._agent.hooks.handlers.get(event, ())
-        known = self._texts.get(event)
-        if known is not None and known[0] is handlers:
-            return known[1]
+    def _hooks(self, handlers: tuple[Handler, ...]) -> str:
+        """The other handlers of an event (``handlers``, in firing order) as a JSON list."""
         labels = [json_string(h.label) for h in handlers if id(h.fn) not in self._mine]
-        text = "[" + ",".join(labels) + "]"
-        self._texts[event] = (handlers, text)
-        return text
+        return "[" + ",".join(labels) + "]"
 
     # -- writing -----------------------------------------------------------------------
 
     def _emit(
-        self,
-        event: str,
-        data: str,
-        stage: str = "null",
-        hooks: str = "null",
-        *,
-        path: tuple[str, ...] | None = None,
-        of: str = "null",
+        self, head: str, data: str, hooks: str = "null", *, path: tuple[str, ...] | None = None
     ) -> int:
-        """Write one record (``event``, ``data`` and the rest as JSON text); its ``seq``."""
+        """Write one record (``head``: its event, stage and ``of`` as JSON text); its ``seq``."""
         now = self._clock()
         start = self._start
         if start is None:
@@ -297,7 +315,8 @@ class JsonLinesTracePlugin:
             middle = self._middle_of(chat, path)
         else:
             # The agent, its session, the chat and its parent: the same for every record
-            # of a chat, so made once (again when the session changes).
+            # of a chat, so made once (again when the session changes). The session is
+            # read from the agent's slot when it has one (the property costs a call).
             agent = self._agent
             assert agent is not None
             known = self._known
@@ -305,7 +324,7 @@ class JsonLinesTracePlugin:
                 known is not None
                 and known[0] is chat
                 and known[1] is agent.name
-                and known[2] is agent.session_id
+                and known[2] is (getattr(agent, "_session_id", None) or agent.session_id)
             ):
                 middle = known[3]
             else:
@@ -317,10 +336,8 @@ class JsonLinesTracePlugin:
         stamp = self._stamp if int(wall * 1000) == self._millisecond else self._timestamp(wall)
         try:
             self._write(
-                f'{{"v":{TRACE_FORMAT},"seq":{seq},'
-                f'"t":{f"{elapsed:.6f}" if math.isfinite(elapsed) else "null"},'
-                f'"ts":"{stamp}","event":{event},"stage":{stage},'
-                f'"of":{of},{middle},"hooks":{hooks},"data":{data}}}{self._end}'
+                f'{_V}{seq},"t":{f"{elapsed:.6f}" if isfinite(elapsed) else "null"},'
+                f'"ts":"{stamp}",{head},{middle},"hooks":{hooks},"data":{data}}}{self._end}'
             )
         except Exception as exc:
             self._failed(exc)
@@ -372,7 +389,15 @@ class JsonLinesTracePlugin:
             logger.warning("the trace could not be written, recording stopped: %s", exc)
 
 
-_Shape: TypeAlias = tuple[str, Callable[[Any], tuple[object, ...]], tuple[str, ...], bool]
+_V: Final = f'{{"v":{TRACE_FORMAT},"seq":'  # how every record starts
+
+
+def _head(event: str, stage: str, of: str = "null") -> str:
+    """A record's ``event``, ``stage`` and ``of``, as JSON text (each given as JSON)."""
+    return f'"event":{event},"stage":{stage},"of":{of}'
+
+
+_Shape: TypeAlias = tuple[str, Callable[[Any], tuple[object, ...]], tuple[str, ...], bool, str, str]
 _SHAPES: Final[dict[str, _Shape]] = {}
 _LABELS: Final[dict[str, str]] = {}  # the plugin's handlers' labels, by event
 _CLASS: Final = "JsonLinesTracePlugin"
@@ -382,7 +407,8 @@ def _shape(spec: EventSpec) -> _Shape:
     """What the records of ``spec``'s event need, made once per process, not per plugin.
 
     Its name as JSON, a getter of the fields its handlers may change (as a tuple), their
-    names, and whether its records come in two stages (handlers may change something).
+    names, whether its records come in two stages (handlers may change something), and the
+    :func:`_head` of its one record and of its ``before`` record.
     """
     known = _SHAPES.get(spec.name)
     if known is not None:
@@ -397,7 +423,9 @@ def _shape(spec: EventSpec) -> _Shape:
     else:
         fields = operator.attrgetter(*names)
     staged = (spec.kind == "interceptor" or bool(spec.settable)) and not spec.sync_only
-    shape = _SHAPES[spec.name] = (json_string(spec.name), fields, names, staged)
+    name = json_string(spec.name)
+    shape = (name, fields, names, staged, _head(name, "null"), _head(name, _BEFORE))
+    _SHAPES[spec.name] = shape
     return shape
 
 
