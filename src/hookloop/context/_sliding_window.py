@@ -365,8 +365,8 @@ class SlidingWindow:
         and the tokens before it stay below the multiple of the step the last request
         reached (the window in steps starts at the *first* boundary that reaches it, so the
         unit before had not): the multiple of the step, the window in steps and the user
-        message it starts at (trim's rule 4) are the last request's. A new last user message changes none of them,
-        unless it was the last user message that held the window back.
+        message it starts at (trim's rule 4) are the last request's. A new last user message
+        changes none of them, unless it was the last user message that held the window back.
 
         What the general path would only count (``start``, ``tokens``, ``seen``,
         ``last_user``, ``user_seen``) stays behind, as valid as before: the general path
