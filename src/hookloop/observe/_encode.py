@@ -158,9 +158,9 @@ class Encoder:
         "_sums",
         "_texts",
         "_versions",
+        "_writers",
         "content",
         "error_text",
-        "writers",
     )
 
     def __init__(self, *, content: bool, error_text: bool = True) -> None:
@@ -177,9 +177,7 @@ class Encoder:
         self._messages: list[Message] = []  # by number
         self._sums: dict[str, list[int]] = {}  # per model: tokens of messages 0..n-1
         self._plans = _PLANS  # a type's plan is the same in every trace: made once
-        self.writers = _WRITERS[content]
-        """Each dataclass's writer, by type (see :meth:`writer`): ``writers[type(obj)](self,
-        obj)`` writes ``obj``; a missing one is made by :meth:`writer`."""
+        self._writers = _WRITERS[content]  # see _writer
         self._conversation_state: (
             tuple[
                 tuple[Message, ...],
@@ -216,7 +214,7 @@ class Encoder:
 
     def context(self, ctx: object) -> str:
         """A hook context's fields, by name, as a JSON object."""
-        write = self.writers.get(type(ctx)) or self.writer(type(ctx))
+        write = self._writers.get(type(ctx)) or self._writer(type(ctx))
         return write(self, ctx)
 
     def changes(self, ctx: object, names: list[str]) -> str:
@@ -228,10 +226,10 @@ class Encoder:
         chosen = tuple(name for name in fields if name in names)
         if not chosen:
             return f'{{"changed":[{listed}]}}'
-        write = self.writers.get((type(ctx), chosen)) or self.writer(type(ctx), chosen)
+        write = self._writers.get((type(ctx), chosen)) or self._writer(type(ctx), chosen)
         return write(self, ctx, f'"changed":[{listed}],')
 
-    def writer(self, cls: type, chosen: tuple[str, ...] | None = None) -> _Writer:
+    def _writer(self, cls: type, chosen: tuple[str, ...] | None = None) -> _Writer:
         """A function writing a ``cls`` object's fields (or the ``chosen`` ones) as JSON.
 
         ``write(encoder, obj, head="")`` returns the object, ``head`` (JSON text of keys and
@@ -286,7 +284,7 @@ class Encoder:
         exec("\n".join(lines), scope)
         write: _Writer = scope["write"]
         write.__qualname__ = f"{type(self).__qualname__}.write[{cls.__qualname__}]"
-        self.writers[cls if chosen is None else (cls, chosen)] = write
+        self._writers[cls if chosen is None else (cls, chosen)] = write
         return write
 
     def _said(self, field: object, name: str) -> str:
@@ -387,7 +385,7 @@ class Encoder:
         return "{" + ",".join(parts) + "}"
 
     def _fields(self, value: object, head: str = "") -> str:
-        write = self.writers.get(type(value)) or self.writer(type(value))
+        write = self._writers.get(type(value)) or self._writer(type(value))
         return write(self, value, head)
 
     def _error(self, error: BaseException) -> str:
@@ -579,7 +577,7 @@ class Encoder:
         # The session codec's form (dump_messages): the role, then the fields in order. A
         # message of text is written from its fields directly, as that form has them.
         if type(message.content) is str:
-            write = self.writers.get(type(message)) or self.writer(type(message))
+            write = self._writers.get(type(message)) or self._writer(type(message))
             return write(self, message, f'{head}"role":{json_string(message.role)},')
         return "{" + head + self._mapping(dump_messages((message,))[0])[1:]
 
@@ -639,10 +637,10 @@ class Encoder:
 
 _Entry: TypeAlias = tuple[object, str, int, str]
 _Writer: TypeAlias = Callable[..., str]
-"""A dataclass's writer: ``write(encoder, obj, head="")`` (see Encoder.writer)."""
+"""A dataclass's writer: ``write(encoder, obj, head="")`` (see Encoder._writer)."""
 _PLANS: Final[dict[type, tuple[tuple[str, str, bool], ...]]] = {}
 _WRITERS: Final[dict[bool, dict[object, _Writer]]] = {True: {}, False: {}}
-"""Each dataclass's writer (Encoder.writer), by content setting and type (and the fields of
+"""Each dataclass's writer (Encoder._writer), by content setting and type (and the fields of
 an ``after`` record's changes: ``(type, names)``)."""
 """Each dataclass's fields as the encoder writes them (name, JSON key, naming), by type."""
 _REQUEST_NAMES: Final = tuple(

@@ -198,27 +198,24 @@ class JsonLinesTracePlugin:
     # -- handlers ----------------------------------------------------------------------
     #
     # A handler runs for every event of a run: each is made for its event, with what its
-    # records repeat (the event's name, stage and "of" as JSON text) made once, and writes
-    # the context with the encoder's writer for its type, called here (see Encoder.context).
+    # records repeat (the event's name, stage and "of" as JSON text) made once.
 
     def _observer(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
         head = _shape(spec)[4]
-        encoder = self._encoder
-        writers, writer = encoder.writers, encoder.writer
-        emit = self._emit
+        context, emit = self._encoder.context, self._emit
         if event == "on_chat_start":
 
             def start(ctx: Any) -> None:
                 self._chat.set(f"c{next(self._chats)}")
                 self._call.set(None)
-                emit(head, (writers.get(type(ctx)) or writer(type(ctx)))(encoder, ctx))
+                emit(head, context(ctx))
 
             return start
         if event in _ENDS:
 
             def end(ctx: Any) -> None:
-                emit(head, (writers.get(type(ctx)) or writer(type(ctx)))(encoder, ctx))
+                emit(head, context(ctx))
                 self._chat.set(None)
                 self._pending.clear()
                 self._flush()
@@ -226,16 +223,14 @@ class JsonLinesTracePlugin:
             return end
 
         def record(ctx: Any) -> None:
-            emit(head, (writers.get(type(ctx)) or writer(type(ctx)))(encoder, ctx))
+            emit(head, context(ctx))
 
         return record
 
     def _before(self, spec: EventSpec) -> Callable[[Any], None]:
         event = spec.name
         _, fields, _, _, one, before = _shape(spec)
-        encoder = self._encoder
-        writers, writer = encoder.writers, encoder.writer
-        emit, pending = self._emit, self._pending
+        context, emit, pending = self._encoder.context, self._emit, self._pending
         assert self._agent is not None
         registry = self._agent.hooks
         calls = self._call if event == "pre_tool_call" else None
@@ -250,7 +245,7 @@ class JsonLinesTracePlugin:
             else:
                 hooks = seen[1] = self._hooks(handlers)
                 seen[0] = handlers
-            data = (writers.get(type(ctx)) or writer(type(ctx)))(encoder, ctx)
+            data = context(ctx)
             if hooks == "[]":  # no other handler: nothing can change it, one record says all
                 emit(one, data, hooks)
                 return
@@ -315,8 +310,7 @@ class JsonLinesTracePlugin:
             middle = self._middle_of(chat, path)
         else:
             # The agent, its session, the chat and its parent: the same for every record
-            # of a chat, so made once (again when the session changes). The session is
-            # read from the agent's slot when it has one (the property costs a call).
+            # of a chat, so made once (again when the session changes).
             agent = self._agent
             assert agent is not None
             known = self._known
@@ -324,7 +318,7 @@ class JsonLinesTracePlugin:
                 known is not None
                 and known[0] is chat
                 and known[1] is agent.name
-                and known[2] is (getattr(agent, "_session_id", None) or agent.session_id)
+                and known[2] is agent.session_id
             ):
                 middle = known[3]
             else:
